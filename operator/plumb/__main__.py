@@ -1,0 +1,7 @@
+"""``python -m plumb`` is the ``plumb`` command."""
+
+import sys
+
+from plumb import cli
+
+sys.exit(cli.main())

@@ -1,0 +1,59 @@
+"""kopf handlers: login, startup sync, and the pod and node watches that feed the scheduler.
+
+Every handler on Pods and Nodes is an ``on.event`` handler that returns None, so kopf stores
+nothing on those objects: no annotations, no finalizers, no status.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+import kopf
+
+from plumb import scheduler as scheduler_module
+from plumb.k8s import client as k8s_client
+from plumb.k8s import credentials as credentials_module
+
+logger = logging.getLogger(__name__)
+
+
+def register(
+    registry: kopf.OperatorRegistry,
+    *,
+    scheduler: scheduler_module.Scheduler,
+    api: k8s_client.ApiClient,
+    creds: credentials_module.Credentials,
+) -> None:
+    """Attach plumb's handlers to a kopf registry, bound to one scheduler instance."""
+
+    @kopf.on.login(registry=registry)
+    def login(**_: Any) -> kopf.ConnectionInfo:
+        # One set of credentials for kopf's watches and for plumb's own binding client.
+        return kopf.ConnectionInfo(
+            server=creds.server,
+            ca_path=creds.ca_file,
+            insecure=creds.insecure,
+            token=creds.token,
+            username=creds.username,
+            password=creds.password,
+            certificate_path=creds.client_cert_file,
+            private_key_path=creds.client_key_file,
+        )
+
+    @kopf.on.startup(registry=registry)
+    async def sync(**_: Any) -> None:
+        # The watches begin after startup handlers: list first so the loop starts on a full
+        # picture of the cluster instead of scheduling onto the first nodes to arrive.
+        nodes, _rv = await api.list_all("/api/v1/nodes")
+        pods, _rv = await api.list_all("/api/v1/pods")
+        scheduler.resync(nodes, pods)
+        logger.info("synced %d nodes and %d pods", len(nodes), len(pods))
+
+    @kopf.on.event("", "v1", "nodes", registry=registry)
+    async def node_event(event: kopf.RawEvent, **_: Any) -> None:
+        scheduler.on_node(event.get("type"), event["object"])
+
+    @kopf.on.event("", "v1", "pods", registry=registry)
+    async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
+        scheduler.on_pod(event.get("type"), event["object"])

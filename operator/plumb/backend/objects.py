@@ -1,0 +1,165 @@
+"""Pod and Node bodies from the API turned into the compact records the cache and queue keep."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any
+
+from plumb.k8s import quantities
+
+CPU = "cpu"
+MEMORY = "memory"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+PODS = "pods"
+# Columns every NodeTable has, in this order; extended resources get columns as they are seen.
+BASE_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
+TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+_EMPTY: Mapping[str, int] = MappingProxyType({})
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PodInfo:
+    """What scheduling needs of a pod; the rest of its body is not kept.
+
+    ``requests`` is the pod's effective request (cpu in millicores, other resources in their
+    base unit) and never includes ``pods``: each pod counts one against a node's pod limit.
+    ``problem`` is set when the spec cannot be scheduled as written (an unusable quantity);
+    such a pod gets a FailedScheduling event that quotes it.
+
+    Equality ignores ``resource_version`` and ``scheduled_condition``: as in kube-scheduler, a
+    change to the pod's status alone is not an update that could make it schedulable.
+    """
+
+    uid: str
+    namespace: str
+    name: str
+    scheduler_name: str
+    node_name: str
+    priority: int
+    creation_timestamp: str
+    resource_version: str = dataclasses.field(compare=False)
+    requests: Mapping[str, int]
+    terminal: bool
+    deleting: bool
+    gated: bool
+    problem: str | None = None
+    # (status, reason, message) of the PodScheduled condition, to skip patches that change nothing.
+    scheduled_condition: tuple[str, str, str] | None = dataclasses.field(
+        default=None, compare=False
+    )
+
+    @property
+    def key(self) -> str:
+        return f"{self.namespace}/{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class NodeInfo:
+    """What scheduling needs of a node: its name and allocatable resources."""
+
+    name: str
+    allocatable: Mapping[str, int]
+    problem: str | None = None
+
+
+def amount(resource: str, text: Any) -> int:
+    """One quantity in the unit the cache counts it in: millicores for cpu, else the base unit."""
+    if resource == CPU:
+        return quantities.clamp_int64(quantities.milli_value(text))
+    return quantities.clamp_int64(quantities.value(text))
+
+
+def _resource_list(raw: Mapping[str, Any] | None) -> dict[str, int]:
+    return {name: amount(name, text) for name, text in (raw or {}).items()}
+
+
+def _add(into: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, value in other.items():
+        into[name] = into.get(name, 0) + value
+
+
+def _maximise(into: dict[str, int], other: Mapping[str, int]) -> None:
+    for name, value in other.items():
+        into[name] = max(into.get(name, 0), value)
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """The pod's effective request, as kube-scheduler computes it.
+
+    max(sum of containers + restartable init containers, each init container run on top of the
+    restartable init containers started before it) + overhead.
+    """
+    total: dict[str, int] = {}
+    for container in spec.get("containers") or ():
+        _add(total, _resource_list((container.get("resources") or {}).get("requests")))
+    sidecars: dict[str, int] = {}
+    init_peak: dict[str, int] = {}
+    for container in spec.get("initContainers") or ():
+        requests = _resource_list((container.get("resources") or {}).get("requests"))
+        if container.get("restartPolicy") == "Always":
+            _add(total, requests)
+            _add(sidecars, requests)
+            _maximise(init_peak, sidecars)
+        else:
+            running = dict(sidecars)
+            _add(running, requests)
+            _maximise(init_peak, running)
+    _maximise(total, init_peak)
+    _add(total, _resource_list(spec.get("overhead")))
+    total.pop(PODS, None)
+    # Each quantity fits int64 but a sum may not; the cache keeps int64s.
+    return {name: quantities.clamp_int64(value) for name, value in total.items() if value}
+
+
+def parse_pod(body: Mapping[str, Any]) -> PodInfo:
+    """A PodInfo from a pod body; an unusable spec is recorded in ``problem``, never raised."""
+    metadata = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    problem = None
+    try:
+        requests: Mapping[str, int] = MappingProxyType(pod_requests(spec))
+    except quantities.QuantityError as error:
+        requests, problem = _EMPTY, f"invalid resource request: {error}"
+    return PodInfo(
+        uid=str(metadata.get("uid", "")),
+        namespace=str(metadata.get("namespace", "")),
+        name=str(metadata.get("name", "")),
+        scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
+        node_name=str(spec.get("nodeName") or ""),
+        priority=int(spec.get("priority") or 0),
+        creation_timestamp=str(metadata.get("creationTimestamp") or ""),
+        resource_version=str(metadata.get("resourceVersion") or ""),
+        requests=requests,
+        terminal=status.get("phase") in TERMINAL_PHASES,
+        deleting=metadata.get("deletionTimestamp") is not None,
+        gated=bool(spec.get("schedulingGates")),
+        problem=problem,
+        scheduled_condition=_pod_scheduled(status),
+    )
+
+
+def _pod_scheduled(status: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == "PodScheduled":
+            return (
+                str(condition.get("status", "")),
+                str(condition.get("reason", "")),
+                str(condition.get("message", "")),
+            )
+    return None
+
+
+def parse_node(body: Mapping[str, Any]) -> NodeInfo:
+    """A NodeInfo from a node body; allocatable falls back to capacity, as the kubelet reports."""
+    metadata = body.get("metadata") or {}
+    status = body.get("status") or {}
+    raw = status.get("allocatable") or status.get("capacity") or {}
+    problem = None
+    try:
+        allocatable: Mapping[str, int] = MappingProxyType(_resource_list(raw))
+    except quantities.QuantityError as error:
+        allocatable, problem = _EMPTY, f"invalid allocatable: {error}"
+    return NodeInfo(name=str(metadata.get("name", "")), allocatable=allocatable, problem=problem)

@@ -1,0 +1,224 @@
+"""The scheduling queue: activeQ, backoffQ and the unschedulable pool, one entry per pod.
+
+- activeQ pops by (priority desc, creationTimestamp asc, uid): the order kube-scheduler uses.
+- backoffQ holds pods whose last attempt failed for a reason that may pass by itself (a failed
+  bind); they wait 1 s, doubling per attempt up to 10 s, then go back to activeQ.
+- the unschedulable pool holds pods no node fits; a cluster event that could help them
+  (``move_all``) sends them back, and after 5 minutes they go back regardless.
+- pods with scheduling gates wait, outside the queues, until an update removes the gates.
+- a pod popped and not yet finished is "in flight": an update arriving meanwhile is kept and,
+  if the attempt fails, the pod is retried at once instead of waiting for a cluster event.
+
+Only the event loop calls this class; it holds no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import enum
+import heapq
+import time
+from collections.abc import Callable
+
+from plumb.backend import objects
+
+INITIAL_BACKOFF = 1.0
+MAX_BACKOFF = 10.0
+UNSCHEDULABLE_TIMEOUT = 300.0
+
+
+class Where(enum.Enum):
+    ACTIVE = "active"
+    BACKOFF = "backoff"
+    UNSCHEDULABLE = "unschedulable"
+    GATED = "gated"
+    IN_FLIGHT = "in_flight"
+
+
+@dataclasses.dataclass(kw_only=True, slots=True)
+class Entry:
+    """A pod's place in the queue. Mutable, owned by the queue; callers read it only."""
+
+    pod: objects.PodInfo
+    where: Where
+    attempts: int = 0
+    first_enqueued: float = 0.0
+    since: float = 0.0
+    ready_at: float = 0.0
+    seq: int = 0
+    updated_in_flight: bool = False
+
+
+class SchedulingQueue:
+    """Pending pods waiting for a scheduling attempt."""
+
+    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._entries: dict[str, Entry] = {}
+        self._active: list[tuple[int, str, str, int]] = []
+        self._backoff: list[tuple[float, int, str]] = []
+        # Insertion order is the order pods became unschedulable, so the oldest is first.
+        self._unschedulable: dict[str, Entry] = {}
+        self._seq = 0
+        self._wakeup = asyncio.Event()
+
+    # Feeding -------------------------------------------------------------------------------
+
+    def add(self, pod: objects.PodInfo) -> None:
+        """Add a pending pod, or update it in place if it is already here."""
+        now = self._clock()
+        entry = self._entries.get(pod.uid)
+        if entry is None:
+            entry = Entry(pod=pod, where=Where.GATED, first_enqueued=now, since=now)
+            self._entries[pod.uid] = entry
+            self._to_active_or_gated(entry)
+            return
+        unchanged = entry.pod == pod
+        entry.pod = pod
+        if unchanged:
+            return  # a status-only change (our own condition patch, say) is not an update
+        if entry.where is Where.IN_FLIGHT:
+            entry.updated_in_flight = True
+        elif entry.where is Where.ACTIVE:
+            self._push_active(entry)  # priority may have changed; the old heap item goes stale
+        elif entry.where in (Where.GATED, Where.UNSCHEDULABLE):
+            # The update may be what the pod was waiting for (gates removed, spec changed).
+            self._to_active_or_gated(entry)
+
+    def delete(self, uid: str) -> None:
+        """Forget a pod: deleted, bound elsewhere, or no longer ours. Heap items go stale."""
+        self._entries.pop(uid, None)
+        self._unschedulable.pop(uid, None)
+
+    def move_all(self) -> None:
+        """A cluster event that could make pods schedulable: retry the unschedulable pool."""
+        waiting, self._unschedulable = self._unschedulable, {}
+        for entry in waiting.values():
+            self._after_backoff(entry)
+
+    # Consuming -----------------------------------------------------------------------------
+
+    async def pop(self) -> Entry:
+        """The next pod to schedule, waiting while there is none; it is then in flight."""
+        while True:
+            now = self._clock()
+            self._flush(now)
+            while self._active:
+                _, _, uid, seq = heapq.heappop(self._active)
+                entry = self._entries.get(uid)
+                if entry is not None and entry.seq == seq and entry.where is Where.ACTIVE:
+                    entry.where = Where.IN_FLIGHT
+                    entry.attempts += 1
+                    entry.updated_in_flight = False
+                    return entry
+            self._wakeup.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wakeup.wait(), self._next_deadline(now))
+
+    def done(self, uid: str) -> None:
+        """The attempt placed the pod; it leaves the queue."""
+        self.delete(uid)
+
+    def unschedulable(self, uid: str) -> None:
+        """No node fits: wait for a cluster event, unless the pod changed meanwhile."""
+        entry = self._entries.get(uid)
+        if entry is None or entry.where is not Where.IN_FLIGHT:
+            return
+        if entry.updated_in_flight:
+            self._after_backoff(entry)
+            return
+        entry.where = Where.UNSCHEDULABLE
+        entry.since = self._clock()
+        self._unschedulable[uid] = entry
+
+    def backoff(self, uid: str) -> None:
+        """The attempt failed for a passing reason (a failed bind): retry after a backoff."""
+        entry = self._entries.get(uid)
+        if entry is not None and entry.where is Where.IN_FLIGHT:
+            self._after_backoff(entry)
+
+    def retry(self, entry: Entry) -> None:
+        """A pod that left the queue (assumed) failed to bind: back it off, keeping its count.
+
+        Nothing happens if the pod is already back in the queue through a watch update.
+        """
+        if entry.pod.uid in self._entries:
+            return
+        self._entries[entry.pod.uid] = entry
+        entry.where = Where.IN_FLIGHT
+        self._after_backoff(entry)
+
+    # Reading -------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, uid: object) -> bool:
+        return uid in self._entries
+
+    def where(self, uid: str) -> Where | None:
+        entry = self._entries.get(uid)
+        return entry.where if entry else None
+
+    def counts(self) -> dict[Where, int]:
+        counts = dict.fromkeys(Where, 0)
+        for entry in self._entries.values():
+            counts[entry.where] += 1
+        return counts
+
+    @staticmethod
+    def backoff_duration(attempts: int) -> float:
+        return min(MAX_BACKOFF, INITIAL_BACKOFF * 2.0 ** max(0, attempts - 1))
+
+    # Internals -----------------------------------------------------------------------------
+
+    def _to_active_or_gated(self, entry: Entry) -> None:
+        self._unschedulable.pop(entry.pod.uid, None)
+        if entry.pod.gated:
+            entry.where = Where.GATED
+        else:
+            self._push_active(entry)
+
+    def _push_active(self, entry: Entry) -> None:
+        self._seq += 1
+        entry.seq = self._seq
+        entry.where = Where.ACTIVE
+        pod = entry.pod
+        heapq.heappush(self._active, (-pod.priority, pod.creation_timestamp, pod.uid, entry.seq))
+        self._wakeup.set()
+
+    def _after_backoff(self, entry: Entry) -> None:
+        now = self._clock()
+        # The backoff counts from the failed attempt: now for a pod in flight, else when it
+        # became unschedulable.
+        start = now if entry.where is Where.IN_FLIGHT else entry.since
+        entry.ready_at = start + self.backoff_duration(entry.attempts)
+        if entry.ready_at <= now or entry.pod.gated:
+            self._to_active_or_gated(entry)
+            return
+        self._seq += 1
+        entry.seq = self._seq
+        entry.where = Where.BACKOFF
+        heapq.heappush(self._backoff, (entry.ready_at, entry.seq, entry.pod.uid))
+        self._wakeup.set()
+
+    def _flush(self, now: float) -> None:
+        while self._backoff and self._backoff[0][0] <= now:
+            _, seq, uid = heapq.heappop(self._backoff)
+            entry = self._entries.get(uid)
+            if entry is not None and entry.seq == seq and entry.where is Where.BACKOFF:
+                self._push_active(entry)
+        while self._unschedulable:
+            entry = next(iter(self._unschedulable.values()))
+            if now - entry.since < UNSCHEDULABLE_TIMEOUT:
+                break
+            self._to_active_or_gated(entry)
+
+    def _next_deadline(self, now: float) -> float | None:
+        deadlines = [self._backoff[0][0]] if self._backoff else []
+        if self._unschedulable:
+            oldest = next(iter(self._unschedulable.values()))
+            deadlines.append(oldest.since + UNSCHEDULABLE_TIMEOUT)
+        return max(0.0, min(deadlines) - now) if deadlines else None

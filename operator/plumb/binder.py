@@ -1,0 +1,55 @@
+"""Binding pods to nodes through the API server, a bounded number at a time."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import enum
+
+from plumb.backend import objects
+from plumb.k8s import client as k8s_client
+
+MAX_THROTTLED_RETRIES = 5
+
+
+class Outcome(enum.Enum):
+    BOUND = "bound"
+    GONE = "gone"  # 404: the pod (with this uid) no longer exists
+    CONFLICT = "conflict"  # 409: already bound, or recreated under the same name
+    RETRY = "retry"  # anything that may pass: 5xx, throttling that outlasted retries, timeout
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BindResult:
+    outcome: Outcome
+    message: str = ""
+
+
+class Binder:
+    """POSTs Bindings; at most ``concurrency`` in flight so a burst cannot swamp the server."""
+
+    def __init__(self, api: k8s_client.ApiClient, *, concurrency: int = 64) -> None:
+        self._api = api
+        self._slots = asyncio.Semaphore(concurrency)
+
+    async def bind(self, pod: objects.PodInfo, node: str) -> BindResult:
+        async with self._slots:
+            for _ in range(MAX_THROTTLED_RETRIES):
+                try:
+                    response = await self._api.bind(
+                        namespace=pod.namespace, name=pod.name, uid=pod.uid, node=node
+                    )
+                except k8s_client.TransportError as error:
+                    return BindResult(outcome=Outcome.RETRY, message=str(error))
+                if response.ok:
+                    return BindResult(outcome=Outcome.BOUND)
+                if response.status == 404:
+                    return BindResult(outcome=Outcome.GONE, message=response.message())
+                if response.status == 409:
+                    return BindResult(outcome=Outcome.CONFLICT, message=response.message())
+                if response.status != 429:
+                    text = f"HTTP {response.status}: {response.message()}"
+                    return BindResult(outcome=Outcome.RETRY, message=text)
+                # Throttled: the assumption stays while we wait as long as the server asks.
+                await asyncio.sleep(response.retry_after if response.retry_after else 1.0)
+            return BindResult(outcome=Outcome.RETRY, message="throttled (HTTP 429) repeatedly")

@@ -1,0 +1,137 @@
+"""The ``plumb`` command: run the scheduler, manage the local control plane, run the demo."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from plumb import DEFAULT_SCHEDULER_NAME, __version__, demo
+from plumb.app import running
+from plumb.controlplane import building
+from plumb.controlplane import running as controlplane
+from plumb.k8s import credentials as credentials_module
+from plumb.observability import logs
+
+
+def default_cluster_dir() -> Path:
+    """Where ``plumb cluster`` keeps the local control plane: $PLUMB_CLUSTER_DIR or a cache."""
+    configured = os.environ.get("PLUMB_CLUSTER_DIR")
+    if configured:
+        return Path(configured)
+    return Path.home() / ".cache" / "plumb" / "cluster"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="plumb", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"plumb {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    run = commands.add_parser("run", help="run the scheduler against a cluster")
+    run.add_argument(
+        "--kubeconfig",
+        type=Path,
+        help="kubeconfig file (default: in-cluster, then $KUBECONFIG, then ~/.kube/config)",
+    )
+    run.add_argument("--context", help="kubeconfig context to use")
+    run.add_argument(
+        "--scheduler-name",
+        default=DEFAULT_SCHEDULER_NAME,
+        help="schedule pods whose spec.schedulerName is this (default: %(default)s)",
+    )
+    run.add_argument(
+        "--bind-concurrency",
+        type=int,
+        default=64,
+        help="bindings in flight at most (default: %(default)s)",
+    )
+    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+    cluster = commands.add_parser("cluster", help="the local control plane (etcd + apiserver)")
+    cluster.add_argument("action", choices=["build", "up", "down", "env", "status"])
+    cluster.add_argument(
+        "--dir",
+        type=Path,
+        default=None,
+        help="state directory (default: $PLUMB_CLUSTER_DIR or ~/.cache/plumb/cluster)",
+    )
+
+    demo_cmd = commands.add_parser("demo", help="show plumb scheduling pods on a local cluster")
+    demo_cmd.add_argument(
+        "--keep-running",
+        action="store_true",
+        help="keep plumb in the foreground after the tour (Ctrl-C stops)",
+    )
+    return parser
+
+
+def _cluster(action: str, directory: Path) -> int:
+    if action == "build":
+        print(building.ensure_binaries())
+        return 0
+    if action == "up":
+        existing = controlplane.load(directory)
+        if existing is not None and controlplane.is_running(existing):
+            print(
+                f"already running: {existing.server} (kubeconfig {existing.kubeconfig})",
+                file=sys.stderr,
+            )
+            return 0
+        started = controlplane.start(directory, bin_dir=building.ensure_binaries())
+        print(f"control plane up at {started.server}", file=sys.stderr)
+        print(f"kubeconfig: {started.kubeconfig}", file=sys.stderr)
+        print('use it with: eval "$(plumb cluster env)"', file=sys.stderr)
+        return 0
+    if action == "down":
+        controlplane.stop(directory)
+        print("control plane stopped", file=sys.stderr)
+        return 0
+    plane = controlplane.load(directory)
+    if plane is None or not controlplane.is_running(plane):
+        print(
+            f"no control plane running in {directory}; start one with: plumb cluster up",
+            file=sys.stderr,
+        )
+        return 1
+    if action == "env":
+        print("\n".join(controlplane.env_lines(plane)))
+    else:
+        print(
+            f"running: {plane.server} (etcd pid {plane.etcd_pid}, "
+            f"kube-apiserver pid {plane.apiserver_pid})"
+        )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.command == "cluster":
+        try:
+            return _cluster(args.action, args.dir or default_cluster_dir())
+        except (building.BuildError, controlplane.ControlPlaneError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+    if args.command == "demo":
+        return demo.main(keep_running=args.keep_running)
+    logs.configure(args.log_level)
+    settings = running.RunSettings(
+        kubeconfig=args.kubeconfig,
+        context=args.context,
+        scheduler_name=args.scheduler_name,
+        bind_concurrency=args.bind_concurrency,
+    )
+    try:
+        asyncio.run(running.run(settings))
+    except credentials_module.CredentialsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

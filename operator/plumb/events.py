@@ -1,0 +1,115 @@
+"""Telling users what happened to a pod: events and the PodScheduled condition, as kube-scheduler.
+
+Writes are fire-and-forget tasks, bounded in number; a failed write is logged, never raised into
+the scheduling loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+from typing import Any
+
+from plumb.backend import objects
+from plumb.k8s import client as k8s_client
+
+logger = logging.getLogger(__name__)
+
+REPORTING_CONTROLLER = "plumb"
+# events.k8s.io/v1 refuses a note longer than 1 kB.
+MAX_NOTE = 1024
+
+
+def _now(precision: str = "microseconds") -> str:
+    now = datetime.datetime.now(datetime.UTC)
+    return now.isoformat(timespec=precision).replace("+00:00", "Z")
+
+
+class Recorder:
+    """Posts Scheduled / FailedScheduling events and patches the PodScheduled condition."""
+
+    def __init__(self, api: k8s_client.ApiClient, *, instance: str, concurrency: int = 32) -> None:
+        self._api = api
+        self._instance = instance[:128]
+        self._slots = asyncio.Semaphore(concurrency)
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def scheduled(self, pod: objects.PodInfo, node: str) -> None:
+        note = f"Successfully assigned {pod.namespace}/{pod.name} to {node}"
+        self._spawn(self._event(pod, "Normal", "Scheduled", "Binding", note))
+
+    def failed_scheduling(self, pod: objects.PodInfo, message: str) -> None:
+        self._spawn(self._event(pod, "Warning", "FailedScheduling", "Scheduling", message))
+        if pod.scheduled_condition != ("False", "Unschedulable", message):
+            self._spawn(self._unschedulable_condition(pod, message))
+
+    async def drain(self) -> None:
+        """Wait for the writes already started (used at shutdown and by tests)."""
+        while self._tasks:
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _spawn(self, coroutine: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _event(
+        self, pod: objects.PodInfo, kind: str, reason: str, action: str, note: str
+    ) -> None:
+        event = {
+            "apiVersion": "events.k8s.io/v1",
+            "kind": "Event",
+            "metadata": {"name": f"{pod.name}.{time.time_ns():x}", "namespace": pod.namespace},
+            "eventTime": _now(),
+            "reportingController": REPORTING_CONTROLLER,
+            "reportingInstance": self._instance,
+            "action": action,
+            "reason": reason,
+            "type": kind,
+            "note": note[:MAX_NOTE],
+            "regarding": {
+                "apiVersion": "v1",
+                "kind": "Pod",
+                "namespace": pod.namespace,
+                "name": pod.name,
+                "uid": pod.uid,
+            },
+        }
+        await self._write(
+            "event", pod, self._api.create_event(namespace=pod.namespace, event=event)
+        )
+
+    async def _unschedulable_condition(self, pod: objects.PodInfo, message: str) -> None:
+        # cluster-autoscaler reads PodScheduled=False/Unschedulable to decide on scale-up.
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "Unschedulable",
+            "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": _now("seconds"),
+        }
+        patch = {"status": {"conditions": [condition]}}
+        await self._write(
+            "PodScheduled condition",
+            pod,
+            self._api.patch_pod_status(namespace=pod.namespace, name=pod.name, patch=patch),
+        )
+
+    async def _write(self, what: str, pod: objects.PodInfo, request: Any) -> None:
+        async with self._slots:
+            try:
+                response: k8s_client.ApiResponse = await request
+            except k8s_client.TransportError as error:
+                logger.warning("could not write %s for pod %s: %s", what, pod.key, error)
+                return
+        if not response.ok and response.status != 404:
+            logger.warning(
+                "could not write %s for pod %s: HTTP %s: %s",
+                what,
+                pod.key,
+                response.status,
+                response.message(),
+            )

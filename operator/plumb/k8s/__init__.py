@@ -1,0 +1,1 @@
+"""Thin async Kubernetes API access and the API's own value formats; no scheduling logic here."""

@@ -1,0 +1,146 @@
+"""The hot API path: a small async client over one aiohttp session (bind, events, status, list)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Mapping
+from typing import Any
+from urllib.parse import quote
+
+import aiohttp
+
+from plumb.k8s import credentials as credentials_module
+
+JSON = dict[str, Any]
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+
+
+class TransportError(RuntimeError):
+    """The request never got an HTTP answer: a timeout, a refused or broken connection."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ApiResponse:
+    """One HTTP answer from the API server, its body parsed when it is JSON."""
+
+    status: int
+    body: Any
+    retry_after: float | None = None
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    def message(self) -> str:
+        """The Status message the API server put in an error body, else the raw body."""
+        if isinstance(self.body, dict):
+            return str(self.body.get("message") or self.body)
+        return str(self.body)
+
+
+class ApiClient:
+    """Async access to the few endpoints plumb calls per pod; one connection pool for all."""
+
+    def __init__(
+        self,
+        creds: credentials_module.Credentials,
+        *,
+        timeout: float = 30.0,
+        connections: int = 200,
+        user_agent: str = "plumb",
+    ) -> None:
+        self._creds = creds
+        self._timeout = aiohttp.ClientTimeout(total=timeout)
+        self._connections = connections
+        self._headers = {"User-Agent": user_agent, "Accept": "application/json"}
+        self._headers.update(creds.headers())
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        # Created lazily so the client can be built outside a running event loop.
+        if self._session is None or self._session.closed:
+            connector = aiohttp.TCPConnector(limit=self._connections, ssl=self._creds.ssl_context())
+            self._session = aiohttp.ClientSession(
+                base_url=self._creds.server,
+                connector=connector,
+                timeout=self._timeout,
+                headers=self._headers,
+            )
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        content_type: str = "application/json",
+    ) -> ApiResponse:
+        """Send one request; HTTP errors come back as a response, transport errors raise."""
+        data = None if body is None else json.dumps(body, separators=(",", ":"))
+        headers = {"Content-Type": content_type} if data is not None else None
+        try:
+            async with self.session.request(
+                method, path, data=data, params=params, headers=headers
+            ) as response:
+                raw = await response.read()
+                retry_after = _retry_after(response.headers.get("Retry-After"))
+                parsed: Any
+                if response.content_type == "application/json" and raw:
+                    parsed = json.loads(raw)
+                else:
+                    parsed = raw.decode(errors="replace")
+                return ApiResponse(status=response.status, body=parsed, retry_after=retry_after)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise TransportError(f"{method} {path}: {type(error).__name__}: {error}") from error
+
+    async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> ApiResponse:
+        """POST pods/{name}/binding; the uid makes the API server refuse a recreated pod."""
+        binding = {
+            "apiVersion": "v1",
+            "kind": "Binding",
+            "metadata": {"name": name, "namespace": namespace, "uid": uid},
+            "target": {"apiVersion": "v1", "kind": "Node", "name": node},
+        }
+        path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding"
+        return await self.request("POST", path, body=binding)
+
+    async def create_event(self, *, namespace: str, event: JSON) -> ApiResponse:
+        path = f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events"
+        return await self.request("POST", path, body=event)
+
+    async def patch_pod_status(self, *, namespace: str, name: str, patch: JSON) -> ApiResponse:
+        path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/status"
+        return await self.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
+
+    async def list_all(self, path: str, *, page: int = 500) -> tuple[list[JSON], str]:
+        """Every item of a collection, page by page; returns the items and the resourceVersion."""
+        items: list[JSON] = []
+        params = {"limit": str(page)}
+        while True:
+            response = await self.request("GET", path, params=params)
+            if not response.ok:
+                raise TransportError(f"GET {path}: HTTP {response.status}: {response.message()}")
+            items.extend(response.body.get("items") or [])
+            metadata = response.body.get("metadata") or {}
+            token = metadata.get("continue")
+            if not token:
+                return items, str(metadata.get("resourceVersion", ""))
+            params = {"limit": str(page), "continue": token}
+
+
+def _retry_after(value: str | None) -> float | None:
+    if value is None:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        return None

@@ -1,0 +1,143 @@
+"""The scheduling loop: pop a pod, decide on a snapshot, assume it in the cache, bind in the
+background, report. This file tells the main story; the parts live in backend/, framework/,
+binder.py and events.py.
+
+Cluster events come in through ``Scheduler.on_pod`` / ``on_node`` (called by the app layer's
+watch handlers) and through ``resync`` (a full list); the loop is ``Scheduler.run``. Everything
+runs on one event loop, so the cache and the queue need no locks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from plumb.backend import cache as cache_module
+from plumb.backend import objects
+from plumb.backend import queue as queue_module
+from plumb.binder import Binder, Outcome
+from plumb.events import Recorder
+from plumb.framework import cycle
+
+logger = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Profile:
+    """Which pods are ours."""
+
+    scheduler_name: str
+
+
+class Scheduler:
+    """Owns the cache and the queue, and runs scheduling cycles one after another."""
+
+    def __init__(self, *, profile: Profile, binder: Binder, recorder: Recorder) -> None:
+        self.profile = profile
+        self.cache = cache_module.Cache()
+        self.queue = queue_module.SchedulingQueue()
+        self._binder = binder
+        self._recorder = recorder
+        self._binds: set[asyncio.Task[None]] = set()
+        self.synced = asyncio.Event()
+
+    # Cluster events ------------------------------------------------------------------------
+
+    def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A pod was listed, added, modified or deleted."""
+        pod = objects.parse_pod(body)
+        if event_type == "DELETED":
+            self.queue.delete(pod.uid)
+            was_placed = self.cache.state(pod.uid) is not None
+            self.cache.remove_pod(pod.uid)
+            if was_placed:
+                self.queue.move_all()  # freed resources may fit a waiting pod
+            return
+        if pod.node_name:
+            self.queue.delete(pod.uid)
+            self.cache.add_pod(pod)
+            if pod.terminal:
+                self.queue.move_all()
+            return
+        if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
+            return  # being bound by us; the watch has not caught up yet
+        if pod.scheduler_name != self.profile.scheduler_name or pod.deleting or pod.terminal:
+            self.queue.delete(pod.uid)
+            return
+        self.queue.add(pod)
+
+    def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A node was listed, added, modified or deleted."""
+        node = objects.parse_node(body)
+        if event_type == "DELETED":
+            self.cache.remove_node(node.name)
+            return
+        if node.problem is not None:
+            logger.warning(
+                "node %s: %s; it is treated as having no resources", node.name, node.problem
+            )
+        self.cache.upsert_node(node)
+        self.queue.move_all()
+
+    def resync(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
+        """Make the cache and queue match a full list of nodes and pods."""
+        pod_bodies = list(pods)
+        node_infos = [objects.parse_node(body) for body in nodes]
+        self.cache.reconcile(node_infos, [objects.parse_pod(body) for body in pod_bodies])
+        for body in pod_bodies:
+            self.on_pod(None, body)
+        self.queue.move_all()
+        self.synced.set()
+
+    # The loop ------------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        """Schedule pods until cancelled; waits for the first resync before the first pod."""
+        await self.synced.wait()
+        while True:
+            entry = await self.queue.pop()
+            try:
+                self.schedule_one(entry)
+            except Exception:
+                # One pod's failure must not stop the others: back it off and carry on.
+                logger.exception("scheduling %s failed unexpectedly", entry.pod.key)
+                self.queue.backoff(entry.pod.uid)
+
+    def schedule_one(self, entry: queue_module.Entry) -> None:
+        """One scheduling cycle for one pod."""
+        pod = entry.pod
+        decision = cycle.schedule(pod, self.cache.snapshot())
+        if decision.node is None:
+            logger.info("pod %s is unschedulable: %s", pod.key, decision.message)
+            self.queue.unschedulable(pod.uid)
+            self._recorder.failed_scheduling(pod, decision.message)
+            return
+        self.cache.assume(pod, decision.node)
+        self.queue.done(pod.uid)
+        task = asyncio.get_running_loop().create_task(self._bind(entry, decision.node))
+        self._binds.add(task)
+        task.add_done_callback(self._binds.discard)
+
+    async def _bind(self, entry: queue_module.Entry, node: str) -> None:
+        pod = entry.pod
+        result = await self._binder.bind(pod, node)
+        if result.outcome is Outcome.BOUND:
+            logger.info("pod %s bound to %s", pod.key, node)
+            self._recorder.scheduled(pod, node)
+            return
+        if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
+            self.cache.forget(pod.uid)
+        if result.outcome in (Outcome.GONE, Outcome.CONFLICT):
+            logger.info("not binding pod %s: %s", pod.key, result.message)
+            return
+        logger.warning("binding pod %s to %s failed, retrying: %s", pod.key, node, result.message)
+        self.queue.retry(entry)
+
+    async def drain(self) -> None:
+        """Wait for binds and report writes in flight (shutdown, tests)."""
+        while self._binds:
+            await asyncio.gather(*list(self._binds), return_exceptions=True)
+        await self._recorder.drain()

@@ -1,0 +1,153 @@
+"""Fixtures for tests against the real control plane: one etcd + kube-apiserver per session,
+a namespace and nodes per test, and ``plumb run`` as a child process per test."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plumb.controlplane import building
+from plumb.controlplane import running as controlplane
+from plumb.testing import builders, kube
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture(scope="session")
+def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.ControlPlane]:
+    bin_dir = building.ensure_binaries()
+    directory = tmp_path_factory.mktemp("controlplane")
+    plane = controlplane.start(directory, bin_dir=bin_dir)
+    try:
+        yield plane
+    finally:
+        controlplane.stop(directory)
+    left = [pid for pid in (plane.etcd_pid, plane.apiserver_pid) if _alive(pid)]
+    assert not left, f"control plane processes still running after the session: {left}"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().split()[2]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.fixture(scope="session")
+def kube_client(control_plane: controlplane.ControlPlane) -> Iterator[kube.Kube]:
+    client = kube.Kube(control_plane.kubeconfig)
+    yield client
+    client.close()
+
+
+@pytest.fixture
+def namespace(request: pytest.FixtureRequest, kube_client: kube.Kube) -> Iterator[str]:
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40]
+    name = f"{slug}-{uuid.uuid4().hex[:6]}"
+    kube_client.create_namespace(name)
+    yield name
+    kube_client.delete_pods(name)
+
+
+NodeFactory = Callable[[builders.NodeBuilder], str]
+
+
+@pytest.fixture
+def add_node(kube_client: kube.Kube, namespace: str) -> Iterator[NodeFactory]:
+    """Create a node for this test only (deleted afterwards, so tests never share nodes)."""
+    created: list[str] = []
+
+    def create(builder: builders.NodeBuilder) -> str:
+        body = builder.obj()
+        name = body["metadata"]["name"]
+        created.append(name)
+        kube_client.create_node(body)
+        return str(name)
+
+    yield create
+    for name in created:
+        kube_client.delete_node(name)
+
+
+class Plumb:
+    """A running ``plumb run`` child process and its log."""
+
+    def __init__(self, process: subprocess.Popen[bytes], log: Path) -> None:
+        self.process = process
+        self.log = log
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def stop(self) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+
+PlumbFactory = Callable[..., Plumb]
+
+
+@pytest.fixture
+def start_plumb(control_plane: controlplane.ControlPlane, tmp_path: Path) -> Iterator[PlumbFactory]:
+    """Start ``plumb run`` against the control plane and wait until it has synced."""
+    started: list[Plumb] = []
+
+    def start(*extra: str) -> Plumb:
+        log = tmp_path / f"plumb-{len(started)}.log"
+        with log.open("wb") as out:
+            process = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "plumb",
+                    "run",
+                    "--kubeconfig",
+                    str(control_plane.kubeconfig),
+                    *extra,
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+        plumb = Plumb(process, log)
+        started.append(plumb)
+        kube.wait_for(
+            "plumb to sync with the API server",
+            lambda: "synced" in plumb.output() or process.poll() is not None,
+            timeout=60,
+        )
+        assert process.poll() is None, f"plumb exited early:\n{plumb.output()}"
+        return plumb
+
+    yield start
+    for plumb in started:
+        code = plumb.stop()
+        output = plumb.output()
+        print(f"--- plumb log ({plumb.log}) ---\n{output[-6000:]}")
+        assert code == 0, f"plumb exited with {code}"
+        assert "Traceback" not in output, "plumb logged a traceback"
+
+
+@pytest.fixture
+def plumb(start_plumb: PlumbFactory) -> Plumb:
+    return start_plumb()
+
+
+def events_of(client: kube.Kube, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in client.events(namespace, name) if e.get("reason") == reason]

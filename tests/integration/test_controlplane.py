@@ -1,0 +1,172 @@
+"""The local control plane against the real etcd and kube-apiserver binaries."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import socket
+import ssl
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from plumb.controlplane import building, running
+
+pytestmark = pytest.mark.integration
+
+KUBE_VERSION = "v1.34.4"
+
+
+@pytest.fixture(scope="module")
+def bin_dir() -> Path:
+    return building.ensure_binaries()
+
+
+@pytest.fixture(scope="module")
+def control_plane(
+    bin_dir: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[running.ControlPlane]:
+    directory = tmp_path_factory.mktemp("cluster")
+    cp = running.start(directory, bin_dir=bin_dir)
+    try:
+        yield cp
+    finally:
+        running.stop(directory)
+
+
+def kubectl(cp: running.ControlPlane, *args: str, stdin: str | None = None) -> str:
+    result = subprocess.run(
+        [str(cp.bin_dir / "kubectl"), "--kubeconfig", str(cp.kubeconfig), *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        # Keeps kubectl's discovery cache out of the user's home directory.
+        env={**os.environ, "KUBECACHEDIR": str(cp.directory / "kubectl-cache")},
+    )
+    assert result.returncode == 0, f"kubectl {' '.join(args)} failed: {result.stderr}"
+    return result.stdout
+
+
+def get(cp: running.ControlPlane, path: str, token: str) -> tuple[int, bytes]:
+    port = int(cp.server.rsplit(":", 1)[1])
+    context = ssl.create_default_context(cafile=str(cp.ca_file))
+    connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=context)
+    try:
+        connection.request("GET", path, headers={"Authorization": f"Bearer {token}"})
+        response = connection.getresponse()
+        return response.status, response.read()
+    finally:
+        connection.close()
+
+
+def test_readyz_answers_with_verified_tls(control_plane: running.ControlPlane) -> None:
+    assert get(control_plane, "/readyz", control_plane.token) == (200, b"ok")
+    assert control_plane.server.startswith("https://127.0.0.1:")
+    assert running.is_running(control_plane)
+
+
+def test_wrong_token_is_rejected(control_plane: running.ControlPlane) -> None:
+    status, _ = get(control_plane, "/api/v1/namespaces", "not-" + control_plane.token)
+    assert status == 401
+
+
+def test_kubectl_works_with_the_kubeconfig(control_plane: running.ControlPlane) -> None:
+    version = json.loads(kubectl(control_plane, "version", "-o", "json"))
+    assert version["clientVersion"]["gitVersion"] == KUBE_VERSION
+    assert version["serverVersion"]["gitVersion"] == KUBE_VERSION
+    assert kubectl(control_plane, "get", "--raw", "/readyz").strip() == "ok"
+    assert kubectl(control_plane, "auth", "can-i", "*", "*").strip() == "yes"
+    assert kubectl(control_plane, "config", "current-context").strip() == "plumb-local"
+
+
+def test_state_file_round_trips(control_plane: running.ControlPlane) -> None:
+    assert running.load(control_plane.directory) == control_plane
+    assert control_plane.kubeconfig == control_plane.directory / "kubeconfig"
+    assert (control_plane.directory / "etcd.log").is_file()
+    assert (control_plane.directory / "kube-apiserver.log").is_file()
+
+
+def test_env_lines_point_a_shell_at_the_cluster(control_plane: running.ControlPlane) -> None:
+    script = "\n".join([*running.env_lines(control_plane), "kubectl get --raw /readyz"])
+    result = subprocess.run(
+        ["bash", "-c", script],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+        env={
+            "PATH": "/usr/bin:/bin",
+            "HOME": str(control_plane.directory),
+            "KUBECACHEDIR": str(control_plane.directory / "kubectl-cache"),
+        },
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "ok"
+
+
+def test_node_round_trips_without_taints(control_plane: running.ControlPlane) -> None:
+    node = {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {"name": "fake-node-1", "labels": {"plumb.test/fake": "true"}},
+        "status": {
+            "capacity": {"cpu": "4", "memory": "8Gi", "pods": "110"},
+            "allocatable": {"cpu": "3500m", "memory": "7Gi", "pods": "110"},
+        },
+    }
+    kubectl(control_plane, "create", "-f", "-", stdin=json.dumps(node))
+    got = json.loads(kubectl(control_plane, "get", "node", "fake-node-1", "-o", "json"))
+    assert got["status"]["allocatable"] == {"cpu": "3500m", "memory": "7Gi", "pods": "110"}
+    assert not got["spec"].get("taints")
+
+
+def test_stop_leaves_nothing_behind_and_is_idempotent(bin_dir: Path, tmp_path: Path) -> None:
+    cp = running.start(tmp_path, bin_dir=bin_dir)
+    try:
+        with pytest.raises(running.ControlPlaneError, match="already running"):
+            running.start(tmp_path, bin_dir=bin_dir)
+        assert running.is_running(cp), "a refused start must not disturb the running one"
+    finally:
+        running.stop(tmp_path)
+    for pid in (cp.etcd_pid, cp.apiserver_pid):
+        assert not Path(f"/proc/{pid}").exists(), f"pid {pid} is still there after stop"
+    assert not running.is_running(cp)
+    assert running.load(tmp_path) is None
+    running.stop(tmp_path)
+
+
+def test_missing_binaries_are_named(tmp_path: Path) -> None:
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    with pytest.raises(running.ControlPlaneError, match="etcd and kube-apiserver missing"):
+        running.start(tmp_path / "cluster", bin_dir=empty)
+    assert running.load(tmp_path / "cluster") is None
+
+
+def test_missing_apiserver_alone_is_named(bin_dir: Path, tmp_path: Path) -> None:
+    partial = tmp_path / "bin"
+    partial.mkdir()
+    (partial / "etcd").symlink_to(bin_dir / "etcd")
+    with pytest.raises(running.ControlPlaneError) as raised:
+        running.start(tmp_path / "cluster", bin_dir=partial)
+    assert str(raised.value).startswith("kube-apiserver missing")
+
+
+def test_a_process_that_dies_during_start_is_reported_with_its_log(
+    bin_dir: Path, tmp_path: Path
+) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port: int = taken.getsockname()[1]
+        with pytest.raises(running.ControlPlaneError) as raised:
+            running.start(tmp_path, bin_dir=bin_dir, etcd_port=port, timeout=30)
+    message = str(raised.value)
+    assert message.startswith("etcd exited")
+    assert "address already in use" in message
+    assert running.load(tmp_path) is None

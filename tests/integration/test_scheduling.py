@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import pytest
@@ -86,12 +87,12 @@ def test_twenty_pods_bound_within_allocatable_and_a_huge_one_waits(
     )
 
     placed = _wait_bound(kube_client, namespace, names)
-    assert set(placed[name] for name in names) <= set(nodes)
+    assert {placed[name] for name in names} <= set(nodes)
     _assert_not_overcommitted(kube_client, namespace, nodes)
     for name in names:
         scheduled = kube.wait_for(
             f"a Scheduled event for {name}",
-            lambda name=name: events_of(kube_client, namespace, name, "Scheduled"),
+            functools.partial(events_of, kube_client, namespace, name, "Scheduled"),
         )
         assert scheduled[0]["message"] == (
             f"Successfully assigned {namespace}/{name} to {placed[name]}"

@@ -217,3 +217,28 @@ def test_same_cluster_in_any_order_gives_the_same_placements() -> None:
         runs.append(placements)
     assert all(run == runs[0] for run in runs)
     assert len(Counter(runs[0])) >= 4
+
+
+@pytest.mark.parametrize("index", [0, 59, 60, 69])
+def test_every_resource_is_checked_however_many_the_cluster_has(index: int) -> None:
+    # 4 base columns + 70 extended: more columns than an int64 bitmask has bits.
+    widgets = {f"example.com/w{i:02d}": 1 for i in range(70)}
+    c = cluster([make_node("n1").capacity(**widgets)])
+    name = f"example.com/w{index:02d}"
+    assert schedule(c, make_pod("fits").req(**{name: 1})).node == "n1"
+    decision = schedule(c, make_pod("greedy").req(**{name: 2}))
+    assert decision.node is None
+    assert decision.message == f"0/1 nodes are available: 1 Insufficient {name}."
+
+
+def test_a_pod_may_request_61_resources_besides_cpu_and_memory() -> None:
+    widgets = {f"example.com/w{i:02d}": 1 for i in range(62)}
+    c = cluster([make_node("n1").capacity(**widgets)])
+    some = dict(list(widgets.items())[:61])
+    assert schedule(c, make_pod("many").req(cpu="1", memory="1Gi", **some)).node == "n1"
+    decision = schedule(c, make_pod("too-many").req(**widgets))
+    assert decision.node is None
+    assert decision.unresolvable
+    assert decision.message == (
+        "the pod requests 62 resources besides cpu and memory; plumb checks at most 61"
+    )

@@ -97,6 +97,7 @@ def test_removed_node_leaves_the_snapshot() -> None:
     table = nodetable.NodeTable()
     for name in ("a", "b", "c"):
         table.upsert(node(name))
+    assert table.snapshot().names == ("a", "b", "c")
     table.remove("b")
     table.remove("b")  # removing twice is harmless
     assert table.snapshot().names == ("a", "c")

@@ -37,12 +37,17 @@ def pending(
     created: str = "2024-01-01T00:00:00Z",
     gate: str | None = None,
     cpu: str = "1",
+    resource_version: str = "1",
 ) -> objects.PodInfo:
     builder = make_pod(name).req(cpu=cpu).priority(priority)
     if gate is not None:
         builder = builder.gate(gate)
     body = builder.obj()
-    body["metadata"] |= {"uid": uid or f"uid-{name}", "creationTimestamp": created}
+    body["metadata"] |= {
+        "uid": uid or f"uid-{name}",
+        "creationTimestamp": created,
+        "resourceVersion": resource_version,
+    }
     return objects.parse_pod(body)
 
 
@@ -298,6 +303,21 @@ async def test_update_in_flight_makes_a_failure_retry(q: SchedulingQueue, clock:
     clock.advance(60)
     assert await pop_now(q) is None
     assert q.where("uid-web") is Where.UNSCHEDULABLE
+
+
+async def test_status_only_change_in_flight_is_not_an_update(
+    q: SchedulingQueue, clock: FakeClock
+) -> None:
+    q.add(pending("web"))
+    entry = await pop_now(q)
+    assert entry is not None
+    # Our own PodScheduled condition patch comes back through the watch: a new resourceVersion,
+    # same spec. Retrying at once on it would loop.
+    q.add(pending("web", resource_version="2"))
+    q.unschedulable("uid-web")
+    assert q.where("uid-web") is Where.UNSCHEDULABLE
+    clock.advance(60)
+    assert await pop_now(q) is None
 
 
 async def test_failure_of_a_pod_deleted_in_flight_is_ignored(q: SchedulingQueue) -> None:

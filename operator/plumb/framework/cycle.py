@@ -11,6 +11,9 @@ from plumb.framework import status
 from plumb.framework.plugins import noderesourcesfit
 from plumb.kernel import reference
 
+# Bits in the kernel's int64 insufficient-resources mask: pods, cpu, memory and 61 others.
+_MAX_COLUMNS = 64
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Decision:
@@ -39,6 +42,18 @@ def schedule(pod: objects.PodInfo, snap: snapshot.Snapshot) -> Decision:
         pad = np.zeros((total, len(unknown)), dtype=np.int64)
         allocatable = np.hstack([allocatable, pad])
         requested = np.hstack([requested, pad])
+    # The kernel reports one bit per column in an int64, while the table keeps a column for every
+    # resource it has seen: pass only the columns this pod is checked or scored on.
+    wanted = {objects.PODS, *noderesourcesfit.SCORED_RESOURCES, *pod.requests}
+    if len(wanted) > _MAX_COLUMNS:
+        message = (
+            f"the pod requests {len(wanted) - 3} resources besides cpu and memory; plumb checks"
+            f" at most {_MAX_COLUMNS - 3}"
+        )
+        return Decision(node=None, feasible=0, total=total, message=message, unresolvable=True)
+    kept = [i for i, name in enumerate(resources) if name in wanted]
+    resources = [resources[i] for i in kept]
+    allocatable, requested = allocatable[:, kept], requested[:, kept]
     column = {name: i for i, name in enumerate(resources)}
     request = np.zeros(len(resources), dtype=np.int64)
     for name, amount in pod.requests.items():

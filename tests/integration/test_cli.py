@@ -1,0 +1,99 @@
+"""The commands a person types: ``plumb cluster up/env/down`` and ``plumb demo``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from plumb.controlplane import running as controlplane
+
+pytestmark = pytest.mark.integration
+
+
+def _plumb(*args: str, timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "plumb", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_cluster_up_env_down(tmp_path: Path) -> None:
+    directory = tmp_path / "cluster"
+    up = _plumb("cluster", "up", "--dir", str(directory))
+    assert up.returncode == 0, up.stderr
+    plane = controlplane.load(directory)
+    assert plane is not None
+    try:
+        assert _alive(plane.etcd_pid)
+        assert _alive(plane.apiserver_pid)
+        again = _plumb("cluster", "up", "--dir", str(directory))
+        assert again.returncode == 0
+        assert "already running" in again.stderr
+
+        env = _plumb("cluster", "env", "--dir", str(directory))
+        assert env.returncode == 0, env.stderr
+        # The printed lines work in a shell: kubectl from the built binaries reaches the server.
+        script = f"{env.stdout}\nkubectl version -o json"
+        shell = subprocess.run(
+            ["bash", "-c", script],
+            capture_output=True,
+            text=True,
+            check=False,
+            env={"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)},
+        )
+        assert shell.returncode == 0, shell.stderr
+        versions = json.loads(shell.stdout)
+        assert versions["serverVersion"]["gitVersion"] == "v1.34.4"
+        assert versions["clientVersion"]["gitVersion"] == "v1.34.4"
+    finally:
+        down = _plumb("cluster", "down", "--dir", str(directory))
+    assert down.returncode == 0, down.stderr
+    assert not _alive(plane.etcd_pid)
+    assert not _alive(plane.apiserver_pid)
+    gone = _plumb("cluster", "env", "--dir", str(directory))
+    assert gone.returncode == 1
+    assert "plumb cluster up" in gone.stderr
+
+
+def test_demo_places_pods_reports_the_misfit_and_leaves_nothing_running() -> None:
+    before = _processes("kube-apiserver", "etcd")
+    demo = _plumb("demo")
+    assert demo.returncode == 0, demo.stdout + demo.stderr
+    landed = [line for line in demo.stdout.splitlines() if "-> node-" in line]
+    assert len(landed) == 12
+    assert (
+        "demo/too-big stays Pending: FailedScheduling: "
+        "0/6 nodes are available: 6 Insufficient cpu." in demo.stdout
+    )
+    assert _processes("kube-apiserver", "etcd") == before
+
+
+def _processes(*names: str) -> set[int]:
+    """Pids of live processes whose executable is one of ``names``."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv0 = (entry / "cmdline").read_bytes().split(b"\0")[0].decode()
+        except OSError:
+            continue
+        if Path(argv0).name in names and _alive(int(entry.name)):
+            found.add(int(entry.name))
+    return found

@@ -41,6 +41,8 @@ def plumb_process(kubeconfig: Path, log: Path | None) -> Iterator[subprocess.Pop
         ],
         stdout=out,
         stderr=subprocess.STDOUT if out else None,
+        # Its own session, so a Ctrl-C meant for the demo reaches plumb once, as our SIGTERM.
+        start_new_session=True,
     )
     try:
         yield process

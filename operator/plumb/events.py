@@ -10,9 +10,10 @@ import asyncio
 import datetime
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
-from plumb.backend import objects
+from plumb.backend import objects, queue
 from plumb.k8s import client as k8s_client
 
 logger = logging.getLogger(__name__)
@@ -30,20 +31,40 @@ def _now(precision: str = "microseconds") -> str:
 class Recorder:
     """Posts Scheduled / FailedScheduling events and patches the PodScheduled condition."""
 
-    def __init__(self, api: k8s_client.ApiClient, *, instance: str, concurrency: int = 32) -> None:
+    def __init__(
+        self,
+        api: k8s_client.ApiClient,
+        *,
+        instance: str,
+        concurrency: int = 32,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._api = api
         self._instance = instance[:128]
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
+        self._clock = clock
+        self._last_failure: dict[str, tuple[str, float]] = {}
 
     def scheduled(self, pod: objects.PodInfo, node: str) -> None:
         note = f"Successfully assigned {pod.namespace}/{pod.name} to {node}"
         self._spawn(self._event(pod, "Normal", "Scheduled", "Binding", note))
 
-    def failed_scheduling(self, pod: objects.PodInfo, message: str) -> None:
+    def failed_scheduling(self, pod: objects.PodInfo, message: str, *, attempts: int = 1) -> None:
+        """FailedScheduling, unless the same message went out within this pod's backoff step."""
+        now = self._clock()
+        last = self._last_failure.get(pod.uid)
+        step = queue.SchedulingQueue.backoff_duration(attempts)
+        if last is not None and last[0] == message and now - last[1] < step:
+            return
+        self._last_failure[pod.uid] = (message, now)
         self._spawn(self._event(pod, "Warning", "FailedScheduling", "Scheduling", message))
         if pod.scheduled_condition != ("False", "Unschedulable", message):
             self._spawn(self._unschedulable_condition(pod, message))
+
+    def forget(self, uid: str) -> None:
+        """The pod was scheduled or deleted: its failure history no longer matters."""
+        self._last_failure.pop(uid, None)
 
     async def drain(self) -> None:
         """Wait for the writes already started (used at shutdown and by tests)."""

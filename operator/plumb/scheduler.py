@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from plumb.backend import cache as cache_module
@@ -21,6 +21,10 @@ from plumb.backend import queue as queue_module
 from plumb.binder import Binder, Outcome
 from plumb.events import Recorder
 from plumb.framework import cycle
+from plumb.kernel import contract
+
+KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
+DEFAULT_BATCH = 32
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +39,18 @@ class Profile:
 class Scheduler:
     """Owns the cache and the queue, and runs scheduling cycles one after another."""
 
-    def __init__(self, *, profile: Profile, binder: Binder, recorder: Recorder) -> None:
+    def __init__(
+        self,
+        *,
+        profile: Profile,
+        binder: Binder,
+        recorder: Recorder,
+        kernel: KernelRunner,
+        batch_size: int = DEFAULT_BATCH,
+    ) -> None:
         self.profile = profile
+        self._kernel = kernel
+        self.batch_size = batch_size
         self.cache = cache_module.Cache()
         self.queue = queue_module.SchedulingQueue()
         self._binder = binder
@@ -51,6 +65,7 @@ class Scheduler:
         pod = objects.parse_pod(body)
         if event_type == "DELETED":
             self.queue.delete(pod.uid)
+            self._recorder.forget(pod.uid)
             was_placed = self.cache.state(pod.uid) is not None
             self.cache.remove_pod(pod.uid)
             if was_placed:
@@ -79,8 +94,15 @@ class Scheduler:
             logger.warning(
                 "node %s: %s; it is treated as having no resources", node.name, node.problem
             )
-        self.cache.upsert_node(node)
-        self.queue.move_all()
+        if self.cache.upsert_node(node):
+            self.queue.move_all()
+
+    def on_namespace(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A namespace's labels matter to affinity terms with a namespaceSelector."""
+        metadata = body.get("metadata") or {}
+        name = str(metadata.get("name", ""))
+        labels = None if event_type == "DELETED" else dict(metadata.get("labels") or {})
+        self.cache.set_namespace(name, labels)
 
     def resync(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
         """Make the cache and queue match a full list of nodes and pods."""
@@ -98,22 +120,43 @@ class Scheduler:
         """Schedule pods until cancelled; waits for the first resync before the first pod."""
         await self.synced.wait()
         while True:
-            entry = await self.queue.pop()
+            entries = await self.queue.pop_batch(self.batch_size, alone=_needs_own_batch)
             try:
-                self.schedule_one(entry)
+                await self.schedule_batch(entries)
             except Exception:
-                # One pod's failure must not stop the others: back it off and carry on.
-                logger.exception("scheduling %s failed unexpectedly", entry.pod.key)
-                self.queue.backoff(entry.pod.uid)
+                # One batch's failure must not stop the others: back them off and carry on.
+                logger.exception(
+                    "scheduling %s failed unexpectedly", ", ".join(e.pod.key for e in entries)
+                )
+                for entry in entries:
+                    self.queue.backoff(entry.pod.uid)
 
-    def schedule_one(self, entry: queue_module.Entry) -> None:
-        """One scheduling cycle for one pod."""
+    async def schedule_batch(self, entries: list[queue_module.Entry]) -> None:
+        """One scheduling cycle for a batch of pods, decided as if one at a time."""
+        by_uid = {entry.pod.uid: entry for entry in entries}
+        prepared = cycle.prepare([e.pod for e in entries], self.cache.snapshot(), self.cache)
+        decisions = list(prepared.early)
+        if prepared.compiled is not None:
+            compiled = prepared.compiled
+            # The kernel runs on its own thread over copies; the loop keeps handling events.
+            result = await self._kernel(compiled.cluster, compiled.batch)
+            decisions.extend(cycle.explain(compiled, result))
+        for pod in prepared.deferred:
+            self.queue.requeue(by_uid[pod.uid])
+        for decision in decisions:
+            self._apply(by_uid[decision.pod.uid], decision)
+
+    def _apply(self, entry: queue_module.Entry, decision: cycle.Decision) -> None:
         pod = entry.pod
-        decision = cycle.schedule(pod, self.cache.snapshot())
+        if self.queue.where(pod.uid) is not queue_module.Where.IN_FLIGHT:
+            return  # deleted, or bound by someone else, while the kernel ran
         if decision.node is None:
             logger.info("pod %s is unschedulable: %s", pod.key, decision.message)
             self.queue.unschedulable(pod.uid)
-            self._recorder.failed_scheduling(pod, decision.message)
+            self._recorder.failed_scheduling(pod, decision.message, attempts=entry.attempts)
+            return
+        if decision.node not in self.cache.nodes:
+            self.queue.requeue(entry)  # the node went away while the kernel ran
             return
         self.cache.assume(pod, decision.node)
         self.queue.done(pod.uid)
@@ -128,6 +171,7 @@ class Scheduler:
             logger.info("pod %s bound to %s", pod.key, node)
             self._recorder.scheduled(pod, node)
             return
+        self._recorder.forget(pod.uid)
         if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
             self.cache.forget(pod.uid)
         if result.outcome in (Outcome.GONE, Outcome.CONFLICT):
@@ -141,3 +185,9 @@ class Scheduler:
         while self._binds:
             await asyncio.gather(*list(self._binds), return_exceptions=True)
         await self._recorder.drain()
+
+
+def _needs_own_batch(pod: objects.PodInfo) -> bool:
+    # Host ports are checked before the kernel, against pods already placed: a pod wanting
+    # them is decided alone so an earlier pod of its batch cannot take the same port.
+    return bool(pod.scheduling.host_ports)

@@ -31,7 +31,7 @@ def cluster(nodes: Iterable[NodeBuilder], bound: Iterable[PodBuilder] = ()) -> c
 
 
 def schedule(c: cache.Cache, builder: PodBuilder, uid: str = "pending") -> cycle.Decision:
-    return cycle.schedule(pod(builder, uid), c.snapshot())
+    return cycle.schedule(pod(builder, uid), c.snapshot(), c)
 
 
 # Messages -------------------------------------------------------------------------------------
@@ -121,7 +121,7 @@ def test_pod_count_limit_applies_to_a_pod_that_requests_nothing() -> None:
 def test_pod_with_a_problem_is_unresolvable() -> None:
     c = cluster([make_node("n1")])
     bad = pod(make_pod("web").req(cpu="one"), "u1")
-    decision = cycle.schedule(bad, c.snapshot())
+    decision = cycle.schedule(bad, c.snapshot(), c)
     assert decision.node is None
     assert decision.unresolvable
     assert decision.message == bad.problem
@@ -210,7 +210,7 @@ def test_same_cluster_in_any_order_gives_the_same_placements() -> None:
         placements = []
         for i in range(60):
             p = pod(make_pod(f"p{i}").req(cpu="250m", memory=f"{(i % 4) + 1}00Mi"), f"uid-{i}")
-            decision = cycle.schedule(p, c.snapshot())
+            decision = cycle.schedule(p, c.snapshot(), c)
             assert decision.node is not None
             c.assume(p, decision.node)
             placements.append(decision.node)
@@ -231,14 +231,14 @@ def test_every_resource_is_checked_however_many_the_cluster_has(index: int) -> N
     assert decision.message == f"0/1 nodes are available: 1 Insufficient {name}."
 
 
-def test_a_pod_may_request_61_resources_besides_cpu_and_memory() -> None:
-    widgets = {f"example.com/w{i:02d}": 1 for i in range(62)}
+def test_a_pod_may_request_60_resources_besides_cpu_memory_and_pods() -> None:
+    widgets = {f"example.com/w{i:02d}": 1 for i in range(61)}
     c = cluster([make_node("n1").capacity(**widgets)])
-    some = dict(list(widgets.items())[:61])
+    some = dict(list(widgets.items())[:60])
     assert schedule(c, make_pod("many").req(cpu="1", memory="1Gi", **some)).node == "n1"
     decision = schedule(c, make_pod("too-many").req(**widgets))
     assert decision.node is None
     assert decision.unresolvable
     assert decision.message == (
-        "the pod requests 62 resources besides cpu and memory; plumb checks at most 61"
+        "the pod requests 61 resources besides cpu, memory and pods; plumb checks at most 60"
     )

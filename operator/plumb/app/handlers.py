@@ -54,6 +54,10 @@ def register(
     async def node_event(event: kopf.RawEvent, **_: Any) -> None:
         scheduler.on_node(event.get("type"), event["object"])
 
+    @kopf.on.event("", "v1", "namespaces", registry=registry)
+    async def namespace_event(event: kopf.RawEvent, **_: Any) -> None:
+        scheduler.on_namespace(event.get("type"), event["object"])
+
     @kopf.on.event("", "v1", "pods", registry=registry)
     async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
         scheduler.on_pod(event.get("type"), event["object"])

@@ -16,6 +16,7 @@ from plumb import scheduler as scheduler_module
 from plumb.app import handlers
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
+from plumb.kernel import contract, reference
 
 logger = logging.getLogger(__name__)
 
@@ -41,6 +42,10 @@ def operator_settings() -> kopf.OperatorSettings:
     return settings
 
 
+async def _reference_kernel(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
+    return await asyncio.to_thread(reference.run, cluster, batch)
+
+
 async def run(settings: RunSettings) -> None:
     """Run the scheduler until SIGINT/SIGTERM (kopf handles the signals)."""
     creds = credentials_module.load(settings.kubeconfig, context=settings.context)
@@ -50,6 +55,7 @@ async def run(settings: RunSettings) -> None:
         profile=scheduler_module.Profile(scheduler_name=settings.scheduler_name),
         binder=binder.Binder(api, concurrency=settings.bind_concurrency),
         recorder=recorder,
+        kernel=_reference_kernel,
     )
     registry = kopf.OperatorRegistry()
     handlers.register(registry, scheduler=scheduler, api=api, creds=creds)

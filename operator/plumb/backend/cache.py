@@ -19,11 +19,15 @@ Only the event loop calls this class; it holds no locks.
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import enum
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
-from plumb.backend import nodetable, objects, snapshot
+import numpy as np
+import numpy.typing as npt
+
+from plumb.backend import counting, nodetable, objects, snapshot, specs
 
 
 class CacheError(RuntimeError):
@@ -49,18 +53,61 @@ class Cache:
         self.nodes = nodetable.NodeTable()
         self._pods: dict[str, _Placed] = {}
         self._by_node: dict[str, set[str]] = {}
+        self.rows = counting.CountRows()
+        self._ports: dict[str, collections.Counter[specs.HostPort]] = {}
 
     # Nodes ---------------------------------------------------------------------------------
 
-    def upsert_node(self, node: objects.NodeInfo) -> None:
+    def upsert_node(self, node: objects.NodeInfo) -> bool:
+        """Add or update a node; False when nothing scheduling cares about changed."""
         is_new = node.name not in self.nodes
-        self.nodes.upsert(node)
+        changed = self.nodes.upsert(node)
         if is_new:
+            slot = self.nodes.slot(node.name)
+            assert slot is not None
+            self.rows.clear_slot(slot)
             for uid in self._by_node.get(node.name, ()):
-                self.nodes.add_request(node.name, self._pods[uid].pod.requests, +1)
+                pod = self._pods[uid].pod
+                self.nodes.add_request(node.name, pod.requests, +1, pod.nonzero)
+                self.rows.count(pod, slot, +1)
+        return changed
 
     def remove_node(self, name: str) -> None:
+        slot = self.nodes.slot(name)
         self.nodes.remove(name)
+        if slot is not None:
+            self.rows.clear_slot(slot)
+
+    def set_namespace(self, name: str, labels: Mapping[str, str] | None) -> None:
+        """A namespace's labels (None: deleted), for namespaceSelector in affinity terms."""
+        self.rows.set_namespace(name, labels)
+
+    # What the framework reads ---------------------------------------------------------------
+
+    def count_rows(self, keys: Sequence[counting.RowKey]) -> npt.NDArray[np.int32]:
+        """(rows x nodes in name order): how many placed pods of each row are on each node."""
+        order = self.nodes.order
+        out = np.zeros((len(keys), order.shape[0]), dtype=np.int32)
+        capacity = self.nodes.capacity
+        for t, key in enumerate(keys):
+            row = self.rows.row(key, capacity, self._placed_slots())
+            out[t] = row[order]
+        return out
+
+    def carriers(self) -> list[counting.Carrier]:
+        return self.rows.carriers()
+
+    @property
+    def namespace_labels(self) -> Mapping[str, Mapping[str, str]]:
+        return self.rows.namespace_labels
+
+    def used_ports(self, names: Sequence[str]) -> list[list[specs.HostPort]]:
+        """Host ports taken on each named node, in the order given."""
+        return [list(self._ports.get(name, ())) for name in names]
+
+    def _placed_slots(self) -> Iterator[tuple[objects.PodInfo, int | None]]:
+        for placed in self._pods.values():
+            yield placed.pod, self.nodes.slot(placed.node)
 
     # Pods ----------------------------------------------------------------------------------
 
@@ -126,7 +173,13 @@ class Cache:
     def _place(self, pod: objects.PodInfo, node: str, state: PodState) -> None:
         self._pods[pod.uid] = _Placed(pod=pod, node=node, state=state)
         self._by_node.setdefault(node, set()).add(pod.uid)
-        self.nodes.add_request(node, pod.requests, +1)
+        self.nodes.add_request(node, pod.requests, +1, pod.nonzero)
+        self.rows.track(pod, +1)
+        slot = self.nodes.slot(node)
+        if slot is not None:
+            self.rows.count(pod, slot, +1)
+        if pod.scheduling.host_ports:
+            self._ports.setdefault(node, collections.Counter()).update(pod.scheduling.host_ports)
 
     def _unplace(self, uid: str) -> None:
         placed = self._pods.pop(uid)
@@ -135,4 +188,14 @@ class Cache:
             on_node.discard(uid)
             if not on_node:
                 del self._by_node[placed.node]
-        self.nodes.add_request(placed.node, placed.pod.requests, -1)
+        self.nodes.add_request(placed.node, placed.pod.requests, -1, placed.pod.nonzero)
+        self.rows.track(placed.pod, -1)
+        slot = self.nodes.slot(placed.node)
+        if slot is not None:
+            self.rows.count(placed.pod, slot, -1)
+        ports = self._ports.get(placed.node)
+        if ports is not None and placed.pod.scheduling.host_ports:
+            ports.subtract(placed.pod.scheduling.host_ports)
+            ports += collections.Counter()  # drop the ports no pod holds any more
+            if not ports:
+                del self._ports[placed.node]

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
+from plumb.backend import specs
 from plumb.k8s import quantities
 
 CPU = "cpu"
@@ -16,7 +17,12 @@ PODS = "pods"
 # Columns every NodeTable has, in this order; extended resources get columns as they are seen.
 BASE_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
+# kube-scheduler's defaults for a container that requests no cpu / memory, used when scoring.
+DEFAULT_MILLI_CPU = 100
+DEFAULT_MEMORY = 200 * 1024 * 1024
+_NONZERO_DEFAULTS = {CPU: DEFAULT_MILLI_CPU, MEMORY: DEFAULT_MEMORY}
 _EMPTY: Mapping[str, int] = MappingProxyType({})
+_EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -41,9 +47,15 @@ class PodInfo:
     creation_timestamp: str
     resource_version: str = dataclasses.field(compare=False)
     requests: Mapping[str, int]
+    # (cpu, memory) as LeastAllocated counts them: 100m / 200Mi for containers asking nothing.
+    nonzero: tuple[int, int] = (DEFAULT_MILLI_CPU, DEFAULT_MEMORY)
     terminal: bool
     deleting: bool
     gated: bool
+    labels: Mapping[str, str] = dataclasses.field(default_factory=lambda: _EMPTY_LABELS)
+    scheduling: specs.Scheduling = specs.NO_CONSTRAINTS
+    # (kind, name) of the controller owning the pod, for the default spread constraints.
+    owner: tuple[str, str] | None = None
     problem: str | None = None
     # (status, reason, message) of the PodScheduled condition, to skip patches that change nothing.
     scheduled_condition: tuple[str, str, str] | None = dataclasses.field(
@@ -57,10 +69,13 @@ class PodInfo:
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class NodeInfo:
-    """What scheduling needs of a node: its name and allocatable resources."""
+    """What scheduling needs of a node: name, allocatable, labels, taints, cordon."""
 
     name: str
     allocatable: Mapping[str, int]
+    labels: Mapping[str, str] = dataclasses.field(default_factory=lambda: _EMPTY_LABELS)
+    taints: tuple[specs.Taint, ...] = ()
+    unschedulable: bool = False
     problem: str | None = None
 
 
@@ -85,19 +100,28 @@ def _maximise(into: dict[str, int], other: Mapping[str, int]) -> None:
         into[name] = max(into.get(name, 0), value)
 
 
-def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+def pod_requests(spec: Mapping[str, Any], *, nonzero: bool = False) -> dict[str, int]:
     """The pod's effective request, as kube-scheduler computes it.
 
     max(sum of containers + restartable init containers, each init container run on top of the
-    restartable init containers started before it) + overhead.
+    restartable init containers started before it) + overhead. With ``nonzero``, a container
+    that does not set a cpu or memory request counts 100m / 200Mi, as LeastAllocated scores.
     """
+
+    def requests_of(container: Mapping[str, Any]) -> dict[str, int]:
+        listed = _resource_list((container.get("resources") or {}).get("requests"))
+        if nonzero:
+            for name, default in _NONZERO_DEFAULTS.items():
+                listed.setdefault(name, default)
+        return listed
+
     total: dict[str, int] = {}
     for container in spec.get("containers") or ():
-        _add(total, _resource_list((container.get("resources") or {}).get("requests")))
+        _add(total, requests_of(container))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for container in spec.get("initContainers") or ():
-        requests = _resource_list((container.get("resources") or {}).get("requests"))
+        requests = requests_of(container)
         if container.get("restartPolicy") == "Always":
             _add(total, requests)
             _add(sidecars, requests)
@@ -113,19 +137,38 @@ def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     return {name: quantities.clamp_int64(value) for name, value in total.items() if value}
 
 
+def nonzero_pair(spec: Mapping[str, Any]) -> tuple[int, int]:
+    """(cpu millicores, memory bytes) the pod counts as when scored (see pod_requests)."""
+    counted = pod_requests(spec, nonzero=True)
+    return counted.get(CPU, 0), counted.get(MEMORY, 0)
+
+
 def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     """A PodInfo from a pod body; an unusable spec is recorded in ``problem``, never raised."""
     metadata = body.get("metadata") or {}
     spec = body.get("spec") or {}
     status = body.get("status") or {}
-    problem = None
+    problems = []
+    nonzero = (DEFAULT_MILLI_CPU, DEFAULT_MEMORY)
     try:
         requests: Mapping[str, int] = MappingProxyType(pod_requests(spec))
+        nonzero = nonzero_pair(spec)
     except quantities.QuantityError as error:
-        requests, problem = _EMPTY, f"invalid resource request: {error}"
+        requests = _EMPTY
+        problems.append(f"invalid resource request: {error}")
+    namespace = str(metadata.get("namespace", ""))
+    try:
+        scheduling = specs.parse_scheduling(spec, namespace)
+    except (specs.SpecError, ValueError, TypeError, KeyError) as error:
+        scheduling = specs.NO_CONSTRAINTS
+        problems.append(f"unusable scheduling constraints: {error}")
+    owner = None
+    for reference in metadata.get("ownerReferences") or ():
+        if reference.get("controller"):
+            owner = (str(reference.get("kind", "")), str(reference.get("name", "")))
     return PodInfo(
         uid=str(metadata.get("uid", "")),
-        namespace=str(metadata.get("namespace", "")),
+        namespace=namespace,
         name=str(metadata.get("name", "")),
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         node_name=str(spec.get("nodeName") or ""),
@@ -133,12 +176,23 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         creation_timestamp=str(metadata.get("creationTimestamp") or ""),
         resource_version=str(metadata.get("resourceVersion") or ""),
         requests=requests,
+        nonzero=nonzero,
         terminal=status.get("phase") in TERMINAL_PHASES,
         deleting=metadata.get("deletionTimestamp") is not None,
         gated=bool(spec.get("schedulingGates")),
-        problem=problem,
+        labels=_labels(metadata),
+        scheduling=scheduling,
+        owner=owner,
+        problem="; ".join(problems) or None,
         scheduled_condition=_pod_scheduled(status),
     )
+
+
+def _labels(metadata: Mapping[str, Any]) -> Mapping[str, str]:
+    labels = metadata.get("labels")
+    if not labels:
+        return _EMPTY_LABELS
+    return MappingProxyType({str(k): str(v) for k, v in labels.items()})
 
 
 def _pod_scheduled(status: Mapping[str, Any]) -> tuple[str, str, str] | None:
@@ -162,4 +216,12 @@ def parse_node(body: Mapping[str, Any]) -> NodeInfo:
         allocatable: Mapping[str, int] = MappingProxyType(_resource_list(raw))
     except quantities.QuantityError as error:
         allocatable, problem = _EMPTY, f"invalid allocatable: {error}"
-    return NodeInfo(name=str(metadata.get("name", "")), allocatable=allocatable, problem=problem)
+    spec = body.get("spec") or {}
+    return NodeInfo(
+        name=str(metadata.get("name", "")),
+        allocatable=allocatable,
+        labels=_labels(metadata),
+        taints=specs.parse_taints(spec.get("taints") or ()),
+        unschedulable=bool(spec.get("unschedulable")),
+        problem=problem,
+    )

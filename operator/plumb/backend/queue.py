@@ -105,17 +105,58 @@ class SchedulingQueue:
         while True:
             now = self._clock()
             self._flush(now)
-            while self._active:
-                _, _, uid, seq = heapq.heappop(self._active)
-                entry = self._entries.get(uid)
-                if entry is not None and entry.seq == seq and entry.where is Where.ACTIVE:
-                    entry.where = Where.IN_FLIGHT
-                    entry.attempts += 1
-                    entry.updated_in_flight = False
-                    return entry
+            entry = self._pop_active()
+            if entry is not None:
+                return entry
             self._wakeup.clear()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wakeup.wait(), self._next_deadline(now))
+
+    async def pop_batch(
+        self, limit: int, *, alone: Callable[[objects.PodInfo], bool] = lambda pod: False
+    ) -> list[Entry]:
+        """Up to ``limit`` pods in queue order, waiting for the first only.
+
+        A pod for which ``alone`` is true is returned in a batch of its own (the kernel cannot
+        account for what it needs between pods of one batch).
+        """
+        first = await self.pop()
+        batch = [first]
+        if alone(first.pod):
+            return batch
+        while len(batch) < limit:
+            entry = self._peek_active()
+            if entry is None or alone(entry.pod):
+                break
+            popped = self._pop_active()
+            assert popped is entry
+            batch.append(entry)
+        return batch
+
+    def _peek_active(self) -> Entry | None:
+        while self._active:
+            _, _, uid, seq = self._active[0]
+            entry = self._entries.get(uid)
+            if entry is not None and entry.seq == seq and entry.where is Where.ACTIVE:
+                return entry
+            heapq.heappop(self._active)
+        return None
+
+    def _pop_active(self) -> Entry | None:
+        entry = self._peek_active()
+        if entry is None:
+            return None
+        heapq.heappop(self._active)
+        entry.where = Where.IN_FLIGHT
+        entry.attempts += 1
+        entry.updated_in_flight = False
+        return entry
+
+    def requeue(self, entry: Entry) -> None:
+        """Put a popped pod straight back (its decision went stale before it could be used)."""
+        if entry.pod.uid in self._entries and entry.where is Where.IN_FLIGHT:
+            entry.attempts = max(0, entry.attempts - 1)
+            self._push_active(entry)
 
     def done(self, uid: str) -> None:
         """The attempt placed the pod; it leaves the queue."""

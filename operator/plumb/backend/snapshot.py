@@ -1,31 +1,151 @@
-"""An immutable view of the cluster for one scheduling cycle: nodes in name order, as arrays."""
+"""An immutable view of the cluster for one scheduling cycle: nodes in name order, as arrays.
+
+A snapshot has two parts. ``NodeStatics`` changes only when a node is added, removed or
+changed (labels, taints, cordon, allocatable), so it is shared by every cycle between node
+events and builds its label columns lazily. The requested resources and pod counts change with
+every placement and are copied per cycle.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
+from plumb.backend import objects, specs
+
 Int64Array = npt.NDArray[np.int64]
+Int32Array = npt.NDArray[np.int32]
 UInt64Array = npt.NDArray[np.uint64]
+BoolArray = npt.NDArray[np.bool_]
+ABSENT = -1  # the value id of a label a node does not have
+UNSEEN = -2  # the value id of a value no node has (matches nothing)
+
+
+A = TypeVar("A", bound="np.ndarray[Any, Any]")
+
+
+def _frozen(array: A) -> A:
+    array.flags.writeable = False
+    return array
+
+
+class NodeStatics:
+    """Nodes in name order with what rarely changes: allocatable, labels, taints, cordon.
+
+    Label columns are built on first use and kept: ``label_ids(key)`` gives each node's value
+    id for ``key`` (ABSENT where the node lacks it); ``value_id(key, value)`` the id of one
+    value (UNSEEN if no node has it).
+    """
+
+    def __init__(
+        self, nodes: Sequence[objects.NodeInfo], hashes: UInt64Array, allocatable: Int64Array
+    ) -> None:
+        self.nodes = tuple(nodes)
+        self.names = tuple(node.name for node in nodes)
+        self.index = {name: i for i, name in enumerate(self.names)}
+        self.name_hashes = _frozen(hashes)
+        self.allocatable = _frozen(allocatable)
+        self.unschedulable = _frozen(np.array([n.unschedulable for n in nodes], dtype=np.bool_))
+        # Built on first use per key and kept for this statics object's life (per-instance
+        # memos: a functools.cache on methods would keep every old NodeStatics alive).
+        self._values: dict[str, dict[str, int]] = {}
+        self._ids: dict[str, Int32Array] = {}
+        self._numbers: dict[str, tuple[Int64Array, BoolArray]] = {}
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+    def label_ids(self, key: str) -> Int32Array:
+        cached = self._ids.get(key)
+        if cached is not None:
+            return cached
+        values: dict[str, int] = {}
+        ids = np.full(len(self.nodes), ABSENT, dtype=np.int32)
+        for i, node in enumerate(self.nodes):
+            value = node.labels.get(key)
+            if value is not None:
+                ids[i] = values.setdefault(value, len(values))
+        self._values[key] = values
+        self._ids[key] = _frozen(ids)
+        return ids
+
+    def value_id(self, key: str, value: str) -> int:
+        self.label_ids(key)
+        return self._values[key].get(value, UNSEEN)
+
+    def domain_count(self, key: str) -> int:
+        """How many distinct values of ``key`` the nodes carry (ids are 0..count-1)."""
+        self.label_ids(key)
+        return len(self._values[key])
+
+    def label_numbers(self, key: str) -> tuple[Int64Array, BoolArray]:
+        """Each node's value for ``key`` as an int64, and where it is one (present and parsed
+        as Go's strconv.ParseInt would)."""
+        cached = self._numbers.get(key)
+        if cached is not None:
+            return cached
+        values = np.zeros(len(self.nodes), dtype=np.int64)
+        valid = np.zeros(len(self.nodes), dtype=np.bool_)
+        for i, node in enumerate(self.nodes):
+            text = node.labels.get(key)
+            number = None if text is None else specs.parse_int64(text)
+            if number is not None:
+                values[i], valid[i] = number, True
+        result = (_frozen(values), _frozen(valid))
+        self._numbers[key] = result
+        return result
+
+    @functools.cached_property
+    def distinct_taints(self) -> tuple[specs.Taint, ...]:
+        seen: dict[specs.Taint, None] = {}
+        for node in self.nodes:
+            for taint in node.taints:
+                seen.setdefault(taint)
+        return tuple(seen)
+
+    @functools.cached_property
+    def taint_matrix(self) -> BoolArray:
+        """(nodes x distinct_taints): whether node i carries taint j."""
+        column = {taint: j for j, taint in enumerate(self.distinct_taints)}
+        matrix = np.zeros((len(self.nodes), len(column)), dtype=np.bool_)
+        for i, node in enumerate(self.nodes):
+            for taint in node.taints:
+                matrix[i, column[taint]] = True
+        return _frozen(matrix)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Snapshot:
-    """Nodes sorted by name; row i of every array is node ``names[i]``.
+    """The cluster for one cycle; row i of every array is node ``names[i]``.
 
-    ``allocatable`` and ``requested`` are (nodes x resources) in the units of
-    ``resources`` (cpu in millicores). ``name_hashes`` is a stable 64-bit hash per node name, for
-    tie-breaking that does not depend on list order. Arrays are read-only.
+    ``allocatable`` and ``requested`` are (nodes x resources) in the units of ``resources``
+    (cpu in millicores); ``requested`` counts pods in the ``pods`` column.
+    ``nonzero_requested`` is (nodes x 2): cpu and memory with kube-scheduler's defaults for
+    containers that request nothing (100m, 200Mi), which is what LeastAllocated scores.
     """
 
     generation: int
-    names: tuple[str, ...]
+    statics: NodeStatics
     resources: tuple[str, ...]
-    allocatable: Int64Array
     requested: Int64Array
-    name_hashes: UInt64Array
+    nonzero_requested: Int64Array
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return self.statics.names
+
+    @property
+    def allocatable(self) -> Int64Array:
+        return self.statics.allocatable
+
+    @property
+    def name_hashes(self) -> UInt64Array:
+        return self.statics.name_hashes
 
     def __len__(self) -> int:
-        return len(self.names)
+        return len(self.statics.names)

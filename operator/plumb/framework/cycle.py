@@ -1,77 +1,177 @@
-"""One scheduling decision: compile the pod against a snapshot, run the kernel, explain a miss."""
+"""Scheduling decisions: compile a batch, run a kernel, and explain each result.
+
+``compiling.compile_batch`` turns pods into the kernel's arrays; any kernel with the contract's
+``run`` decides; ``explain`` turns its arrays back into a ``Decision`` per pod, with
+kube-scheduler's FailedScheduling wording for the pods that fit nowhere.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 
-import numpy as np
+from plumb.backend import cache as cache_module
+from plumb.backend import objects, snapshot
+from plumb.framework import compiling, status
+from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopologyspread
+from plumb.kernel import contract, reference
 
-from plumb.backend import hashing, objects, snapshot
-from plumb.framework import status
-from plumb.framework.plugins import noderesourcesfit
-from plumb.kernel import reference
+Kernel = Callable[[contract.Cluster, contract.Batch], contract.Result]
 
-# Bits in the kernel's int64 insufficient-resources mask: pods, cpu, memory and 61 others.
-_MAX_COLUMNS = 64
+_DYNAMIC_REASONS = {
+    contract.SPREAD_LABEL: podtopologyspread.MISSING_LABEL,
+    contract.SPREAD_SKEW: podtopologyspread.CONSTRAINTS_NOT_MATCH,
+    contract.AFFINITY: interpodaffinity.AFFINITY_RULES_NOT_MATCH,
+    contract.ANTI_AFFINITY: interpodaffinity.ANTI_AFFINITY_RULES_NOT_MATCH,
+    contract.EXISTING_ANTI_AFFINITY: interpodaffinity.EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH,
+}
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Candidate:
+    node: str
+    total: int
+    scores: tuple[int, ...]  # normalised, per contract.SCORE_PLUGINS
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Decision:
     """Where the pod goes, or why it cannot go anywhere."""
 
+    pod: objects.PodInfo
     node: str | None
     feasible: int
     total: int
     message: str = ""
     unresolvable: bool = False
+    reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    candidates: tuple[Candidate, ...] = ()
 
 
-def schedule(pod: objects.PodInfo, snap: snapshot.Snapshot) -> Decision:
-    """Filter and score every node of the snapshot for one pod and pick one."""
-    total = len(snap)
-    if pod.problem is not None:
-        return Decision(node=None, feasible=0, total=total, message=pod.problem, unresolvable=True)
-    if total == 0:
-        return Decision(node=None, feasible=0, total=0, message=status.NO_NODES_AVAILABLE)
-    resources = list(snap.resources)
-    allocatable, requested = snap.allocatable, snap.requested
-    unknown = [name for name in pod.requests if name not in snap.resources]
-    if unknown:
-        # No node has ever reported these resources: they are columns of zeros.
-        resources.extend(unknown)
-        pad = np.zeros((total, len(unknown)), dtype=np.int64)
-        allocatable = np.hstack([allocatable, pad])
-        requested = np.hstack([requested, pad])
-    # The kernel reports one bit per column in an int64, while the table keeps a column for every
-    # resource it has seen: pass only the columns this pod is checked or scored on.
-    wanted = {objects.PODS, *noderesourcesfit.SCORED_RESOURCES, *pod.requests}
-    if len(wanted) > _MAX_COLUMNS:
-        message = (
-            f"the pod requests {len(wanted) - 3} resources besides cpu and memory; plumb checks"
-            f" at most {_MAX_COLUMNS - 3}"
+def unschedulable_as_written(pod: objects.PodInfo, total: int) -> Decision:
+    """A pod whose spec cannot be evaluated: the problem is the message."""
+    return Decision(
+        pod=pod, node=None, feasible=0, total=total, message=pod.problem or "", unresolvable=True
+    )
+
+
+def _node_reasons(compiled: compiling.Compiled, code: int, detail: int) -> list[str]:
+    if code == contract.STATIC:
+        return [compiled.static_reasons[detail - 1].message]
+    if code == contract.RESOURCES:
+        return list(noderesourcesfit.reasons(detail, compiled.resources))
+    return [_DYNAMIC_REASONS[code]]
+
+
+def explain(compiled: compiling.Compiled, result: contract.Result) -> list[Decision]:
+    names = compiled.names
+    decisions = []
+    for b, pod in enumerate(compiled.pods):
+        chosen = int(result.chosen[b])
+        candidates = tuple(
+            Candidate(
+                node=names[int(n)],
+                total=int(result.total[b, int(n)]),
+                scores=tuple(int(s) for s in result.top_scores[b, rank]),
+            )
+            for rank, n in enumerate(result.top[b])
+            if n >= 0
         )
-        return Decision(node=None, feasible=0, total=total, message=message, unresolvable=True)
-    kept = [i for i, name in enumerate(resources) if name in wanted]
-    resources = [resources[i] for i in kept]
-    allocatable, requested = allocatable[:, kept], requested[:, kept]
-    column = {name: i for i, name in enumerate(resources)}
-    request = np.zeros(len(resources), dtype=np.int64)
-    for name, amount in pod.requests.items():
-        request[column[name]] = amount
-    result = reference.filter_and_score(
-        allocatable=allocatable,
-        requested=requested,
-        request=request,
-        pods_column=column[objects.PODS],
-        score_columns=tuple(column[name] for name in noderesourcesfit.SCORED_RESOURCES),
-        name_hashes=snap.name_hashes,
-        pod_hash=hashing.stable_hash_u64(pod.uid),
-    )
-    feasible = int(np.count_nonzero(result.insufficient == 0))
-    if result.chosen >= 0:
-        return Decision(node=snap.names[result.chosen], feasible=feasible, total=total)
-    diagnosis = status.Diagnosis.count(
-        total,
-        (noderesourcesfit.reasons(int(bits), resources) for bits in result.insufficient),
-    )
-    return Decision(node=None, feasible=0, total=total, message=diagnosis.message())
+        if chosen >= 0:
+            decisions.append(
+                Decision(
+                    pod=pod,
+                    node=names[chosen],
+                    feasible=int(result.feasible[b]),
+                    total=len(names),
+                    candidates=candidates,
+                )
+            )
+            continue
+        codes, details = result.code[b], result.detail[b]
+        per_node = [
+            _node_reasons(compiled, int(codes[n]), int(details[n])) for n in range(len(names))
+        ]
+        diagnosis = status.Diagnosis.count(len(names), per_node)
+        decisions.append(
+            Decision(
+                pod=pod,
+                node=None,
+                feasible=0,
+                total=len(names),
+                message=diagnosis.message(),
+                reasons=dict(diagnosis.reasons),
+            )
+        )
+    return decisions
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Prepared:
+    """A batch ready for the kernel, with the decisions that needed no kernel."""
+
+    early: list[Decision]
+    compiled: compiling.Compiled | None
+    deferred: tuple[objects.PodInfo, ...] = ()
+
+
+def prepare(
+    pods: Sequence[objects.PodInfo], snap: snapshot.Snapshot, cache: cache_module.Cache
+) -> Prepared:
+    """Compile ``pods`` (in queue order) for the kernel; pods that need no kernel decided."""
+    total = len(snap)
+    early: list[Decision] = []
+    ready = []
+    for pod in pods:
+        extra = len({*pod.requests} - {objects.CPU, objects.MEMORY})
+        if pod.problem is not None:
+            early.append(unschedulable_as_written(pod, total))
+        elif extra > compiling.MAX_COLUMNS - 3:
+            early.append(
+                Decision(
+                    pod=pod,
+                    node=None,
+                    feasible=0,
+                    total=total,
+                    unresolvable=True,
+                    message=f"the pod requests {extra} resources besides cpu, "
+                    f"memory and pods; plumb checks at most "
+                    f"{compiling.MAX_COLUMNS - 3}",
+                )
+            )
+        elif total == 0:
+            early.append(
+                Decision(pod=pod, node=None, feasible=0, total=0, message=status.NO_NODES_AVAILABLE)
+            )
+        else:
+            ready.append(pod)
+    if not ready:
+        return Prepared(early=early, compiled=None)
+    compiled = compiling.compile_batch(ready, snap, cache)
+    return Prepared(early=early, compiled=compiled, deferred=compiled.deferred)
+
+
+def schedule_batch(
+    pods: Sequence[objects.PodInfo],
+    snap: snapshot.Snapshot,
+    cache: cache_module.Cache,
+    kernel: Kernel = reference.run,
+) -> tuple[list[Decision], tuple[objects.PodInfo, ...]]:
+    """Decide for ``pods`` in order, as if one at a time; returns decisions and deferred pods."""
+    prepared = prepare(pods, snap, cache)
+    decisions = list(prepared.early)
+    if prepared.compiled is not None:
+        compiled = prepared.compiled
+        decisions.extend(explain(compiled, kernel(compiled.cluster, compiled.batch)))
+    return decisions, prepared.deferred
+
+
+def schedule(
+    pod: objects.PodInfo,
+    snap: snapshot.Snapshot,
+    cache: cache_module.Cache,
+    kernel: Kernel = reference.run,
+) -> Decision:
+    """One pod, one decision (tests and replay)."""
+    decisions, _deferred = schedule_batch([pod], snap, cache, kernel)
+    return decisions[0]

@@ -1,31 +1,21 @@
-"""The reference kernel in numpy: the contract the compiled kernel must meet, result for result.
+"""The reference kernel in plain Python: the contract (kernel/contract.py) written for reading.
 
-Inputs are a snapshot's arrays (nodes x resources, nodes in name order) and one pod's request
-row; column ``pods_column`` counts pods, and the pod always adds one there. Outputs:
-
-- ``insufficient``: per node, bit r set when resource r does not fit (0 = feasible);
-- ``scores``: per node, the LeastAllocated score over cpu and memory, 0-100 (0 where infeasible);
-- ``chosen``: the feasible node with the highest score, ties broken by a stable mix of the
-  node-name hash and the pod hash; -1 when no node is feasible.
+It follows kube-scheduler v1.34's filter and score plugins step by step, one node at a time, and
+is what the compiled kernel is checked against. It is slow by design; nothing on the hot path
+calls it.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import math
 
 import numpy as np
 import numpy.typing as npt
 
-MAX_NODE_SCORE = 100
+from plumb.kernel import contract as c
+
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Result:
-    insufficient: npt.NDArray[np.int64]
-    scores: npt.NDArray[np.int64]
-    chosen: int
 
 
 def mix(name_hashes: npt.NDArray[np.uint64], pod_hash: np.uint64) -> npt.NDArray[np.uint64]:
@@ -36,41 +26,296 @@ def mix(name_hashes: npt.NDArray[np.uint64], pod_hash: np.uint64) -> npt.NDArray
     return z ^ (z >> np.uint64(31))
 
 
-def filter_and_score(
-    *,
-    allocatable: npt.NDArray[np.int64],
-    requested: npt.NDArray[np.int64],
-    request: npt.NDArray[np.int64],
-    pods_column: int,
-    score_columns: tuple[int, ...],
-    name_hashes: npt.NDArray[np.uint64],
-    pod_hash: np.uint64,
-) -> Result:
-    nodes = allocatable.shape[0]
-    need = request.copy()
-    need[pods_column] = 1
-    free = allocatable - requested
-    checked = need > 0
-    checked[pods_column] = True
-    bits = (np.int64(1) << np.arange(len(need), dtype=np.int64)) * checked
-    insufficient = ((need[np.newaxis, :] > free) * bits[np.newaxis, :]).sum(axis=1)
-    insufficient = insufficient.astype(np.int64)
+def _rows(table: c.I32, pod: int) -> range:
+    """The rows of a table sorted by pod index that belong to ``pod``."""
+    start = int(np.searchsorted(table, pod, side="left"))
+    end = int(np.searchsorted(table, pod, side="right"))
+    return range(start, end)
 
-    scores = np.zeros(nodes, dtype=np.int64)
-    for column in score_columns:
-        capacity = allocatable[:, column]
-        used = requested[:, column] + request[column]
-        fits = (capacity > 0) & (used <= capacity)
-        safe = np.where(capacity > 0, capacity, 1)
-        scores += np.where(fits, (capacity - used) * MAX_NODE_SCORE // safe, 0)
-    if score_columns:
-        scores //= len(score_columns)
-    feasible = insufficient == 0
-    scores = np.where(feasible, scores, 0)
-    if not feasible.any():
-        return Result(insufficient=insufficient, scores=scores, chosen=-1)
-    best = scores[feasible].max()
-    candidates = np.flatnonzero(feasible & (scores == best))
-    ties = mix(name_hashes[candidates], pod_hash)
-    chosen = int(candidates[int(np.argmax(ties))])
-    return Result(insufficient=insufficient, scores=scores, chosen=chosen)
+
+def _domain_totals(row: c.I32, dom: c.I32, ndom: int, mask: c.B1 | None = None) -> list[int]:
+    """Sum a count row per domain (nodes without the key, or outside ``mask``, add nothing)."""
+    totals = [0] * ndom
+    for n in range(row.shape[0]):
+        if dom[n] >= 0 and (mask is None or mask[n]):
+            totals[dom[n]] += int(row[n])
+    return totals
+
+
+class _State:
+    """The kernel's working copy of the cluster, updated after each placement."""
+
+    def __init__(self, cluster: c.Cluster) -> None:
+        self.cluster = cluster
+        self.requested = cluster.requested.copy()
+        self.nonzero = cluster.nonzero_requested.copy()
+        self.counts = cluster.counts.copy()
+
+
+def _filter(state: _State, batch: c.Batch, b: int, code: np.ndarray, detail: c.I64) -> None:
+    cl = state.cluster
+    nodes = cl.name_hashes.shape[0]
+    request = batch.requests[b]
+    # PodTopologySpread's PreFilter: per hard constraint, the counts per domain and the minimum.
+    spread = [i for i in _rows(batch.spread_pod, b) if batch.spread_hard[i]]
+    all_keys = np.ones(nodes, dtype=np.bool_)
+    for i in spread:
+        all_keys &= cl.domains[batch.spread_key[i]] >= 0
+    spread_state = []
+    for i in spread:
+        key = batch.spread_key[i]
+        counted = batch.spread_eligible[i] & all_keys
+        totals = _domain_totals(
+            state.counts[batch.spread_row[i]], cl.domains[key], int(cl.domain_counts[key]), counted
+        )
+        present = {int(cl.domains[key][n]) for n in range(nodes) if counted[n]}
+        if len(present) < batch.spread_min_domains[i]:
+            minimum = 0
+        else:
+            minimum = min(totals[d] for d in present)
+        spread_state.append((i, key, totals, present, minimum))
+    affinity = [a for a in _rows(batch.affinity_pod, b) if not batch.affinity_anti[a]]
+    anti = [a for a in _rows(batch.affinity_pod, b) if batch.affinity_anti[a]]
+    affinity_totals = [
+        _domain_totals(
+            state.counts[batch.affinity_row[a]],
+            cl.domains[batch.affinity_key[a]],
+            int(cl.domain_counts[batch.affinity_key[a]]),
+        )
+        for a in affinity
+    ]
+    no_affinity_match = all(sum(t) == 0 for t in affinity_totals)
+    anti_totals = [
+        _domain_totals(
+            state.counts[batch.affinity_row[a]],
+            cl.domains[batch.affinity_key[a]],
+            int(cl.domain_counts[batch.affinity_key[a]]),
+        )
+        for a in anti
+    ]
+    symmetric = list(_rows(batch.symmetric_pod, b))
+    symmetric_totals = [
+        _domain_totals(
+            state.counts[batch.symmetric_row[s]],
+            cl.domains[batch.symmetric_key[s]],
+            int(cl.domain_counts[batch.symmetric_key[s]]),
+        )
+        for s in symmetric
+    ]
+
+    for n in range(nodes):
+        if batch.static_code[b, n]:
+            code[n], detail[n] = c.STATIC, batch.static_code[b, n]
+            continue
+        bits = 0
+        for r in range(request.shape[0]):
+            need = 1 if r == cl.pods_column else request[r]
+            if (need > 0 or r == cl.pods_column) and need > cl.allocatable[n, r] - state.requested[
+                n, r
+            ]:
+                bits |= 1 << r
+        if bits:
+            code[n], detail[n] = c.RESOURCES, bits
+            continue
+        failed = c.PASS
+        for i, key, totals, present, minimum in spread_state:
+            d = int(cl.domains[key][n])
+            if d < 0:
+                failed = c.SPREAD_LABEL
+                break
+            count = totals[d] if d in present else 0
+            if count + int(batch.spread_self[i]) - minimum > batch.spread_max_skew[i]:
+                failed = c.SPREAD_SKEW
+                break
+        if failed == c.PASS and affinity:
+            exists = True
+            for a, totals in zip(affinity, affinity_totals, strict=True):
+                d = int(cl.domains[batch.affinity_key[a]][n])
+                if d < 0:
+                    failed = c.AFFINITY
+                    break
+                if totals[d] <= 0:
+                    exists = False
+            if (
+                failed == c.PASS
+                and not exists
+                and not (no_affinity_match and batch.affinity_self[b])
+            ):
+                failed = c.AFFINITY
+        if failed == c.PASS:
+            for a, totals in zip(anti, anti_totals, strict=True):
+                d = int(cl.domains[batch.affinity_key[a]][n])
+                if d >= 0 and totals[d] > 0:
+                    failed = c.ANTI_AFFINITY
+                    break
+        if failed == c.PASS:
+            for s, totals in zip(symmetric, symmetric_totals, strict=True):
+                d = int(cl.domains[batch.symmetric_key[s]][n])
+                if d >= 0 and totals[d] > 0:
+                    failed = c.EXISTING_ANTI_AFFINITY
+                    break
+        code[n] = failed
+
+
+def _least_allocated(state: _State, batch: c.Batch, b: int, n: int) -> int:
+    cl = state.cluster
+    score = weights = 0
+    for i, column in enumerate((cl.cpu_column, cl.memory_column)):
+        capacity = int(cl.allocatable[n, column])
+        if capacity == 0:
+            continue
+        used = int(state.nonzero[n, i]) + int(batch.nonzero[b, i])
+        score += 0 if used > capacity else (capacity - used) * c.MAX_NODE_SCORE // capacity
+        weights += 1
+    return score // weights if weights else 0
+
+
+def _balanced(state: _State, batch: c.Batch, b: int, n: int) -> int:
+    cl = state.cluster
+    fractions = []
+    for column in (cl.cpu_column, cl.memory_column):
+        capacity = int(cl.allocatable[n, column])
+        if capacity == 0:
+            continue
+        used = int(state.requested[n, column]) + int(batch.requests[b, column])
+        fractions.append(min(1.0, used / capacity))
+    std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
+    return int((1 - std) * c.MAX_NODE_SCORE)
+
+
+def _spread_scores(state: _State, batch: c.Batch, b: int, feasible: list[int]) -> dict[int, int]:
+    cl = state.cluster
+    soft = [i for i in _rows(batch.spread_pod, b) if not batch.spread_hard[i]]
+    if not soft:
+        return dict.fromkeys(feasible, 0)
+    require_all = bool(batch.spread_require_all[b])
+    nodes = cl.name_hashes.shape[0]
+
+    def has_all(n: int) -> bool:
+        return all(cl.domains[batch.spread_key[i]][n] >= 0 for i in soft)
+
+    def domain(i: int, n: int) -> int:
+        # Without require_all a node lacking the key is in the domain "" (one more bucket).
+        d = int(cl.domains[batch.spread_key[i]][n])
+        return d if d >= 0 else int(cl.domain_counts[batch.spread_key[i]])
+
+    ignored = {n for n in feasible if require_all and not has_all(n)}
+    scored = [n for n in feasible if n not in ignored]
+    weights: list[float] = []
+    totals: list[list[int] | None] = []
+    for i in soft:
+        if batch.spread_hostname[i]:
+            size = len(scored)
+            totals.append(None)
+        else:
+            domains = {domain(i, n) for n in scored}
+            size = len(domains)
+            counted = [0] * (int(cl.domain_counts[batch.spread_key[i]]) + 1)
+            for m in range(nodes):
+                if require_all and not has_all(m):
+                    continue
+                if not batch.spread_eligible[i][m] or domain(i, m) not in domains:
+                    continue
+                counted[domain(i, m)] += int(state.counts[batch.spread_row[i]][m])
+            totals.append(counted)
+        weights.append(math.log(size + 2))
+    raw: dict[int, int] = {}
+    for n in scored:
+        score = 0.0
+        for i, weight, per_domain in zip(soft, weights, totals, strict=True):
+            if per_domain is None:
+                count = int(state.counts[batch.spread_row[i]][n])
+            else:
+                count = per_domain[domain(i, n)]
+            score += float(count) * weight + float(batch.spread_max_skew[i] - 1)
+        raw[n] = math.floor(score + 0.5)
+    out = dict.fromkeys(feasible, 0)
+    if not raw:
+        return out
+    low, high = min(raw.values()), max(raw.values())
+    for n, score in raw.items():
+        out[n] = c.MAX_NODE_SCORE if high == 0 else c.MAX_NODE_SCORE * (high + low - score) // high
+    return out
+
+
+def _inter_pod_scores(state: _State, batch: c.Batch, b: int, feasible: list[int]) -> dict[int, int]:
+    cl = state.cluster
+    entries = list(_rows(batch.preferred_pod, b))
+    raw = dict.fromkeys(feasible, 0)
+    if not entries:
+        return raw
+    for p in entries:
+        key = batch.preferred_key[p]
+        totals = _domain_totals(
+            state.counts[batch.preferred_row[p]], cl.domains[key], int(cl.domain_counts[key])
+        )
+        for n in feasible:
+            d = int(cl.domains[key][n])
+            if d >= 0:
+                raw[n] += int(batch.preferred_weight[p]) * totals[d]
+    low, high = min(raw.values()), max(raw.values())
+    if high - low <= 0:
+        return dict.fromkeys(feasible, 0)
+    return {n: int(c.MAX_NODE_SCORE * ((s - low) / (high - low))) for n, s in raw.items()}
+
+
+def _normalised(raw: c.I64, feasible: list[int], *, reverse: bool) -> dict[int, int]:
+    """kube-scheduler's DefaultNormalizeScore over the feasible nodes."""
+    high = max(int(raw[n]) for n in feasible)
+    if high == 0:
+        return {n: c.MAX_NODE_SCORE if reverse else int(raw[n]) for n in feasible}
+    out = {}
+    for n in feasible:
+        score = c.MAX_NODE_SCORE * int(raw[n]) // high
+        out[n] = c.MAX_NODE_SCORE - score if reverse else score
+    return out
+
+
+def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
+    nodes, pods = cluster.name_hashes.shape[0], batch.size
+    state = _State(cluster)
+    chosen = np.full(pods, -1, dtype=np.int32)
+    code = np.zeros((pods, nodes), dtype=np.int8)
+    detail = np.zeros((pods, nodes), dtype=np.int64)
+    total = np.zeros((pods, nodes), dtype=np.int64)
+    feasible_count = np.zeros(pods, dtype=np.int32)
+    top = np.full((pods, c.TOP), -1, dtype=np.int32)
+    top_scores = np.zeros((pods, c.TOP, len(c.SCORE_PLUGINS)), dtype=np.int64)
+    for b in range(pods):
+        _filter(state, batch, b, code[b], detail[b])
+        feasible = [n for n in range(nodes) if code[b, n] == c.PASS]
+        feasible_count[b] = len(feasible)
+        if not feasible:
+            continue
+        per_plugin = [
+            {n: _least_allocated(state, batch, b, n) for n in feasible},
+            {n: 0 if batch.balanced_skip[b] else _balanced(state, batch, b, n) for n in feasible},
+            _normalised(batch.taint_raw[b], feasible, reverse=True),
+            _normalised(batch.node_affinity_raw[b], feasible, reverse=False),
+            _spread_scores(state, batch, b, feasible),
+            _inter_pod_scores(state, batch, b, feasible),
+        ]
+        for n in feasible:
+            total[b, n] = sum(
+                int(batch.weights[p]) * scores[n] for p, scores in enumerate(per_plugin)
+            )
+        ties = mix(cluster.name_hashes, batch.pod_hashes[b])
+        ranked = sorted(feasible, key=lambda n: (int(total[b, n]), int(ties[n])), reverse=True)
+        chosen[b] = ranked[0]
+        for rank, n in enumerate(ranked[: c.TOP]):
+            top[b, rank] = n
+            for p, scores in enumerate(per_plugin):
+                top_scores[b, rank, p] = scores[n]
+        node = ranked[0]
+        state.requested[node] += batch.requests[b]
+        state.nonzero[node] += batch.nonzero[b]
+        state.counts[:, node] += batch.member[b]
+    return c.Result(
+        chosen=chosen,
+        code=code,
+        detail=detail,
+        total=total,
+        feasible=feasible_count,
+        top=top,
+        top_scores=top_scores,
+    )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from collections.abc import Sequence
 from typing import Any, Self
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -12,6 +13,25 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 def _resources(values: dict[str, str | int]) -> dict[str, str]:
     # Python keywords cannot hold dashes: ephemeral_storage= means "ephemeral-storage".
     return {key.replace("_", "-"): str(value) for key, value in values.items()}
+
+
+def expr(key: str, operator: str, *values: str) -> dict[str, Any]:
+    """A node selector requirement: ``expr("zone", "In", "a", "b")``, ``expr("gpu", "Exists")``."""
+    requirement: dict[str, Any] = {"key": key, "operator": operator}
+    if values:
+        requirement["values"] = list(values)
+    return requirement
+
+
+def _term(
+    expressions: Sequence[dict[str, Any]], fields: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    term: dict[str, Any] = {}
+    if expressions:
+        term["matchExpressions"] = list(expressions)
+    if fields:
+        term["matchFields"] = list(fields)
+    return term
 
 
 class PodBuilder:
@@ -85,6 +105,72 @@ class PodBuilder:
         self._spec.setdefault("schedulingGates", []).append({"name": name})
         return self
 
+    def toleration(
+        self, key: str = "", *, operator: str = "Equal", value: str = "", effect: str = ""
+    ) -> Self:
+        """A toleration; an empty key with ``operator="Exists"`` tolerates every taint."""
+        toleration = {"key": key, "operator": operator, "value": value, "effect": effect}
+        self._spec.setdefault("tolerations", []).append(
+            {name: text for name, text in toleration.items() if text}
+        )
+        return self
+
+    def node_selector(self, key: str, value: str) -> Self:
+        self._spec.setdefault("nodeSelector", {})[key] = value
+        return self
+
+    def _node_affinity(self) -> dict[str, Any]:
+        affinity: dict[str, Any] = self._spec.setdefault("affinity", {})
+        node_affinity: dict[str, Any] = affinity.setdefault("nodeAffinity", {})
+        return node_affinity
+
+    def node_affinity(
+        self, *expressions: dict[str, Any], fields: Sequence[dict[str, Any]] = ()
+    ) -> Self:
+        """One more required nodeSelectorTerm (terms are ORed, its requirements ANDed).
+
+        ``node_affinity(expr("zone", "In", "a"), fields=[expr("metadata.name", "In", "n1")])``;
+        with no arguments it adds an empty term, which matches no node.
+        """
+        required = self._node_affinity().setdefault(
+            "requiredDuringSchedulingIgnoredDuringExecution", {"nodeSelectorTerms": []}
+        )
+        required["nodeSelectorTerms"].append(_term(expressions, fields))
+        return self
+
+    def no_node_selector_terms(self) -> Self:
+        """Required node affinity with an empty nodeSelectorTerms list (matches no node)."""
+        self._node_affinity()["requiredDuringSchedulingIgnoredDuringExecution"] = {
+            "nodeSelectorTerms": []
+        }
+        return self
+
+    def preferred_node_affinity(
+        self, weight: int, *expressions: dict[str, Any], fields: Sequence[dict[str, Any]] = ()
+    ) -> Self:
+        """One more preferred term: ``weight`` is added to a node's score where it matches."""
+        self._node_affinity().setdefault(
+            "preferredDuringSchedulingIgnoredDuringExecution", []
+        ).append({"weight": weight, "preference": _term(expressions, fields)})
+        return self
+
+    def host_port(
+        self,
+        port: int,
+        *,
+        protocol: str | None = None,
+        host_ip: str | None = None,
+        container_port: int | None = None,
+    ) -> Self:
+        """A hostPort on the main container; protocol and hostIP left out unless given."""
+        entry: dict[str, Any] = {"containerPort": container_port or port, "hostPort": port}
+        if protocol is not None:
+            entry["protocol"] = protocol
+        if host_ip is not None:
+            entry["hostIP"] = host_ip
+        self._spec["containers"][0].setdefault("ports", []).append(entry)
+        return self
+
     def obj(self) -> dict[str, Any]:
         return copy.deepcopy(self._body)
 
@@ -126,6 +212,14 @@ class NodeBuilder:
 
     def unschedulable(self) -> Self:
         self._body["spec"]["unschedulable"] = True
+        return self
+
+    def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> Self:
+        """A taint, in the order given (kube-scheduler names the first one not tolerated)."""
+        taint = {"key": key, "effect": effect}
+        if value:
+            taint["value"] = value
+        self._body["spec"].setdefault("taints", []).append(taint)
         return self
 
     def obj(self) -> dict[str, Any]:

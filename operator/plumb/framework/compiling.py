@@ -1,0 +1,374 @@
+"""A batch of pods compiled against a snapshot into the kernel's arrays (kernel/contract.py).
+
+Static filters (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts) and the
+raw static scores are evaluated here with numpy, per pod over every node; what changes as pods
+are placed (resources, spread and affinity counts) becomes count rows and constraint tables
+the kernel evaluates and updates pod after pod.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+from plumb.backend import cache as cache_module
+from plumb.backend import counting, hashing, objects, snapshot
+from plumb.framework.plugins import (
+    interpodaffinity,
+    nodeaffinity,
+    nodename,
+    nodeports,
+    noderesourcesfit,
+    nodeunschedulable,
+    podtopologyspread,
+    tainttoleration,
+)
+from plumb.kernel import contract
+
+# The kernel reports insufficient resources as one bit per column of an int64.
+MAX_COLUMNS = 63
+DEFAULT_WEIGHTS = (
+    noderesourcesfit.SCORE_WEIGHT,  # NodeResourcesFit
+    1,  # NodeResourcesBalancedAllocation
+    tainttoleration.SCORE_WEIGHT,
+    nodeaffinity.SCORE_WEIGHT,
+    podtopologyspread.SCORE_WEIGHT,
+    interpodaffinity.SCORE_WEIGHT,
+)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StaticReason:
+    plugin: str
+    message: str
+    unresolvable: bool
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Compiled:
+    """The kernel's input for a batch, and what is needed to explain its output."""
+
+    pods: tuple[objects.PodInfo, ...]
+    names: tuple[str, ...]
+    resources: tuple[str, ...]  # request columns of this batch
+    static_reasons: tuple[StaticReason, ...]  # code c is static_reasons[c - 1]
+    cluster: contract.Cluster
+    batch: contract.Batch
+    deferred: tuple[objects.PodInfo, ...] = ()  # did not fit this batch's columns; try again
+
+
+class _Tables:
+    """Row, key and reason interning plus the flat constraint tables, filled pod by pod."""
+
+    def __init__(self, statics: snapshot.NodeStatics) -> None:
+        self.statics = statics
+        self.rows: dict[counting.RowKey, int] = {}
+        self.keys: dict[str, int] = {}
+        self.reasons: dict[StaticReason, int] = {}
+        self.spread: dict[str, list[object]] = {
+            name: []
+            for name in (
+                "pod",
+                "row",
+                "key",
+                "max_skew",
+                "min_domains",
+                "hard",
+                "self",
+                "hostname",
+                "eligible",
+            )
+        }
+        self.affinity: dict[str, list[object]] = {n: [] for n in ("pod", "row", "key", "anti")}
+        self.symmetric: dict[str, list[object]] = {n: [] for n in ("pod", "row", "key")}
+        self.preferred: dict[str, list[object]] = {n: [] for n in ("pod", "row", "key", "weight")}
+
+    def row(self, key: counting.RowKey) -> int:
+        return self.rows.setdefault(key, len(self.rows))
+
+    def key(self, name: str) -> int:
+        return self.keys.setdefault(name, len(self.keys))
+
+    def reason(self, plugin: str, message: str, unresolvable: bool) -> int:
+        return (
+            self.reasons.setdefault(StaticReason(plugin, message, unresolvable), len(self.reasons))
+            + 1
+        )
+
+
+def _static(
+    pod: objects.PodInfo, statics: snapshot.NodeStatics, cache: cache_module.Cache, tables: _Tables
+) -> np.ndarray:
+    """Per node: 0 where every static filter passes, else the first failing filter's reason."""
+    code = np.zeros(len(statics), dtype=np.int32)
+
+    def mark(fails: np.ndarray, reason: int) -> None:
+        code[(code == 0) & fails] = reason
+
+    mark(
+        nodeunschedulable.filter(pod, statics),
+        tables.reason(
+            nodeunschedulable.NAME, nodeunschedulable.UNSCHEDULABLE, nodeunschedulable.UNRESOLVABLE
+        ),
+    )
+    mark(
+        nodename.filter(pod, statics),
+        tables.reason(nodename.NAME, nodename.MISMATCH, nodename.UNRESOLVABLE),
+    )
+    fails, first = tainttoleration.filter(pod, statics)
+    open_fails = fails & (code == 0)
+    for index in np.unique(first[open_fails]):
+        taint = statics.distinct_taints[int(index)]
+        mark(
+            open_fails & (first == index),
+            tables.reason(
+                tainttoleration.NAME, tainttoleration.reason(taint), tainttoleration.UNRESOLVABLE
+            ),
+        )
+    mark(
+        nodeaffinity.filter(pod, statics),
+        tables.reason(nodeaffinity.NAME, nodeaffinity.MISMATCH, nodeaffinity.UNRESOLVABLE),
+    )
+    if pod.scheduling.host_ports:
+        mark(
+            nodeports.filter(pod, cache.used_ports(statics.names)),
+            tables.reason(nodeports.NAME, nodeports.PORTS_IN_USE, nodeports.UNRESOLVABLE),
+        )
+    return code
+
+
+def _spread(b: int, pod: objects.PodInfo, statics: snapshot.NodeStatics, tables: _Tables) -> bool:
+    """Add the pod's spread constraints; returns whether nodes missing a key are ignored when
+    scoring (False only for the system default constraints)."""
+    constraints = pod.scheduling.spread
+    if not constraints:
+        return True
+    honour_affinity = nodeaffinity.matches(pod, statics)
+    tolerated = ~tainttoleration.filter(pod, statics)[0]
+    everywhere = np.ones(len(statics), dtype=np.bool_)
+    for constraint in constraints:
+        eligible = everywhere.copy()
+        if constraint.node_affinity_policy == "Honor":
+            eligible &= honour_affinity
+        if constraint.node_taints_policy == "Honor":
+            eligible &= tolerated
+        selector = podtopologyspread.effective_selector(constraint, pod)
+        t = tables.spread
+        t["pod"].append(b)
+        t["row"].append(tables.row(podtopologyspread.selection(constraint, pod)))
+        t["key"].append(tables.key(constraint.topology_key))
+        t["max_skew"].append(constraint.max_skew)
+        t["min_domains"].append(constraint.min_domains)
+        t["hard"].append(constraint.hard)
+        t["self"].append(selector is not None and selector.matches(pod.labels))
+        t["hostname"].append(constraint.topology_key == podtopologyspread.HOSTNAME)
+        t["eligible"].append(eligible)
+    return True
+
+
+def _inter_pod(
+    b: int,
+    pod: objects.PodInfo,
+    carriers: Sequence[counting.Carrier],
+    cache: cache_module.Cache,
+    tables: _Tables,
+) -> bool:
+    """Add the pod's inter-pod terms and the carried terms it matches; returns the first-pod
+    rule's "the pod matches all its own affinity terms"."""
+    namespaces = cache.namespace_labels
+    s = pod.scheduling
+    self_match = False
+    if s.required_affinity:
+        matchers = tuple(counting.Matcher.of_term(term) for term in s.required_affinity)
+        row = tables.row(counting.Selection(matchers))
+        for term in s.required_affinity:
+            for name, value in (
+                ("pod", b),
+                ("row", row),
+                ("key", tables.key(term.topology_key)),
+                ("anti", False),
+            ):
+                tables.affinity[name].append(value)
+        self_match = all(m.matches(pod, namespaces) for m in matchers)
+    for term in s.required_anti_affinity:
+        row = tables.row(counting.Selection((counting.Matcher.of_term(term),)))
+        for name, value in (
+            ("pod", b),
+            ("row", row),
+            ("key", tables.key(term.topology_key)),
+            ("anti", True),
+        ):
+            tables.affinity[name].append(value)
+
+    def prefer(row: int, topology_key: str, weight: int) -> None:
+        for name, value in (
+            ("pod", b),
+            ("row", row),
+            ("key", tables.key(topology_key)),
+            ("weight", weight),
+        ):
+            tables.preferred[name].append(value)
+
+    for weighted in s.preferred_affinity:
+        prefer(
+            tables.row(counting.Selection((counting.Matcher.of_term(weighted.term),))),
+            weighted.term.topology_key,
+            weighted.weight,
+        )
+    for weighted in s.preferred_anti_affinity:
+        prefer(
+            tables.row(counting.Selection((counting.Matcher.of_term(weighted.term),))),
+            weighted.term.topology_key,
+            -weighted.weight,
+        )
+    for carrier in carriers:
+        if not counting.Matcher.of_term(carrier.term).matches(pod, namespaces):
+            continue
+        key = carrier.term.topology_key
+        if carrier.kind == counting.REQUIRED_ANTI_AFFINITY:
+            for name, value in (("pod", b), ("row", tables.row(carrier)), ("key", tables.key(key))):
+                tables.symmetric[name].append(value)
+        elif carrier.kind == counting.REQUIRED_AFFINITY:
+            prefer(tables.row(carrier), key, interpodaffinity.HARD_POD_AFFINITY_WEIGHT)
+        elif carrier.kind == counting.PREFERRED_AFFINITY:
+            prefer(tables.row(carrier), key, carrier.weight)
+        else:
+            prefer(tables.row(carrier), key, -carrier.weight)
+    return self_match
+
+
+def _i32(values: list[object]) -> contract.I32:
+    return np.array(values, dtype=np.int32)
+
+
+def _bool(values: list[object]) -> contract.B1:
+    return np.array(values, dtype=np.bool_)
+
+
+def compile_batch(
+    pods: Sequence[objects.PodInfo],
+    snap: snapshot.Snapshot,
+    cache: cache_module.Cache,
+    *,
+    weights: Sequence[int] = DEFAULT_WEIGHTS,
+) -> Compiled:
+    """Compile ``pods`` (in queue order) for the kernel against ``snap``."""
+    statics = snap.statics
+    nodes = len(statics)
+    base = [objects.CPU, objects.MEMORY, objects.PODS]
+    columns = list(base)
+    taken: list[objects.PodInfo] = []
+    deferred: list[objects.PodInfo] = []
+    for pod in pods:
+        extra = [name for name in sorted(pod.requests) if name not in columns]
+        if len(columns) + len(extra) > MAX_COLUMNS:
+            deferred.append(pod)
+            continue
+        columns.extend(extra)
+        taken.append(pod)
+    tables = _Tables(statics)
+    carriers = list(
+        dict.fromkeys([*cache.carriers(), *(c for pod in taken for c in counting.carried(pod))])
+    )
+    size = len(taken)
+    static_code = np.zeros((size, nodes), dtype=np.int32)
+    taint_raw = np.zeros((size, nodes), dtype=np.int64)
+    affinity_raw = np.zeros((size, nodes), dtype=np.int64)
+    requests = np.zeros((size, len(columns)), dtype=np.int64)
+    nonzero = np.zeros((size, 2), dtype=np.int64)
+    require_all = np.ones(size, dtype=np.bool_)
+    affinity_self = np.zeros(size, dtype=np.bool_)
+    balanced_skip = np.zeros(size, dtype=np.bool_)
+    column = {name: i for i, name in enumerate(columns)}
+    for b, pod in enumerate(taken):
+        static_code[b] = _static(pod, statics, cache, tables)
+        taint_raw[b] = tainttoleration.score_raw(pod, statics)
+        affinity_raw[b] = nodeaffinity.score_raw(pod, statics)
+        for name, amount in pod.requests.items():
+            requests[b, column[name]] = amount
+        requests[b, column[objects.PODS]] = 1
+        nonzero[b] = pod.nonzero
+        balanced_skip[b] = not (pod.requests.get(objects.CPU) or pod.requests.get(objects.MEMORY))
+        require_all[b] = _spread(b, pod, statics, tables)
+        affinity_self[b] = _inter_pod(b, pod, carriers, cache, tables)
+
+    row_keys = list(tables.rows)
+    member = np.zeros((size, len(row_keys)), dtype=np.int32)
+    for b, pod in enumerate(taken):
+        for t, key in enumerate(row_keys):
+            member[b, t] = cache.rows.belongs(key, pod)
+    key_names = list(tables.keys)
+    domains = np.full((len(key_names), nodes), -1, dtype=np.int32)
+    domain_counts = np.zeros(len(key_names), dtype=np.int32)
+    for k, name in enumerate(key_names):
+        domains[k] = statics.label_ids(name)
+        domain_counts[k] = statics.domain_count(name)
+    snap_column = {name: i for i, name in enumerate(snap.resources)}
+    allocatable = np.zeros((nodes, len(columns)), dtype=np.int64)
+    requested = np.zeros((nodes, len(columns)), dtype=np.int64)
+    for i, name in enumerate(columns):
+        if name in snap_column:
+            allocatable[:, i] = snap.allocatable[:, snap_column[name]]
+            requested[:, i] = snap.requested[:, snap_column[name]]
+    cluster = contract.Cluster(
+        allocatable=allocatable,
+        requested=requested,
+        nonzero_requested=np.array(snap.nonzero_requested, dtype=np.int64),
+        name_hashes=np.array(snap.name_hashes, dtype=np.uint64),
+        domains=domains,
+        domain_counts=domain_counts,
+        counts=cache.count_rows(row_keys),
+        pods_column=column[objects.PODS],
+        cpu_column=column[objects.CPU],
+        memory_column=column[objects.MEMORY],
+    )
+    sp, af, sy, pr = tables.spread, tables.affinity, tables.symmetric, tables.preferred
+    eligible = (
+        np.array(sp["eligible"], dtype=np.bool_)
+        if sp["eligible"]
+        else np.zeros((0, nodes), dtype=np.bool_)
+    )
+    batch = contract.Batch(
+        pod_hashes=np.array([hashing.stable_hash(p.uid) for p in taken], dtype=np.uint64),
+        requests=requests,
+        nonzero=nonzero,
+        static_code=static_code,
+        taint_raw=taint_raw,
+        node_affinity_raw=affinity_raw,
+        member=member,
+        spread_pod=_i32(sp["pod"]),
+        spread_row=_i32(sp["row"]),
+        spread_key=_i32(sp["key"]),
+        spread_max_skew=_i32(sp["max_skew"]),
+        spread_min_domains=_i32(sp["min_domains"]),
+        spread_hard=_bool(sp["hard"]),
+        spread_self=_bool(sp["self"]),
+        spread_hostname=_bool(sp["hostname"]),
+        spread_eligible=eligible,
+        spread_require_all=require_all,
+        affinity_pod=_i32(af["pod"]),
+        affinity_row=_i32(af["row"]),
+        affinity_key=_i32(af["key"]),
+        affinity_anti=_bool(af["anti"]),
+        affinity_self=affinity_self,
+        symmetric_pod=_i32(sy["pod"]),
+        symmetric_row=_i32(sy["row"]),
+        symmetric_key=_i32(sy["key"]),
+        preferred_pod=_i32(pr["pod"]),
+        preferred_row=_i32(pr["row"]),
+        preferred_key=_i32(pr["key"]),
+        preferred_weight=np.array(pr["weight"], dtype=np.int64),
+        weights=np.array(weights, dtype=np.int64),
+        balanced_skip=balanced_skip,
+    )
+    return Compiled(
+        pods=tuple(taken),
+        names=statics.names,
+        resources=tuple(columns),
+        static_reasons=tuple(tables.reasons),
+        cluster=cluster,
+        batch=batch,
+        deferred=tuple(deferred),
+    )

@@ -1,0 +1,52 @@
+"""PodTopologySpread: pods spread across topology domains within maxSkew (filter for
+DoNotSchedule constraints, score for ScheduleAnyway ones, weight 2).
+
+The counting runs in the kernel over count rows (backend/counting.py); this module holds the
+plugin's name, reasons and how a constraint becomes a row selection.
+"""
+
+from __future__ import annotations
+
+from plumb.backend import counting, objects, specs
+
+NAME = "PodTopologySpread"
+SCORE_WEIGHT = 2
+CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread constraints"
+MISSING_LABEL = "node(s) didn't match pod topology spread constraints (missing required label)"
+# A node missing the key can never satisfy the constraint; preemption cannot help.
+MISSING_LABEL_UNRESOLVABLE = True
+HOSTNAME = "kubernetes.io/hostname"
+ZONE = "topology.kubernetes.io/zone"
+
+
+def effective_selector(
+    constraint: specs.SpreadConstraint, pod: objects.PodInfo
+) -> specs.LabelSelector | None:
+    """The constraint's selector with matchLabelKeys added as ``key In (pod's value)``.
+
+    Keys the pod does not carry are ignored, as kube-scheduler does. (From v1.34 the API server
+    may already have merged them; adding the same requirement twice changes nothing.)
+    """
+    if constraint.selector is None or not constraint.match_label_keys:
+        return constraint.selector
+    extra = [
+        specs.Requirement(key, "In", (pod.labels[key],))
+        for key in constraint.match_label_keys
+        if key in pod.labels
+    ]
+    return constraint.selector.with_requirements(extra)
+
+
+def selection(constraint: specs.SpreadConstraint, pod: objects.PodInfo) -> counting.Selection:
+    """The pods a constraint counts: its selector, in the pod's namespace, not terminating."""
+    matcher = counting.Matcher(effective_selector(constraint, pod), frozenset({pod.namespace}))
+    return counting.Selection((matcher,), skip_terminating=True)
+
+
+def default_constraints(selector: specs.LabelSelector) -> tuple[specs.SpreadConstraint, ...]:
+    """kube-scheduler's system defaults for pods with no constraints of their own:
+    hostname maxSkew 3 and zone maxSkew 5, both ScheduleAnyway."""
+    return (
+        specs.SpreadConstraint(3, HOSTNAME, "ScheduleAnyway", selector),
+        specs.SpreadConstraint(5, ZONE, "ScheduleAnyway", selector),
+    )

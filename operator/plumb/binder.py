@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import enum
+from typing import Protocol
 
 from plumb.backend import objects
 from plumb.k8s import client as k8s_client
@@ -25,10 +26,18 @@ class BindResult:
     message: str = ""
 
 
+class BindingApi(Protocol):
+    """The part of the API client the binder uses (k8s.client.ApiClient; a fake in tests)."""
+
+    async def bind(
+        self, *, namespace: str, name: str, uid: str, node: str
+    ) -> k8s_client.ApiResponse: ...
+
+
 class Binder:
     """POSTs Bindings; at most ``concurrency`` in flight so a burst cannot swamp the server."""
 
-    def __init__(self, api: k8s_client.ApiClient, *, concurrency: int = 64) -> None:
+    def __init__(self, api: BindingApi, *, concurrency: int = 64) -> None:
         self._api = api
         self._slots = asyncio.Semaphore(concurrency)
 

@@ -11,7 +11,7 @@ import datetime
 import logging
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from plumb.backend import objects, queue
 from plumb.k8s import client as k8s_client
@@ -28,12 +28,24 @@ def _now(precision: str = "microseconds") -> str:
     return now.isoformat(timespec=precision).replace("+00:00", "Z")
 
 
+class EventsApi(Protocol):
+    """The part of the API client the recorder uses (k8s.client.ApiClient; a fake in tests)."""
+
+    async def create_event(
+        self, *, namespace: str, event: dict[str, Any]
+    ) -> k8s_client.ApiResponse: ...
+
+    async def patch_pod_status(
+        self, *, namespace: str, name: str, patch: dict[str, Any]
+    ) -> k8s_client.ApiResponse: ...
+
+
 class Recorder:
     """Posts Scheduled / FailedScheduling events and patches the PodScheduled condition."""
 
     def __init__(
         self,
-        api: k8s_client.ApiClient,
+        api: EventsApi,
         *,
         instance: str,
         concurrency: int = 32,

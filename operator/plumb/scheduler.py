@@ -21,6 +21,15 @@ from plumb.backend import queue as queue_module
 from plumb.binder import Binder, Outcome
 from plumb.events import Recorder
 from plumb.framework import cycle
+from plumb.framework.plugins import (
+    interpodaffinity,
+    nodeaffinity,
+    nodeports,
+    noderesourcesfit,
+    nodeunschedulable,
+    podtopologyspread,
+    tainttoleration,
+)
 from plumb.kernel import contract
 
 KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
@@ -47,12 +56,13 @@ class Scheduler:
         recorder: Recorder,
         kernel: KernelRunner,
         batch_size: int = DEFAULT_BATCH,
+        queue: queue_module.SchedulingQueue | None = None,
     ) -> None:
         self.profile = profile
         self._kernel = kernel
         self.batch_size = batch_size
         self.cache = cache_module.Cache()
-        self.queue = queue_module.SchedulingQueue()
+        self.queue = queue if queue is not None else queue_module.SchedulingQueue()
         self._binder = binder
         self._recorder = recorder
         self._binds: set[asyncio.Task[None]] = set()
@@ -69,13 +79,16 @@ class Scheduler:
             was_placed = self.cache.state(pod.uid) is not None
             self.cache.remove_pod(pod.uid)
             if was_placed:
-                self.queue.move_all()  # freed resources may fit a waiting pod
+                self.queue.move_all(POD_REMOVED_HELPS)  # freed room may fit a waiting pod
             return
         if pod.node_name:
             self.queue.delete(pod.uid)
+            before = self.cache.state(pod.uid)
             self.cache.add_pod(pod)
             if pod.terminal:
-                self.queue.move_all()
+                self.queue.move_all(POD_REMOVED_HELPS)
+            elif before is None:
+                self.queue.move_all(POD_ADDED_HELPS)
             return
         if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
             return  # being bound by us; the watch has not caught up yet
@@ -94,8 +107,13 @@ class Scheduler:
             logger.warning(
                 "node %s: %s; it is treated as having no resources", node.name, node.problem
             )
+        before = self.cache.nodes.info(node.name)
         if self.cache.upsert_node(node):
-            self.queue.move_all()
+            self.queue.move_all(None if before is None else node_change_helps(before, node))
+
+    def on_workload(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A Service or controller changed: the default spread selector of pods may change."""
+        self.cache.workloads.on_event(kind, event_type, body)
 
     def on_namespace(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A namespace's labels matter to affinity terms with a namespaceSelector."""
@@ -152,7 +170,7 @@ class Scheduler:
             return  # deleted, or bound by someone else, while the kernel ran
         if decision.node is None:
             logger.info("pod %s is unschedulable: %s", pod.key, decision.message)
-            self.queue.unschedulable(pod.uid)
+            self.queue.unschedulable(pod.uid, decision.plugins)
             self._recorder.failed_scheduling(pod, decision.message, attempts=entry.attempts)
             return
         if decision.node not in self.cache.nodes:
@@ -185,6 +203,28 @@ class Scheduler:
         while self._binds:
             await asyncio.gather(*list(self._binds), return_exceptions=True)
         await self._recorder.drain()
+
+
+# Which unschedulable pods a cluster event may help, by the filter plugins that rejected them
+# (a coarse form of kube-scheduler's queueing hints).
+POD_REMOVED_HELPS = frozenset(
+    {noderesourcesfit.NAME, nodeports.NAME, podtopologyspread.NAME, interpodaffinity.NAME}
+)
+POD_ADDED_HELPS = frozenset({podtopologyspread.NAME, interpodaffinity.NAME})
+
+
+def node_change_helps(before: objects.NodeInfo, after: objects.NodeInfo) -> frozenset[str]:
+    """The plugins whose verdict a node update may change."""
+    helps: set[str] = set()
+    if before.allocatable != after.allocatable:
+        helps.add(noderesourcesfit.NAME)
+    if before.unschedulable != after.unschedulable:
+        helps.add(nodeunschedulable.NAME)
+    if before.taints != after.taints:
+        helps |= {tainttoleration.NAME, podtopologyspread.NAME}
+    if before.labels != after.labels:
+        helps |= {nodeaffinity.NAME, podtopologyspread.NAME, interpodaffinity.NAME}
+    return frozenset(helps)
 
 
 def _needs_own_batch(pod: objects.PodInfo) -> bool:

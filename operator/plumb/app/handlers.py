@@ -7,15 +7,33 @@ nothing on those objects: no annotations, no finalizers, no status.
 from __future__ import annotations
 
 import logging
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import kopf
 
 from plumb import scheduler as scheduler_module
+from plumb.backend import workloads
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 
 logger = logging.getLogger(__name__)
+
+# Collections whose selectors make up the default spread selector, and their kinds.
+WORKLOAD_PATHS = (
+    ("/api/v1/services", workloads.SERVICE),
+    ("/api/v1/replicationcontrollers", workloads.REPLICATION_CONTROLLER),
+    ("/apis/apps/v1/replicasets", workloads.REPLICA_SET),
+    ("/apis/apps/v1/statefulsets", workloads.STATEFUL_SET),
+)
+
+
+def _resource(path: str) -> tuple[str, str, str]:
+    """(group, version, plural) of a collection path such as /apis/apps/v1/replicasets."""
+    parts = path.strip("/").split("/")
+    if parts[0] == "api":
+        return "", parts[1], parts[2]
+    return parts[1], parts[2], parts[3]
 
 
 def register(
@@ -45,6 +63,13 @@ def register(
     async def sync(**_: Any) -> None:
         # The watches begin after startup handlers: list first so the loop starts on a full
         # picture of the cluster instead of scheduling onto the first nodes to arrive.
+        for path, kind in WORKLOAD_PATHS:
+            items, _rv = await api.list_all(path)
+            for item in items:
+                scheduler.on_workload(kind, None, item)
+        namespaces, _rv = await api.list_all("/api/v1/namespaces")
+        for item in namespaces:
+            scheduler.on_namespace(None, item)
         nodes, _rv = await api.list_all("/api/v1/nodes")
         pods, _rv = await api.list_all("/api/v1/pods")
         scheduler.resync(nodes, pods)
@@ -53,6 +78,19 @@ def register(
     @kopf.on.event("", "v1", "nodes", registry=registry)
     async def node_event(event: kopf.RawEvent, **_: Any) -> None:
         scheduler.on_node(event.get("type"), event["object"])
+
+    # The selectors kube-scheduler's default spread constraints are built from.
+    def workload_handler(kind: str) -> Callable[..., Awaitable[None]]:
+        async def workload_event(event: kopf.RawEvent, **_: Any) -> None:
+            scheduler.on_workload(kind, event.get("type"), event["object"])
+
+        return workload_event
+
+    for path, kind in WORKLOAD_PATHS:
+        group, version, plural = _resource(path)
+        kopf.on.event(group, version, plural, registry=registry, id=f"workload-{plural}")(
+            workload_handler(kind)
+        )
 
     @kopf.on.event("", "v1", "namespaces", registry=registry)
     async def namespace_event(event: kopf.RawEvent, **_: Any) -> None:

@@ -27,7 +27,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend import counting, nodetable, objects, snapshot, specs
+from plumb.backend import counting, nodetable, objects, snapshot, specs, workloads
 
 
 class CacheError(RuntimeError):
@@ -54,6 +54,7 @@ class Cache:
         self._pods: dict[str, _Placed] = {}
         self._by_node: dict[str, set[str]] = {}
         self.rows = counting.CountRows()
+        self.workloads = workloads.Workloads()
         self._ports: dict[str, collections.Counter[specs.HostPort]] = {}
 
     # Nodes ---------------------------------------------------------------------------------

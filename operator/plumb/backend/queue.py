@@ -49,6 +49,8 @@ class Entry:
     ready_at: float = 0.0
     seq: int = 0
     updated_in_flight: bool = False
+    # Filter plugins that rejected nodes in the last attempt (empty: unknown, any event helps).
+    plugins: frozenset[str] = frozenset()
 
 
 class SchedulingQueue:
@@ -92,9 +94,22 @@ class SchedulingQueue:
         self._entries.pop(uid, None)
         self._unschedulable.pop(uid, None)
 
-    def move_all(self) -> None:
-        """A cluster event that could make pods schedulable: retry the unschedulable pool."""
-        waiting, self._unschedulable = self._unschedulable, {}
+    def move_all(self, plugins: frozenset[str] | None = None) -> None:
+        """A cluster event that could make pods schedulable: retry the unschedulable pool.
+
+        With ``plugins``, only pods rejected by one of those plugins are moved (the event
+        cannot change what the other plugins decided); None moves every pod.
+        """
+        if plugins is None:
+            waiting, self._unschedulable = self._unschedulable, {}
+        else:
+            waiting = {
+                uid: entry
+                for uid, entry in self._unschedulable.items()
+                if not entry.plugins or entry.plugins & plugins
+            }
+            for uid in waiting:
+                del self._unschedulable[uid]
         for entry in waiting.values():
             self._after_backoff(entry)
 
@@ -162,11 +177,12 @@ class SchedulingQueue:
         """The attempt placed the pod; it leaves the queue."""
         self.delete(uid)
 
-    def unschedulable(self, uid: str) -> None:
+    def unschedulable(self, uid: str, plugins: frozenset[str] = frozenset()) -> None:
         """No node fits: wait for a cluster event, unless the pod changed meanwhile."""
         entry = self._entries.get(uid)
         if entry is None or entry.where is not Where.IN_FLIGHT:
             return
+        entry.plugins = plugins
         if entry.updated_in_flight:
             self._after_backoff(entry)
             return

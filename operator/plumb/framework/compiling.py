@@ -139,12 +139,24 @@ def _static(
     return code
 
 
-def _spread(b: int, pod: objects.PodInfo, statics: snapshot.NodeStatics, tables: _Tables) -> bool:
+def _spread(
+    b: int,
+    pod: objects.PodInfo,
+    statics: snapshot.NodeStatics,
+    cache: cache_module.Cache,
+    tables: _Tables,
+) -> bool:
     """Add the pod's spread constraints; returns whether nodes missing a key are ignored when
     scoring (False only for the system default constraints)."""
     constraints = pod.scheduling.spread
+    require_all = True
     if not constraints:
-        return True
+        selector = cache.workloads.default_selector(pod)
+        if selector is None:
+            return True
+        # The system defaults; nodes missing their keys are scored, not ignored.
+        constraints = podtopologyspread.default_constraints(selector)
+        require_all = False
     honour_affinity = nodeaffinity.matches(pod, statics)
     tolerated = ~tainttoleration.filter(pod, statics)[0]
     everywhere = np.ones(len(statics), dtype=np.bool_)
@@ -165,7 +177,7 @@ def _spread(b: int, pod: objects.PodInfo, statics: snapshot.NodeStatics, tables:
         t["self"].append(selector is not None and selector.matches(pod.labels))
         t["hostname"].append(constraint.topology_key == podtopologyspread.HOSTNAME)
         t["eligible"].append(eligible)
-    return True
+    return require_all
 
 
 def _inter_pod(
@@ -291,7 +303,7 @@ def compile_batch(
         requests[b, column[objects.PODS]] = 1
         nonzero[b] = pod.nonzero
         balanced_skip[b] = not (pod.requests.get(objects.CPU) or pod.requests.get(objects.MEMORY))
-        require_all[b] = _spread(b, pod, statics, tables)
+        require_all[b] = _spread(b, pod, statics, cache, tables)
         affinity_self[b] = _inter_pod(b, pod, carriers, cache, tables)
 
     row_keys = list(tables.rows)

@@ -18,6 +18,14 @@ from plumb.kernel import contract, reference
 
 Kernel = Callable[[contract.Cluster, contract.Batch], contract.Result]
 
+_DYNAMIC_PLUGINS = {
+    contract.RESOURCES: noderesourcesfit.NAME,
+    contract.SPREAD_LABEL: podtopologyspread.NAME,
+    contract.SPREAD_SKEW: podtopologyspread.NAME,
+    contract.AFFINITY: interpodaffinity.NAME,
+    contract.ANTI_AFFINITY: interpodaffinity.NAME,
+    contract.EXISTING_ANTI_AFFINITY: interpodaffinity.NAME,
+}
 _DYNAMIC_REASONS = {
     contract.SPREAD_LABEL: podtopologyspread.MISSING_LABEL,
     contract.SPREAD_SKEW: podtopologyspread.CONSTRAINTS_NOT_MATCH,
@@ -45,6 +53,9 @@ class Decision:
     message: str = ""
     unresolvable: bool = False
     reasons: dict[str, int] = dataclasses.field(default_factory=dict)
+    # The filter plugins that rejected some node: the cluster events that may help this pod
+    # are the ones that touch what these plugins look at.
+    plugins: frozenset[str] = frozenset()
     candidates: tuple[Candidate, ...] = ()
 
 

@@ -1,0 +1,204 @@
+"""What happens to a pod around its binding: the outcomes the API server can give, and a node
+that vanishes while the kernel decides. In every case the pod ends bound once or requeued,
+never lost, and the cache counts it at most once."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from plumb import binder, events
+from plumb import scheduler as scheduler_module
+from plumb.backend import cache as cache_module
+from plumb.backend import queue as queue_module
+from plumb.k8s import client as k8s_client
+from plumb.kernel import contract, reference
+from plumb.testing.builders import make_node, make_pod
+
+Outcome = k8s_client.ApiResponse | Exception
+
+
+class FakeApi:
+    """Scripted answers for bindings; events and status patches are recorded and accepted."""
+
+    def __init__(self, *script: Outcome) -> None:
+        self.script = list(script)
+        self.binds: list[tuple[str, str]] = []
+        self.events: list[dict[str, Any]] = []
+
+    async def bind(
+        self, *, namespace: str, name: str, uid: str, node: str
+    ) -> k8s_client.ApiResponse:
+        self.binds.append((name, node))
+        outcome = self.script.pop(0) if self.script else k8s_client.ApiResponse(status=201, body={})
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome
+
+    async def create_event(
+        self, *, namespace: str, event: dict[str, Any]
+    ) -> k8s_client.ApiResponse:
+        self.events.append(event)
+        return k8s_client.ApiResponse(status=201, body={})
+
+    async def patch_pod_status(
+        self, *, namespace: str, name: str, patch: dict[str, Any]
+    ) -> k8s_client.ApiResponse:
+        return k8s_client.ApiResponse(status=200, body={})
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def _reference(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
+    return reference.run(cluster, batch)
+
+
+def _scheduler(
+    api: FakeApi, clock: Clock, kernel: scheduler_module.KernelRunner = _reference
+) -> scheduler_module.Scheduler:
+    return scheduler_module.Scheduler(
+        profile=scheduler_module.Profile(scheduler_name="plumb"),
+        binder=binder.Binder(api),
+        recorder=events.Recorder(api, instance="test", clock=clock),
+        kernel=kernel,
+        queue=queue_module.SchedulingQueue(clock=clock),
+    )
+
+
+def _pod(node: str = "") -> dict[str, Any]:
+    body = make_pod("web", "ns").scheduler("plumb").req(cpu="500m").obj()
+    body["metadata"]["uid"] = "uid-web"
+    body["metadata"]["creationTimestamp"] = "2026-11-30T00:00:00Z"
+    if node:
+        body["spec"]["nodeName"] = node
+    return body
+
+
+NODES = [make_node("n1").capacity(cpu="4").obj(), make_node("n2").capacity(cpu="2").obj()]
+
+
+async def _attempt(s: scheduler_module.Scheduler) -> None:
+    entries = await s.queue.pop_batch(8)
+    await s.schedule_batch(entries)
+    await s.drain()
+
+
+def _pods_on(c: cache_module.Cache, node: str) -> int:
+    return c.nodes.requested(node)["pods"]
+
+
+def _reasons(api: FakeApi) -> list[str]:
+    return [e["reason"] for e in api.events]
+
+
+async def test_bound_pod_stays_assumed_until_the_watch_confirms_it_once() -> None:
+    api, clock = FakeApi(), Clock()
+    s = _scheduler(api, clock)
+    s.resync(NODES, [_pod()])
+    await _attempt(s)
+    assert api.binds == [("web", "n1")]
+    assert s.cache.state("uid-web") is cache_module.PodState.ASSUMED
+    s.on_pod("MODIFIED", _pod(node="n1"))
+    assert s.cache.state("uid-web") is cache_module.PodState.ADDED
+    assert _pods_on(s.cache, "n1") == 1
+    assert _reasons(api) == ["Scheduled"]
+    assert "uid-web" not in s.queue
+
+
+async def test_conflict_forgets_and_counts_the_winner_once() -> None:
+    conflict = k8s_client.ApiResponse(status=409, body={"message": "already assigned"})
+    api, clock = FakeApi(conflict), Clock()
+    s = _scheduler(api, clock)
+    s.resync(NODES, [_pod()])
+    await _attempt(s)
+    assert s.cache.state("uid-web") is None
+    assert "uid-web" not in s.queue  # another scheduler has it; the watch will say where
+    assert _pods_on(s.cache, "n1") == 0
+    s.on_pod("MODIFIED", _pod(node="n2"))
+    assert (_pods_on(s.cache, "n1"), _pods_on(s.cache, "n2")) == (0, 1)
+    assert "Scheduled" not in _reasons(api)
+
+
+async def test_gone_pod_is_dropped() -> None:
+    api, clock = FakeApi(k8s_client.ApiResponse(status=404, body={"message": "not found"})), Clock()
+    s = _scheduler(api, clock)
+    s.resync(NODES, [_pod()])
+    await _attempt(s)
+    assert s.cache.state("uid-web") is None
+    assert "uid-web" not in s.queue
+    assert _pods_on(s.cache, "n1") == 0
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        k8s_client.ApiResponse(status=500, body={"message": "etcd leader changed"}),
+        k8s_client.TransportError("POST binding: TimeoutError"),
+    ],
+    ids=["server-error", "timeout"],
+)
+async def test_error_mid_bind_requeues_with_backoff_then_binds_once(failure: Outcome) -> None:
+    api, clock = FakeApi(failure), Clock()
+    s = _scheduler(api, clock)
+    s.resync(NODES, [_pod()])
+    await _attempt(s)
+    assert s.cache.state("uid-web") is None
+    assert _pods_on(s.cache, "n1") == 0
+    assert s.queue.where("uid-web") is queue_module.Where.BACKOFF
+    clock.now += queue_module.INITIAL_BACKOFF
+    await _attempt(s)
+    assert api.binds == [("web", "n1"), ("web", "n1")]
+    s.on_pod("MODIFIED", _pod(node="n1"))
+    assert _pods_on(s.cache, "n1") == 1
+    assert _reasons(api).count("Scheduled") == 1
+
+
+async def test_throttled_bind_waits_and_retries_while_assumed() -> None:
+    throttled = k8s_client.ApiResponse(status=429, body={}, retry_after=0.01)
+    api, clock = FakeApi(throttled), Clock()
+    s = _scheduler(api, clock)
+    s.resync(NODES, [_pod()])
+    await _attempt(s)
+    assert api.binds == [("web", "n1"), ("web", "n1")]
+    assert s.cache.state("uid-web") is cache_module.PodState.ASSUMED
+
+
+async def test_node_deleted_while_the_kernel_decides_requeues_the_pod() -> None:
+    api, clock = FakeApi(), Clock()
+
+    async def kernel(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
+        result = reference.run(cluster, batch)
+        s.on_node("DELETED", NODES[0])  # the watch reports it while the kernel runs
+        return result
+
+    s = _scheduler(api, clock, kernel)
+    s.resync(NODES, [_pod()])
+    await _attempt(s)
+    assert api.binds == []
+    assert s.cache.state("uid-web") is None
+    assert s.queue.where("uid-web") is queue_module.Where.ACTIVE
+    await _attempt(s)  # decided again without the vanished node
+    assert api.binds == [("web", "n2")]
+
+
+async def test_pod_deleted_while_the_kernel_decides_is_not_bound() -> None:
+    api, clock = FakeApi(), Clock()
+
+    async def kernel(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
+        result = reference.run(cluster, batch)
+        s.on_pod("DELETED", _pod())
+        return result
+
+    s = _scheduler(api, clock, kernel)
+    s.resync(NODES, [_pod()])
+    await _attempt(s)
+    assert api.binds == []
+    assert s.cache.state("uid-web") is None
+    assert "uid-web" not in s.queue

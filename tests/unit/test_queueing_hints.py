@@ -1,0 +1,47 @@
+"""Which waiting pods a cluster event sends back to be retried, by what rejected them."""
+
+from __future__ import annotations
+
+from plumb import scheduler as scheduler_module
+from plumb.backend import objects
+from plumb.backend import queue as queue_module
+from plumb.framework.plugins import nodeaffinity, noderesourcesfit, tainttoleration
+from plumb.testing.builders import NodeBuilder, make_node, make_pod
+
+
+def _waiting(q: queue_module.SchedulingQueue, name: str, plugins: frozenset[str]) -> str:
+    body = make_pod(name).obj()
+    body["metadata"]["uid"] = name
+    q.add(objects.parse_pod(body))
+    entry = q._pop_active()
+    assert entry is not None
+    q.unschedulable(entry.pod.uid, plugins)
+    return entry.pod.uid
+
+
+def test_an_event_moves_only_pods_whose_rejecting_plugin_it_touches() -> None:
+    now = [0.0]
+    q = queue_module.SchedulingQueue(clock=lambda: now[0])
+    cpu = _waiting(q, "needs-cpu", frozenset({noderesourcesfit.NAME}))
+    label = _waiting(q, "needs-label", frozenset({nodeaffinity.NAME}))
+    unknown = _waiting(q, "unknown", frozenset())
+    now[0] += 60  # past any backoff
+    q.move_all(frozenset({noderesourcesfit.NAME}))
+    assert q.where(cpu) is queue_module.Where.ACTIVE
+    assert q.where(label) is queue_module.Where.UNSCHEDULABLE
+    assert q.where(unknown) is queue_module.Where.ACTIVE  # no record of why: any event helps
+    q.move_all()
+    assert q.where(label) is queue_module.Where.ACTIVE
+
+
+def test_node_changes_name_the_plugins_they_can_help() -> None:
+    def node(builder: NodeBuilder) -> objects.NodeInfo:
+        return objects.parse_node(builder.obj())
+
+    base = make_node("n").capacity(cpu="2")
+    helps = scheduler_module.node_change_helps
+    assert helps(node(base), node(make_node("n").capacity(cpu="4"))) == {noderesourcesfit.NAME}
+    assert nodeaffinity.NAME in helps(node(base), node(make_node("n").capacity(cpu="2").zone("a")))
+    tainted = make_node("n").capacity(cpu="2").taint("dedicated", "gpu", "NoSchedule")
+    assert tainttoleration.NAME in helps(node(tainted), node(base))
+    assert helps(node(base), node(make_node("n").capacity(cpu="2"))) == frozenset()

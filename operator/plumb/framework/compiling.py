@@ -107,6 +107,13 @@ def _static(
     def mark(fails: np.ndarray, reason: int) -> None:
         code[(code == 0) & fails] = reason
 
+    pinned = nodeaffinity.prefilter_nodes(pod)
+    if pinned is not None:
+        # NodeAffinity's PreFilter: a pod pinned to node names (DaemonSet pods) only visits
+        # those; kube-scheduler reports every other node as not passing the plugin.
+        outside = np.array([name not in pinned for name in statics.names], dtype=np.bool_)
+        message = nodeaffinity.NOT_PREFILTERED if pinned else nodeaffinity.CONFLICT
+        mark(outside, tables.reason(nodeaffinity.NAME, message, nodeaffinity.UNRESOLVABLE))
     mark(
         nodeunschedulable.filter(pod, statics),
         tables.reason(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import copy
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, Self
 
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -31,6 +31,39 @@ def _term(
         term["matchExpressions"] = list(expressions)
     if fields:
         term["matchFields"] = list(fields)
+    return term
+
+
+def label_selector(
+    match_labels: Mapping[str, str] | None, expressions: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any] | None:
+    """A LabelSelector body: None when given neither labels nor expressions (the field is left
+    out, which selects no pod), ``{}`` for an empty mapping (which selects every pod)."""
+    if match_labels is None and not expressions:
+        return None
+    selector: dict[str, Any] = {}
+    if match_labels:
+        selector["matchLabels"] = dict(match_labels)
+    if expressions:
+        selector["matchExpressions"] = list(expressions)
+    return selector
+
+
+def _pod_affinity_term(
+    topology_key: str,
+    selector: Mapping[str, str] | None,
+    expressions: Sequence[dict[str, Any]],
+    namespaces: Sequence[str] | None,
+    namespace_selector: Mapping[str, str] | None,
+) -> dict[str, Any]:
+    term: dict[str, Any] = {"topologyKey": topology_key}
+    pods = label_selector(selector, expressions)
+    if pods is not None:
+        term["labelSelector"] = pods
+    if namespaces is not None:
+        term["namespaces"] = list(namespaces)
+    if namespace_selector is not None:
+        term["namespaceSelector"] = label_selector(namespace_selector) or {}
     return term
 
 
@@ -169,6 +202,98 @@ class PodBuilder:
         if host_ip is not None:
             entry["hostIP"] = host_ip
         self._spec["containers"][0].setdefault("ports", []).append(entry)
+        return self
+
+    def uid(self, value: str) -> Self:
+        self._body["metadata"]["uid"] = value
+        return self
+
+    def terminating(self, at: str = "2025-01-01T00:00:00Z") -> Self:
+        """Being deleted: ``metadata.deletionTimestamp`` set (the pod still holds its node)."""
+        self._body["metadata"]["deletionTimestamp"] = at
+        return self
+
+    def spread(
+        self,
+        topology_key: str,
+        max_skew: int,
+        *,
+        when: str = "DoNotSchedule",
+        selector: Mapping[str, str] | None = None,
+        expressions: Sequence[dict[str, Any]] = (),
+        min_domains: int | None = None,
+        node_affinity_policy: str | None = None,
+        node_taints_policy: str | None = None,
+        match_label_keys: Sequence[str] = (),
+    ) -> Self:
+        """One more topologySpreadConstraint; ``selector`` is its matchLabels (None with no
+        ``expressions`` leaves labelSelector out; ``{}`` is the empty selector)."""
+        constraint: dict[str, Any] = {
+            "maxSkew": max_skew,
+            "topologyKey": topology_key,
+            "whenUnsatisfiable": when,
+        }
+        pods = label_selector(selector, expressions)
+        if pods is not None:
+            constraint["labelSelector"] = pods
+        if min_domains is not None:
+            constraint["minDomains"] = min_domains
+        if node_affinity_policy is not None:
+            constraint["nodeAffinityPolicy"] = node_affinity_policy
+        if node_taints_policy is not None:
+            constraint["nodeTaintsPolicy"] = node_taints_policy
+        if match_label_keys:
+            constraint["matchLabelKeys"] = list(match_label_keys)
+        self._spec.setdefault("topologySpreadConstraints", []).append(constraint)
+        return self
+
+    def _pod_affinity(self, anti: bool) -> dict[str, Any]:
+        affinity: dict[str, Any] = self._spec.setdefault("affinity", {})
+        kind: dict[str, Any] = affinity.setdefault("podAntiAffinity" if anti else "podAffinity", {})
+        return kind
+
+    def affinity(
+        self,
+        topology_key: str,
+        selector: Mapping[str, str] | None,
+        *,
+        anti: bool = False,
+        expressions: Sequence[dict[str, Any]] = (),
+        namespaces: Sequence[str] | None = None,
+        namespace_selector: Mapping[str, str] | None = None,
+    ) -> Self:
+        """One more required pod affinity (``anti=True``: anti-affinity) term.
+
+        ``selector`` is the term's matchLabels (None with no ``expressions`` leaves labelSelector
+        out, which matches no pod); ``namespaces`` None and ``namespace_selector`` None mean the
+        pod's own namespace; ``namespace_selector={}`` means every namespace.
+        """
+        term = _pod_affinity_term(
+            topology_key, selector, expressions, namespaces, namespace_selector
+        )
+        self._pod_affinity(anti).setdefault(
+            "requiredDuringSchedulingIgnoredDuringExecution", []
+        ).append(term)
+        return self
+
+    def preferred_affinity(
+        self,
+        weight: int,
+        topology_key: str,
+        selector: Mapping[str, str] | None,
+        *,
+        anti: bool = False,
+        expressions: Sequence[dict[str, Any]] = (),
+        namespaces: Sequence[str] | None = None,
+        namespace_selector: Mapping[str, str] | None = None,
+    ) -> Self:
+        """One more preferred pod affinity (``anti=True``: anti-affinity) term of ``weight``."""
+        term = _pod_affinity_term(
+            topology_key, selector, expressions, namespaces, namespace_selector
+        )
+        self._pod_affinity(anti).setdefault(
+            "preferredDuringSchedulingIgnoredDuringExecution", []
+        ).append({"weight": weight, "podAffinityTerm": term})
         return self
 
     def obj(self) -> dict[str, Any]:

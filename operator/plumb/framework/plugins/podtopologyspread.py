@@ -38,8 +38,15 @@ def effective_selector(
 
 
 def selection(constraint: specs.SpreadConstraint, pod: objects.PodInfo) -> counting.Selection:
-    """The pods a constraint counts: its selector, in the pod's namespace, not terminating."""
-    matcher = counting.Matcher(effective_selector(constraint, pod), frozenset({pod.namespace}))
+    """The pods a constraint counts: its selector, in the pod's namespace, not terminating.
+
+    An empty selector counts no existing pod (kube-scheduler's countPodsMatchSelector returns 0
+    for it), although it matches the incoming pod itself.
+    """
+    selector = effective_selector(constraint, pod)
+    if selector is not None and not selector.requirements:
+        selector = None
+    matcher = counting.Matcher(selector, frozenset({pod.namespace}))
     return counting.Selection((matcher,), skip_terminating=True)
 
 

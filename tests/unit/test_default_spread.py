@@ -1,0 +1,69 @@
+"""kube-scheduler's system defaults: pods of a Service or controller, with no spread constraints
+of their own, are spread softly by hostname (maxSkew 3) and zone (maxSkew 5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plumb.backend import cache, objects, workloads
+from plumb.framework import cycle
+from plumb.testing.builders import make_node, make_pod
+
+
+def _cluster() -> cache.Cache:
+    c = cache.Cache()
+    for name, zone in (("a1", "a"), ("b1", "b")):
+        c.upsert_node(objects.parse_node(make_node(name).zone(zone).obj()))
+    for i in range(3):
+        body = make_pod(f"old-{i}", "shop").label("app", "web").node("a1").req(cpu="100m").obj()
+        body["metadata"]["uid"] = f"old-{i}"
+        c.add_pod(objects.parse_pod(body))
+    # b1 is emptier for LeastAllocated too; make a1 the roomier node so that only spreading
+    # can prefer b1.
+    c.upsert_node(objects.parse_node(make_node("a1").zone("a").capacity(cpu="64").obj()))
+    return c
+
+
+def _service(selector: dict[str, str]) -> dict[str, Any]:
+    return {"metadata": {"namespace": "shop", "name": "web"}, "spec": {"selector": selector}}
+
+
+def _incoming() -> objects.PodInfo:
+    body = make_pod("new", "shop").label("app", "web").req(cpu="100m").obj()
+    body["metadata"]["uid"] = "new"
+    return objects.parse_pod(body)
+
+
+def test_a_service_pod_is_spread_away_from_its_siblings() -> None:
+    c = _cluster()
+    assert cycle.schedule(_incoming(), c.snapshot(), c).node == "a1"  # no service: roomier node
+    c.workloads.on_event(workloads.SERVICE, "ADDED", _service({"app": "web"}))
+    decision = cycle.schedule(_incoming(), c.snapshot(), c)
+    assert decision.node == "b1"
+    assert decision.candidates[0].scores[4] == 100  # PodTopologySpread's normalised score
+
+
+def test_a_service_that_does_not_select_the_pod_changes_nothing() -> None:
+    c = _cluster()
+    c.workloads.on_event(workloads.SERVICE, "ADDED", _service({"app": "db"}))
+    assert cycle.schedule(_incoming(), c.snapshot(), c).node == "a1"
+
+
+def test_a_pod_pinned_by_node_name_reports_the_other_nodes_as_prefiltered() -> None:
+    c = _cluster()
+    body = make_pod("daemon", "shop").req(cpu="100").obj()
+    body["metadata"]["uid"] = "daemon"
+    body["spec"]["affinity"] = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["b1"]}]}
+                ]
+            }
+        }
+    }
+    decision = cycle.schedule(objects.parse_pod(body), c.snapshot(), c)
+    assert decision.message == (
+        "0/2 nodes are available: 1 Insufficient cpu, "
+        "1 node(s) didn't satisfy plugin(s) [NodeAffinity]."
+    )

@@ -87,7 +87,9 @@ class Scheduler:
             self.cache.add_pod(pod)
             if pod.terminal:
                 self.queue.move_all(POD_REMOVED_HELPS)
-            elif before is None:
+            elif before is not cache_module.PodState.ADDED:
+                # A pod newly placed, or our own binding confirmed: pods waiting for affinity
+                # to it, or for its domain to fill, may fit now.
                 self.queue.move_all(POD_ADDED_HELPS)
             return
         if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:

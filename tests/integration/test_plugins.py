@@ -37,18 +37,6 @@ _PROBES = 20
 _UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 # Where plumb is known to differ from kube-scheduler. Each is marked just before the assertion
 # it concerns, so that anything failing before that still fails the test.
-_TAINT_WORDING = (
-    "plumb names the taint, 'node(s) had untolerated taint {dedicated: gpu}' (DESIGN.md §4), "
-    "where kube-scheduler v1.34.4 says 'node(s) had untolerated taint(s)' and counts all such "
-    "nodes as one reason"
-)
-_OWN_BINDING_EVENT = (
-    "plumb does not retry pods waiting on InterPodAffinity/PodTopologySpread when the watch "
-    "confirms a pod plumb itself bound: Scheduler.on_pod calls move_all(POD_ADDED_HELPS) only "
-    "when the pod was not in the cache before, and plumb's own pods are there as assumed"
-)
-
-
 # --- helpers ---------------------------------------------------------------------------------
 
 
@@ -241,8 +229,6 @@ def test_no_schedule_and_no_execute_taints_admit_only_pods_that_tolerate_them(
     assert placed.pop("anywhere") in (gpu, draining)
     assert placed == {"small": plain, "big": None, "tolerant": gpu, "wrong-value": None}
     _assert_within_allocatable(kube_client, namespace, nodes)
-    if scheduler.name == schedulers.PLUMB:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=_TAINT_WORDING))
     expected = "0/3 nodes are available: 1 Insufficient cpu, 2 node(s) had untolerated taint(s)."
     _assert_waits_with(kube_client, scheduler, namespace, "big", expected)
     _assert_waits_with(kube_client, scheduler, namespace, "wrong-value", expected)
@@ -666,8 +652,6 @@ def test_a_pod_waiting_for_its_affinity_target_follows_it_once_the_target_is_sch
 
     # The leader's binding is the event that can help the follower: kube-scheduler retries it
     # at once (within its 1 s backoff), long before the 5-minute flush of the waiting pods.
-    if scheduler.name == schedulers.PLUMB:
-        request.applymarker(pytest.mark.xfail(strict=True, reason=_OWN_BINDING_EVENT))
     node = kube.wait_for(
         "follower to be bound",
         lambda: kube_client.pod(namespace, "follower")["spec"].get("nodeName"),

@@ -305,7 +305,7 @@ def test_node_taints_policy_ignore_counts_a_tainted_zone_and_it_can_block() -> N
         )
         assert decision.node is None
         assert decision.message == (
-            "0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: infra}, "
+            "0/3 nodes are available: 1 node(s) had untolerated taint(s), "
             "2 node(s) didn't match pod topology spread constraints."
         )
 

@@ -45,3 +45,29 @@ def test_node_changes_name_the_plugins_they_can_help() -> None:
     tainted = make_node("n").capacity(cpu="2").taint("dedicated", "gpu", "NoSchedule")
     assert tainttoleration.NAME in helps(node(tainted), node(base))
     assert helps(node(base), node(make_node("n").capacity(cpu="2"))) == frozenset()
+
+
+def test_an_event_during_the_attempt_retries_the_pod_instead_of_parking_it() -> None:
+    now = [0.0]
+    q = queue_module.SchedulingQueue(clock=lambda: now[0])
+    body = make_pod("racer").obj()
+    body["metadata"]["uid"] = "racer"
+    q.add(objects.parse_pod(body))
+    entry = q._pop_active()
+    assert entry is not None
+    # A node arrives while the kernel decides on a snapshot without it ...
+    q.move_all()
+    # ... so the failure it reports must not park the pod until some later event.
+    q.unschedulable("racer", frozenset({noderesourcesfit.NAME}))
+    assert q.where("racer") is queue_module.Where.BACKOFF
+
+
+def test_an_unrelated_event_during_the_attempt_still_parks_the_pod() -> None:
+    q = queue_module.SchedulingQueue(clock=lambda: 0.0)
+    body = make_pod("racer").obj()
+    body["metadata"]["uid"] = "racer"
+    q.add(objects.parse_pod(body))
+    assert q._pop_active() is not None
+    q.move_all(frozenset({tainttoleration.NAME}))
+    q.unschedulable("racer", frozenset({noderesourcesfit.NAME}))
+    assert q.where("racer") is queue_module.Where.UNSCHEDULABLE

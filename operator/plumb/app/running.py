@@ -8,6 +8,7 @@ import dataclasses
 import logging
 import socket
 from pathlib import Path
+from typing import Any
 
 import kopf
 
@@ -60,6 +61,16 @@ async def run(settings: RunSettings) -> None:
     registry = kopf.OperatorRegistry()
     handlers.register(registry, scheduler=scheduler, api=api, creds=creds)
     loop_task = asyncio.create_task(scheduler.run(), name="plumb-scheduling-loop")
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop_loop(**_: Any) -> None:
+        # Stop our own tasks inside kopf's shutdown: left running, kopf would count them as
+        # hung and wait its 5 s grace period before exiting.
+        loop_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await loop_task
+        await scheduler.drain()
+
     try:
         logger.info(
             "plumb scheduling pods with schedulerName=%s on %s",

@@ -49,6 +49,7 @@ class Entry:
     ready_at: float = 0.0
     seq: int = 0
     updated_in_flight: bool = False
+    popped_at_event: int = 0
     # Filter plugins that rejected nodes in the last attempt (empty: unknown, any event helps).
     plugins: frozenset[str] = frozenset()
 
@@ -63,6 +64,10 @@ class SchedulingQueue:
         self._backoff: list[tuple[float, int, str]] = []
         # Insertion order is the order pods became unschedulable, so the oldest is first.
         self._unschedulable: dict[str, Entry] = {}
+        # Cluster events seen while pods were in flight: (sequence number, plugins helped).
+        self._event_seq = 0
+        self._flight_events: list[tuple[int, frozenset[str] | None]] = []
+        self._in_flight: set[str] = set()
         self._seq = 0
         self._wakeup = asyncio.Event()
 
@@ -93,13 +98,19 @@ class SchedulingQueue:
         """Forget a pod: deleted, bound elsewhere, or no longer ours. Heap items go stale."""
         self._entries.pop(uid, None)
         self._unschedulable.pop(uid, None)
+        self._landed(uid)
 
     def move_all(self, plugins: frozenset[str] | None = None) -> None:
         """A cluster event that could make pods schedulable: retry the unschedulable pool.
 
         With ``plugins``, only pods rejected by one of those plugins are moved (the event
-        cannot change what the other plugins decided); None moves every pod.
+        cannot change what the other plugins decided); None moves every pod. Pods in flight
+        decide on a snapshot from before the event: it is remembered so that, should they
+        fail, they are retried instead of waiting for the next event.
         """
+        self._event_seq += 1
+        if self._in_flight:
+            self._flight_events.append((self._event_seq, plugins))
         if plugins is None:
             waiting, self._unschedulable = self._unschedulable, {}
         else:
@@ -165,6 +176,8 @@ class SchedulingQueue:
         entry.where = Where.IN_FLIGHT
         entry.attempts += 1
         entry.updated_in_flight = False
+        entry.popped_at_event = self._event_seq
+        self._in_flight.add(entry.pod.uid)
         return entry
 
     def requeue(self, entry: Entry) -> None:
@@ -183,12 +196,13 @@ class SchedulingQueue:
         if entry is None or entry.where is not Where.IN_FLIGHT:
             return
         entry.plugins = plugins
-        if entry.updated_in_flight:
+        if entry.updated_in_flight or self._helped_in_flight(entry):
             self._after_backoff(entry)
             return
         entry.where = Where.UNSCHEDULABLE
         entry.since = self._clock()
         self._unschedulable[uid] = entry
+        self._landed(uid)
 
     def backoff(self, uid: str) -> None:
         """The attempt failed for a passing reason (a failed bind): retry after a backoff."""
@@ -231,7 +245,22 @@ class SchedulingQueue:
 
     # Internals -----------------------------------------------------------------------------
 
+    def _helped_in_flight(self, entry: Entry) -> bool:
+        """Whether a cluster event that may help this pod came while it was in flight."""
+        return any(
+            seq > entry.popped_at_event
+            and (plugins is None or not entry.plugins or bool(plugins & entry.plugins))
+            for seq, plugins in self._flight_events
+        )
+
+    def _landed(self, uid: str) -> None:
+        """The pod is no longer in flight; forget events no pod in flight can need."""
+        self._in_flight.discard(uid)
+        if not self._in_flight:
+            self._flight_events.clear()
+
     def _to_active_or_gated(self, entry: Entry) -> None:
+        self._landed(entry.pod.uid)
         self._unschedulable.pop(entry.pod.uid, None)
         if entry.pod.gated:
             entry.where = Where.GATED
@@ -242,6 +271,7 @@ class SchedulingQueue:
         self._seq += 1
         entry.seq = self._seq
         entry.where = Where.ACTIVE
+        self._landed(entry.pod.uid)
         pod = entry.pod
         heapq.heappush(self._active, (-pod.priority, pod.creation_timestamp, pod.uid, entry.seq))
         self._wakeup.set()
@@ -258,6 +288,7 @@ class SchedulingQueue:
         self._seq += 1
         entry.seq = self._seq
         entry.where = Where.BACKOFF
+        self._landed(entry.pod.uid)
         heapq.heappush(self._backoff, (entry.ready_at, entry.seq, entry.pod.uid))
         self._wakeup.set()
 

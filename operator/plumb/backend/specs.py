@@ -97,7 +97,7 @@ class Taint:
     effect: str
 
     def describe(self) -> str:
-        """As kube-scheduler prints it in "untolerated taint {key: value}"."""
+        """``{key: value}``, as kube-scheduler printed taints before v1.34 (for explanations)."""
         return f"{{{self.key}: {self.value}}}"
 
 

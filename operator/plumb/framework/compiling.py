@@ -124,16 +124,12 @@ def _static(
         nodename.filter(pod, statics),
         tables.reason(nodename.NAME, nodename.MISMATCH, nodename.UNRESOLVABLE),
     )
-    fails, first = tainttoleration.filter(pod, statics)
-    open_fails = fails & (code == 0)
-    for index in np.unique(first[open_fails]):
-        taint = statics.distinct_taints[int(index)]
-        mark(
-            open_fails & (first == index),
-            tables.reason(
-                tainttoleration.NAME, tainttoleration.reason(taint), tainttoleration.UNRESOLVABLE
-            ),
-        )
+    mark(
+        tainttoleration.filter(pod, statics)[0],
+        tables.reason(
+            tainttoleration.NAME, tainttoleration.UNTOLERATED, tainttoleration.UNRESOLVABLE
+        ),
+    )
     mark(
         nodeaffinity.filter(pod, statics),
         tables.reason(nodeaffinity.NAME, nodeaffinity.MISMATCH, nodeaffinity.UNRESOLVABLE),

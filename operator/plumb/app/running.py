@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import logging
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,7 @@ from plumb import scheduler as scheduler_module
 from plumb.app import handlers
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
-from plumb.kernel import contract, reference
+from plumb.kernel import executor
 
 logger = logging.getLogger(__name__)
 
@@ -43,20 +44,20 @@ def operator_settings() -> kopf.OperatorSettings:
     return settings
 
 
-async def _reference_kernel(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
-    return await asyncio.to_thread(reference.run, cluster, batch)
-
-
 async def run(settings: RunSettings) -> None:
     """Run the scheduler until SIGINT/SIGTERM (kopf handles the signals)."""
     creds = credentials_module.load(settings.kubeconfig, context=settings.context)
+    kernel = executor.KernelExecutor()
+    started = time.monotonic()
+    await kernel.warm_up()
+    logger.info("kernel ready in %.1f s", time.monotonic() - started)
     api = k8s_client.ApiClient(creds, user_agent=f"plumb/{settings.scheduler_name}")
     recorder = events.Recorder(api, instance=f"{settings.scheduler_name}-{socket.gethostname()}")
     scheduler = scheduler_module.Scheduler(
         profile=scheduler_module.Profile(scheduler_name=settings.scheduler_name),
         binder=binder.Binder(api, concurrency=settings.bind_concurrency),
         recorder=recorder,
-        kernel=_reference_kernel,
+        kernel=kernel.run,
     )
     registry = kopf.OperatorRegistry()
     handlers.register(registry, scheduler=scheduler, api=api, creds=creds)
@@ -89,4 +90,5 @@ async def run(settings: RunSettings) -> None:
             await loop_task
         await scheduler.drain()
         await api.close()
+        kernel.close()
         logger.info("plumb stopped")

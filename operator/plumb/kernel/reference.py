@@ -223,6 +223,8 @@ def _spread_scores(state: _State, batch: c.Batch, b: int, feasible: list[int]) -
     for n in scored:
         score = 0.0
         for i, weight, per_domain in zip(soft, weights, totals, strict=True):
+            if cl.domains[batch.spread_key[i]][n] < 0:
+                continue  # Score skips a constraint whose key the node lacks
             if per_domain is None:
                 count = int(state.counts[batch.spread_row[i]][n])
             else:

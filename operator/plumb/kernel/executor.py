@@ -1,0 +1,62 @@
+"""The kernel's own thread: the event loop hands a batch over and awaits the result.
+
+The compiled kernel releases the GIL (``nogil=True``) while it filters and scores, so running it
+on one dedicated worker thread keeps the asyncio loop answering watches, binds and probes
+meanwhile. One thread, not a pool: batches are decided strictly one after another, each over the
+snapshot it was given, which is what makes a decision replayable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+from types import TracebackType
+from typing import Protocol
+
+from plumb.kernel import compiled, contract
+
+
+class Kernel(Protocol):
+    def __call__(self, cluster: contract.Cluster, batch: contract.Batch, /) -> contract.Result: ...
+
+
+class Warmer(Protocol):
+    def __call__(self) -> None: ...
+
+
+class KernelExecutor:
+    """Runs a kernel (``compiled.run`` unless told otherwise) on a single dedicated thread."""
+
+    def __init__(
+        self, kernel: Kernel = compiled.run, *, warm_up: Warmer = compiled.warm_up
+    ) -> None:
+        self._kernel = kernel
+        self._warm_up = warm_up
+        self._pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="plumb-kernel"
+        )
+
+    async def run(self, cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
+        """Decide ``batch`` over ``cluster`` off the event loop."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, self._kernel, cluster, batch)
+
+    async def warm_up(self) -> None:
+        """Compile or load the kernel now, on its thread, so the first real pod does not wait."""
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(self._pool, self._warm_up)
+
+    def close(self) -> None:
+        """Wait for the batch in progress, if any, and stop the thread."""
+        self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> KernelExecutor:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()

@@ -11,6 +11,7 @@ import pytest
 from plumb import binder, events
 from plumb import scheduler as scheduler_module
 from plumb.backend import cache as cache_module
+from plumb.backend import objects
 from plumb.backend import queue as queue_module
 from plumb.k8s import client as k8s_client
 from plumb.kernel import contract, reference
@@ -202,3 +203,25 @@ async def test_pod_deleted_while_the_kernel_decides_is_not_bound() -> None:
     assert api.binds == []
     assert s.cache.state("uid-web") is None
     assert "uid-web" not in s.queue
+
+
+async def test_failed_scheduling_events_at_most_once_per_backoff_step() -> None:
+    api, clock = FakeApi(), Clock()
+    recorder = events.Recorder(api, instance="test", clock=clock)
+    pod = make_pod("waits", "ns").obj()
+    pod["metadata"]["uid"] = "uid-waits"
+    info = objects.parse_pod(pod)
+    message = "0/3 nodes are available: 3 Insufficient cpu."
+    recorder.failed_scheduling(info, message, attempts=1)
+    recorder.failed_scheduling(info, message, attempts=1)  # same step: suppressed
+    clock.now += 0.5
+    recorder.failed_scheduling(info, "0/4 nodes are available: 4 Insufficient cpu.", attempts=1)
+    clock.now += 1.0
+    recorder.failed_scheduling(info, "0/4 nodes are available: 4 Insufficient cpu.", attempts=2)
+    clock.now += 2.0  # the second step is 2 s
+    recorder.failed_scheduling(info, "0/4 nodes are available: 4 Insufficient cpu.", attempts=2)
+    await recorder.drain()
+    notes = [e["note"] for e in api.events]
+    assert notes == [message] + ["0/4 nodes are available: 4 Insufficient cpu."] * 2
+    assert {e["reportingController"] for e in api.events} == {"plumb"}
+    assert {e["apiVersion"] for e in api.events} == {"events.k8s.io/v1"}

@@ -134,6 +134,27 @@ class Scheduler:
         self.queue.move_all()
         self.synced.set()
 
+    def mark(self) -> tuple[int, float]:
+        """Where the cache and queue stand before a full list is requested (for ``sweep``)."""
+        return self.cache.tick, self.queue.now()
+
+    def sweep(
+        self,
+        mark: tuple[int, float],
+        nodes: Iterable[Mapping[str, Any]],
+        pods: Iterable[Mapping[str, Any]],
+    ) -> int:
+        """Forget what a full list taken after ``mark`` no longer has: nodes and pods deleted
+        while a watch was down (kopf re-lists after such a gap but cannot report deletions)."""
+        node_names = {str((n.get("metadata") or {}).get("name", "")) for n in nodes}
+        pod_uids = {str((p.get("metadata") or {}).get("uid", "")) for p in pods}
+        swept = self.cache.sweep(node_names, pod_uids, listed_at=mark[0])
+        swept += self.queue.sweep(pod_uids, mark[1])
+        if swept:
+            logger.warning("resync removed %d objects deleted while a watch was down", swept)
+            self.queue.move_all()
+        return swept
+
     # The loop ------------------------------------------------------------------------------
 
     async def run(self) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from plumb import scheduler as scheduler_module
-from plumb.backend import objects
+from plumb.backend import cache, objects
 from plumb.backend import queue as queue_module
+from plumb.framework import cycle
 from plumb.framework.plugins import nodeaffinity, noderesourcesfit, tainttoleration
-from plumb.testing.builders import NodeBuilder, make_node, make_pod
+from plumb.testing.builders import NodeBuilder, PodBuilder, make_node, make_pod
 
 
 def _waiting(q: queue_module.SchedulingQueue, name: str, plugins: frozenset[str]) -> str:
@@ -71,3 +72,21 @@ def test_an_unrelated_event_during_the_attempt_still_parks_the_pod() -> None:
     q.move_all(frozenset({tainttoleration.NAME}))
     q.unschedulable("racer", frozenset({noderesourcesfit.NAME}))
     assert q.where("racer") is queue_module.Where.UNSCHEDULABLE
+
+
+def test_a_decision_names_the_plugins_that_rejected_nodes_and_if_preemption_could_help() -> None:
+    c = cache.Cache()
+    c.upsert_node(objects.parse_node(make_node("small").capacity(cpu="1").obj()))
+    c.upsert_node(objects.parse_node(make_node("tainted").taint("dedicated", "gpu").obj()))
+
+    def decide(builder: PodBuilder) -> cycle.Decision:
+        body = builder.obj()
+        body["metadata"]["uid"] = body["metadata"]["name"]
+        return cycle.schedule(objects.parse_pod(body), c.snapshot(), c)
+
+    big = decide(make_pod("big").req(cpu="2"))
+    assert big.plugins == {noderesourcesfit.NAME, tainttoleration.NAME}
+    assert not big.unresolvable  # freeing cpu on "small" could make room
+    pinned = decide(make_pod("pinned").node_selector("zone", "nowhere"))
+    assert pinned.plugins == {nodeaffinity.NAME, tainttoleration.NAME}
+    assert pinned.unresolvable

@@ -6,6 +6,8 @@ nothing on those objects: no annotations, no finalizers, no status.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -42,6 +44,7 @@ def register(
     scheduler: scheduler_module.Scheduler,
     api: k8s_client.ApiClient,
     creds: credentials_module.Credentials,
+    resync_period: float = 300.0,
 ) -> None:
     """Attach plumb's handlers to a kopf registry, bound to one scheduler instance."""
 
@@ -58,6 +61,29 @@ def register(
             certificate_path=creds.client_cert_file,
             private_key_path=creds.client_key_file,
         )
+
+    async def resync_forever(period: float) -> None:
+        while True:
+            await asyncio.sleep(period)
+            try:
+                mark = scheduler.mark()
+                nodes, _rv = await api.list_all("/api/v1/nodes")
+                pods, _rv = await api.list_all("/api/v1/pods")
+                scheduler.sweep(mark, nodes, pods)
+            except k8s_client.TransportError as error:
+                logger.warning("periodic resync failed, trying again later: %s", error)
+
+    @kopf.on.startup(registry=registry)
+    async def start_resync(memo: kopf.Memo, **_: Any) -> None:
+        memo["resync"] = asyncio.get_running_loop().create_task(resync_forever(resync_period))
+
+    @kopf.on.cleanup(registry=registry)
+    async def stop_resync(memo: kopf.Memo, **_: Any) -> None:
+        task = memo.get("resync")
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
     @kopf.on.startup(registry=registry)
     async def sync(**_: Any) -> None:

@@ -56,11 +56,15 @@ class Cache:
         self.rows = counting.CountRows()
         self.workloads = workloads.Workloads()
         self._ports: dict[str, collections.Counter[specs.HostPort]] = {}
+        self._tick = 0
+        self._pod_ticks: dict[str, int] = {}
+        self._node_ticks: dict[str, int] = {}
 
     # Nodes ---------------------------------------------------------------------------------
 
     def upsert_node(self, node: objects.NodeInfo) -> bool:
         """Add or update a node; False when nothing scheduling cares about changed."""
+        self._touch_node(node.name)
         is_new = node.name not in self.nodes
         changed = self.nodes.upsert(node)
         if is_new:
@@ -74,6 +78,7 @@ class Cache:
         return changed
 
     def remove_node(self, name: str) -> None:
+        self._touch_node(name)
         slot = self.nodes.slot(name)
         self.nodes.remove(name)
         if slot is not None:
@@ -144,26 +149,50 @@ class Cache:
             self._unplace(uid)
 
     def reconcile(self, nodes: Iterable[objects.NodeInfo], pods: Iterable[objects.PodInfo]) -> None:
-        """Make the cache match a full re-list (mark and sweep); assumed pods stay assumed.
+        """Make the cache match a full list (mark and sweep); assumed pods stay assumed.
 
         Nodes and bound pods in the list are upserted; nodes and added pods that the list no
-        longer has (deleted while the watch was down) are swept.
+        longer has are swept. For the first list, when nothing else has written the cache.
         """
-        live_nodes = set()
-        for node in nodes:
+        node_list, pod_list = list(nodes), list(pods)
+        for node in node_list:
             self.upsert_node(node)
-            live_nodes.add(node.name)
+        for pod in pod_list:
+            if pod.node_name:
+                self.add_pod(pod)  # a terminal pod is removed: it holds nothing
+        self.sweep({n.name for n in node_list}, {p.uid for p in pod_list}, listed_at=self.tick)
+
+    def sweep(self, node_names: set[str], pod_uids: set[str], *, listed_at: int) -> int:
+        """Remove what a list started at ``listed_at`` no longer has: nodes, and pods the
+        watch reported bound, deleted while the watch was down. Entries written after the list
+        started are newer than it and stay. Returns how many entries were swept."""
+        swept = 0
         for name in self.nodes.names():
-            if name not in live_nodes:
+            if name not in node_names and self._node_ticks.get(name, 0) <= listed_at:
                 self.remove_node(name)
-        bound = set()
-        for pod in pods:
-            if pod.node_name and not pod.terminal:
-                self.add_pod(pod)
-                bound.add(pod.uid)
+                swept += 1
         for uid, placed in list(self._pods.items()):
-            if placed.state is PodState.ADDED and uid not in bound:
+            if (
+                placed.state is PodState.ADDED
+                and uid not in pod_uids
+                and self._pod_ticks.get(uid, 0) <= listed_at
+            ):
                 self._unplace(uid)
+                swept += 1
+        return swept
+
+    @property
+    def tick(self) -> int:
+        """A counter of writes; a list that starts now is older than any later write."""
+        return self._tick
+
+    def _touch_pod(self, uid: str) -> None:
+        self._tick += 1
+        self._pod_ticks[uid] = self._tick
+
+    def _touch_node(self, name: str) -> None:
+        self._tick += 1
+        self._node_ticks[name] = self._tick
 
     def pod_count(self) -> int:
         return len(self._pods)
@@ -172,6 +201,7 @@ class Cache:
         return self.nodes.snapshot()
 
     def _place(self, pod: objects.PodInfo, node: str, state: PodState) -> None:
+        self._touch_pod(pod.uid)
         self._pods[pod.uid] = _Placed(pod=pod, node=node, state=state)
         self._by_node.setdefault(node, set()).add(pod.uid)
         self.nodes.add_request(node, pod.requests, +1, pod.nonzero)
@@ -183,6 +213,7 @@ class Cache:
             self._ports.setdefault(node, collections.Counter()).update(pod.scheduling.host_ports)
 
     def _unplace(self, uid: str) -> None:
+        self._touch_pod(uid)
         placed = self._pods.pop(uid)
         on_node = self._by_node.get(placed.node)
         if on_node is not None:

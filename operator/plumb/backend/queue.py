@@ -221,6 +221,23 @@ class SchedulingQueue:
         entry.where = Where.IN_FLIGHT
         self._after_backoff(entry)
 
+    def sweep(self, listed: set[str], started: float) -> int:
+        """Drop pods a full list started at ``started`` (this queue's clock) no longer has:
+        deleted while the watch was down. Pods queued after the list started stay."""
+        gone = [
+            uid
+            for uid, entry in self._entries.items()
+            if uid not in listed
+            and entry.first_enqueued < started
+            and entry.where is not Where.IN_FLIGHT
+        ]
+        for uid in gone:
+            self.delete(uid)
+        return len(gone)
+
+    def now(self) -> float:
+        return self._clock()
+
     # Reading -------------------------------------------------------------------------------
 
     def __len__(self) -> int:

@@ -10,6 +10,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Sequence
 
+import numpy as np
+
 from plumb.backend import cache as cache_module
 from plumb.backend import objects, snapshot
 from plumb.framework import compiling, status
@@ -26,6 +28,8 @@ _DYNAMIC_PLUGINS = {
     contract.ANTI_AFFINITY: interpodaffinity.NAME,
     contract.EXISTING_ANTI_AFFINITY: interpodaffinity.NAME,
 }
+# Failures preemption could not cure (kube-scheduler's UnschedulableAndUnresolvable).
+_UNRESOLVABLE_CODES = frozenset({contract.SPREAD_LABEL, contract.AFFINITY})
 _DYNAMIC_REASONS = {
     contract.SPREAD_LABEL: podtopologyspread.MISSING_LABEL,
     contract.SPREAD_SKEW: podtopologyspread.CONSTRAINTS_NOT_MATCH,
@@ -112,9 +116,36 @@ def explain(compiled: compiling.Compiled, result: contract.Result) -> list[Decis
                 total=len(names),
                 message=diagnosis.message(),
                 reasons=dict(diagnosis.reasons),
+                plugins=_rejecting_plugins(compiled, codes, details),
+                unresolvable=_all_unresolvable(compiled, codes, details),
             )
         )
     return decisions
+
+
+def _rejecting_plugins(
+    compiled: compiling.Compiled, codes: np.ndarray, details: np.ndarray
+) -> frozenset[str]:
+    """The filter plugins that rejected at least one node."""
+    plugins = {
+        _DYNAMIC_PLUGINS[int(code)] for code in np.unique(codes) if int(code) in _DYNAMIC_PLUGINS
+    }
+    static = np.unique(details[codes == contract.STATIC])
+    plugins |= {compiled.static_reasons[int(d) - 1].plugin for d in static}
+    return frozenset(plugins)
+
+
+def _all_unresolvable(compiled: compiling.Compiled, codes: np.ndarray, details: np.ndarray) -> bool:
+    """Whether no node could be freed up by preemption: every rejection is unresolvable
+    (kube-scheduler's UnschedulableAndUnresolvable)."""
+    for code in np.unique(codes):
+        if int(code) == contract.STATIC:
+            static = np.unique(details[codes == contract.STATIC])
+            if not all(compiled.static_reasons[int(d) - 1].unresolvable for d in static):
+                return False
+        elif int(code) not in _UNRESOLVABLE_CODES:
+            return False
+    return True
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

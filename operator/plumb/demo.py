@@ -6,6 +6,7 @@ which keeps plumb in the foreground until Ctrl-C and then cleans up the same way
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import signal
 import subprocess
@@ -77,6 +78,7 @@ def _tour(client: kube.Kube, namespace: str) -> None:
             .scheduler(DEFAULT_SCHEDULER_NAME)
             .label("app", "web")
             .req(cpu="500m", memory="1Gi")
+            .spread(builders.ZONE_LABEL, 1, selector={"app": "web"})
             .obj()
         )
     client.create_pod(
@@ -85,7 +87,10 @@ def _tour(client: kube.Kube, namespace: str) -> None:
         .req(cpu="64", memory="1Gi")
         .obj()
     )
-    print(f"submitted {WEB_PODS} web pods (500m, 1Gi) and one pod asking for 64 cpu")
+    print(
+        f"submitted {WEB_PODS} web pods (500m, 1Gi, spread over zones with maxSkew 1) "
+        "and one pod asking for 64 cpu"
+    )
 
     def all_bound() -> list[dict[str, Any]] | None:
         pods = [p for p in client.pods(namespace) if p["metadata"]["name"].startswith("web-")]
@@ -105,6 +110,9 @@ def _tour(client: kube.Kube, namespace: str) -> None:
             if event.get("reason") == "FailedScheduling":
                 return str(event.get("note") or event.get("message"))
         return None
+
+    per_zone = collections.Counter(zones.get(_node_of(pod), "?") for pod in pods)
+    print("pods per zone: " + ", ".join(f"{z} {n}" for z, n in sorted(per_zone.items())))
 
     message = kube.wait_for("a FailedScheduling event for too-big", failed_event, timeout=30)
     phase = client.pod(namespace, "too-big")["status"].get("phase")

@@ -77,6 +77,7 @@ def test_demo_places_pods_reports_the_misfit_and_leaves_nothing_running() -> Non
     assert demo.returncode == 0, demo.stdout + demo.stderr
     landed = [line for line in demo.stdout.splitlines() if "-> node-" in line]
     assert len(landed) == 12
+    assert "pods per zone: zone-a 4, zone-b 4, zone-c 4" in demo.stdout
     assert (
         "demo/too-big stays Pending: FailedScheduling: "
         "0/6 nodes are available: 6 Insufficient cpu." in demo.stdout

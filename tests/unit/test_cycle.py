@@ -5,34 +5,13 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from collections.abc import Iterable
 
 import pytest
 
-from plumb.backend import cache, objects
+from plumb.backend import cache
 from plumb.framework import cycle, status
-from plumb.testing.builders import NodeBuilder, PodBuilder, make_node, make_pod
-
-
-def pod(builder: PodBuilder, uid: str) -> objects.PodInfo:
-    body = builder.obj()
-    body["metadata"]["uid"] = uid
-    return objects.parse_pod(body)
-
-
-def cluster(nodes: Iterable[NodeBuilder], bound: Iterable[PodBuilder] = ()) -> cache.Cache:
-    """A cache holding these nodes, and these pods bound where their builders say."""
-    c = cache.Cache()
-    for node in nodes:
-        c.upsert_node(objects.parse_node(node.obj()))
-    for i, builder in enumerate(bound):
-        c.add_pod(pod(builder, f"bound-{i}"))
-    return c
-
-
-def schedule(c: cache.Cache, builder: PodBuilder, uid: str = "pending") -> cycle.Decision:
-    return cycle.schedule(pod(builder, uid), c.snapshot(), c)
-
+from plumb.testing.builders import make_node, make_pod
+from tests.unit.scenarios import cluster, pod, schedule
 
 # Messages -------------------------------------------------------------------------------------
 

@@ -18,14 +18,9 @@ from plumb.testing.builders import (
     make_node,
     make_pod,
 )
+from tests.unit.scenarios import pod
 
 Event = objects.NodeInfo | objects.PodInfo
-
-
-def pod(builder: PodBuilder, uid: str) -> objects.PodInfo:
-    body = builder.obj()
-    body["metadata"]["uid"] = uid
-    return objects.parse_pod(body)
 
 
 def node(builder: NodeBuilder) -> objects.NodeInfo:

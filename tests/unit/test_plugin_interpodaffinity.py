@@ -6,10 +6,9 @@ documents it."""
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
-from plumb.backend import cache, objects
-from plumb.framework import cycle
+from plumb.backend import cache
 from plumb.framework.plugins import interpodaffinity
 from plumb.kernel import contract
 from plumb.testing.builders import (
@@ -20,44 +19,13 @@ from plumb.testing.builders import (
     make_node,
     make_pod,
 )
+from tests.unit.scenarios import cluster, one_at_a_time, pod, schedule
 
 WEB = {"app": "web"}
 CACHE = {"app": "cache"}
 AFFINITY = interpodaffinity.AFFINITY_RULES_NOT_MATCH
 ANTI_AFFINITY = interpodaffinity.ANTI_AFFINITY_RULES_NOT_MATCH
 EXISTING_ANTI_AFFINITY = interpodaffinity.EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH
-
-
-def pod(builder: PodBuilder, uid: str) -> objects.PodInfo:
-    body = builder.obj()
-    body["metadata"]["uid"] = uid
-    return objects.parse_pod(body)
-
-
-def cluster(nodes: Iterable[NodeBuilder], bound: Iterable[PodBuilder] = ()) -> cache.Cache:
-    """A cache holding these nodes, and these pods bound where their builders say."""
-    c = cache.Cache()
-    for node in nodes:
-        c.upsert_node(objects.parse_node(node.obj()))
-    for i, builder in enumerate(bound):
-        c.add_pod(pod(builder, f"bound-{i}"))
-    return c
-
-
-def schedule(c: cache.Cache, builder: PodBuilder, uid: str = "pending") -> cycle.Decision:
-    return cycle.schedule(pod(builder, uid), c.snapshot(), c)
-
-
-def one_at_a_time(c: cache.Cache, builders: Iterable[PodBuilder]) -> list[str | None]:
-    """Schedule each pod in turn, assuming it where it lands before the next one."""
-    placed: list[str | None] = []
-    for i, builder in enumerate(builders):
-        info = pod(builder, f"pending-{i}")
-        decision = cycle.schedule(info, c.snapshot(), c)
-        if decision.node is not None:
-            c.assume(info, decision.node)
-        placed.append(decision.node)
-    return placed
 
 
 def web(name: str = "web", namespace: str = "default") -> PodBuilder:

@@ -3,28 +3,21 @@ terms add their weights to the nodes they match."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from plumb.backend import objects, snapshot
 from plumb.framework.plugins import nodeaffinity
 from plumb.testing.builders import (
     ZONE_LABEL,
-    NodeBuilder,
     PodBuilder,
     expr,
     make_node,
     make_pod,
 )
+from tests.unit.scenarios import statics
 
 DISK = "example.com/disk"
 CORES = "example.com/cores"
-
-
-def statics(*nodes: NodeBuilder) -> snapshot.NodeStatics:
-    infos = sorted((objects.parse_node(n.obj()) for n in nodes), key=lambda info: info.name)
-    n = len(infos)
-    return snapshot.NodeStatics(infos, np.zeros(n, np.uint64), np.zeros((n, 4), np.int64))
 
 
 CLUSTER = statics(

@@ -2,18 +2,10 @@
 
 from __future__ import annotations
 
-import numpy as np
-
-from plumb.backend import objects, snapshot
+from plumb.backend import objects
 from plumb.framework.plugins import nodename
-from plumb.testing.builders import NodeBuilder, PodBuilder, make_node, make_pod
-
-
-def statics(*nodes: NodeBuilder) -> snapshot.NodeStatics:
-    infos = sorted((objects.parse_node(n.obj()) for n in nodes), key=lambda info: info.name)
-    n = len(infos)
-    return snapshot.NodeStatics(infos, np.zeros(n, np.uint64), np.zeros((n, 4), np.int64))
-
+from plumb.testing.builders import PodBuilder, make_node, make_pod
+from tests.unit.scenarios import statics
 
 CLUSTER = statics(make_node("n1"), make_node("n2"), make_node("n3"))
 

@@ -2,19 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
-
 from plumb.backend import objects, snapshot
 from plumb.framework.plugins import nodeunschedulable
-from plumb.testing.builders import NodeBuilder, PodBuilder, make_node, make_pod
+from plumb.testing.builders import PodBuilder, make_node, make_pod
+from tests.unit.scenarios import statics
 
 CORDON_KEY = "node.kubernetes.io/unschedulable"
-
-
-def statics(*nodes: NodeBuilder) -> snapshot.NodeStatics:
-    infos = sorted((objects.parse_node(n.obj()) for n in nodes), key=lambda info: info.name)
-    n = len(infos)
-    return snapshot.NodeStatics(infos, np.zeros(n, np.uint64), np.zeros((n, 4), np.int64))
 
 
 CLUSTER = statics(make_node("a-cordoned").unschedulable(), make_node("b-open"))

@@ -1,0 +1,158 @@
+"""Whether the kernel's input meets the contract: fast in numba before every batch, and in words.
+
+The compiled code follows indices without bounds checks, so ``compiled_batch.decide`` runs
+``valid`` first and decides nothing when it fails; ``check`` then names every problem.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from plumb.kernel import compiled_jit
+from plumb.kernel import contract as c
+
+_PLUGINS = compiled_jit.PLUGINS
+
+
+@compiled_jit.jit
+def valid(
+    allocatable: c.I64,
+    requested: c.I64,
+    nonzero: c.I64,
+    name_hashes: c.U64,
+    domains: c.I32,
+    domain_counts: c.I32,
+    counts: c.I32,
+    columns: Any,
+    per_pod: Any,
+    per_pod_tables: Any,
+    spread: Any,
+    spread_flags: Any,
+    affinity: Any,
+    symmetric: Any,
+    preferred: Any,
+    weights: c.I64,
+) -> bool:
+    """What ``check`` checks, fast: shapes, and every index the kernel follows in range."""
+    nodes, resources = allocatable.shape
+    keys, rows, pods = domains.shape[0], counts.shape[0], per_pod[0].shape[0]
+    ok = requested.shape == (nodes, resources) and nonzero.shape == (nodes, 2)
+    ok = ok and name_hashes.shape[0] == nodes and domains.shape[1] == nodes
+    ok = ok and domain_counts.shape[0] == keys and counts.shape[1] == nodes
+    ok = ok and weights.shape[0] == _PLUGINS
+    for column in columns:
+        ok = ok and 0 <= column < resources
+    ok = ok and per_pod[1].shape[0] == pods and per_pod[2].shape[0] == pods
+    ok = ok and per_pod[3].shape[0] == pods
+    requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, member = per_pod_tables
+    ok = ok and requests.shape == (pods, resources) and pod_nonzero.shape == (pods, 2)
+    ok = ok and static_code.shape == (pods, nodes) and taint_raw.shape == (pods, nodes)
+    ok = ok and node_affinity_raw.shape == (pods, nodes) and member.shape == (pods, rows)
+    if not ok:
+        return False
+    for k in range(keys):
+        for n in range(nodes):
+            ok = ok and -1 <= domains[k, n] < domain_counts[k]
+    size = spread[0].shape[0]
+    for values in spread:
+        ok = ok and values.shape[0] == size
+    for values in spread_flags[:3]:
+        ok = ok and values.shape[0] == size
+    ok = ok and spread_flags[3].shape == (size, nodes)
+    ok = ok and _table_valid(spread[0], spread[1], spread[2], pods, rows, keys)
+    size = affinity[0].shape[0]
+    ok = ok and affinity[3].shape[0] == size
+    ok = ok and _table_valid(affinity[0], affinity[1], affinity[2], pods, rows, keys)
+    ok = ok and _table_valid(symmetric[0], symmetric[1], symmetric[2], pods, rows, keys)
+    size = preferred[0].shape[0]
+    ok = ok and preferred[3].shape[0] == size
+    return bool(ok and _table_valid(preferred[0], preferred[1], preferred[2], pods, rows, keys))
+
+
+@compiled_jit.jit
+def _table_valid(pod: c.I32, row: c.I32, key: c.I32, pods: int, rows: int, keys: int) -> bool:
+    """A constraint table: one row and one key per entry, sorted by pod, all in range."""
+    size = pod.shape[0]
+    ok = row.shape[0] == size and key.shape[0] == size
+    if not ok:
+        return False
+    for i in range(size):
+        ok = ok and 0 <= pod[i] < pods and 0 <= row[i] < rows and 0 <= key[i] < keys
+        ok = ok and (i == 0 or pod[i - 1] <= pod[i])
+    return bool(ok)
+
+
+def check(cluster: c.Cluster, batch: c.Batch) -> None:
+    """Raise ValueError, naming every problem, unless the arrays have the contract's shapes and
+    every index (domain, count row, key, pod, column) is in range."""
+    nodes, resources = cluster.allocatable.shape
+    keys, rows, pods = cluster.domains.shape[0], cluster.counts.shape[0], batch.size
+    spreads, terms = batch.spread_pod.shape[0], batch.affinity_pod.shape[0]
+    symmetric, preferred = batch.symmetric_pod.shape[0], batch.preferred_pod.shape[0]
+    shapes: dict[str, tuple[Any, tuple[int, ...]]] = {
+        "requested": (cluster.requested, (nodes, resources)),
+        "nonzero_requested": (cluster.nonzero_requested, (nodes, 2)),
+        "name_hashes": (cluster.name_hashes, (nodes,)),
+        "domains": (cluster.domains, (keys, nodes)),
+        "domain_counts": (cluster.domain_counts, (keys,)),
+        "counts": (cluster.counts, (rows, nodes)),
+        "pod_hashes": (batch.pod_hashes, (pods,)),
+        "requests": (batch.requests, (pods, resources)),
+        "nonzero": (batch.nonzero, (pods, 2)),
+        "static_code": (batch.static_code, (pods, nodes)),
+        "taint_raw": (batch.taint_raw, (pods, nodes)),
+        "node_affinity_raw": (batch.node_affinity_raw, (pods, nodes)),
+        "member": (batch.member, (pods, rows)),
+        "spread_eligible": (batch.spread_eligible, (spreads, nodes)),
+        "spread_require_all": (batch.spread_require_all, (pods,)),
+        "affinity_self": (batch.affinity_self, (pods,)),
+        "weights": (batch.weights, (len(c.SCORE_PLUGINS),)),
+        "balanced_skip": (batch.balanced_skip, (pods,)),
+    }
+    for table, size, columns in (
+        ("spread", spreads, _SPREAD_COLUMNS),
+        ("affinity", terms, ("row", "key", "anti")),
+        ("symmetric", symmetric, ("row", "key")),
+        ("preferred", preferred, ("row", "key", "weight")),
+    ):
+        for column in columns:
+            shapes[f"{table}_{column}"] = (getattr(batch, f"{table}_{column}"), (size,))
+    problems = [
+        f"{name} has shape {values.shape}, not {shape}"
+        for name, (values, shape) in shapes.items()
+        if values.shape != shape
+    ]
+    positions = {
+        "pods_column": cluster.pods_column,
+        "cpu_column": cluster.cpu_column,
+        "memory_column": cluster.memory_column,
+    }
+    for label, position in positions.items():
+        if not 0 <= position < resources:
+            problems.append(f"{label} {position} is not one of the {resources} resource columns")
+    if not problems:
+        problems = _index_problems(cluster, batch, keys, rows, pods)
+    if problems:
+        raise ValueError("kernel input does not meet the contract: " + "; ".join(problems))
+
+
+_SPREAD_COLUMNS = ("row", "key", "max_skew", "min_domains", "hard", "self", "hostname")
+
+
+def _index_problems(
+    cluster: c.Cluster, batch: c.Batch, keys: int, rows: int, pods: int
+) -> list[str]:
+    problems = []
+    if cluster.domains.size:
+        too_high = cluster.domains.max(axis=1) >= cluster.domain_counts
+        if too_high.any() or cluster.domains.min() < -1:
+            problems.append("domains holds ids outside -1 .. domain_counts[k] - 1")
+    for table in ("spread", "affinity", "symmetric", "preferred"):
+        for column, limit in (("pod", pods), ("row", rows), ("key", keys)):
+            values = getattr(batch, f"{table}_{column}")
+            if values.size and (values.min() < 0 or values.max() >= limit):
+                problems.append(f"{table}_{column} holds values outside 0 .. {limit - 1}")
+        order = getattr(batch, f"{table}_pod")
+        if order.size > 1 and (order[1:] < order[:-1]).any():
+            problems.append(f"{table}_pod is not sorted")
+    return problems

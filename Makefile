@@ -6,6 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: help install controlplane lint unit test demo run cluster-up cluster-down clean
+.PHONY: bench bench-quick
 
 help:
 	@echo "make demo          set up, start a local control plane, show plumb scheduling pods"
@@ -14,6 +15,8 @@ help:
 	@echo "make lint          ruff, mypy --strict, import-linter layer contracts"
 	@echo "make unit          the unit tests only (no control plane)"
 	@echo "make cluster-up    start a local etcd + kube-apiserver; cluster-down stops it"
+	@echo "make bench         plumb beside kube-scheduler; writes docs/benchmarks.md (long)"
+	@echo "make bench-quick   the same, small: a smoke check (every pod placed, no violations)"
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +53,12 @@ cluster-up: install controlplane
 
 cluster-down: install
 	$(BIN)/plumb cluster down
+
+bench: install controlplane
+	$(BIN)/plumb bench --out docs
+
+bench-quick: install controlplane
+	$(BIN)/plumb bench --quick --out $(or $(BENCH_OUT),build/bench-quick)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build *.egg-info

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from plumb import DEFAULT_SCHEDULER_NAME, __version__, demo
 from plumb.app import running
+from plumb.bench import running as bench_running
+from plumb.bench import workloads as bench_workloads
 from plumb.controlplane import building
 from plumb.controlplane import running as controlplane
 from plumb.k8s import credentials as credentials_module
@@ -65,6 +67,30 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="keep plumb in the foreground after the tour (Ctrl-C stops)",
     )
+
+    bench_cmd = commands.add_parser(
+        "bench", help="benchmark plumb beside kube-scheduler; writes benchmarks.md"
+    )
+    bench_cmd.add_argument(
+        "--quick",
+        action="store_true",
+        help="small workloads (a smoke check, a few minutes): every pod placed, plumb 0 violations",
+    )
+    bench_cmd.add_argument(
+        "--large", action="store_true", help="also run the large workload (5,000 nodes)"
+    )
+    bench_cmd.add_argument(
+        "--out",
+        type=Path,
+        default=Path("docs"),
+        help="directory for benchmarks.md, benchmarks.json and the plots (default: %(default)s)",
+    )
+    bench_cmd.add_argument(
+        "--workloads",
+        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
+        default=None,
+        help=f"comma-separated subset of: {', '.join(bench_workloads.names())}",
+    )
     return parser
 
 
@@ -116,6 +142,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     if args.command == "demo":
         return demo.main(keep_running=args.keep_running)
+    if args.command == "bench":
+        bench_settings = bench_running.Settings(
+            out=args.out,
+            quick=args.quick,
+            large=args.large,
+            workloads=args.workloads,
+            command=" ".join(["plumb", *(sys.argv[1:] if argv is None else argv)]),
+        )
+        try:
+            return bench_running.main(bench_settings)
+        except (ValueError, building.BuildError, controlplane.ControlPlaneError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
     logs.configure(args.log_level)
     settings = running.RunSettings(
         kubeconfig=args.kubeconfig,

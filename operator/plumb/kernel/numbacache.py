@@ -4,8 +4,8 @@ numba reads ``NUMBA_CACHE_DIR`` into ``numba.core.config`` when it is first impo
 a cache location for each ``cache=True`` function when the function is decorated. Without a
 writable location it falls back to ``__pycache__`` beside the source, which is read-only in the
 container, and then refuses to cache at all. So ``configure()`` must run before ``import numba``
-(``kernel.compiled_jit``, the only module that imports numba, calls it first thing); if numba was imported earlier anyway, it asks numba
-to re-read its environment.
+(``kernel.compiled_jit``, the only module that imports numba, calls it first thing); if numba
+was imported earlier anyway, it asks numba to re-read its environment.
 
 Resolution: an explicit ``NUMBA_CACHE_DIR`` is used as it is (and must be writable: an operator
 who set it wants it, not a silent fallback); otherwise the first writable of

@@ -1,0 +1,124 @@
+"""Creating and removing a run's namespace, nodes and pods through the API, many at a time.
+
+Pod creation is the benchmark's input rate, so it runs with many concurrent requests over one
+aiohttp connection pool; the time each create was sent and answered is kept per pod.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+from urllib.parse import quote
+
+from plumb.k8s import client as k8s_client
+
+JSON = dict[str, Any]
+CREATORS = 32
+"""Concurrent create requests: enough that creation outruns any scheduler on loopback."""
+
+
+class PopulateError(RuntimeError):
+    """The API server refused to create or delete the bench's objects."""
+
+
+async def _checked(api: k8s_client.ApiClient, method: str, path: str, **kwargs: Any) -> JSON:
+    response = await api.request(method, path, **kwargs)
+    if not response.ok:
+        raise PopulateError(
+            f"{method} {path}: HTTP {response.status}: {response.message()}; is the control "
+            f"plane healthy and empty of a previous bench run?"
+        )
+    body: JSON = response.body if isinstance(response.body, dict) else {}
+    return body
+
+
+async def create_namespace(api: k8s_client.ApiClient, name: str) -> None:
+    body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    await _checked(api, "POST", "/api/v1/namespaces", body=body)
+
+
+async def _many(count: int, create: Callable[[int], Any], concurrency: int = CREATORS) -> None:
+    """Runs create(i) for i in range(count) with at most concurrency running at once."""
+    indices = iter(range(count))
+
+    async def worker() -> None:
+        for index in indices:
+            await create(index)
+
+    await asyncio.gather(*(worker() for _ in range(min(concurrency, count))))
+
+
+async def create_nodes(api: k8s_client.ApiClient, bodies: Sequence[JSON]) -> None:
+    async def create(index: int) -> None:
+        await _checked(api, "POST", "/api/v1/nodes", body=bodies[index])
+
+    await _many(len(bodies), create)
+
+
+async def create_pods(
+    api: k8s_client.ApiClient,
+    namespace: str,
+    bodies: Sequence[JSON],
+    *,
+    sent: dict[str, float] | None = None,
+    answered: dict[str, float] | None = None,
+) -> None:
+    """Creates the pods; records in sent/answered the monotonic time each create went out and
+    came back, by pod name."""
+    path = f"/api/v1/namespaces/{quote(namespace)}/pods"
+
+    async def create(index: int) -> None:
+        body = bodies[index]
+        name = body["metadata"]["name"]
+        if sent is not None:
+            sent[name] = time.monotonic()
+        await _checked(api, "POST", path, body=body)
+        if answered is not None:
+            answered[name] = time.monotonic()
+
+    await _many(len(bodies), create)
+
+
+async def list_pods(api: k8s_client.ApiClient, namespace: str) -> list[JSON]:
+    items, _ = await api.list_all(f"/api/v1/namespaces/{quote(namespace)}/pods")
+    return items
+
+
+async def list_nodes(api: k8s_client.ApiClient, selector: str) -> list[JSON]:
+    items, _ = await api.list_all(f"/api/v1/nodes?labelSelector={quote(selector)}")
+    return items
+
+
+async def delete_run(api: k8s_client.ApiClient, namespace: str, node_selector: str) -> None:
+    """Deletes every pod of namespace at once (no kubelet to wait for) and the run's nodes, and
+    waits until both are gone, so the next scheduler sees none of them.
+
+    The namespace itself stays: without kube-controller-manager nothing would finish deleting it.
+    """
+    await _checked(
+        api,
+        "DELETE",
+        f"/api/v1/namespaces/{quote(namespace)}/pods",
+        body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+    )
+    await _checked(
+        api,
+        "DELETE",
+        "/api/v1/nodes",
+        params={"labelSelector": node_selector},
+        body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+    )
+    deadline = time.monotonic() + 120
+    while True:
+        pods = await list_pods(api, namespace)
+        nodes = await list_nodes(api, node_selector)
+        if not pods and not nodes:
+            return
+        if time.monotonic() > deadline:
+            raise PopulateError(
+                f"{len(pods)} pods in {namespace} and {len(nodes)} nodes ({node_selector}) are "
+                f"still there 120 s after deleting them; look for finalizers on them"
+            )
+        await asyncio.sleep(0.2)

@@ -1,0 +1,366 @@
+"""docs/benchmarks.md from the results: the machine, the versions, the exact command, a table
+of every figure for each workload with the ratio plumb / kube-scheduler, and plots (pods bound
+over time, latency CDF); the raw results go to benchmarks.json beside it.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import plumb
+
+JSON = dict[str, Any]
+MARKDOWN = "benchmarks.md"
+RAW = "benchmarks.json"
+PLOTS = "benchmarks"
+"""The directory beside the markdown that holds its PNG plots."""
+SCHEDULERS = ("plumb", "kube-scheduler", "ceiling")
+MISSING = "-"
+
+
+def context(*, bin_dir: Path, command: str, quick: bool) -> JSON:
+    """The machine and versions a run happened on, and the command that produced it."""
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": command,
+        "mode": "quick" if quick else "full",
+        "machine": {
+            "cpu": _cpu_model(),
+            "cpus": os.cpu_count(),
+            "memory_gib": _memory_gib(),
+            "os": platform.platform(),
+        },
+        "versions": {
+            "plumb": plumb.__version__,
+            "python": platform.python_version(),
+            "numba": _module_version("numba"),
+            "kube-scheduler": _binary_version(bin_dir / "kube-scheduler"),
+            "kube-apiserver": _binary_version(bin_dir / "kube-apiserver"),
+            "etcd": _binary_version(bin_dir / "etcd"),
+        },
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024**2, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _module_version(name: str) -> str:
+    module = sys.modules.get(name)
+    if module is None:
+        try:
+            module = __import__(name)
+        except ImportError:
+            return "not installed"
+    return str(getattr(module, "__version__", "unknown"))
+
+
+def _binary_version(binary: Path) -> str:
+    try:
+        result = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unknown ({error})"
+    lines = (result.stdout or result.stderr).strip().splitlines()
+    return lines[0].strip() if lines else "unknown"
+
+
+# --- the figures ----------------------------------------------------------------------------------
+
+Getter = Callable[[JSON], float | None]
+
+
+def _timing(key: str, scale: float = 1.0) -> Getter:
+    return lambda r: _scaled(r["timing"][key], scale)
+
+
+def _quality(key: str, scale: float = 1.0) -> Getter:
+    return lambda r: _scaled(r["quality"][key], scale)
+
+
+def _usage(key: str, scale: float = 1.0) -> Getter:
+    return lambda r: _scaled((r["usage"] or {}).get(key), scale)
+
+
+def _scaled(value: float | None, scale: float) -> float | None:
+    return None if value is None else value * scale
+
+
+def _max_skew(result: JSON) -> float | None:
+    return max(result["quality"]["spread_skew"].values(), default=None)
+
+
+def _violations(result: JSON) -> float:
+    return float(sum(result["quality"]["violations"].values()))
+
+
+# (label, how to read it from a result, its format): one table row each, in this order.
+ROWS: list[tuple[str, Getter, str]] = [
+    ("measured pods bound", _quality("placed"), "{:.0f}"),
+    ("throughput (pods/s)", _timing("throughput"), "{:.1f}"),
+    ("steady-state throughput, 10-90% (pods/s)", _timing("steady_throughput"), "{:.1f}"),
+    ("latency p50 (ms)", _timing("latency_p50", 1000), "{:.0f}"),
+    ("latency p90 (ms)", _timing("latency_p90", 1000), "{:.0f}"),
+    ("latency p99 (ms)", _timing("latency_p99", 1000), "{:.0f}"),
+    ("pod creation rate (pods/s)", _timing("creation_rate"), "{:.0f}"),
+    ("max spread skew", _max_skew, "{:.0f}"),
+    ("nodes used by measured pods (%)", _quality("nodes_used_share", 100), "{:.1f}"),
+    ("stddev of cpu utilisation across nodes", _quality("cpu_utilisation_stddev"), "{:.4f}"),
+    ("on a preferred node (%)", _quality("preferred_share", 100), "{:.1f}"),
+    ("constraint violations", _violations, "{:.0f}"),
+    ("scheduler CPU seconds (measured phase)", _usage("cpu_seconds"), "{:.2f}"),
+    ("scheduler peak RSS (MiB)", _usage("peak_rss_bytes", 1 / 1024**2), "{:.0f}"),
+    ("kube-apiserver + etcd CPU seconds", lambda r: r.get("api_cpu_seconds"), "{:.2f}"),
+    ("bench harness CPU seconds", lambda r: r.get("harness_cpu_seconds"), "{:.2f}"),
+    ("share of the ceiling's throughput (%)", lambda r: r.get("ceiling_share"), "{:.1f}"),
+]
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return fmt.format(value) if _finite(value) else MISSING
+
+
+def ratio(plumb_value: float | None, kube_value: float | None) -> str:
+    """plumb / kube-scheduler as "1.23x"; MISSING when either is missing or kube's is zero."""
+    if plumb_value is None or kube_value is None:
+        return MISSING
+    if not (math.isfinite(plumb_value) and math.isfinite(kube_value)) or kube_value == 0:
+        return MISSING
+    return f"{plumb_value / kube_value:.2f}x"
+
+
+def with_ceiling_share(results: Sequence[JSON]) -> list[JSON]:
+    """Each result with ceiling_share: its throughput as a percentage of the ceiling's on the
+    same workload (None for the ceiling itself, or when there is no ceiling run)."""
+    ceilings = {
+        r["workload"]: r["timing"]["throughput"] for r in results if r["scheduler"] == "ceiling"
+    }
+    out = []
+    for result in results:
+        limit = ceilings.get(result["workload"])
+        share = None
+        if result["scheduler"] != "ceiling" and limit:
+            share = 100 * result["timing"]["throughput"] / limit
+        out.append({**result, "ceiling_share": share})
+    return out
+
+
+def table(by_scheduler: dict[str, JSON]) -> list[str]:
+    """The markdown table of one workload: a row per figure, a column per scheduler."""
+    lines = [
+        "| | plumb | kube-scheduler | plumb / kube-scheduler | ceiling (raw binder) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, get, fmt in ROWS:
+        values = {name: get(r) for name, r in by_scheduler.items()}
+        if not any(_finite(v) for v in values.values()):
+            continue
+        lines.append(
+            f"| {label} | {_cell(values.get('plumb'), fmt)} | "
+            f"{_cell(values.get('kube-scheduler'), fmt)} | "
+            f"{ratio(values.get('plumb'), values.get('kube-scheduler'))} | "
+            f"{_cell(values.get('ceiling'), fmt)} |"
+        )
+    return lines
+
+
+_NUMBER_LIST = re.compile(r"\[\s+((?:-?[0-9.eE+-]+|null)(?:,\s+(?:-?[0-9.eE+-]+|null))*)\s+\]")
+
+
+def dumps(data: Any) -> str:
+    """Indented JSON, but each list of numbers on one line: the per-pod times of a full run are
+    tens of thousands of values, one per line they would make the file several megabytes."""
+    text = json.dumps(_clean(data), indent=1)
+    return _NUMBER_LIST.sub(lambda m: "[" + "".join(m.group(1).split()) + "]", text)
+
+
+def _clean(value: Any) -> Any:
+    """JSON without NaN or Infinity (not JSON), floats rounded to 0.1 ms (or its equivalent)."""
+    if isinstance(value, float):
+        return round(value, 4) if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write(out: Path, results: Sequence[JSON], ctx: JSON) -> list[Path]:
+    """Writes benchmarks.md, benchmarks.json and the plots into out; returns their paths."""
+    out.mkdir(parents=True, exist_ok=True)
+    plots = out / PLOTS
+    plots.mkdir(exist_ok=True)
+    results = with_ceiling_share(results)
+    raw = out / RAW
+    raw.write_text(dumps({"context": ctx, "results": results}) + "\n", encoding="utf-8")
+    written = [raw]
+    workload_names = list(dict.fromkeys(r["workload"] for r in results))
+    sections = []
+    for name in workload_names:
+        by_scheduler = {r["scheduler"]: r for r in results if r["workload"] == name}
+        written += _plots(plots, name, by_scheduler)
+        sections.append((name, by_scheduler))
+    markdown = out / MARKDOWN
+    markdown.write_text(render(ctx, sections), encoding="utf-8")
+    return [markdown, *written]
+
+
+_METHOD = (
+    "How it measures: for each workload, plumb, then kube-scheduler (client QPS and burst 5000, "
+    "leader election off, as in Kubernetes' scheduler_perf), then a raw binder run on identical "
+    "fresh objects: a new namespace and a run-unique node set, the previous run's nodes and pods "
+    "deleted first. Initial pods are created already bound; the measured pods are created by "
+    "{creators} concurrent creators while the scheduler runs. A pod's latency runs from its "
+    "create request to the moment the bench's own watch sees spec.nodeName set; throughput is "
+    "measured pods over first create → last bound, and over the steady-state window from the "
+    "10% to the 90% bound pod. CPU seconds (user + system, all threads, measured phase only) and "
+    "peak RSS (VmHWM) come from /proc of the scheduler process. The ceiling binds each pod to a "
+    "precomputed node the moment the watch sees it, {binders} bindings in flight: the most this "
+    "API server allows. Everything (etcd, kube-apiserver, the scheduler and the bench itself) "
+    "shares the machine's CPUs, so the CPU seconds of the API server and of the bench harness "
+    "are listed too: when a scheduler's throughput is close to the pod creation rate, creation "
+    "(the API server) was the limit, not the scheduler."
+)
+
+
+def _load_line(machine: JSON) -> str:
+    load = machine.get("load_average") or {}
+    return (
+        f"- 1-minute load average: {load.get('at_start', '?')} at the start, "
+        f"{load.get('at_end', '?')} at the end (everything here shares {machine['cpus']} CPUs)"
+    )
+
+
+def render(ctx: JSON, sections: Sequence[tuple[str, dict[str, JSON]]]) -> str:
+    machine, versions = ctx["machine"], ctx["versions"]
+    quick = ctx["mode"] == "quick"
+    lines = [
+        "# Benchmarks: plumb beside kube-scheduler",
+        "",
+        "Written by `plumb bench`; do not edit by hand: rerun the command below instead.",
+        "",
+    ]
+    if quick:
+        lines += [
+            "> **Quick run** (`--quick`): every workload shrunk to a smoke-test size, so the "
+            "figures show start-up and small-batch behaviour more than steady-state speed. "
+            "Run `make bench` for the full sizes.",
+            "",
+        ]
+    else:
+        lines += ["> **Full run**: the workloads at their full sizes.", ""]
+    lines += [
+        f"- date: {ctx['date']}",
+        f"- command: `{ctx['command']}`",
+        f"- machine: {machine['cpu']}, {machine['cpus']} CPUs, {machine['memory_gib']} GiB, "
+        f"{machine['os']}",
+        _load_line(machine),
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        f"- total time: {ctx.get('total_seconds', '?')} s",
+        "",
+        _METHOD.format(
+            creators=ctx.get("creators", "?"), binders=ctx.get("binder_concurrency", "?")
+        ),
+        "",
+    ]
+    for name, by_scheduler in sections:
+        any_result = next(iter(by_scheduler.values()))
+        lines += [
+            f"## {name}",
+            "",
+            f"{any_result['nodes']} nodes, {any_result['initial_pods']} initial pods, "
+            f"{any_result['timing']['pods']} measured pods.",
+            "",
+            *table(by_scheduler),
+            "",
+            f"![pods bound over time, {name}]({PLOTS}/{name}-bound.png)",
+            f"![latency CDF, {name}]({PLOTS}/{name}-latency.png)",
+            "",
+        ]
+        logs = {s: r["log"] for s, r in by_scheduler.items() if r.get("log")}
+        for scheduler, log in logs.items():
+            if log.get("warnings") or log.get("errors") or log.get("bind_failures"):
+                samples = "; ".join(f"`{s[:160]}`" for s in log.get("samples", []))
+                lines.append(
+                    f"- {scheduler} log: {log.get('warnings', 0)} warnings, "
+                    f"{log.get('errors', 0)} errors. {samples}"
+                )
+        lines.append("")
+    lines.append(f"Raw results, per-pod bound times and latencies included: [{RAW}]({RAW}).")
+    return "\n".join(lines) + "\n"
+
+
+def _plots(directory: Path, name: str, by_scheduler: dict[str, JSON]) -> list[Path]:
+    # Imported here, not at the top: `plumb run` imports the CLI, and the CLI imports this
+    # module, so a top-level import would put matplotlib on the scheduler's start-up path.
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: write PNG files only
+    from matplotlib import pyplot
+
+    bound_path = directory / f"{name}-bound.png"
+    figure, axes = pyplot.subplots(figsize=(7, 4))
+    for scheduler in SCHEDULERS:
+        result = by_scheduler.get(scheduler)
+        if result is None:
+            continue
+        curve = result["bound_curve"]
+        axes.step(curve, range(1, len(curve) + 1), where="post", label=scheduler)
+    axes.set_xlabel("seconds after the first measured pod was created")
+    axes.set_ylabel("measured pods bound")
+    axes.set_title(f"{name}: pods bound over time")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(bound_path, dpi=100)
+    pyplot.close(figure)
+
+    latency_path = directory / f"{name}-latency.png"
+    figure, axes = pyplot.subplots(figsize=(7, 4))
+    for scheduler in SCHEDULERS:
+        result = by_scheduler.get(scheduler)
+        if result is None or not result["latencies"]:
+            continue
+        values = [v * 1000 for v in result["latencies"]]
+        count = len(values)
+        axes.step(values, [(i + 1) / count for i in range(count)], where="post", label=scheduler)
+    axes.set_xlabel("create → bound latency (ms)")
+    axes.set_ylabel("share of measured pods")
+    axes.set_title(f"{name}: latency CDF")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(latency_path, dpi=100)
+    pyplot.close(figure)
+    return [bound_path, latency_path]

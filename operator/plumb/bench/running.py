@@ -1,0 +1,340 @@
+"""``plumb bench``: per workload, the same run three times on identical fresh objects — plumb,
+then kube-scheduler, then the raw binder's ceiling — then the report.
+
+One run: a fresh namespace and a run-unique set of nodes; the initial pods created already
+bound; the scheduler started (so it syncs with exactly that cluster); our watch started; the
+measured pods created by many concurrent creators while the watch timestamps each binding; the
+scheduler's CPU and peak RSS read; the scheduler stopped; the placement assessed; everything the
+run created deleted, so the next scheduler sees none of it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import secrets
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from plumb import DEFAULT_SCHEDULER_NAME
+from plumb.bench import (
+    ceiling,
+    measuring,
+    populating,
+    quality,
+    report,
+    schedulers,
+    watching,
+    workloads,
+)
+from plumb.controlplane import building
+from plumb.controlplane import running as controlplane
+from plumb.k8s import client as k8s_client
+from plumb.k8s import credentials as credentials_module
+from plumb.testing import builders
+
+PLUMB = schedulers.PLUMB
+KUBE_SCHEDULER = schedulers.KUBE_SCHEDULER
+CEILING = "ceiling"
+SCHEDULERS = (PLUMB, KUBE_SCHEDULER, CEILING)
+CEILING_SCHEDULER_NAME = "bench-ceiling"
+"""No scheduler takes these pods: the raw binder binds them."""
+RUN_LABEL = "bench.plumb.dev/run"
+STALL_SECONDS = 60.0
+"""A run ends unfinished when no measured pod was bound for this long after the last create."""
+SETTLE_SECONDS = 2.0
+"""After the measurement, before the stop: lets a scheduler flush the events of its last pods."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Settings:
+    out: Path
+    quick: bool = False
+    large: bool = False
+    workloads: list[str] | None = None
+    command: str = "plumb bench"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunResult:
+    """Everything one scheduler's run on one workload measured."""
+
+    workload: str
+    scheduler: str
+    nodes: int
+    initial_pods: int
+    timing: measuring.Timing
+    quality: quality.Quality
+    usage: measuring.ProcessUsage | None
+    """None for the ceiling, which runs inside the bench process."""
+    api_cpu_seconds: float
+    """kube-apiserver + etcd CPU over the measured phase: the cost on the other side."""
+    harness_cpu_seconds: float
+    """The bench process's own CPU (creators, watch, and the ceiling's binder) meanwhile."""
+    bound_curve: list[float]
+    latencies: list[float]
+    log: dict[str, Any]
+    """What the scheduler's log said: counts of warnings and errors, a few samples."""
+    wall_seconds: float
+
+
+def main(settings: Settings) -> int:
+    """Runs the benchmark and writes the report; 1 if a scheduler left pods unplaced or plumb
+    broke a constraint (the smoke check), else 0. Speed never fails it."""
+    selected = workloads.select(settings.workloads, quick=settings.quick, large=settings.large)
+    started = time.monotonic()
+    load_at_start = os.getloadavg()[0]
+    bin_dir = building.ensure_binaries()
+    with tempfile.TemporaryDirectory(prefix="plumb-bench-") as scratch:
+        work = Path(scratch)
+        print("starting etcd and kube-apiserver on 127.0.0.1 ...", file=sys.stderr)
+        plane = controlplane.start(work / "cluster", bin_dir=bin_dir)
+        try:
+            results = asyncio.run(_run_all(plane, work, selected))
+        finally:
+            controlplane.stop(work / "cluster")
+    context = report.context(bin_dir=bin_dir, command=settings.command, quick=settings.quick)
+    # Other work on the machine competes for the same CPUs; the load says whether there was any.
+    context["machine"]["load_average"] = {
+        "at_start": round(load_at_start, 2),
+        "at_end": round(os.getloadavg()[0], 2),
+    }
+    context["creators"] = populating.CREATORS
+    context["binder_concurrency"] = ceiling.CONCURRENCY
+    context["total_seconds"] = round(time.monotonic() - started, 1)
+    written = report.write(settings.out, [_as_dict(r) for r in results], context)
+    for path in written:
+        print(f"wrote {path}", file=sys.stderr)
+    problems = smoke_problems(results)
+    for problem in problems:
+        print(f"FAILED: {problem}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def smoke_problems(results: list[RunResult]) -> list[str]:
+    """What the quick-mode smoke check refuses: unplaced pods anywhere, plumb violations."""
+    problems = []
+    for result in results:
+        q = result.quality
+        if q.placed != q.measured_pods:
+            problems.append(
+                f"{result.scheduler} placed {q.placed} of {q.measured_pods} measured pods in "
+                f"{result.workload}"
+            )
+        if result.scheduler == PLUMB and q.total_violations:
+            problems.append(f"plumb made violations in {result.workload}: {q.violations}")
+    return problems
+
+
+def _as_dict(result: RunResult) -> dict[str, Any]:
+    return dataclasses.asdict(result)
+
+
+async def _run_all(
+    plane: controlplane.ControlPlane, work: Path, selected: list[workloads.Workload]
+) -> list[RunResult]:
+    api = k8s_client.ApiClient(
+        credentials_module.load(plane.kubeconfig), connections=128, user_agent="plumb-bench"
+    )
+    results = []
+    try:
+        for workload in selected:
+            for scheduler in SCHEDULERS:
+                results.append(await _run_one(plane, api, work, workload, scheduler))
+    finally:
+        await api.close()
+    return results
+
+
+async def _run_one(
+    plane: controlplane.ControlPlane,
+    api: k8s_client.ApiClient,
+    work: Path,
+    workload: workloads.Workload,
+    scheduler: str,
+) -> RunResult:
+    began = time.monotonic()
+    run_id = secrets.token_hex(3)
+    namespace = f"bench-{workload.name}-{scheduler}-{run_id}"[:63]
+    node_selector = f"{RUN_LABEL}={run_id}"
+    scheduler_name = {
+        PLUMB: DEFAULT_SCHEDULER_NAME,
+        KUBE_SCHEDULER: schedulers.KUBE_SCHEDULER_NAME,
+        CEILING: CEILING_SCHEDULER_NAME,
+    }[scheduler]
+    node_names = [f"{scheduler[:4]}-{run_id}-n{i:05d}" for i in range(workload.nodes)]
+    label = f"{workload.name:<18} {scheduler:<14}"
+    _status(f"{label} creating {workload.nodes} nodes, {workload.initial_pods} initial pods")
+
+    def pod(name: str) -> builders.PodBuilder:
+        base = builders.make_pod(name, namespace).scheduler(scheduler_name)
+        return workload.pod(base.label(workloads.APP_LABEL, workload.name))
+
+    await populating.create_namespace(api, namespace)
+    await populating.create_nodes(
+        api,
+        [
+            workload.node(builders.make_node(name), i).label(RUN_LABEL, run_id).obj()
+            for i, name in enumerate(node_names)
+        ],
+    )
+    await populating.create_pods(
+        api,
+        namespace,
+        [
+            pod(f"init-{i:05d}").node(node_names[workload.ceiling_node(i)]).obj()
+            for i in range(workload.initial_pods)
+        ],
+    )
+    measured = [pod(f"pod-{i:05d}").obj() for i in range(workload.measured_pods)]
+    measured_names = {body["metadata"]["name"] for body in measured}
+
+    directory = work / f"{workload.name}-{scheduler}"
+    directory.mkdir()
+    process: schedulers.SchedulerProcess | None = None
+    binder: ceiling.RawBinder | None = None
+    on_added: watching.OnAdded | None = None
+    try:
+        _status(f"{label} starting {scheduler}")
+        if scheduler == PLUMB:
+            process = await schedulers.start_plumb(plane, directory, scheduler_name, workload.nodes)
+        elif scheduler == KUBE_SCHEDULER:
+            process = await schedulers.start_kube_scheduler(plane, directory)
+        else:
+
+            def node_for(name: str) -> str:
+                index = workload.initial_pods + int(name.split("-")[1])
+                return node_names[workload.ceiling_node(index)]
+
+            binder = ceiling.RawBinder(api, namespace, node_for)
+            await binder.warm_up()
+            on_added = binder.on_added
+        watch = watching.PodWatch(api, namespace, on_added=on_added)
+        await watch.start()
+        meter = measuring.ProcessMeter(process.pid) if process else None
+        api_meters = [measuring.ProcessMeter(pid) for pid in (plane.apiserver_pid, plane.etcd_pid)]
+        harness = measuring.ProcessMeter(os.getpid())
+        sent: dict[str, float] = {}
+        answered: dict[str, float] = {}
+        creating = asyncio.create_task(
+            populating.create_pods(api, namespace, measured, sent=sent, answered=answered)
+        )
+        try:
+            await _wait_bound(label, watch, measured_names, creating, process)
+        finally:
+            if not creating.done():
+                creating.cancel()
+            await watch.stop()
+        usage = meter.usage() if meter else None
+        api_cpu = sum(m.usage().cpu_seconds for m in api_meters)
+        harness_cpu = harness.usage().cpu_seconds
+        # Let the scheduler flush the events of its last bindings before it is stopped, so its
+        # log shows no shutdown noise; none of this is in the figures above.
+        await asyncio.sleep(SETTLE_SECONDS)
+    finally:
+        if binder is not None:
+            await binder.stop()
+        log = process.stop() if process else {}
+    if binder is not None and binder.failures:
+        log = {"bind_failures": len(binder.failures), "samples": binder.failures[:5]}
+    bound = {name: at for name, at in watch.bound.items() if name in measured_names}
+    pods = await populating.list_pods(api, namespace)
+    nodes = await populating.list_nodes(api, node_selector)
+    assessed = quality.assess(nodes, pods, measured_names)
+    timed = measuring.timing(sent, bound, answered)
+    _status(f"{label} cleaning up")
+    await populating.delete_run(api, namespace, node_selector)
+    _finish(label, timed, assessed)
+    return RunResult(
+        workload=workload.name,
+        scheduler=scheduler,
+        nodes=workload.nodes,
+        initial_pods=workload.initial_pods,
+        timing=timed,
+        quality=assessed,
+        usage=usage,
+        api_cpu_seconds=api_cpu,
+        harness_cpu_seconds=harness_cpu,
+        bound_curve=measuring.bound_curve(sent, bound),
+        latencies=measuring.latencies(sent, bound),
+        log=log,
+        wall_seconds=round(time.monotonic() - began, 1),
+    )
+
+
+async def _wait_bound(
+    label: str,
+    watch: watching.PodWatch,
+    measured: set[str],
+    creating: asyncio.Task[None],
+    process: schedulers.SchedulerProcess | None,
+) -> None:
+    total = len(measured)
+    started = last_progress = time.monotonic()
+    seen = 0
+    bar = _Progress(label, total)
+    while True:
+        await asyncio.sleep(0.1)
+        if creating.done():
+            creating.result()
+        watch.check()
+        if process is not None:
+            process.check()
+        bound = sum(1 for name in watch.bound if name in measured)
+        now = time.monotonic()
+        if bound != seen:
+            seen, last_progress = bound, now
+        bar.show(bound, now - started)
+        if bound >= total:
+            bar.done()
+            return
+        if creating.done() and now - last_progress > STALL_SECONDS:
+            bar.done()
+            _status(f"{label} gave up: {total - bound} pods unbound for {STALL_SECONDS:.0f} s")
+            return
+
+
+# --- progress on stderr ---------------------------------------------------------------------------
+
+
+def _status(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+class _Progress:
+    """A bar updating in place on a terminal; a line every few seconds elsewhere (CI logs)."""
+
+    def __init__(self, label: str, total: int) -> None:
+        self._label = label
+        self._total = total
+        self._tty = sys.stderr.isatty()
+        self._last = 0.0
+
+    def show(self, bound: int, elapsed: float) -> None:
+        if not self._tty and elapsed - self._last < 5.0:
+            return
+        self._last = elapsed
+        filled = int(30 * bound / self._total)
+        rate = bound / elapsed if elapsed > 0 else 0.0
+        line = (
+            f"{self._label} [{'#' * filled}{'.' * (30 - filled)}] {bound}/{self._total} bound "
+            f"{rate:7.1f} pods/s {elapsed:6.1f} s"
+        )
+        print(f"\r{line}" if self._tty else line, end="" if self._tty else "\n", file=sys.stderr)
+
+    def done(self) -> None:
+        if self._tty:
+            print(file=sys.stderr)
+
+
+def _finish(label: str, timed: measuring.Timing, assessed: quality.Quality) -> None:
+    _status(
+        f"{label} {timed.bound}/{timed.pods} bound, {timed.throughput:.1f} pods/s "
+        f"(steady {timed.steady_throughput:.1f}), p50 {timed.latency_p50 * 1000:.0f} ms, "
+        f"p99 {timed.latency_p99 * 1000:.0f} ms, created at {timed.creation_rate:.0f} pods/s, "
+        f"violations {assessed.total_violations}"
+    )

@@ -1,0 +1,187 @@
+"""The schedulers under test as child processes: ``plumb run`` and kube-scheduler, each started
+against the bench's control plane, checked for liveness during a run, and stopped with a summary
+of what its log said."""
+
+from __future__ import annotations
+
+import abc
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from plumb.controlplane import running as controlplane
+from plumb.testing import kubescheduler
+
+PLUMB = "plumb"
+KUBE_SCHEDULER = "kube-scheduler"
+KUBE_SCHEDULER_NAME = "kube-scheduler-bench"
+SYNC_TIMEOUT = 180.0
+_EXPECTED = (
+    # kube-scheduler's normal exit without leader election, logged as an error.
+    "finished without leader elect",
+    # Its start-up notes about delegated authn/authz, which a local control plane does not use.
+    "No authentication-kubeconfig provided",
+    "No authorization-kubeconfig provided",
+)
+"""Log lines that say nothing about how a run went."""
+_SYNCED = re.compile(r"synced (\d+) nodes and (\d+) pods")
+
+
+class SchedulerProcess(abc.ABC):
+    """A scheduler child process: its pid, a liveness check, and stop() returning a log summary."""
+
+    def __init__(self, name: str, pid: int, log: Path) -> None:
+        self.name = name
+        self.pid = pid
+        self.log = log
+
+    @abc.abstractmethod
+    def check(self) -> None:
+        """Raises, with the log's tail, if the process has exited."""
+
+    @abc.abstractmethod
+    def stop(self) -> dict[str, Any]:
+        """Stops the process (SIGTERM, then SIGKILL) and summarises its log."""
+
+
+class Plumb(SchedulerProcess):
+    def __init__(self, popen: subprocess.Popen[bytes], log: Path) -> None:
+        super().__init__(PLUMB, popen.pid, log)
+        self.popen = popen
+
+    def check(self) -> None:
+        if self.popen.poll() is not None:
+            raise RuntimeError(
+                f"plumb exited with code {self.popen.returncode} during the run; last lines of "
+                f"{self.log}:\n{_tail(self.log)}"
+            )
+
+    def stop(self) -> dict[str, Any]:
+        if self.popen.poll() is None:
+            self.popen.send_signal(signal.SIGTERM)
+            try:
+                self.popen.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.popen.kill()
+                self.popen.wait()
+        return summarise_log(self.log.read_text(errors="replace"), PLUMB)
+
+
+class KubeScheduler(SchedulerProcess):
+    def __init__(self, scheduler: kubescheduler.KubeScheduler) -> None:
+        super().__init__(KUBE_SCHEDULER, scheduler.pid, scheduler.log)
+        self.scheduler = scheduler
+
+    def check(self) -> None:
+        if not self.scheduler.running():
+            raise RuntimeError(
+                f"kube-scheduler exited during the run; last lines of {self.log}:\n"
+                f"{self.scheduler.tail()}"
+            )
+
+    def stop(self) -> dict[str, Any]:
+        self.scheduler.stop()
+        return summarise_log(self.scheduler.output(), KUBE_SCHEDULER)
+
+
+def _spawn_plumb(
+    plane: controlplane.ControlPlane, log: Path, scheduler_name: str
+) -> subprocess.Popen[bytes]:
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "plumb",
+                "run",
+                "--kubeconfig",
+                str(plane.kubeconfig),
+                "--scheduler-name",
+                scheduler_name,
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            start_new_session=True,
+        )
+
+
+async def start_plumb(
+    plane: controlplane.ControlPlane, directory: Path, scheduler_name: str, nodes: int
+) -> Plumb:
+    log = directory / "plumb.log"
+    popen = await asyncio.to_thread(_spawn_plumb, plane, log, scheduler_name)
+    plumb = Plumb(popen, log)
+    deadline = time.monotonic() + SYNC_TIMEOUT
+    while True:
+        plumb.check()
+        synced = _SYNCED.search(log.read_text(errors="replace"))
+        if synced:
+            if int(synced.group(1)) != nodes:
+                plumb.stop()
+                raise RuntimeError(
+                    f"plumb synced {synced.group(1)} nodes, expected only this run's {nodes}; "
+                    f"nodes of an earlier run are still there"
+                )
+            return plumb
+        if time.monotonic() > deadline:
+            plumb.stop()
+            raise RuntimeError(
+                f"plumb did not log 'synced' within {SYNC_TIMEOUT:.0f} s; last lines of {log}:\n"
+                f"{_tail(log)}"
+            )
+        await asyncio.sleep(0.1)
+
+
+async def start_kube_scheduler(plane: controlplane.ControlPlane, directory: Path) -> KubeScheduler:
+    # client QPS and burst 5000 and no leader election, as scheduler_perf runs it.
+    started = await asyncio.to_thread(
+        kubescheduler.start,
+        plane,
+        directory,
+        scheduler_name=KUBE_SCHEDULER_NAME,
+        qps=5000,
+        burst=5000,
+        timeout=SYNC_TIMEOUT,
+    )
+    return KubeScheduler(started)
+
+
+def summarise_log(text: str, scheduler: str) -> dict[str, Any]:
+    """Counts of warning and error lines in a scheduler's log, and the first few distinct ones.
+
+    plumb logs "<time> LEVEL logger: message"; kube-scheduler logs klog lines, whose first letter
+    is the severity (W, E).
+    """
+    warnings: list[str] = []
+    errors: list[str] = []
+    for line in text.splitlines():
+        if any(expected in line for expected in _EXPECTED):
+            continue
+        if scheduler == PLUMB:
+            parts = line.split(" ", 3)
+            level = parts[2] if len(parts) > 3 else ""
+            message = parts[3] if len(parts) > 3 else line
+            bucket = {"WARNING": warnings, "ERROR": errors, "CRITICAL": errors}.get(level)
+        else:
+            bucket = {"W": warnings, "E": errors}.get(line[:1]) if line[1:5].isdigit() else None
+            message = line.split("]", 1)[-1].strip()
+        if bucket is not None:
+            bucket.append(message)
+    return {
+        "warnings": len(warnings),
+        "errors": len(errors),
+        "tracebacks": text.count("Traceback"),
+        "samples": list(dict.fromkeys(errors + warnings))[:5],
+    }
+
+
+def _tail(log: Path, lines: int = 30) -> str:
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) or "(empty)"

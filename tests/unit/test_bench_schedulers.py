@@ -1,0 +1,42 @@
+"""What the benchmark reads from the schedulers' logs."""
+
+from __future__ import annotations
+
+from plumb.bench import schedulers
+
+PLUMB_LOG = """\
+2026-11-30 07:43:52,611 INFO plumb.app.running: kernel ready in 0.2 s
+2026-11-30 07:43:53,072 WARNING plumb.binder: binding web-1 to n1 took 2.1 s
+2026-11-30 07:43:53,080 ERROR plumb.scheduler: bind failed: HTTP 500
+2026-11-30 07:43:53,081 WARNING plumb.binder: binding web-1 to n1 took 2.1 s
+Traceback (most recent call last):
+"""
+
+KUBE_LOG = """\
+I1130 07:40:01.000000   1 server.go:1] "Starting Kubernetes Scheduler"
+W1130 07:40:01.000000   1 authentication.go:1] No authentication-kubeconfig provided in order
+W1130 07:40:02.000000   1 schedule_one.go:1] "Pod was slow"
+E1130 07:40:09.000000   1 run.go:72] "command failed" err="finished without leader elect"
+"""
+
+
+def test_plumb_log_counts_warnings_errors_and_tracebacks() -> None:
+    summary = schedulers.summarise_log(PLUMB_LOG, schedulers.PLUMB)
+    assert summary["warnings"] == 2
+    assert summary["errors"] == 1
+    assert summary["tracebacks"] == 1
+    # Errors first, then warnings, each distinct message once.
+    assert summary["samples"] == [
+        "plumb.scheduler: bind failed: HTTP 500",
+        "plumb.binder: binding web-1 to n1 took 2.1 s",
+    ]
+
+
+def test_kube_scheduler_log_skips_its_expected_start_and_exit_lines() -> None:
+    summary = schedulers.summarise_log(KUBE_LOG, schedulers.KUBE_SCHEDULER)
+    assert summary == {
+        "warnings": 1,
+        "errors": 0,
+        "tracebacks": 0,
+        "samples": ['"Pod was slow"'],
+    }

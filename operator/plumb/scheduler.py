@@ -72,7 +72,9 @@ class Scheduler:
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A pod was listed, added, modified or deleted."""
-        pod = objects.parse_pod(body)
+        self._pod_event(event_type, objects.parse_pod(body))
+
+    def _pod_event(self, event_type: str | None, pod: objects.PodInfo) -> None:
         if event_type == "DELETED":
             self.queue.delete(pod.uid)
             self._recorder.forget(pod.uid)
@@ -126,11 +128,13 @@ class Scheduler:
 
     def resync(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
         """Make the cache and queue match a full list of nodes and pods."""
-        pod_bodies = list(pods)
         node_infos = [objects.parse_node(body) for body in nodes]
-        self.cache.reconcile(node_infos, [objects.parse_pod(body) for body in pod_bodies])
-        for body in pod_bodies:
-            self.on_pod(None, body)
+        pod_infos = [objects.parse_pod(body) for body in pods]
+        self.cache.reconcile(node_infos, pod_infos)
+        # reconcile placed the bound pods; only the pending ones are left to queue.
+        for pod in pod_infos:
+            if not pod.node_name:
+                self._pod_event(None, pod)
         self.queue.move_all()
         self.synced.set()
 

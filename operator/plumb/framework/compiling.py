@@ -59,11 +59,18 @@ class Compiled:
     deferred: tuple[objects.PodInfo, ...] = ()  # did not fit this batch's columns; try again
 
 
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Verdicts:
+    """Per node, for one pod: where TaintToleration and NodeAffinity reject it."""
+
+    taint_fails: contract.B1
+    affinity_fails: contract.B1
+
+
 class _Tables:
     """Row, key and reason interning plus the flat constraint tables, filled pod by pod."""
 
-    def __init__(self, statics: snapshot.NodeStatics) -> None:
-        self.statics = statics
+    def __init__(self) -> None:
         self.rows: dict[counting.RowKey, int] = {}
         self.keys: dict[str, int] = {}
         self.reasons: dict[StaticReason, int] = {}
@@ -99,7 +106,11 @@ class _Tables:
 
 
 def _static(
-    pod: objects.PodInfo, statics: snapshot.NodeStatics, cache: cache_module.Cache, tables: _Tables
+    pod: objects.PodInfo,
+    statics: snapshot.NodeStatics,
+    cache: cache_module.Cache,
+    tables: _Tables,
+    verdicts: _Verdicts,
 ) -> np.ndarray:
     """Per node: 0 where every static filter passes, else the first failing filter's reason."""
     code = np.zeros(len(statics), dtype=np.int32)
@@ -125,13 +136,13 @@ def _static(
         tables.reason(nodename.NAME, nodename.MISMATCH, nodename.UNRESOLVABLE),
     )
     mark(
-        tainttoleration.filter(pod, statics)[0],
+        verdicts.taint_fails,
         tables.reason(
             tainttoleration.NAME, tainttoleration.UNTOLERATED, tainttoleration.UNRESOLVABLE
         ),
     )
     mark(
-        nodeaffinity.filter(pod, statics),
+        verdicts.affinity_fails,
         tables.reason(nodeaffinity.NAME, nodeaffinity.MISMATCH, nodeaffinity.UNRESOLVABLE),
     )
     if pod.scheduling.host_ports:
@@ -148,6 +159,7 @@ def _spread(
     statics: snapshot.NodeStatics,
     cache: cache_module.Cache,
     tables: _Tables,
+    verdicts: _Verdicts,
 ) -> bool:
     """Add the pod's spread constraints; returns whether nodes missing a key are ignored when
     scoring (False only for the system default constraints)."""
@@ -160,8 +172,8 @@ def _spread(
         # The system defaults; nodes missing their keys are scored, not ignored.
         constraints = podtopologyspread.default_constraints(selector)
         require_all = False
-    honour_affinity = nodeaffinity.matches(pod, statics)
-    tolerated = ~tainttoleration.filter(pod, statics)[0]
+    honour_affinity = ~verdicts.affinity_fails
+    tolerated = ~verdicts.taint_fails
     everywhere = np.ones(len(statics), dtype=np.bool_)
     for constraint in constraints:
         eligible = everywhere.copy()
@@ -283,7 +295,7 @@ def compile_batch(
             continue
         columns.extend(extra)
         taken.append(pod)
-    tables = _Tables(statics)
+    tables = _Tables()
     carriers = list(
         dict.fromkeys([*cache.carriers(), *(c for pod in taken for c in counting.carried(pod))])
     )
@@ -298,7 +310,13 @@ def compile_batch(
     balanced_skip = np.zeros(size, dtype=np.bool_)
     column = {name: i for i, name in enumerate(columns)}
     for b, pod in enumerate(taken):
-        static_code[b] = _static(pod, statics, cache, tables)
+        # TaintToleration's and NodeAffinity's verdicts serve both the filters and
+        # PodTopologySpread's nodeTaintsPolicy / nodeAffinityPolicy: evaluate them once.
+        verdicts = _Verdicts(
+            taint_fails=tainttoleration.filter(pod, statics)[0],
+            affinity_fails=nodeaffinity.filter(pod, statics),
+        )
+        static_code[b] = _static(pod, statics, cache, tables, verdicts)
         taint_raw[b] = tainttoleration.score_raw(pod, statics)
         affinity_raw[b] = nodeaffinity.score_raw(pod, statics)
         for name, amount in pod.requests.items():
@@ -306,7 +324,7 @@ def compile_batch(
         requests[b, column[objects.PODS]] = 1
         nonzero[b] = pod.nonzero
         balanced_skip[b] = not (pod.requests.get(objects.CPU) or pod.requests.get(objects.MEMORY))
-        require_all[b] = _spread(b, pod, statics, cache, tables)
+        require_all[b] = _spread(b, pod, statics, cache, tables, verdicts)
         affinity_self[b] = _inter_pod(b, pod, carriers, cache, tables)
 
     row_keys = list(tables.rows)

@@ -122,6 +122,11 @@ def _wait_gone(pid: int, binary: Path, identity_arg: str, timeout: float) -> boo
         if time.monotonic() >= deadline:
             return False
         time.sleep(_POLL_SECONDS / 2)
+    # alive() reaps only a child that had exited before its waitpid; one that exits just after
+    # is a zombie by the time its command line reads empty. If it is our child, collect it now
+    # (it is dead, so this returns at once); a process we did not start raises and is left be.
+    with contextlib.suppress(ChildProcessError):
+        os.waitpid(pid, 0)
     return True
 
 

@@ -23,6 +23,11 @@ class PopulateError(RuntimeError):
     """The API server refused to create or delete the bench's objects."""
 
 
+# Deleting 11,000 pods in one request takes the API server well over the client's usual 30 s
+# on 2 cores (the large workload timed out there).
+DELETE_TIMEOUT = 300.0
+
+
 async def _checked(api: k8s_client.ApiClient, method: str, path: str, **kwargs: Any) -> JSON:
     response = await api.request(method, path, **kwargs)
     if not response.ok:
@@ -102,6 +107,7 @@ async def delete_run(api: k8s_client.ApiClient, namespace: str, node_selector: s
         "DELETE",
         f"/api/v1/namespaces/{quote(namespace)}/pods",
         body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+        request_timeout=DELETE_TIMEOUT,
     )
     await _checked(
         api,
@@ -109,6 +115,7 @@ async def delete_run(api: k8s_client.ApiClient, namespace: str, node_selector: s
         "/api/v1/nodes",
         params={"labelSelector": node_selector},
         body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+        request_timeout=DELETE_TIMEOUT,
     )
     deadline = time.monotonic() + 120
     while True:

@@ -83,13 +83,26 @@ class ApiClient:
         body: Any = None,
         params: Mapping[str, str] | None = None,
         content_type: str = "application/json",
+        request_timeout: float | None = None,
     ) -> ApiResponse:
-        """Send one request; HTTP errors come back as a response, transport errors raise."""
+        """Send one request; HTTP errors come back as a response, transport errors raise.
+
+        ``request_timeout`` (seconds) overrides the client's for this request: a collection
+        delete can take minutes."""
         data = None if body is None else json.dumps(body, separators=(",", ":"))
         headers = {"Content-Type": content_type} if data is not None else None
         try:
             async with self.session.request(
-                method, path, data=data, params=params, headers=headers
+                method,
+                path,
+                data=data,
+                params=params,
+                headers=headers,
+                timeout=(
+                    aiohttp.ClientTimeout(total=request_timeout)
+                    if request_timeout
+                    else self._timeout
+                ),
             ) as response:
                 raw = await response.read()
                 retry_after = _retry_after(response.headers.get("Retry-After"))

@@ -145,12 +145,17 @@ class Scheduler:
     def sweep(
         self,
         mark: tuple[int, float],
-        nodes: Iterable[Mapping[str, Any]],
+        nodes: Iterable[Mapping[str, Any]] | None,
         pods: Iterable[Mapping[str, Any]],
     ) -> int:
         """Forget what a full list taken after ``mark`` no longer has: nodes and pods deleted
-        while a watch was down (kopf re-lists after such a gap but cannot report deletions)."""
-        node_names = {str((n.get("metadata") or {}).get("name", "")) for n in nodes}
+        while a watch was down (a re-list after such a gap cannot report deletions). With
+        ``nodes`` None only pods were listed, and nodes are left as they are."""
+        node_names = (
+            None
+            if nodes is None
+            else {str((n.get("metadata") or {}).get("name", "")) for n in nodes}
+        )
         pod_uids = {str((p.get("metadata") or {}).get("uid", "")) for p in pods}
         swept = self.cache.sweep(node_names, pod_uids, listed_at=mark[0])
         swept += self.queue.sweep(pod_uids, mark[1])

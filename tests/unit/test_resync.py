@@ -43,3 +43,19 @@ def test_sweep_forgets_what_the_list_lacks_but_keeps_later_writes() -> None:
     assert s.cache.state("kept") is cache_module.PodState.ADDED
     assert s.cache.state("late") is cache_module.PodState.ADDED  # newer than the list
     assert s.cache.nodes.requested("n1")["pods"] == 2
+
+
+def test_a_pods_only_list_sweeps_pods_and_leaves_every_node() -> None:
+    # The pod watch re-lists pods alone when its resourceVersion expired; nodes are kopf's.
+    clock = Clock()
+    s = _scheduler(FakeApi(), clock)
+    s.resync(
+        [make_node("n1").obj(), make_node("n2").obj()], [_pod("kept", "n1"), _pod("gone", "n2")]
+    )
+    clock.now += 1
+    swept = s.sweep(s.mark(), None, [_pod("kept", "n1")])
+
+    assert swept == 1
+    assert s.cache.nodes.names() == ["n1", "n2"]
+    assert s.cache.state("gone") is None
+    assert s.cache.nodes.requested("n2")["pods"] == 0

@@ -1,7 +1,8 @@
-"""kopf handlers: login, startup sync, and the pod and node watches that feed the scheduler.
+"""kopf handlers: login, startup sync, the node and workload watches, and the pod watch task.
 
-Every handler on Pods and Nodes is an ``on.event`` handler that returns None, so kopf stores
-nothing on those objects: no annotations, no finalizers, no status.
+Every kopf handler on cluster objects is an ``on.event`` handler that returns None, so kopf
+stores nothing on them: no annotations, no finalizers, no status. Pods, the hot path, are
+watched by plumb's own list-then-watch stream (k8s/watching.py) started from the startup list.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from plumb import scheduler as scheduler_module
 from plumb.backend import workloads
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
+from plumb.k8s import watching
 
 logger = logging.getLogger(__name__)
 
@@ -77,16 +79,25 @@ def register(
     async def start_resync(memo: kopf.Memo, **_: Any) -> None:
         memo["resync"] = asyncio.get_running_loop().create_task(resync_forever(resync_period))
 
+    async def relist_pods() -> str:
+        mark = scheduler.mark()
+        pods, version = await api.list_all("/api/v1/pods")
+        for body in pods:
+            scheduler.on_pod(None, body)
+        scheduler.sweep(mark, None, pods)
+        return version
+
     @kopf.on.cleanup(registry=registry)
-    async def stop_resync(memo: kopf.Memo, **_: Any) -> None:
-        task = memo.get("resync")
-        if task is not None:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    async def stop_tasks(memo: kopf.Memo, **_: Any) -> None:
+        for name in ("pod_watch", "resync"):
+            task = memo.get(name)
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     @kopf.on.startup(registry=registry)
-    async def sync(**_: Any) -> None:
+    async def sync(memo: kopf.Memo, **_: Any) -> None:
         # The watches begin after startup handlers: list first so the loop starts on a full
         # picture of the cluster instead of scheduling onto the first nodes to arrive.
         for path, kind in WORKLOAD_PATHS:
@@ -97,8 +108,19 @@ def register(
         for item in namespaces:
             scheduler.on_namespace(None, item)
         nodes, _rv = await api.list_all("/api/v1/nodes")
-        pods, _rv = await api.list_all("/api/v1/pods")
+        pods, version = await api.list_all("/api/v1/pods")
         scheduler.resync(nodes, pods)
+        # The pod watch resumes exactly where the list ended: no pod is replayed or missed.
+        memo["pod_watch"] = asyncio.get_running_loop().create_task(
+            watching.watch_forever(
+                api,
+                "/api/v1/pods",
+                version,
+                on_event=scheduler.on_pod,
+                relist=relist_pods,
+            ),
+            name="plumb-pod-watch",
+        )
         logger.info("synced %d nodes and %d pods", len(nodes), len(pods))
 
     @kopf.on.event("", "v1", "nodes", registry=registry)
@@ -121,7 +143,3 @@ def register(
     @kopf.on.event("", "v1", "namespaces", registry=registry)
     async def namespace_event(event: kopf.RawEvent, **_: Any) -> None:
         scheduler.on_namespace(event.get("type"), event["object"])
-
-    @kopf.on.event("", "v1", "pods", registry=registry)
-    async def pod_event(event: kopf.RawEvent, **_: Any) -> None:
-        scheduler.on_pod(event.get("type"), event["object"])

@@ -1,10 +1,12 @@
-"""The hot API path: a small async client over one aiohttp session (bind, events, status, list)."""
+"""The hot API path: a small async client over one aiohttp session (bind, events, status, list,
+watch)."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
 
@@ -112,6 +114,28 @@ class ApiClient:
                 else:
                     parsed = raw.decode(errors="replace")
                 return ApiResponse(status=response.status, body=parsed, retry_after=retry_after)
+        except (aiohttp.ClientError, TimeoutError) as error:
+            raise TransportError(f"{method} {path}: {type(error).__name__}: {error}") from error
+
+    @contextlib.asynccontextmanager
+    async def stream(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, str] | None = None,
+        read_timeout: float,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """A response whose body is read as it arrives (a watch); no total timeout, but a
+        silence longer than ``read_timeout`` seconds breaks it."""
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self._timeout.total, sock_read=read_timeout
+        )
+        try:
+            async with self.session.request(
+                method, path, params=params, timeout=timeout
+            ) as response:
+                yield response
         except (aiohttp.ClientError, TimeoutError) as error:
             raise TransportError(f"{method} {path}: {type(error).__name__}: {error}") from error
 

@@ -1,0 +1,113 @@
+"""A list-then-watch stream of one collection, as an informer keeps it: resumes from the last
+resourceVersion, re-lists when the API server says that version is gone (410), and backs off
+while the server cannot be reached.
+
+plumb watches pods with this rather than through kopf: a pod's events are the hot path (two per
+scheduled pod, all pods of the cluster), and kopf's per-object machinery (a worker task, a
+diff-base copy of the body, cause detection) cost more CPU than the scheduling itself
+(docs/architecture.md has the measurements).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from typing import Any
+
+import aiohttp
+
+from plumb.k8s import client as k8s_client
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+EventHandler = Callable[[str, Mapping[str, Any]], None]
+"""Receives (ADDED | MODIFIED | DELETED, object) for each watch event."""
+Relister = Callable[[], Awaitable[str]]
+"""Lists the collection again after a gap the watch could not bridge (its resourceVersion
+expired), brings its reader up to date, and returns the list's resourceVersion."""
+
+WATCH_SECONDS = 300
+"""How long one watch request lasts before the server ends it and the stream resumes."""
+MAX_BACKOFF = 30.0
+
+
+class Expired(Exception):
+    """The API server no longer has the resourceVersion the watch asked for (HTTP 410)."""
+
+
+async def watch_forever(
+    api: k8s_client.ApiClient,
+    path: str,
+    resource_version: str,
+    *,
+    on_event: EventHandler,
+    relist: Relister,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    """Feed ``on_event`` every change of the collection at ``path`` after ``resource_version``
+    (from a list the caller took), until cancelled."""
+    version = resource_version
+    failures = 0
+    while True:
+        try:
+            async for event_type, body in _stream(api, path, version):
+                metadata = body.get("metadata") or {}
+                version = str(metadata.get("resourceVersion") or version)
+                if event_type != "BOOKMARK":
+                    on_event(event_type, body)
+                failures = 0
+        except Expired:
+            logger.info("watch of %s expired at resourceVersion %s; listing again", path, version)
+            try:
+                version = await relist()
+            except k8s_client.TransportError as error:
+                failures += 1
+                logger.warning("listing %s failed: %s", path, error)
+                await sleep(_backoff(failures))
+        except (k8s_client.TransportError, aiohttp.ClientError, TimeoutError) as error:
+            failures += 1
+            delay = _backoff(failures)
+            logger.warning("watch of %s broke (%s); resuming in %.0f s", path, error, delay)
+            await sleep(delay)
+
+
+def _backoff(failures: int) -> float:
+    return float(min(MAX_BACKOFF, 2 ** (failures - 1)))
+
+
+async def _stream(
+    api: k8s_client.ApiClient, path: str, version: str
+) -> AsyncIterator[tuple[str, JSON]]:
+    """One watch request's events, until the server ends it."""
+    params = {
+        "watch": "true",
+        "resourceVersion": version,
+        "allowWatchBookmarks": "true",
+        "timeoutSeconds": str(WATCH_SECONDS),
+    }
+    async with api.stream("GET", path, params=params, read_timeout=WATCH_SECONDS + 30) as response:
+        if response.status == 410:
+            raise Expired()
+        if response.status != 200:
+            text = (await response.read()).decode(errors="replace")[:300]
+            raise k8s_client.TransportError(f"watch {path}: HTTP {response.status}: {text}")
+        pending = b""
+        async for chunk in response.content.iter_any():
+            pending += chunk
+            *lines, pending = pending.split(b"\n")
+            for line in lines:
+                if not line.strip():
+                    continue
+                event = json.loads(line)
+                event_type = str(event.get("type", ""))
+                body = event.get("object") or {}
+                if event_type == "ERROR":
+                    if body.get("code") == 410:
+                        raise Expired()
+                    raise k8s_client.TransportError(
+                        f"watch {path}: {body.get('reason')}: {body.get('message')}"
+                    )
+                yield event_type, body

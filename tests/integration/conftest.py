@@ -17,7 +17,7 @@ import pytest
 
 from plumb.controlplane import building
 from plumb.controlplane import running as controlplane
-from plumb.testing import builders, kube
+from plumb.testing import builders, crds, kube
 
 pytestmark = pytest.mark.integration
 
@@ -151,3 +151,17 @@ def plumb(start_plumb: PlumbFactory) -> Plumb:
 
 def events_of(client: kube.Kube, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
     return [e for e in client.events(namespace, name) if e.get("reason") == reason]
+
+
+@pytest.fixture(scope="session")
+def policy_crd(
+    control_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> crds.Kubectl:
+    """The SchedulingPolicy CRD (crds/) installed and Established on the session's control plane.
+
+    Returns the control plane's kubectl, with a discovery cache of its own so `spol` resolves.
+    """
+    kubectl = crds.Kubectl.of(control_plane, cache_dir=tmp_path_factory.mktemp("kubectl-cache"))
+    installed = crds.install(kubectl)
+    assert crds.POLICY_CRD in installed, f"crds/ did not install {crds.POLICY_CRD}: {installed}"
+    return kubectl

@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from plumb.backend import cache as cache_module
@@ -126,6 +126,31 @@ class Scheduler:
         labels = None if event_type == "DELETED" else dict(metadata.get("labels") or {})
         self.cache.set_namespace(name, labels)
 
+    def relist_namespaces(self, bodies: Iterable[Mapping[str, Any]]) -> None:
+        """Make the namespaces' labels match a full list."""
+        listed = {str((b.get("metadata") or {}).get("name", "")) for b in bodies}
+        for name in self.cache.namespaces():
+            if name not in listed:
+                self.cache.set_namespace(name, None)
+        for body in bodies:
+            self.on_namespace(None, body)
+
+    def relist_workloads(self, kind: str, bodies: Iterable[Mapping[str, Any]]) -> None:
+        """Make one kind of Service or controller match a full list."""
+        self.cache.workloads.replace(kind, bodies)
+
+    def relist_pods(self, mark: tuple[int, float], bodies: Sequence[Mapping[str, Any]]) -> None:
+        """Bring the pods up to date with a list taken after ``mark`` (a watch's gap)."""
+        for body in bodies:
+            self.on_pod(None, body)
+        self.sweep(mark, None, bodies)
+
+    def relist_nodes(self, mark: tuple[int, float], bodies: Sequence[Mapping[str, Any]]) -> None:
+        """Bring the nodes up to date with a list taken after ``mark`` (a watch's gap)."""
+        for body in bodies:
+            self.on_node(None, body)
+        self.sweep(mark, bodies, None)
+
     def resync(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
         """Make the cache and queue match a full list of nodes and pods."""
         node_infos = [objects.parse_node(body) for body in nodes]
@@ -146,19 +171,22 @@ class Scheduler:
         self,
         mark: tuple[int, float],
         nodes: Iterable[Mapping[str, Any]] | None,
-        pods: Iterable[Mapping[str, Any]],
+        pods: Iterable[Mapping[str, Any]] | None,
     ) -> int:
         """Forget what a full list taken after ``mark`` no longer has: nodes and pods deleted
-        while a watch was down (a re-list after such a gap cannot report deletions). With
-        ``nodes`` None only pods were listed, and nodes are left as they are."""
+        while a watch was down (a re-list after such a gap cannot report deletions). A None
+        list was not taken, and what it would hold is left as it is."""
         node_names = (
             None
             if nodes is None
             else {str((n.get("metadata") or {}).get("name", "")) for n in nodes}
         )
-        pod_uids = {str((p.get("metadata") or {}).get("uid", "")) for p in pods}
+        pod_uids = (
+            None if pods is None else {str((p.get("metadata") or {}).get("uid", "")) for p in pods}
+        )
         swept = self.cache.sweep(node_names, pod_uids, listed_at=mark[0])
-        swept += self.queue.sweep(pod_uids, mark[1])
+        if pod_uids is not None:
+            swept += self.queue.sweep(pod_uids, mark[1])
         if swept:
             logger.warning("resync removed %d objects deleted while a watch was down", swept)
             self.queue.move_all()

@@ -67,3 +67,12 @@ def test_a_pod_pinned_by_node_name_reports_the_other_nodes_as_prefiltered() -> N
         "0/2 nodes are available: 1 Insufficient cpu, "
         "1 node(s) didn't satisfy plugin(s) [NodeAffinity]."
     )
+
+
+def test_a_relist_forgets_a_service_deleted_while_the_watch_was_down() -> None:
+    c = _cluster()
+    c.workloads.on_event(workloads.SERVICE, "ADDED", _service({"app": "web"}))
+    c.workloads.replace(workloads.SERVICE, [])  # the list no longer has the service
+    assert cycle.schedule(_incoming(), c.snapshot(), c).node == "a1"
+    c.workloads.replace(workloads.SERVICE, [_service({"app": "web"})])
+    assert cycle.schedule(_incoming(), c.snapshot(), c).node == "b1"

@@ -59,3 +59,11 @@ def test_a_pods_only_list_sweeps_pods_and_leaves_every_node() -> None:
     assert s.cache.nodes.names() == ["n1", "n2"]
     assert s.cache.state("gone") is None
     assert s.cache.nodes.requested("n2")["pods"] == 0
+
+
+def test_a_namespace_relist_forgets_namespaces_the_list_lacks() -> None:
+    s = _scheduler(FakeApi(), Clock())
+    s.on_namespace("ADDED", {"metadata": {"name": "kept", "labels": {"team": "a"}}})
+    s.on_namespace("ADDED", {"metadata": {"name": "gone", "labels": {"team": "b"}}})
+    s.relist_namespaces([{"metadata": {"name": "kept", "labels": {"team": "c"}}}])
+    assert s.cache.rows.namespace_labels == {"kept": {"team": "c"}}

@@ -88,6 +88,10 @@ class Cache:
         """A namespace's labels (None: deleted), for namespaceSelector in affinity terms."""
         self.rows.set_namespace(name, labels)
 
+    def namespaces(self) -> list[str]:
+        """The namespaces whose labels are recorded."""
+        return list(self.rows.namespace_labels)
+
     # What the framework reads ---------------------------------------------------------------
 
     def count_rows(self, keys: Sequence[counting.RowKey]) -> npt.NDArray[np.int32]:
@@ -162,17 +166,21 @@ class Cache:
                 self.add_pod(pod)  # a terminal pod is removed: it holds nothing
         self.sweep({n.name for n in node_list}, {p.uid for p in pod_list}, listed_at=self.tick)
 
-    def sweep(self, node_names: set[str] | None, pod_uids: set[str], *, listed_at: int) -> int:
-        """Remove what a list started at ``listed_at`` no longer has: nodes (unless
-        ``node_names`` is None: pods alone were listed), and pods the watch reported bound,
-        deleted while the watch was down. Entries written after the list started are newer
-        than it and stay. Returns how many entries were swept."""
+    def sweep(
+        self, node_names: set[str] | None, pod_uids: set[str] | None, *, listed_at: int
+    ) -> int:
+        """Remove what a list started at ``listed_at`` no longer has: nodes, and pods the
+        watch reported bound, deleted while the watch was down (None: that kind was not
+        listed). Entries written after the list started are newer than it and stay. Returns
+        how many entries were swept."""
         swept = 0
-        listed_nodes = node_names if node_names is not None else set(self.nodes.names())
-        for name in self.nodes.names():
-            if name not in listed_nodes and self._node_ticks.get(name, 0) <= listed_at:
-                self.remove_node(name)
-                swept += 1
+        if node_names is not None:
+            for name in self.nodes.names():
+                if name not in node_names and self._node_ticks.get(name, 0) <= listed_at:
+                    self.remove_node(name)
+                    swept += 1
+        if pod_uids is None:
+            return swept
         for uid, placed in list(self._pods.items()):
             if (
                 placed.state is PodState.ADDED

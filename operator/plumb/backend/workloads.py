@@ -8,7 +8,7 @@ selector" kube-scheduler builds (helper.DefaultSelector).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from plumb.backend import objects, specs
@@ -55,6 +55,16 @@ class Workloads:
             self._controllers.pop(key, None)
         else:
             self._controllers[key] = parsed
+
+    def replace(self, kind: str, bodies: Iterable[Mapping[str, Any]]) -> None:
+        """Make one kind's selectors match a full list of its objects."""
+        if kind == SERVICE:
+            self._services.clear()
+        else:
+            for key in [k for k in self._controllers if k[0] == kind]:
+                del self._controllers[key]
+        for body in bodies:
+            self.on_event(kind, None, body)
 
     def default_selector(self, pod: objects.PodInfo) -> specs.LabelSelector | None:
         """The merged selector of the pod's services and controller; None when empty."""

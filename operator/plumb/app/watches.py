@@ -1,0 +1,112 @@
+"""The cluster feed: list every collection the scheduler reads once, then watch each from its
+list's resourceVersion, so the loop starts on a full picture and no object is replayed or missed.
+
+Pods, nodes, namespaces, Services and controllers are watched with k8s/watching.py rather than
+kopf's on.event: kopf's per-object machinery cost more CPU and memory than the scheduling
+itself (docs/architecture.md has the measurements). kopf runs the operator around it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from plumb import scheduler as scheduler_module
+from plumb.backend import workloads
+from plumb.k8s import client as k8s_client
+from plumb.k8s import watching
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+# Collections whose selectors make up the default spread selector, and their kinds.
+WORKLOAD_PATHS = (
+    ("/api/v1/services", workloads.SERVICE),
+    ("/api/v1/replicationcontrollers", workloads.REPLICATION_CONTROLLER),
+    ("/apis/apps/v1/replicasets", workloads.REPLICA_SET),
+    ("/apis/apps/v1/statefulsets", workloads.STATEFUL_SET),
+)
+NAMESPACES = "/api/v1/namespaces"
+NODES = "/api/v1/nodes"
+PODS = "/api/v1/pods"
+
+
+@dataclasses.dataclass(frozen=True)
+class Feed:
+    """One watched collection: where it is, and how the scheduler takes its events and lists."""
+
+    path: str
+    on_event: Callable[[str, Mapping[str, Any]], None]
+    # A full list, and where the scheduler stood before it was requested (see Scheduler.mark).
+    on_list: Callable[[tuple[int, float], list[JSON]], None]
+
+
+def feeds(scheduler: scheduler_module.Scheduler) -> list[Feed]:
+    """Every collection plumb reads, in the order a re-list of all would apply them."""
+
+    def workload(kind: str) -> Feed:
+        path = next(p for p, k in WORKLOAD_PATHS if k == kind)
+        return Feed(
+            path,
+            lambda event_type, body: scheduler.on_workload(kind, event_type, body),
+            lambda _mark, items: scheduler.relist_workloads(kind, items),
+        )
+
+    return [
+        *(workload(kind) for _path, kind in WORKLOAD_PATHS),
+        Feed(
+            NAMESPACES,
+            scheduler.on_namespace,
+            lambda _mark, items: scheduler.relist_namespaces(items),
+        ),
+        Feed(NODES, scheduler.on_node, scheduler.relist_nodes),
+        Feed(PODS, scheduler.on_pod, scheduler.relist_pods),
+    ]
+
+
+async def sync_and_watch(
+    scheduler: scheduler_module.Scheduler, api: k8s_client.ApiClient
+) -> list[asyncio.Task[None]]:
+    """List everything, hand the scheduler its first full picture, and start the watches."""
+    versions: dict[str, str] = {}
+    lists: dict[str, list[JSON]] = {}
+    every = feeds(scheduler)
+    for feed in every:
+        lists[feed.path], versions[feed.path] = await api.list_all(feed.path)
+    for feed in every:
+        if feed.path not in (NODES, PODS):
+            feed.on_list(scheduler.mark(), lists.pop(feed.path))
+    nodes, pods = lists.pop(NODES), lists.pop(PODS)
+    scheduler.resync(nodes, pods)
+    logger.info("synced %d nodes and %d pods", len(nodes), len(pods))
+    del nodes, pods  # the raw bodies are parsed; keep only the cache
+    loop = asyncio.get_running_loop()
+    return [
+        loop.create_task(
+            watching.watch_forever(
+                api,
+                feed.path,
+                versions[feed.path],
+                on_event=feed.on_event,
+                relist=_relister(api, feed, scheduler),
+            ),
+            name=f"plumb-watch {feed.path}",
+        )
+        for feed in every
+    ]
+
+
+def _relister(
+    api: k8s_client.ApiClient, feed: Feed, scheduler: scheduler_module.Scheduler
+) -> watching.Relister:
+    async def relist() -> str:
+        mark = scheduler.mark()
+        items, version = await api.list_all(feed.path)
+        feed.on_list(mark, items)
+        return version
+
+    return relist

@@ -19,6 +19,7 @@ from plumb.k8s import client as k8s_client
 logger = logging.getLogger(__name__)
 
 REPORTING_CONTROLLER = "plumb"
+POLICY_API_VERSION = "scheduling.plumb.dev/v1alpha1"
 # events.k8s.io/v1 refuses a note longer than 1 kB.
 MAX_NOTE = 1024
 
@@ -60,7 +61,24 @@ class Recorder:
 
     def scheduled(self, pod: objects.PodInfo, node: str) -> None:
         note = f"Successfully assigned {pod.namespace}/{pod.name} to {node}"
-        self._spawn(self._event(pod, "Normal", "Scheduled", "Binding", note))
+        self._spawn(self._event(_ref(pod), "Normal", "Scheduled", "Binding", note))
+
+    def deviated(self, pod: objects.PodInfo, note: str) -> None:
+        """PolicyDeviation: the pod was placed beyond a policy's maxSkew, on its budget."""
+        self._spawn(self._event(_ref(pod), "Warning", "PolicyDeviation", "Scheduling", note))
+
+    def policy_event(
+        self, *, namespace: str, name: str, uid: str, kind: str, reason: str, note: str
+    ) -> None:
+        """An event regarding a SchedulingPolicy (a revert, for one)."""
+        regarding = {
+            "apiVersion": POLICY_API_VERSION,
+            "kind": "SchedulingPolicy",
+            "namespace": namespace,
+            "name": name,
+            "uid": uid,
+        }
+        self._spawn(self._event(regarding, kind, reason, "Reconciling", note))
 
     def failed_scheduling(self, pod: objects.PodInfo, message: str, *, attempts: int = 1) -> None:
         """FailedScheduling, unless the same message went out within this pod's backoff step."""
@@ -70,7 +88,7 @@ class Recorder:
         if last is not None and last[0] == message and now - last[1] < step:
             return
         self._last_failure[pod.uid] = (message, now)
-        self._spawn(self._event(pod, "Warning", "FailedScheduling", "Scheduling", message))
+        self._spawn(self._event(_ref(pod), "Warning", "FailedScheduling", "Scheduling", message))
         if pod.scheduled_condition != ("False", "Unschedulable", message):
             self._spawn(self._unschedulable_condition(pod, message))
 
@@ -89,12 +107,13 @@ class Recorder:
         task.add_done_callback(self._tasks.discard)
 
     async def _event(
-        self, pod: objects.PodInfo, kind: str, reason: str, action: str, note: str
+        self, regarding: dict[str, str], kind: str, reason: str, action: str, note: str
     ) -> None:
+        namespace, name = regarding["namespace"], regarding["name"]
         event = {
             "apiVersion": "events.k8s.io/v1",
             "kind": "Event",
-            "metadata": {"name": f"{pod.name}.{time.time_ns():x}", "namespace": pod.namespace},
+            "metadata": {"name": f"{name}.{time.time_ns():x}", "namespace": namespace},
             "eventTime": _now(),
             "reportingController": REPORTING_CONTROLLER,
             "reportingInstance": self._instance,
@@ -102,16 +121,11 @@ class Recorder:
             "reason": reason,
             "type": kind,
             "note": note[:MAX_NOTE],
-            "regarding": {
-                "apiVersion": "v1",
-                "kind": "Pod",
-                "namespace": pod.namespace,
-                "name": pod.name,
-                "uid": pod.uid,
-            },
+            "regarding": regarding,
         }
+        subject = f"{regarding['kind']} {namespace}/{name}"
         await self._write(
-            "event", pod, self._api.create_event(namespace=pod.namespace, event=event)
+            "event", subject, self._api.create_event(namespace=namespace, event=event)
         )
 
     async def _unschedulable_condition(self, pod: objects.PodInfo, message: str) -> None:
@@ -127,22 +141,32 @@ class Recorder:
         patch = {"status": {"conditions": [condition]}}
         await self._write(
             "PodScheduled condition",
-            pod,
+            f"Pod {pod.key}",
             self._api.patch_pod_status(namespace=pod.namespace, name=pod.name, patch=patch),
         )
 
-    async def _write(self, what: str, pod: objects.PodInfo, request: Any) -> None:
+    async def _write(self, what: str, subject: str, request: Any) -> None:
         async with self._slots:
             try:
                 response: k8s_client.ApiResponse = await request
             except k8s_client.TransportError as error:
-                logger.warning("could not write %s for pod %s: %s", what, pod.key, error)
+                logger.warning("could not write %s for %s: %s", what, subject, error)
                 return
         if not response.ok and response.status != 404:
             logger.warning(
-                "could not write %s for pod %s: HTTP %s: %s",
+                "could not write %s for %s: HTTP %s: %s",
                 what,
-                pod.key,
+                subject,
                 response.status,
                 response.message(),
             )
+
+
+def _ref(pod: objects.PodInfo) -> dict[str, str]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "namespace": pod.namespace,
+        "name": pod.name,
+        "uid": pod.uid,
+    }

@@ -20,7 +20,7 @@ from plumb.backend import objects
 from plumb.backend import queue as queue_module
 from plumb.binder import Binder, Outcome
 from plumb.events import Recorder
-from plumb.framework import cycle
+from plumb.framework import cycle, deviation, scoring
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,
@@ -31,6 +31,7 @@ from plumb.framework.plugins import (
     tainttoleration,
 )
 from plumb.kernel import contract
+from plumb.policy import engine, spec, store
 
 KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
 DEFAULT_BATCH = 32
@@ -67,6 +68,8 @@ class Scheduler:
         self._recorder = recorder
         self._binds: set[asyncio.Task[None]] = set()
         self.synced = asyncio.Event()
+        # SchedulingPolicies: fed by the app layer's reconciler, asked per batch.
+        self.policies = engine.PolicyEngine(self.cache)
 
     # Cluster events ------------------------------------------------------------------------
 
@@ -151,6 +154,18 @@ class Scheduler:
             self.on_node(None, body)
         self.sweep(mark, bodies, None)
 
+    def on_policy(self, event_type: str, body: Mapping[str, Any]) -> None:
+        """A SchedulingPolicy was created, updated (its spec), resumed after a restart, or
+        deleted; the pods waiting may fit under what is in force now."""
+        if event_type == "DELETED":
+            metadata = body.get("metadata") or {}
+            self.policies.delete(str(metadata.get("namespace", "")), str(metadata.get("name", "")))
+        elif event_type == "RESUMED":
+            self.policies.resume(body)
+        else:
+            self.policies.apply(body)
+        self.queue.move_all()
+
     def resync(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
         """Make the cache and queue match a full list of nodes and pods."""
         node_infos = [objects.parse_node(body) for body in nodes]
@@ -198,7 +213,9 @@ class Scheduler:
         """Schedule pods until cancelled; waits for the first resync before the first pod."""
         await self.synced.wait()
         while True:
-            entries = await self.queue.pop_batch(self.batch_size, alone=_needs_own_batch)
+            entries = await self.queue.pop_batch(
+                self.batch_size, alone=_needs_own_batch, group=self.policies.group
+            )
             try:
                 await self.schedule_batch(entries)
             except Exception:
@@ -210,9 +227,18 @@ class Scheduler:
                     self.queue.backoff(entry.pod.uid)
 
     async def schedule_batch(self, entries: list[queue_module.Entry]) -> None:
-        """One scheduling cycle for a batch of pods, decided as if one at a time."""
+        """One scheduling cycle for a batch of pods, decided as if one at a time.
+
+        The batch shares one governing SchedulingPolicy, or none (``pop_batch`` groups them):
+        its rules join each pod's own constraints and its weights score the nodes."""
         by_uid = {entry.pod.uid: entry for entry in entries}
-        prepared = cycle.prepare([e.pod for e in entries], self.cache.snapshot(), self.cache)
+        policy = self.policies.governing(entries[0].pod)
+        pods = [entry.pod for entry in entries]
+        profile = scoring.DEFAULT
+        if policy is not None:
+            pods = [self.policies.govern(pod, policy) for pod in pods]
+            profile = self.policies.profile(policy)
+        prepared = cycle.prepare(pods, self.cache.snapshot(), self.cache, profile)
         decisions = list(prepared.early)
         if prepared.compiled is not None:
             compiled = prepared.compiled
@@ -221,17 +247,97 @@ class Scheduler:
             decisions.extend(cycle.explain(compiled, result))
         for pod in prepared.deferred:
             self.queue.requeue(by_uid[pod.uid])
+        blocked: list[cycle.Decision] = []
         for decision in decisions:
-            self._apply(by_uid[decision.pod.uid], decision)
+            if policy is not None and self._may_deviate(policy, decision):
+                blocked.append(decision)
+            else:
+                self._apply(by_uid[decision.pod.uid], decision, policy)
+        for decision in blocked:
+            # After the others are placed, one at a time: each deviation moves the skew.
+            assert policy is not None
+            await self._deviate(by_uid[decision.pod.uid], decision, policy)
 
-    def _apply(self, entry: queue_module.Entry, decision: cycle.Decision) -> None:
+    def _report_revert(self, policy: spec.Policy, reverted: store.Reversion) -> None:
+        self._recorder.policy_event(
+            namespace=policy.namespace,
+            name=policy.name,
+            uid=policy.uid,
+            kind="Warning",
+            reason="Reverted",
+            note=(
+                f"Reverted from generation {reverted.from_generation} to generation "
+                f"{reverted.to_generation}: {reverted.message}"
+            ),
+        )
+        self.queue.move_all()  # the generation back in force may fit the waiting pods
+
+    def _may_deviate(self, policy: spec.Policy, decision: cycle.Decision) -> bool:
+        """Whether a failed decision was blocked by the policy's hard spread rules alone
+        could lift (and the budget is asked only then)."""
+        return (
+            decision.node is None
+            and podtopologyspread.NAME in decision.plugins
+            and any(rule.hard for rule in policy.topology)
+            and self.policies.may_deviate(policy)
+        )
+
+    async def _deviate(
+        self, entry: queue_module.Entry, blocked: cycle.Decision, policy: spec.Policy
+    ) -> None:
+        """Place a pod beyond the policy's maxSkew on its budget, or let it wait."""
+        rules = [c for c in self.policies.constraints(policy) if c.hard]
+        profile = self.policies.profile(policy)
+        snap = self.cache.snapshot()
+        prepared = cycle.prepare([entry.pod], snap, self.cache, profile)
+        found = None
+        if prepared.compiled is not None and not prepared.deferred:
+            compiled = prepared.compiled
+            result = await self._kernel(compiled.cluster, compiled.batch)
+            found = deviation.least_skew(entry.pod, rules, snap, compiled, result, self.cache)
+        if found is None or not self.policies.may_deviate(policy):
+            self._apply(entry, blocked, policy)
+            return
+        if self.queue.where(entry.pod.uid) is not queue_module.Where.IN_FLIGHT:
+            return
+        if found.node not in self.cache.nodes:
+            self.queue.requeue(entry)
+            return
+        self.policies.spend(policy)
+        note = (
+            f"Placed on {found.node} beyond SchedulingPolicy {policy.namespace}/{policy.name} "
+            f"(generation {policy.generation}): {found.describe()}; no node met the policy. "
+            f"{self.policies.budget_text(policy)}."
+        )
+        logger.warning("pod %s deviates: %s", entry.pod.key, note)
+        self._recorder.deviated(entry.pod, note)
+        placed = dataclasses.replace(blocked, node=found.node, message=note)
+        self._apply(entry, placed, policy, deviation=True)
+
+    def _apply(
+        self,
+        entry: queue_module.Entry,
+        decision: cycle.Decision,
+        policy: spec.Policy | None = None,
+        *,
+        deviation: bool = False,
+    ) -> None:
         pod = entry.pod
         if self.queue.where(pod.uid) is not queue_module.Where.IN_FLIGHT:
             return  # deleted, or bound by someone else, while the kernel ran
+        message = decision.message
+        if policy is not None:
+            if decision.node is None and podtopologyspread.NAME in decision.plugins:
+                message = f"{message} {self.policies.budget_text(policy)}."
+            outcome = self.policies.record(
+                policy, pod, decision.node, deviation=deviation, message=message
+            )
+            if outcome.reverted is not None:
+                self._report_revert(policy, outcome.reverted)
         if decision.node is None:
-            logger.info("pod %s is unschedulable: %s", pod.key, decision.message)
+            logger.info("pod %s is unschedulable: %s", pod.key, message)
             self.queue.unschedulable(pod.uid, decision.plugins)
-            self._recorder.failed_scheduling(pod, decision.message, attempts=entry.attempts)
+            self._recorder.failed_scheduling(pod, message, attempts=entry.attempts)
             return
         if decision.node not in self.cache.nodes:
             self.queue.requeue(entry)  # the node went away while the kernel ran

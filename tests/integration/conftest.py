@@ -104,8 +104,11 @@ PlumbFactory = Callable[..., Plumb]
 
 
 @pytest.fixture
-def start_plumb(control_plane: controlplane.ControlPlane, tmp_path: Path) -> Iterator[PlumbFactory]:
-    """Start ``plumb run`` against the control plane and wait until it has synced."""
+def start_plumb(
+    control_plane: controlplane.ControlPlane, tmp_path: Path, policy_crd: crds.Kubectl
+) -> Iterator[PlumbFactory]:
+    """Start ``plumb run`` against the control plane (its CRD installed, as a cluster running
+    plumb has it) and wait until it has synced."""
     started: list[Plumb] = []
 
     def start(*extra: str) -> Plumb:

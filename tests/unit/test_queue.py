@@ -368,3 +368,15 @@ async def test_retry_is_ignored_when_the_pod_came_back(q: SchedulingQueue) -> No
     assert popped is not None
     assert dict(popped.pod.requests) == {"cpu": 2000}
     assert await pop_now(q) is None
+
+
+async def test_a_batch_ends_where_the_group_changes(q: SchedulingQueue, clock: FakeClock) -> None:
+    # Pods governed by different policies are scored with different weights: never one batch.
+    for i, name in enumerate(["web-1", "web-2", "db-1", "web-3"]):
+        q.add(pending(name, created=f"2024-01-01T00:00:0{i}Z"))
+
+    def group(pod: objects.PodInfo) -> str:
+        return pod.name.split("-")[0]
+
+    batches = [[e.pod.name for e in await q.pop_batch(8, group=group)] for _ in range(3)]
+    assert batches == [["web-1", "web-2"], ["db-1"], ["web-3"]]

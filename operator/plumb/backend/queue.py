@@ -20,7 +20,7 @@ import dataclasses
 import enum
 import heapq
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 from plumb.backend import objects
 
@@ -139,20 +139,26 @@ class SchedulingQueue:
                 await asyncio.wait_for(self._wakeup.wait(), self._next_deadline(now))
 
     async def pop_batch(
-        self, limit: int, *, alone: Callable[[objects.PodInfo], bool] = lambda pod: False
+        self,
+        limit: int,
+        *,
+        alone: Callable[[objects.PodInfo], bool] = lambda pod: False,
+        group: Callable[[objects.PodInfo], Hashable] = lambda pod: None,
     ) -> list[Entry]:
         """Up to ``limit`` pods in queue order, waiting for the first only.
 
         A pod for which ``alone`` is true is returned in a batch of its own (the kernel cannot
-        account for what it needs between pods of one batch).
+        account for what it needs between pods of one batch); a batch ends before a pod whose
+        ``group`` differs from the first pod's (pods scored with other weights).
         """
         first = await self.pop()
         batch = [first]
         if alone(first.pod):
             return batch
+        first_group = group(first.pod)
         while len(batch) < limit:
             entry = self._peek_active()
-            if entry is None or alone(entry.pod):
+            if entry is None or alone(entry.pod) or group(entry.pod) != first_group:
                 break
             popped = self._pop_active()
             assert popped is entry

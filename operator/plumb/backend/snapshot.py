@@ -78,6 +78,11 @@ class NodeStatics:
         self.label_ids(key)
         return self._values[key].get(value, UNSEEN)
 
+    def values(self, key: str) -> tuple[str, ...]:
+        """The distinct values of ``key`` the nodes carry, indexed by their value id."""
+        self.label_ids(key)
+        return tuple(self._values[key])
+
     def domain_count(self, key: str) -> int:
         """How many distinct values of ``key`` the nodes carry (ids are 0..count-1)."""
         self.label_ids(key)

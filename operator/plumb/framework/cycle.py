@@ -14,7 +14,7 @@ import numpy as np
 
 from plumb.backend import cache as cache_module
 from plumb.backend import objects, snapshot
-from plumb.framework import compiling, status
+from plumb.framework import compiling, scoring, status
 from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopologyspread
 from plumb.kernel import contract, reference
 
@@ -158,9 +158,13 @@ class Prepared:
 
 
 def prepare(
-    pods: Sequence[objects.PodInfo], snap: snapshot.Snapshot, cache: cache_module.Cache
+    pods: Sequence[objects.PodInfo],
+    snap: snapshot.Snapshot,
+    cache: cache_module.Cache,
+    profile: scoring.Profile = scoring.DEFAULT,
 ) -> Prepared:
-    """Compile ``pods`` (in queue order) for the kernel; pods that need no kernel decided."""
+    """Compile ``pods`` (in queue order) for the kernel, scored by ``profile``; pods that need
+    no kernel are decided at once."""
     total = len(snap)
     early: list[Decision] = []
     ready = []
@@ -189,7 +193,7 @@ def prepare(
             ready.append(pod)
     if not ready:
         return Prepared(early=early, compiled=None)
-    compiled = compiling.compile_batch(ready, snap, cache)
+    compiled = compiling.compile_batch(ready, snap, cache, weights=profile.weights)
     return Prepared(early=early, compiled=compiled, deferred=compiled.deferred)
 
 

@@ -1,0 +1,297 @@
+"""The policy engine: answers the scheduler's questions about SchedulingPolicies (which one
+governs a pod, with which constraints and weights, may it deviate) and builds their status.
+
+It owns the store (compiled generations), one deviation budget per policy with a budget, the
+last decision under each policy, and the status last built for each. The app layer feeds it
+the CRD's create/update/resume/delete; the scheduler asks it per batch and reports each
+decision back; the status writer pulls ``status`` for the policies marked dirty.
+
+What a policy does to a pod it governs: its topology rules are added to the pod's own spread
+constraints, counting the pods its selector picks in its namespace (so a pod with no
+constraints of its own no longer gets kube-scheduler's system default spreading: it has
+constraints now); its weights and strategy replace the default scoring profile.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
+
+from plumb.backend import cache as cache_module
+from plumb.backend import objects, specs
+from plumb.framework import scoring
+from plumb.framework.plugins import podtopologyspread
+from plumb.policy import budget as budget_module
+from plumb.policy import spec as spec_module
+from plumb.policy import status as status_module
+from plumb.policy import store as store_module
+from plumb.policy import timestamps
+
+logger = logging.getLogger(__name__)
+
+JSON = dict[str, Any]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    """What recording a decision changed that the scheduler reports (events)."""
+
+    reverted: store_module.Reversion | None = None
+
+
+class PolicyEngine:
+    """SchedulingPolicies as the scheduler sees them; one instance per scheduler."""
+
+    def __init__(
+        self,
+        cache: cache_module.Cache,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store_module.PolicyStore()
+        self._cache = cache
+        self._clock = clock
+        self._budgets: dict[spec_module.Key, budget_module.Budget] = {}
+        self._changed_at: dict[spec_module.Key, float | None] = {}
+        self._decisions: dict[spec_module.Key, status_module.Decision] = {}
+        self._previous: dict[spec_module.Key, JSON] = {}
+        self.on_dirty: Callable[[str, str], None] = lambda namespace, name: None
+        """Called whenever what a policy's status shows may have changed (the status writer's
+        ``mark_dirty``)."""
+
+    # Reconciling (app layer) -------------------------------------------------------------------
+
+    def apply(self, obj: Any) -> store_module.PolicyState | None:
+        """A policy was created or its spec changed."""
+        return self._settle(self.store.apply(obj, self._clock()))
+
+    def resume(self, obj: Any) -> store_module.PolicyState | None:
+        """A policy seen again after a restart: take up its revert and budget from status."""
+        status = obj.get("status") if isinstance(obj, Mapping) else None
+        now = self._clock()
+        key = spec_module.object_key(obj)
+        known = key is not None and self.store.get(*key) is not None
+        state = self._settle(self.store.resume(obj, status, now))
+        # Status is taken up once, when plumb first meets the policy: later, what plumb holds
+        # is newer than what it last wrote.
+        if state is not None and not known and isinstance(status, Mapping):
+            self._previous[state.key] = dict(status)
+            budget = self._budgets.get(state.key)
+            if budget is not None and budget.restore(status.get("budget"), now):
+                logger.info(
+                    "policy %s/%s: budget taken up from status (%d used since %s)",
+                    state.namespace,
+                    state.name,
+                    budget.used(now),
+                    timestamps.format_time(budget.window_start(now)),
+                )
+        return state
+
+    def delete(self, namespace: str, name: str) -> None:
+        """A policy was deleted: its pods go back to the default behaviour."""
+        if self.store.delete(namespace, name):
+            logger.info(
+                "policy %s/%s deleted: its pods are scheduled by the defaults", namespace, name
+            )
+        key = (namespace, name)
+        self._budgets.pop(key, None)
+        self._changed_at.pop(key, None)
+        self._decisions.pop(key, None)
+        self._previous.pop(key, None)
+
+    def _settle(self, state: store_module.PolicyState | None) -> store_module.PolicyState | None:
+        if state is None:
+            return None
+        now = self._clock()
+        policy = state.active
+        if policy is None or policy.deviation_budget is None:
+            self._budgets.pop(state.key, None)
+        else:
+            budget = self._budgets.get(state.key)
+            if budget is None:
+                self._budgets[state.key] = budget_module.Budget(policy.deviation_budget, now)
+            else:
+                budget.configure(policy.deviation_budget, now)
+        budget = self._budgets.get(state.key)
+        if budget is not None and state.spec_changed_at != self._changed_at.get(state.key):
+            if state.spec_changed_at is not None:
+                budget.spec_changed(state.spec_changed_at)
+            else:
+                budget.spec_settled()
+        self._changed_at[state.key] = state.spec_changed_at
+        if state.problem is not None:
+            logger.warning("policy %s/%s: %s", state.namespace, state.name, state.problem)
+        self.on_dirty(state.namespace, state.name)
+        return state
+
+    # Scheduling (scheduler) --------------------------------------------------------------------
+
+    def governing(self, pod: objects.PodInfo) -> spec_module.Policy | None:
+        """The policy in force that governs ``pod``, if any."""
+        return self.store.match(pod.namespace, pod.labels)
+
+    def group(self, pod: objects.PodInfo) -> Hashable:
+        """Pods of one group share a batch: the same policy generation, or none."""
+        policy = self.governing(pod)
+        return None if policy is None else (policy.namespace, policy.name, policy.generation)
+
+    @staticmethod
+    def govern(pod: objects.PodInfo, policy: spec_module.Policy) -> objects.PodInfo:
+        """``pod`` with the policy's topology rules added to its own spread constraints."""
+        extra = PolicyEngine.constraints(policy)
+        if not extra:
+            return pod
+        scheduling = dataclasses.replace(pod.scheduling, spread=pod.scheduling.spread + extra)
+        return dataclasses.replace(pod, scheduling=scheduling)
+
+    @staticmethod
+    def profile(policy: spec_module.Policy) -> scoring.Profile:
+        """The scoring profile of the pods ``policy`` governs."""
+        w = policy.scoring.weights
+        return scoring.Profile(
+            weights=(w.resources, w.balance, w.taints, w.affinity, w.spread, w.affinity),
+            strategy=policy.scoring.strategy.value,
+        )
+
+    @staticmethod
+    def constraints(policy: spec_module.Policy) -> tuple[specs.SpreadConstraint, ...]:
+        """The policy's topology rules as spread constraints over the pods it selects."""
+        return tuple(
+            specs.SpreadConstraint(
+                max_skew=rule.max_skew,
+                topology_key=rule.topology_key,
+                when_unsatisfiable=rule.when_unsatisfiable,
+                selector=policy.selector,
+                min_domains=rule.min_domains or 1,
+            )
+            for rule in policy.topology
+        )
+
+    def may_deviate(self, policy: spec_module.Policy) -> bool:
+        budget = self._budgets.get(policy.key)
+        return budget is not None and budget.allows_deviation(self._clock())
+
+    def spend(self, policy: spec_module.Policy) -> bool:
+        """Take one deviation from the policy's budget; False when none is left."""
+        budget = self._budgets.get(policy.key)
+        return budget is not None and budget.record_deviation(self._clock())
+
+    def budget_text(self, policy: spec_module.Policy) -> str:
+        """The policy and its budget, in a sentence for events and FailedScheduling."""
+        budget = self._budgets.get(policy.key)
+        name = f"SchedulingPolicy {policy.namespace}/{policy.name}"
+        if budget is None:
+            return f"{name} allows no deviation (no deviationBudget)"
+        now = self._clock()
+        state = budget.state(now)
+        since = timestamps.format_time(state.window_start)
+        if state.exhausted == budget_module.Exhaustion.FAILURE_RATE:
+            return (
+                f"{name}'s deviation budget is closed: failure rate {state.failure_rate:.2f} "
+                f"is above {state.failure_rate_threshold:.2f} in the window since {since}"
+            )
+        return (
+            f"{name}'s deviation budget: {state.used} of {state.max_violations} used, "
+            f"{state.remaining} left in the window since {since}"
+        )
+
+    def record(
+        self,
+        policy: spec_module.Policy,
+        pod: objects.PodInfo,
+        node: str | None,
+        *,
+        deviation: bool = False,
+        message: str = "",
+    ) -> Outcome:
+        """A decision for a governed pod: counts towards the failure rate, becomes the
+        policy's last decision, and may trip a revert."""
+        now = self._clock()
+        self._decisions[policy.key] = status_module.Decision(
+            pod=pod.key,
+            node=node or "",
+            result="Deviated" if deviation else ("Scheduled" if node else "Unschedulable"),
+            deviation=deviation,
+            generation=policy.generation,
+            time=now,
+            message=message,
+        )
+        outcome = Outcome()
+        budget = self._budgets.get(policy.key)
+        if budget is not None:
+            budget.record_attempt(node is not None, now)
+            if budget.should_revert(now):
+                reason = (
+                    f"failure rate {budget.failure_rate(now):.2f} above "
+                    f"{budget.spec.failure_rate_threshold:.2f} after generation "
+                    f"{policy.generation} came into force"
+                )
+                state = self.store.revert(policy.namespace, policy.name, now, reason)
+                if state is not None and state.reverted is not None:
+                    budget.spec_settled()
+                    self._changed_at[policy.key] = state.spec_changed_at
+                    outcome = Outcome(reverted=state.reverted)
+                    logger.warning(
+                        "policy %s/%s reverted to generation %d: %s",
+                        policy.namespace,
+                        policy.name,
+                        state.reverted.to_generation,
+                        reason,
+                    )
+        self.on_dirty(policy.namespace, policy.name)
+        return outcome
+
+    # Status (writer) ---------------------------------------------------------------------------
+
+    def status(self, namespace: str, name: str) -> JSON | None:
+        """The status plumb wants on a policy now; None when it is unknown."""
+        state = self.store.get(namespace, name)
+        if state is None:
+            return None
+        now = self._clock()
+        budget = self._budgets.get(state.key)
+        built = status_module.build(
+            state,
+            placement=self.placement(state.active),
+            budget=budget.state(now) if budget is not None else None,
+            decision=self._decisions.get(state.key),
+            previous=self._previous.get(state.key),
+            now=now,
+        )
+        self._previous[state.key] = built
+        return built
+
+    def placement(self, policy: spec_module.Policy | None) -> status_module.Placement:
+        """Where the pods the policy's selector picks are placed, per topology domain."""
+        if policy is None:
+            return status_module.Placement()
+        probe = objects.PodInfo(
+            uid="",
+            namespace=policy.namespace,
+            name="",
+            scheduler_name="",
+            node_name="",
+            priority=0,
+            creation_timestamp="",
+            resource_version="",
+            requests={},
+            terminal=False,
+            deleting=False,
+            gated=False,
+        )
+        constraint = specs.SpreadConstraint(1, "", "DoNotSchedule", policy.selector)
+        counts = self._cache.count_rows([podtopologyspread.selection(constraint, probe)])[0]
+        statics = self._cache.snapshot().statics
+        domains: dict[str, dict[str, int]] = {}
+        for rule in policy.topology:
+            ids = statics.label_ids(rule.topology_key)
+            per_value = dict.fromkeys(statics.values(rule.topology_key), 0)
+            values = statics.values(rule.topology_key)
+            for node, value_id in enumerate(ids):
+                if value_id >= 0:
+                    per_value[values[value_id]] += int(counts[node])
+            domains[rule.topology_key] = per_value
+        return status_module.Placement(matched_pods=int(counts.sum()), domains=domains)

@@ -50,6 +50,17 @@ def _parser() -> argparse.ArgumentParser:
         default=64,
         help="bindings in flight at most (default: %(default)s)",
     )
+    run.add_argument(
+        "--metrics-port",
+        type=int,
+        default=running.RunSettings.metrics_port,
+        help="serve Prometheus metrics at :PORT/metrics; 0 turns them off (default: %(default)s)",
+    )
+    run.add_argument(
+        "--metrics-address",
+        default=running.RunSettings.metrics_host,
+        help="address the metrics port listens on (default: %(default)s)",
+    )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
     cluster = commands.add_parser("cluster", help="the local control plane (etcd + apiserver)")
@@ -161,6 +172,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         context=args.context,
         scheduler_name=args.scheduler_name,
         bind_concurrency=args.bind_concurrency,
+        metrics_host=args.metrics_address,
+        metrics_port=args.metrics_port,
     )
     try:
         asyncio.run(running.run(settings))

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -107,6 +108,7 @@ class Scheduler:
     def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A node was listed, added, modified or deleted."""
         node = objects.parse_node(body)
+        self.policies.observe_node(node.name, None if event_type == "DELETED" else body)
         if event_type == "DELETED":
             self.cache.remove_node(node.name)
             return
@@ -168,7 +170,10 @@ class Scheduler:
 
     def resync(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
         """Make the cache and queue match a full list of nodes and pods."""
+        nodes = list(nodes)
         node_infos = [objects.parse_node(body) for body in nodes]
+        for info, body in zip(node_infos, nodes, strict=True):
+            self.policies.observe_node(info.name, body)
         pod_infos = [objects.parse_pod(body) for body in pods]
         self.cache.reconcile(node_infos, pod_infos)
         # reconcile placed the bound pods; only the pending ones are left to queue.
@@ -237,8 +242,10 @@ class Scheduler:
         profile = scoring.DEFAULT
         if policy is not None:
             pods = [self.policies.govern(pod, policy) for pod in pods]
-            profile = self.policies.profile(policy)
-        prepared = cycle.prepare(pods, self.cache.snapshot(), self.cache, profile)
+        snap = self.cache.snapshot()
+        if policy is not None:
+            profile = self.policies.profile(policy, snap)
+        prepared = cycle.prepare(pods, snap, self.cache, profile)
         decisions = list(prepared.early)
         if prepared.compiled is not None:
             compiled = prepared.compiled
@@ -287,8 +294,8 @@ class Scheduler:
     ) -> None:
         """Place a pod beyond the policy's maxSkew on its budget, or let it wait."""
         rules = [c for c in self.policies.constraints(policy) if c.hard]
-        profile = self.policies.profile(policy)
         snap = self.cache.snapshot()
+        profile = self.policies.profile(policy, snap)
         prepared = cycle.prepare([entry.pod], snap, self.cache, profile)
         found = None
         if prepared.compiled is not None and not prepared.deferred:
@@ -350,8 +357,13 @@ class Scheduler:
 
     async def _bind(self, entry: queue_module.Entry, node: str) -> None:
         pod = entry.pod
+        started = time.monotonic()
         result = await self._binder.bind(pod, node)
-        if result.outcome is Outcome.BOUND:
+        bound = result.outcome is Outcome.BOUND
+        if result.outcome not in (Outcome.GONE, Outcome.CONFLICT):  # not the zone's doing
+            latency = time.monotonic() - started
+            self.policies.observe_bind(pod, node, success=bound, latency=latency)
+        if bound:
             logger.info("pod %s bound to %s", pod.key, node)
             self._recorder.scheduled(pod, node)
             return

@@ -122,6 +122,8 @@ def start_plumb(
                     "run",
                     "--kubeconfig",
                     str(control_plane.kubeconfig),
+                    "--metrics-port",
+                    "0",  # tests that read metrics pass a free port of their own
                     *extra,
                 ],
                 stdout=out,

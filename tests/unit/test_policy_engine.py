@@ -62,15 +62,57 @@ def test_the_highest_priority_policy_governs_and_adds_its_rules_to_the_pods_own(
 
 
 def test_a_policys_weights_and_strategy_become_the_batch_profile() -> None:
-    engine = engine_module.PolicyEngine(_cluster({}))
+    cache = _cluster({})
+    engine = engine_module.PolicyEngine(cache)
     body = make_policy("web").labels(app="web").scoring("MostAllocated", resources=5, spread=0)
     state = engine.apply(body.obj())
     assert state is not None
     assert state.active is not None
-    profile = engine.profile(state.active)
+    profile = engine.profile(state.active, cache.snapshot())
     # SCORE_PLUGINS order: fit, balanced, taints, node affinity, spread, inter-pod affinity.
     assert profile.weights == (5, 1, 3, 2, 0, 2)
     assert profile.strategy == "MostAllocated"
+    assert profile.zone_weight == 1
+
+
+def _ready(name: str, zone: str, status: str, heard: str) -> dict[str, Any]:
+    body: dict[str, Any] = make_node(name).zone(zone).obj()
+    body["status"]["conditions"] = [
+        {"type": "Ready", "status": status, "lastHeartbeatTime": heard, "lastTransitionTime": heard}
+    ]
+    return body
+
+
+def test_a_zone_of_not_ready_nodes_scores_lower_and_a_silent_zone_exactly_neutral() -> None:
+    clock = Clock()  # 2027-01-15T08:00:00Z
+    cache = _cluster({"a": 0, "b": 0, "c": 0})
+    engine = engine_module.PolicyEngine(cache, clock=clock)
+    state = engine.apply(make_policy("web").labels(app="web").zone_health("5m", "2m").obj())
+    assert state is not None
+    assert state.active is not None
+    engine.observe_node("n-a", _ready("n-a", "a", "False", "2027-01-15T07:59:50Z"))
+    engine.observe_node("n-b", _ready("n-b", "b", "True", "2027-01-15T07:59:50Z"))
+    engine.observe_node("n-c", _ready("n-c", "c", "False", "2027-01-15T07:50:00Z"))  # stale
+
+    profile = engine.profile(state.active, cache.snapshot())
+    assert profile.zone_key == ZONE
+    assert profile.zone_factors["a"] < 0.2  # exp(-2): every node of the zone is NotReady
+    assert profile.zone_factors["b"] == 1.0
+    assert profile.zone_factors["c"] == 1.0  # heard from 10 minutes ago: no fresh data
+    assert engine.zone_healths() == {"a": 0.0, "b": 1.0, "c": 1.0}
+
+    clock.now += 300  # nothing heard since: every zone is neutral again
+    assert set(engine.profile(state.active, cache.snapshot()).zone_factors.values()) == {1.0}
+
+
+def test_a_policy_that_weighs_zone_health_zero_tracks_no_zones() -> None:
+    cache = _cluster({"a": 0})
+    engine = engine_module.PolicyEngine(cache)
+    state = engine.apply(make_policy("web").labels(app="web").scoring(zone_health=0).obj())
+    assert state is not None
+    assert state.active is not None
+    engine.observe_node("n-a", _ready("n-a", "a", "False", "2027-01-15T07:59:50Z"))
+    assert engine.profile(state.active, cache.snapshot()).zone_factors == {}
 
 
 def test_a_deviating_pod_goes_where_the_skew_rises_least() -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import kopf
+from aiohttp import web
 
 from plumb import binder, events
 from plumb import scheduler as scheduler_module
@@ -19,6 +20,7 @@ from plumb.app import handlers
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.kernel import executor
+from plumb.observability import metrics
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +33,8 @@ class RunSettings:
     context: str | None
     scheduler_name: str
     bind_concurrency: int = 64
+    metrics_host: str = "0.0.0.0"
+    metrics_port: int = 10251  # 0: no metrics endpoint
 
 
 def operator_settings() -> kopf.OperatorSettings:
@@ -61,6 +65,7 @@ async def run(settings: RunSettings) -> None:
     )
     registry = kopf.OperatorRegistry()
     handlers.register(registry, scheduler=scheduler, api=api, creds=creds)
+    exporter = await _serve_metrics(scheduler, settings)
     loop_task = asyncio.create_task(scheduler.run(), name="plumb-scheduling-loop")
 
     @kopf.on.cleanup(registry=registry)
@@ -90,5 +95,52 @@ async def run(settings: RunSettings) -> None:
             await loop_task
         await scheduler.drain()
         await api.close()
+        if exporter is not None:
+            await exporter.cleanup()
         kernel.close()
         logger.info("plumb stopped")
+
+
+def register_metrics(registry: metrics.Metrics, scheduler: scheduler_module.Scheduler) -> None:
+    """The metrics read from the scheduler's state at each scrape."""
+    policies = scheduler.policies
+    registry.gauge_from(
+        "plumb_zone_health",
+        "Health h in [0, 1] of each zone a SchedulingPolicy scores (1: healthy or no fresh data).",
+        ("zone",),
+        lambda: {(zone,): h for zone, h in policies.zone_healths().items()},
+    )
+    registry.gauge_from(
+        "plumb_policy_budget_remaining",
+        "Deviations a SchedulingPolicy still allows in its current budget window.",
+        ("namespace", "policy"),
+        lambda: {key: float(left) for key, left in policies.budgets_remaining().items()},
+    )
+    registry.counter_from(
+        "plumb_policy_deviations",
+        "Placements beyond a SchedulingPolicy's DoNotSchedule maxSkew, on its budget.",
+        ("namespace", "policy"),
+        lambda: {key: float(count) for key, count in policies.deviations().items()},
+    )
+
+
+async def _serve_metrics(
+    scheduler: scheduler_module.Scheduler, settings: RunSettings
+) -> web.AppRunner | None:
+    if not settings.metrics_port:
+        return None
+    registry = metrics.Metrics()
+    register_metrics(registry, scheduler)
+    try:
+        runner = await metrics.serve(registry, settings.metrics_host, settings.metrics_port)
+    except OSError as error:
+        # Scheduling matters more than its metrics: say so loudly and go on without them.
+        logger.error(
+            "cannot serve metrics on %s:%d (%s); running without them",
+            settings.metrics_host,
+            settings.metrics_port,
+            error,
+        )
+        return None
+    logger.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
+    return runner

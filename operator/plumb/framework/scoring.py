@@ -7,6 +7,7 @@ governs (policy/engine.py builds its profile), so pods of different profiles nev
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping
 
 from plumb.framework.plugins import (
     interpodaffinity,
@@ -33,10 +34,15 @@ DEFAULT_WEIGHTS = (
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Profile:
-    """The weights (SCORE_PLUGINS order) and NodeResourcesFit's strategy for one batch."""
+    """How one batch is scored: the weights (SCORE_PLUGINS order), NodeResourcesFit's strategy,
+    and zone health: its weight, the node label naming a zone and each zone's factor in (0, 1]
+    (a zone not listed, or a node without the label, scores as healthy)."""
 
     weights: tuple[int, ...] = DEFAULT_WEIGHTS
     strategy: str = LEAST_ALLOCATED
+    zone_weight: int = 0
+    zone_key: str = ""
+    zone_factors: Mapping[str, float] = dataclasses.field(default_factory=dict)
 
 
 DEFAULT = Profile()

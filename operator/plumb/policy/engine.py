@@ -21,14 +21,14 @@ from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
 from plumb.backend import cache as cache_module
-from plumb.backend import objects, specs
+from plumb.backend import objects, snapshot, specs
 from plumb.framework import scoring
 from plumb.framework.plugins import podtopologyspread
 from plumb.policy import budget as budget_module
 from plumb.policy import spec as spec_module
 from plumb.policy import status as status_module
 from plumb.policy import store as store_module
-from plumb.policy import timestamps
+from plumb.policy import timestamps, zonefeed
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +58,8 @@ class PolicyEngine:
         self._changed_at: dict[spec_module.Key, float | None] = {}
         self._decisions: dict[spec_module.Key, status_module.Decision] = {}
         self._previous: dict[spec_module.Key, JSON] = {}
+        self.zones = zonefeed.ZoneFeed()
+        self._deviations: dict[spec_module.Key, int] = {}  # since plumb started, for metrics
         self.on_dirty: Callable[[str, str], None] = lambda namespace, name: None
         """Called whenever what a policy's status shows may have changed (the status writer's
         ``mark_dirty``)."""
@@ -101,6 +103,7 @@ class PolicyEngine:
         self._changed_at.pop(key, None)
         self._decisions.pop(key, None)
         self._previous.pop(key, None)
+        self.zones.forget(key)
 
     def _settle(self, state: store_module.PolicyState | None) -> store_module.PolicyState | None:
         if state is None:
@@ -122,6 +125,7 @@ class PolicyEngine:
             else:
                 budget.spec_settled()
         self._changed_at[state.key] = state.spec_changed_at
+        self.zones.track(state.active, state.key)
         if state.problem is not None:
             logger.warning("policy %s/%s: %s", state.namespace, state.name, state.problem)
         self.on_dirty(state.namespace, state.name)
@@ -147,14 +151,48 @@ class PolicyEngine:
         scheduling = dataclasses.replace(pod.scheduling, spread=pod.scheduling.spread + extra)
         return dataclasses.replace(pod, scheduling=scheduling)
 
-    @staticmethod
-    def profile(policy: spec_module.Policy) -> scoring.Profile:
-        """The scoring profile of the pods ``policy`` governs."""
+    def profile(self, policy: spec_module.Policy, snap: snapshot.Snapshot) -> scoring.Profile:
+        """The scoring profile of the pods ``policy`` governs, zone factors as of now."""
         w = policy.scoring.weights
+        zone_key, factors = self.zones.factors(policy, snap, self._clock())
         return scoring.Profile(
             weights=(w.resources, w.balance, w.taints, w.affinity, w.spread, w.affinity),
             strategy=policy.scoring.strategy.value,
+            zone_weight=w.zone_health,
+            zone_key=zone_key,
+            zone_factors=factors,
         )
+
+    def observe_node(self, name: str, body: Mapping[str, Any] | None) -> None:
+        """A node event (None: deleted), for zone health."""
+        self.zones.observe_node(name, body)
+
+    def observe_bind(
+        self, pod: objects.PodInfo, node: str, *, success: bool, latency: float
+    ) -> None:
+        """A binding's outcome and latency (seconds), for the zone health of its policy."""
+        policy = self.governing(pod)
+        info = self._cache.nodes.info(node)
+        if policy is not None and info is not None:
+            zone = info.labels.get(policy.zone_health.topology_key)
+            self.zones.observe_bind(
+                policy, zone, success=success, latency=latency, now=self._clock()
+            )
+
+    # Metrics -----------------------------------------------------------------------------------
+
+    def zone_healths(self) -> dict[str, float]:
+        """h per zone, for ``plumb_zone_health``."""
+        return self.zones.healths(self._clock())
+
+    def budgets_remaining(self) -> dict[spec_module.Key, int]:
+        """Deviations left per policy with a budget, for ``plumb_policy_budget_remaining``."""
+        now = self._clock()
+        return {key: budget.remaining(now) for key, budget in self._budgets.items()}
+
+    def deviations(self) -> dict[spec_module.Key, int]:
+        """Deviations per policy since plumb started, for ``plumb_policy_deviations_total``."""
+        return dict(self._deviations)
 
     @staticmethod
     def constraints(policy: spec_module.Policy) -> tuple[specs.SpreadConstraint, ...]:
@@ -177,7 +215,10 @@ class PolicyEngine:
     def spend(self, policy: spec_module.Policy) -> bool:
         """Take one deviation from the policy's budget; False when none is left."""
         budget = self._budgets.get(policy.key)
-        return budget is not None and budget.record_deviation(self._clock())
+        if budget is None or not budget.record_deviation(self._clock()):
+            return False
+        self._deviations[policy.key] = self._deviations.get(policy.key, 0) + 1
+        return True
 
     def budget_text(self, policy: spec_module.Policy) -> str:
         """The policy and its budget, in a sentence for events and FailedScheduling."""

@@ -1,4 +1,5 @@
-"""``make demo``: a local control plane, six nodes in three zones, plumb, and pods to place.
+"""``make demo``: a local control plane, six nodes in three zones, plumb, pods to place, and a
+SchedulingPolicy that deviates on its budget when a zone goes into maintenance.
 
 Everything it starts it stops again, so it leaves nothing running (unless ``--keep-running``,
 which keeps plumb in the foreground until Ctrl-C and then cleans up the same way).
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import json
 import signal
 import subprocess
 import sys
@@ -19,15 +21,19 @@ from typing import Any
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.controlplane import building
 from plumb.controlplane import running as controlplane
-from plumb.testing import builders, kube
+from plumb.testing import builders, crds, kube
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 WEB_PODS = 12
+API_PODS = 5
 
 
 @contextlib.contextmanager
-def plumb_process(kubeconfig: Path, log: Path | None) -> Iterator[subprocess.Popen[bytes]]:
-    """``plumb run`` in a child process, stopped with SIGTERM on the way out."""
+def plumb_process(
+    kubeconfig: Path, log: Path | None, *, metrics: bool = False
+) -> Iterator[subprocess.Popen[bytes]]:
+    """``plumb run`` in a child process, stopped with SIGTERM on the way out; with its metrics
+    on the default port only when asked (a demo should not clash with another plumb)."""
     out = log.open("wb") if log else None
     process = subprocess.Popen(
         [
@@ -39,6 +45,7 @@ def plumb_process(kubeconfig: Path, log: Path | None) -> Iterator[subprocess.Pop
             str(kubeconfig),
             "--scheduler-name",
             DEFAULT_SCHEDULER_NAME,
+            *(() if metrics else ("--metrics-port", "0")),
         ],
         stdout=out,
         stderr=subprocess.STDOUT if out else None,
@@ -57,6 +64,92 @@ def plumb_process(kubeconfig: Path, log: Path | None) -> Iterator[subprocess.Pop
                 process.wait()
         if out:
             out.close()
+
+
+def _policy_tour(client: kube.Kube, kubectl: crds.Kubectl, namespace: str) -> None:
+    """Act two: a SchedulingPolicy spreads api pods over zones; zone-c goes into maintenance,
+    two pods deviate on the policy's budget and the fifth waits, saying why."""
+    kubectl.check("taint", "nodes", "node-2", "node-5", "maintenance=true:NoSchedule")
+    print("\nzone-c goes into maintenance (its nodes tainted NoSchedule)")
+    client.create_namespace(namespace)
+    policy = {
+        "apiVersion": "scheduling.plumb.dev/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": "api-spread", "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": "api"}},
+            "topology": [{"topologyKey": builders.ZONE_LABEL, "maxSkew": 1}],
+            "deviationBudget": {"maxViolations": 2, "window": "10m"},
+        },
+    }
+    kubectl.check("apply", "-f", "-", stdin=json.dumps(policy))
+    print(
+        f"applied SchedulingPolicy {namespace}/api-spread: app=api spread over zones with "
+        "maxSkew 1, at most 2 deviations per 10m"
+    )
+    _wait_for_policy(kubectl, namespace, "api-spread")
+    for index in range(API_PODS):
+        client.create_pod(
+            builders.make_pod(f"api-{index}", namespace)
+            .scheduler(DEFAULT_SCHEDULER_NAME)
+            .label("app", "api")
+            .req(cpu="250m", memory="256Mi")
+            .obj()
+        )
+    print(f"submitted {API_PODS} api pods")
+
+    def settled() -> list[dict[str, Any]] | None:
+        pods = client.pods(namespace)
+        placed = [p for p in pods if _node_of(p)]
+        waiting = [p for p in pods if not _node_of(p)]
+        said = waiting and all(_event(client, namespace, p, "FailedScheduling") for p in waiting)
+        return pods if len(placed) == API_PODS - 1 and said else None
+
+    pods = kube.wait_for("the api pods to settle", settled, timeout=60)
+    for pod in sorted(pods, key=lambda p: str(p["metadata"]["name"])):
+        name = pod["metadata"]["name"]
+        deviated = _event(client, namespace, pod, "PolicyDeviation")
+        if _node_of(pod):
+            mark = "  (deviation)" if deviated else ""
+            print(f"  {namespace}/{name:<8} -> {_node_of(pod)}{mark}")
+        else:
+            reason = _event(client, namespace, pod, "FailedScheduling")
+            print(f"  {namespace}/{name:<8} waits: {reason}")
+    for pod in pods:
+        note = _event(client, namespace, pod, "PolicyDeviation")
+        if note:
+            print(f"\nPolicyDeviation on {namespace}/{pod['metadata']['name']}: {note}")
+            break
+    table = kube.wait_for(
+        "the policy's status",
+        lambda: _policy_table(kubectl, namespace),
+        timeout=30,
+    )
+    print(f"\nkubectl get spol -n {namespace}\n{table}")
+
+
+def _wait_for_policy(kubectl: crds.Kubectl, namespace: str, name: str) -> None:
+    """Until plumb has read the policy (its status says which generation it observed)."""
+
+    def observed() -> bool:
+        found = json.loads(kubectl.check("get", "spol", name, "-n", namespace, "-o", "json"))
+        return bool((found.get("status") or {}).get("observedGeneration"))
+
+    kube.wait_for(f"plumb to read SchedulingPolicy {namespace}/{name}", observed, timeout=30)
+
+
+def _policy_table(kubectl: crds.Kubectl, namespace: str) -> str | None:
+    table = kubectl.check("get", "spol", "-n", namespace).rstrip()
+    rows = table.splitlines()
+    # Filled in once the status counts the placed pods and the spent budget.
+    return table if len(rows) == 2 and f" {API_PODS - 1} " in rows[1] else None
+
+
+def _event(client: kube.Kube, namespace: str, pod: dict[str, Any], reason: str) -> str:
+    for event in client.events(namespace, pod["metadata"]["name"]):
+        if event.get("reason") == reason:
+            return str(event.get("note") or event.get("message"))
+    return ""
 
 
 def _node_of(pod: dict[str, Any]) -> str:
@@ -127,11 +220,14 @@ def main(*, keep_running: bool = False) -> int:
         plane = controlplane.start(directory, bin_dir=bin_dir)
         try:
             client = kube.Kube(plane.kubeconfig)
+            kubectl = crds.Kubectl.of(plane, cache_dir=Path(scratch) / "kubectl-cache")
+            crds.install(kubectl)
             log = None if keep_running else Path(scratch) / "plumb.log"
-            with plumb_process(plane.kubeconfig, log) as process:
+            with plumb_process(plane.kubeconfig, log, metrics=keep_running) as process:
                 try:
                     _tour(client, "demo")
-                except kube.WaitTimeout as error:
+                    _policy_tour(client, kubectl, "shop")
+                except (kube.WaitTimeout, crds.KubectlError) as error:
                     print(f"demo failed: {error}", file=sys.stderr)
                     if log is not None:
                         print(log.read_text(errors="replace")[-4000:], file=sys.stderr)

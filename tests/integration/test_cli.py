@@ -75,13 +75,20 @@ def test_demo_places_pods_reports_the_misfit_and_leaves_nothing_running() -> Non
     before = _processes("kube-apiserver", "etcd")
     demo = _plumb("demo")
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    landed = [line for line in demo.stdout.splitlines() if "-> node-" in line]
+    landed = [line for line in demo.stdout.splitlines() if "demo/web-" in line]
     assert len(landed) == 12
     assert "pods per zone: zone-a 4, zone-b 4, zone-c 4" in demo.stdout
     assert (
         "demo/too-big stays Pending: FailedScheduling: "
         "0/6 nodes are available: 6 Insufficient cpu." in demo.stdout
     )
+    # Act two: zone-c in maintenance, two api pods deviate on the policy's budget, one waits.
+    assert demo.stdout.count("(deviation)") == 2
+    assert "PolicyDeviation on shop/api-" in demo.stdout
+    assert "shop/api-spread's deviation budget: 2 of 2 used, 0 left" in demo.stdout
+    table = demo.stdout.split("kubectl get spol -n shop\n", 1)[1].splitlines()
+    assert table[0].split() == ["NAME", "READY", "MATCHED", "SKEW", "BUDGET", "AGE"]
+    assert table[1].split()[:5] == ["api-spread", "True", "4", "2/1", "0"]
     assert _processes("kube-apiserver", "etcd") == before
 
 

@@ -1,4 +1,5 @@
-"""The ``plumb`` command: run the scheduler, manage the local control plane, run the demo."""
+"""The ``plumb`` command: run the scheduler, explain its decisions, manage the local control
+plane, run the demo."""
 
 from __future__ import annotations
 
@@ -9,14 +10,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from plumb import DEFAULT_SCHEDULER_NAME, __version__, demo
-from plumb.app import running
+from plumb import DEFAULT_SCHEDULER_NAME, __version__, demo, explain
+from plumb.app import debug, running
 from plumb.bench import running as bench_running
 from plumb.bench import workloads as bench_workloads
 from plumb.controlplane import building
 from plumb.controlplane import running as controlplane
 from plumb.k8s import credentials as credentials_module
-from plumb.observability import logs
+from plumb.observability import logs, trace
 
 
 def default_cluster_dir() -> Path:
@@ -62,6 +63,50 @@ def _parser() -> argparse.ArgumentParser:
         help="address the metrics port listens on (default: %(default)s)",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument(
+        "--log-format",
+        default=logs.JSON,
+        choices=logs.FORMATS,
+        help="json: one JSON object per line; plain: '<time> LEVEL logger: message' with a "
+        "trace's fields as key=value (default: %(default)s)",
+    )
+    run.add_argument(
+        "--debug-port",
+        type=int,
+        default=running.RunSettings.debug_port,
+        help="serve each pod's last decision at 127.0.0.1:PORT/debug/pods/NS/NAME for "
+        "`plumb explain`; 0 turns it off (default: %(default)s)",
+    )
+    run.add_argument(
+        "--trace-candidates",
+        type=int,
+        default=running.RunSettings.trace_candidates,
+        choices=range(trace.TOP + 1),
+        metavar=f"0-{trace.TOP}",
+        help="top candidates, with their per-plugin scores, on each trace line "
+        "(default: %(default)s)",
+    )
+
+    explain_cmd = commands.add_parser(
+        "explain",
+        help="why a pod went where it did, or why it is pending, from plumb's trace",
+        description="Prints the pod's last decision: the verdict, node, policy, the filters "
+        "that rejected nodes, the top candidates' per-plugin scores. Reads plumb's log from "
+        "stdin when it is piped (kubectl logs deploy/plumb -n plumb-system | plumb explain "
+        "NS/POD), else asks the running scheduler's debug endpoint (kubectl port-forward -n "
+        f"plumb-system deploy/plumb {debug.DEFAULT_PORT}).",
+    )
+    explain_cmd.add_argument("pod", metavar="NAMESPACE/NAME")
+    explain_cmd.add_argument(
+        "--from",
+        dest="source",
+        metavar="FILE",
+        help="read plumb's log from FILE ('-': stdin) instead of asking the endpoint",
+    )
+    explain_cmd.add_argument(
+        "--endpoint",
+        help=f"plumb's debug endpoint (default: {explain.DEFAULT_ENDPOINT})",
+    )
 
     cluster = commands.add_parser("cluster", help="the local control plane (etcd + apiserver)")
     cluster.add_argument("action", choices=["build", "up", "down", "env", "status"])
@@ -153,6 +198,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 1
     if args.command == "demo":
         return demo.main(keep_running=args.keep_running)
+    if args.command == "explain":
+        return explain.main(args.pod, source=args.source, endpoint=args.endpoint)
     if args.command == "bench":
         bench_settings = bench_running.Settings(
             out=args.out,
@@ -166,7 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (ValueError, building.BuildError, controlplane.ControlPlaneError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
-    logs.configure(args.log_level)
+    logs.configure(args.log_level, args.log_format)
     settings = running.RunSettings(
         kubeconfig=args.kubeconfig,
         context=args.context,
@@ -174,6 +221,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         bind_concurrency=args.bind_concurrency,
         metrics_host=args.metrics_address,
         metrics_port=args.metrics_port,
+        debug_port=args.debug_port,
+        trace_candidates=args.trace_candidates,
     )
     try:
         asyncio.run(running.run(settings))

@@ -33,7 +33,7 @@ def plumb_process(
     kubeconfig: Path, log: Path | None, *, metrics: bool = False
 ) -> Iterator[subprocess.Popen[bytes]]:
     """``plumb run`` in a child process, stopped with SIGTERM on the way out; with its metrics
-    on the default port only when asked (a demo should not clash with another plumb)."""
+    and debug ports only when asked (a demo should not clash with another plumb)."""
     out = log.open("wb") if log else None
     process = subprocess.Popen(
         [
@@ -45,7 +45,13 @@ def plumb_process(
             str(kubeconfig),
             "--scheduler-name",
             DEFAULT_SCHEDULER_NAME,
-            *(() if metrics else ("--metrics-port", "0")),
+            # In the foreground (make run) a person reads the log: plain lines, and the
+            # metrics and debug ports on; a one-shot demo keeps its ports to itself.
+            *(
+                ("--log-format", "plain")
+                if metrics
+                else ("--metrics-port", "0", "--debug-port", "0")
+            ),
         ],
         stdout=out,
         stderr=subprocess.STDOUT if out else None,

@@ -21,7 +21,7 @@ from plumb.backend import objects
 from plumb.backend import queue as queue_module
 from plumb.binder import Binder, Outcome
 from plumb.events import Recorder
-from plumb.framework import cycle, deviation, scoring
+from plumb.framework import cycle, deviation, scoring, traces
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,
@@ -32,6 +32,7 @@ from plumb.framework.plugins import (
     tainttoleration,
 )
 from plumb.kernel import contract
+from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
 
 KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
@@ -59,6 +60,7 @@ class Scheduler:
         kernel: KernelRunner,
         batch_size: int = DEFAULT_BATCH,
         queue: queue_module.SchedulingQueue | None = None,
+        tracer: tracing.Tracer | None = None,
     ) -> None:
         self.profile = profile
         self._kernel = kernel
@@ -67,6 +69,8 @@ class Scheduler:
         self.queue = queue if queue is not None else queue_module.SchedulingQueue()
         self._binder = binder
         self._recorder = recorder
+        # One trace line per decision, and each pod's last decision for the debug endpoint.
+        self.tracer = tracer if tracer is not None else tracing.Tracer()
         self._binds: set[asyncio.Task[None]] = set()
         self.synced = asyncio.Event()
         # SchedulingPolicies: fed by the app layer's reconciler, asked per batch.
@@ -82,6 +86,7 @@ class Scheduler:
         if event_type == "DELETED":
             self.queue.delete(pod.uid)
             self._recorder.forget(pod.uid)
+            self.tracer.forget(pod.key, pod.uid)
             was_placed = self.cache.state(pod.uid) is not None
             self.cache.remove_pod(pod.uid)
             if was_placed:
@@ -247,23 +252,31 @@ class Scheduler:
             profile = self.policies.profile(policy, snap)
         prepared = cycle.prepare(pods, snap, self.cache, profile)
         decisions = list(prepared.early)
+        kernel_seconds = None
         if prepared.compiled is not None:
             compiled = prepared.compiled
             # The kernel runs on its own thread over copies; the loop keeps handling events.
+            started = time.perf_counter()
             result = await self._kernel(compiled.cluster, compiled.batch)
+            kernel_seconds = time.perf_counter() - started
             decisions.extend(cycle.explain(compiled, result))
         for pod in prepared.deferred:
             self.queue.requeue(by_uid[pod.uid])
+        records = traces.build(
+            decisions, by_uid, snap, profile, _ref(policy), prepared, kernel_seconds
+        )
         blocked: list[cycle.Decision] = []
         for decision in decisions:
+            uid = decision.pod.uid
             if policy is not None and self._may_deviate(policy, decision):
                 blocked.append(decision)
             else:
-                self._apply(by_uid[decision.pod.uid], decision, policy)
+                self._apply(by_uid[uid], decision, records[uid], policy)
         for decision in blocked:
             # After the others are placed, one at a time: each deviation moves the skew.
             assert policy is not None
-            await self._deviate(by_uid[decision.pod.uid], decision, policy)
+            uid = decision.pod.uid
+            await self._deviate(by_uid[uid], decision, records[uid], policy)
 
     def _report_revert(self, policy: spec.Policy, reverted: store.Reversion) -> None:
         self._recorder.policy_event(
@@ -290,20 +303,27 @@ class Scheduler:
         )
 
     async def _deviate(
-        self, entry: queue_module.Entry, blocked: cycle.Decision, policy: spec.Policy
+        self,
+        entry: queue_module.Entry,
+        blocked: cycle.Decision,
+        record: trace.Trace,
+        policy: spec.Policy,
     ) -> None:
         """Place a pod beyond the policy's maxSkew on its budget, or let it wait."""
         rules = [c for c in self.policies.constraints(policy) if c.hard]
         snap = self.cache.snapshot()
         profile = self.policies.profile(policy, snap)
         prepared = cycle.prepare([entry.pod], snap, self.cache, profile)
-        found = None
+        found, deviated = None, record
         if prepared.compiled is not None and not prepared.deferred:
             compiled = prepared.compiled
+            started = time.perf_counter()
             result = await self._kernel(compiled.cluster, compiled.batch)
+            seconds = time.perf_counter() - started
+            deviated = traces.rerun(record, entry.pod, snap, profile, _ref(policy), seconds)
             found = deviation.least_skew(entry.pod, rules, snap, compiled, result, self.cache)
         if found is None or not self.policies.may_deviate(policy):
-            self._apply(entry, blocked, policy)
+            self._apply(entry, blocked, record, policy)
             return
         if self.queue.where(entry.pod.uid) is not queue_module.Where.IN_FLIGHT:
             return
@@ -319,12 +339,16 @@ class Scheduler:
         logger.warning("pod %s deviates: %s", entry.pod.key, note)
         self._recorder.deviated(entry.pod, note)
         placed = dataclasses.replace(blocked, node=found.node, message=note)
-        self._apply(entry, placed, policy, deviation=True)
+        record = dataclasses.replace(
+            deviated, node=found.node, plan_hash=trace.plan_hash(entry.pod.uid, found.node, ())
+        )
+        self._apply(entry, placed, record, policy, deviation=True)
 
     def _apply(
         self,
         entry: queue_module.Entry,
         decision: cycle.Decision,
+        record: trace.Trace,
         policy: spec.Policy | None = None,
         *,
         deviation: bool = False,
@@ -332,7 +356,7 @@ class Scheduler:
         pod = entry.pod
         if self.queue.where(pod.uid) is not queue_module.Where.IN_FLIGHT:
             return  # deleted, or bound by someone else, while the kernel ran
-        message = decision.message
+        message, budget = decision.message, None
         if policy is not None:
             if decision.node is None and podtopologyspread.NAME in decision.plugins:
                 message = f"{message} {self.policies.budget_text(policy)}."
@@ -341,40 +365,65 @@ class Scheduler:
             )
             if outcome.reverted is not None:
                 self._report_revert(policy, outcome.reverted)
+            budget = self._budget(policy)
+        record = dataclasses.replace(record, message=message, deviation=deviation, budget=budget)
         if decision.node is None:
-            logger.info("pod %s is unschedulable: %s", pod.key, message)
             self.queue.unschedulable(pod.uid, decision.plugins)
             self._recorder.failed_scheduling(pod, message, attempts=entry.attempts)
+            step = queue_module.SchedulingQueue.backoff_duration(entry.attempts)
+            self.tracer.emit(record, repeat_after=step)
             return
         if decision.node not in self.cache.nodes:
             self.queue.requeue(entry)  # the node went away while the kernel ran
             return
         self.cache.assume(pod, decision.node)
         self.queue.done(pod.uid)
-        task = asyncio.get_running_loop().create_task(self._bind(entry, decision.node))
+        task = asyncio.get_running_loop().create_task(self._bind(entry, decision.node, record))
         self._binds.add(task)
         task.add_done_callback(self._binds.discard)
 
-    async def _bind(self, entry: queue_module.Entry, node: str) -> None:
+    def _budget(self, policy: spec.Policy) -> trace.Budget | None:
+        if policy.deviation_budget is None:
+            return None
+        most = policy.deviation_budget.max_violations
+        remaining = self.policies.budgets_remaining().get(policy.key, 0)
+        return trace.Budget(
+            used=max(0, most - remaining),
+            remaining=remaining,
+            max_violations=most,
+            open=self.policies.may_deviate(policy),
+            text=self.policies.budget_text(policy),
+        )
+
+    async def _bind(self, entry: queue_module.Entry, node: str, record: trace.Trace) -> None:
         pod = entry.pod
         started = time.monotonic()
         result = await self._binder.bind(pod, node)
+        latency = time.monotonic() - started
         bound = result.outcome is Outcome.BOUND
         if result.outcome not in (Outcome.GONE, Outcome.CONFLICT):  # not the zone's doing
-            latency = time.monotonic() - started
             self.policies.observe_bind(pod, node, success=bound, latency=latency)
         if bound:
-            logger.info("pod %s bound to %s", pod.key, node)
+            self.tracer.emit(
+                dataclasses.replace(record, result=trace.SCHEDULED, bind_ms=trace.ms(latency))
+            )
             self._recorder.scheduled(pod, node)
             return
         self._recorder.forget(pod.uid)
         if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
             self.cache.forget(pod.uid)
         if result.outcome in (Outcome.GONE, Outcome.CONFLICT):
-            logger.info("not binding pod %s: %s", pod.key, result.message)
-            return
-        logger.warning("binding pod %s to %s failed, retrying: %s", pod.key, node, result.message)
-        self.queue.retry(entry)
+            # Nothing to retry: the pod is gone, or bound elsewhere.
+            message, step, level = result.message, 0.0, logging.INFO
+        else:
+            message = f"{result.message}; retrying after a backoff"
+            step = queue_module.SchedulingQueue.backoff_duration(entry.attempts)
+            level = logging.WARNING
+            self.queue.retry(entry)
+        failed = dataclasses.replace(
+            record, result=trace.BIND_FAILED, message=message, bind_ms=trace.ms(latency)
+        )
+        self.tracer.emit(failed, repeat_after=step, level=level)
 
     async def drain(self) -> None:
         """Wait for binds and report writes in flight (shutdown, tests)."""
@@ -403,6 +452,10 @@ def node_change_helps(before: objects.NodeInfo, after: objects.NodeInfo) -> froz
     if before.labels != after.labels:
         helps |= {nodeaffinity.NAME, podtopologyspread.NAME, interpodaffinity.NAME}
     return frozenset(helps)
+
+
+def _ref(policy: spec.Policy | None) -> traces.PolicyRef | None:
+    return None if policy is None else (policy.namespace, policy.name, policy.generation)
 
 
 def _needs_own_batch(pod: objects.PodInfo) -> bool:

@@ -122,8 +122,11 @@ def start_plumb(
                     "run",
                     "--kubeconfig",
                     str(control_plane.kubeconfig),
+                    # Tests that read metrics or the debug endpoint pass free ports of their own.
                     "--metrics-port",
-                    "0",  # tests that read metrics pass a free port of their own
+                    "0",
+                    "--debug-port",
+                    "0",
                     *extra,
                 ],
                 stdout=out,

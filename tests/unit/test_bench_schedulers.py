@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from plumb.bench import schedulers
 
 PLUMB_LOG = """\
@@ -30,6 +32,21 @@ def test_plumb_log_counts_warnings_errors_and_tracebacks() -> None:
         "plumb.scheduler: bind failed: HTTP 500",
         "plumb.binder: binding web-1 to n1 took 2.1 s",
     ]
+
+
+def test_plumb_json_log_counts_the_same() -> None:
+    lines = []
+    for line in PLUMB_LOG.splitlines():
+        parts = line.split(" ", 3)
+        if not line[:1].isdigit():
+            lines.append(line)  # the traceback, as JSON logging keeps it in its text
+            continue
+        logger, message = parts[3].split(": ", 1)
+        entry = {"time": parts[1], "level": parts[2], "logger": logger, "msg": message}
+        lines.append(json.dumps(entry))
+    summary = schedulers.summarise_log("\n".join(lines), schedulers.PLUMB)
+    assert (summary["warnings"], summary["errors"], summary["tracebacks"]) == (2, 1, 1)
+    assert summary["samples"][0] == "plumb.scheduler: bind failed: HTTP 500"
 
 
 def test_kube_scheduler_log_skips_its_expected_start_and_exit_lines() -> None:

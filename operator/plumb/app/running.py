@@ -16,11 +16,11 @@ from aiohttp import web
 
 from plumb import binder, events
 from plumb import scheduler as scheduler_module
-from plumb.app import handlers
+from plumb.app import debug, handlers
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.kernel import executor
-from plumb.observability import metrics
+from plumb.observability import metrics, trace, tracing
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +35,8 @@ class RunSettings:
     bind_concurrency: int = 64
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 10251  # 0: no metrics endpoint
+    debug_port: int = debug.DEFAULT_PORT  # on 127.0.0.1; 0: no debug endpoint
+    trace_candidates: int = trace.TOP  # top candidates each trace line shows (0 to TOP)
 
 
 def operator_settings() -> kopf.OperatorSettings:
@@ -57,15 +59,18 @@ async def run(settings: RunSettings) -> None:
     logger.info("kernel ready in %.1f s", time.monotonic() - started)
     api = k8s_client.ApiClient(creds, user_agent=f"plumb/{settings.scheduler_name}")
     recorder = events.Recorder(api, instance=f"{settings.scheduler_name}-{socket.gethostname()}")
+    tracer = tracing.Tracer(candidates=settings.trace_candidates)
     scheduler = scheduler_module.Scheduler(
         profile=scheduler_module.Profile(scheduler_name=settings.scheduler_name),
         binder=binder.Binder(api, concurrency=settings.bind_concurrency),
         recorder=recorder,
         kernel=kernel.run,
+        tracer=tracer,
     )
     registry = kopf.OperatorRegistry()
     handlers.register(registry, scheduler=scheduler, api=api, creds=creds)
     exporter = await _serve_metrics(scheduler, settings)
+    debug_server = await debug.start(tracer, settings.debug_port)
     loop_task = asyncio.create_task(scheduler.run(), name="plumb-scheduling-loop")
 
     @kopf.on.cleanup(registry=registry)
@@ -97,6 +102,7 @@ async def run(settings: RunSettings) -> None:
         await api.close()
         if exporter is not None:
             await exporter.cleanup()
+        await debug.stop(debug_server, tracer)
         kernel.close()
         logger.info("plumb stopped")
 

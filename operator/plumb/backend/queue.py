@@ -50,6 +50,8 @@ class Entry:
     seq: int = 0
     updated_in_flight: bool = False
     popped_at_event: int = 0
+    activated_at: float = 0.0  # when it last entered activeQ (the trace's queue wait)
+    popped_at: float = 0.0  # when it was last popped
     # Filter plugins that rejected nodes in the last attempt (empty: unknown, any event helps).
     plugins: frozenset[str] = frozenset()
 
@@ -183,6 +185,7 @@ class SchedulingQueue:
         entry.attempts += 1
         entry.updated_in_flight = False
         entry.popped_at_event = self._event_seq
+        entry.popped_at = self._clock()
         self._in_flight.add(entry.pod.uid)
         return entry
 
@@ -264,7 +267,8 @@ class SchedulingQueue:
 
     @staticmethod
     def backoff_duration(attempts: int) -> float:
-        return min(MAX_BACKOFF, INITIAL_BACKOFF * 2.0 ** max(0, attempts - 1))
+        # The exponent stops growing long after the cap: 2.0 ** 1024 overflows a float.
+        return min(MAX_BACKOFF, INITIAL_BACKOFF * 2.0 ** min(64, max(0, attempts - 1)))
 
     # Internals -----------------------------------------------------------------------------
 
@@ -293,6 +297,8 @@ class SchedulingQueue:
     def _push_active(self, entry: Entry) -> None:
         self._seq += 1
         entry.seq = self._seq
+        if entry.where is not Where.ACTIVE:  # an update in place keeps its place in line
+            entry.activated_at = self._clock()
         entry.where = Where.ACTIVE
         self._landed(entry.pod.uid)
         pod = entry.pod

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import abc
 import asyncio
+import json
 import os
 import re
 import signal
@@ -104,6 +105,11 @@ def _spawn_plumb(
                 str(plane.kubeconfig),
                 "--scheduler-name",
                 scheduler_name,
+                # Its own ports off: a bench must not clash with a plumb running beside it.
+                "--metrics-port",
+                "0",
+                "--debug-port",
+                "0",
             ],
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -157,8 +163,8 @@ async def start_kube_scheduler(plane: controlplane.ControlPlane, directory: Path
 def summarise_log(text: str, scheduler: str) -> dict[str, Any]:
     """Counts of warning and error lines in a scheduler's log, and the first few distinct ones.
 
-    plumb logs "<time> LEVEL logger: message"; kube-scheduler logs klog lines, whose first letter
-    is the severity (W, E).
+    plumb logs a JSON object per line (or, with --log-format=plain, "<time> LEVEL logger:
+    message"); kube-scheduler logs klog lines, whose first letter is the severity (W, E).
     """
     warnings: list[str] = []
     errors: list[str] = []
@@ -166,9 +172,7 @@ def summarise_log(text: str, scheduler: str) -> dict[str, Any]:
         if any(expected in line for expected in _EXPECTED):
             continue
         if scheduler == PLUMB:
-            parts = line.split(" ", 3)
-            level = parts[2] if len(parts) > 3 else ""
-            message = parts[3] if len(parts) > 3 else line
+            level, message = _plumb_line(line)
             bucket = {"WARNING": warnings, "ERROR": errors, "CRITICAL": errors}.get(level)
         else:
             bucket = {"W": warnings, "E": errors}.get(line[:1]) if line[1:5].isdigit() else None
@@ -181,6 +185,21 @@ def summarise_log(text: str, scheduler: str) -> dict[str, Any]:
         "tracebacks": text.count("Traceback"),
         "samples": list(dict.fromkeys(errors + warnings))[:5],
     }
+
+
+def _plumb_line(line: str) -> tuple[str, str]:
+    """(level, message) of one line of plumb's log, JSON or plain."""
+    if line.startswith("{"):
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        if isinstance(entry, dict):
+            return str(entry.get("level", "")), f"{entry.get('logger')}: {entry.get('msg')}"
+    parts = line.split(" ", 3)
+    if len(parts) > 3:
+        return parts[2], parts[3]
+    return "", line
 
 
 def _tail(log: Path, lines: int = 30) -> str:

@@ -1,0 +1,80 @@
+"""A read-only debug endpoint on localhost: each pod's last scheduling decision, as JSON.
+
+``GET /debug/pods/{namespace}/{name}`` answers the pod's last trace record (the fields of its
+trace line; 404 when plumb has made no decision for it since it started, or the pod was
+deleted); ``GET /debug/pods`` lists the pods with a record. It listens on 127.0.0.1 only:
+reach it with ``kubectl port-forward -n plumb-system deploy/plumb 10252``, and ``plumb explain``
+reads it. It serves from the event loop, which owns the tracer, so it needs no locks, and it
+writes nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from aiohttp import web
+
+from plumb.observability import tracing
+
+logger = logging.getLogger(__name__)
+
+HOST = "127.0.0.1"
+DEFAULT_PORT = 10252
+
+
+def application(tracer: tracing.Tracer) -> web.Application:
+    """The endpoint's routes over ``tracer``'s records."""
+
+    async def pod(request: web.Request) -> web.Response:
+        key = f"{request.match_info['namespace']}/{request.match_info['name']}"
+        record = tracer.last(key)
+        if record is None:
+            message = (
+                f"no decision recorded for pod {key}: plumb keeps the last decision of each pod "
+                "it scheduled or tried since it started, until the pod is deleted"
+            )
+            return web.json_response({"error": message}, status=404)
+        # "tried" counts the attempts whose repeated answer the log held back as well.
+        return web.json_response({**record.fields(), "tried": tracer.tried(key)})
+
+    async def pods(_: web.Request) -> web.Response:
+        listed = [
+            {"pod": r.pod, "uid": r.uid, "result": r.result, "node": r.node}
+            for r in tracer.records()
+        ]
+        return web.json_response({"pods": listed})
+
+    app = web.Application()
+    app.router.add_get("/debug/pods", pods)
+    app.router.add_get("/debug/pods/{namespace}/{name}", pod)
+    return app
+
+
+async def start(tracer: tracing.Tracer, port: int, host: str = HOST) -> web.AppRunner | None:
+    """Serve the endpoint on ``host:port``; None when ``port`` is 0 or cannot be had (plumb
+    goes on scheduling without it)."""
+    if not port:
+        return None
+    runner = web.AppRunner(application(tracer), access_log=None)
+    await runner.setup()
+    try:
+        await web.TCPSite(runner, host, port).start()
+    except OSError as error:
+        await runner.cleanup()
+        logger.error(
+            "cannot serve the debug endpoint on %s:%d (%s); running without it "
+            "(choose another with --debug-port, or 0 to turn it off)",
+            host,
+            port,
+            error,
+        )
+        return None
+    logger.info("decisions on http://%s:%d/debug/pods/NAMESPACE/NAME", host, port)
+    return runner
+
+
+async def stop(runner: web.AppRunner | None, tracer: tracing.Tracer) -> None:
+    """Stop serving, and write the summary of trace lines still held back."""
+    tracer.flush()
+    if runner is not None:
+        await runner.cleanup()

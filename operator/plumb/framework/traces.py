@@ -1,0 +1,153 @@
+"""Trace records of a cycle's decisions: each ``Decision`` in observability's terms.
+
+The scheduler adds what only it learns later (the budget after the policy counted the attempt,
+the bind latency, the final result) and hands the records to the tracer. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+from plumb.backend import objects, queue, snapshot
+from plumb.framework import cycle, scoring
+from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopologyspread
+from plumb.kernel import contract
+from plumb.observability import trace
+
+PolicyRef = tuple[str, str, int]
+"""A governing SchedulingPolicy: namespace, name, generation."""
+
+# Reasons given by the kernel's dynamic filters. Static reasons name their plugin in the compiled
+# batch, and NodeResourcesFit gives the rest ("Insufficient cpu", "Too many pods").
+_DYNAMIC_REASONS = {
+    podtopologyspread.MISSING_LABEL: podtopologyspread.NAME,
+    podtopologyspread.CONSTRAINTS_NOT_MATCH: podtopologyspread.NAME,
+    interpodaffinity.AFFINITY_RULES_NOT_MATCH: interpodaffinity.NAME,
+    interpodaffinity.ANTI_AFFINITY_RULES_NOT_MATCH: interpodaffinity.NAME,
+    interpodaffinity.EXISTING_ANTI_AFFINITY_RULES_NOT_MATCH: interpodaffinity.NAME,
+}
+
+
+def build(
+    decisions: Sequence[cycle.Decision],
+    entries: Mapping[str, queue.Entry],
+    snap: snapshot.Snapshot,
+    profile: scoring.Profile,
+    policy: PolicyRef | None,
+    prepared: cycle.Prepared,
+    kernel_seconds: float | None,
+) -> dict[str, trace.Trace]:
+    """The trace of each decision of one cycle, by pod uid.
+
+    ``decisions`` come in the order they were made (those needing no kernel, then the kernel's
+    in batch order): a pod placed earlier in the kernel run is an input of the later ones."""
+    compiled = prepared.compiled
+    plugin_of = dict(_DYNAMIC_REASONS)
+    if compiled is not None:
+        plugin_of |= {reason.message: reason.plugin for reason in compiled.static_reasons}
+    early = {decision.pod.uid for decision in prepared.early}
+    profile_digest = trace.digest(profile)
+    weights = dict(zip(contract.SCORE_PLUGINS, profile.weights, strict=False))
+    ahead: list[str] = []
+    traces = {}
+    for decision in decisions:
+        pod, entry = decision.pod, entries[decision.pod.uid]
+        in_kernel = compiled is not None and pod.uid not in early
+        candidates = tuple(
+            trace.Candidate(
+                node=c.node,
+                score=c.total,
+                scores=dict(zip(contract.SCORE_PLUGINS, c.scores, strict=False)),
+            )
+            for c in decision.candidates
+        )
+        plan = trace.plan_hash(pod.uid, decision.node, candidates)
+        traces[pod.uid] = trace.Trace(
+            pod=pod.key,
+            uid=pod.uid,
+            result=trace.SCHEDULED if decision.node else trace.UNSCHEDULABLE,
+            node=decision.node,
+            message=decision.message,
+            attempts=entry.attempts,
+            feasible=decision.feasible,
+            total=decision.total,
+            rejected=rejections(decision, plugin_of),
+            candidates=candidates,
+            weights=weights,
+            policy=None if policy is None else f"{policy[0]}/{policy[1]}",
+            generation=None if policy is None else policy[2],
+            snapshot=snap.generation,
+            input_hash=input_hash(pod, snap, profile_digest, policy, ahead if in_kernel else ()),
+            plan_hash=plan,
+            queue_wait_ms=trace.ms(max(0.0, entry.popped_at - entry.activated_at)),
+            kernel_ms=None if not in_kernel or kernel_seconds is None else trace.ms(kernel_seconds),
+            batch=len(compiled.pods) if compiled is not None and in_kernel else 0,
+        )
+        if in_kernel and decision.node is not None:
+            ahead.append(plan)
+    return traces
+
+
+def rerun(
+    blocked: trace.Trace,
+    pod: objects.PodInfo,
+    snap: snapshot.Snapshot,
+    profile: scoring.Profile,
+    policy: PolicyRef | None,
+    kernel_seconds: float,
+) -> trace.Trace:
+    """A blocked pod's trace once the kernel has decided it alone again without the policy's
+    hard spread rules (a deviation run): its rejections stay those that blocked it."""
+    return dataclasses.replace(
+        blocked,
+        snapshot=snap.generation,
+        input_hash=input_hash(pod, snap, trace.digest(profile), policy, (), deviation=True),
+        kernel_ms=trace.ms(kernel_seconds),
+        batch=1,
+    )
+
+
+def input_hash(
+    pod: objects.PodInfo,
+    snap: snapshot.Snapshot,
+    profile: str,
+    policy: PolicyRef | None,
+    ahead: Sequence[str],
+    *,
+    deviation: bool = False,
+) -> str:
+    """``trace.input_hash`` of a pod as compiled, over a snapshot, scored by the profile whose
+    ``trace.digest`` is ``profile`` (see trace.py for the keys)."""
+    return trace.input_hash(
+        pod=trace.digest(pod),
+        profile=profile,
+        policy=policy,
+        snapshot=snap.generation,
+        nodes=len(snap),
+        ahead=ahead,
+        deviation=deviation,
+    )
+
+
+def rejections(
+    decision: cycle.Decision, plugin_of: Mapping[str, str]
+) -> dict[str, trace.Rejection]:
+    """How many nodes each filter plugin rejected, from a failed decision's reasons, the
+    plugins that rejected most first.
+
+    The kernel rejects a node for the first filter it fails, so each node counts for one
+    plugin; only NodeResourcesFit gives one node several reasons (Insufficient cpu and
+    memory), so its node count is what the other plugins leave."""
+    grouped: dict[str, dict[str, int]] = {}
+    for reason, count in sorted(decision.reasons.items()):
+        plugin = plugin_of.get(reason, noderesourcesfit.NAME)
+        grouped.setdefault(plugin, {})[reason] = count
+    nodes = {plugin: sum(reasons.values()) for plugin, reasons in grouped.items()}
+    if noderesourcesfit.NAME in nodes:
+        others = sum(n for plugin, n in nodes.items() if plugin != noderesourcesfit.NAME)
+        nodes[noderesourcesfit.NAME] = decision.total - decision.feasible - others
+    return {
+        plugin: trace.Rejection(nodes=nodes[plugin], reasons=grouped[plugin])
+        for plugin in sorted(grouped, key=lambda p: (-nodes[p], p))
+    }

@@ -1,0 +1,352 @@
+"""Trace records: one per scheduling decision, written as one log line, kept for ``plumb explain``.
+
+A ``Trace`` is what a decision was and why: the pod, the result (``Scheduled``,
+``Unschedulable``, ``BindFailed``), the node, the FailedScheduling message, how many nodes each
+filter plugin rejected (with the reasons that add up to the message's histogram), the top
+candidates with their per-plugin scores and the weights that summed them, the SchedulingPolicy
+and generation in force, whether the pod was placed beyond it (deviation) and its budget, the
+snapshot generation, two hashes and the latencies (queue wait, kernel, bind). The scheduler
+builds it from its decision; this module never imports the scheduler's layers.
+
+Hashes (blake2b, 16 bytes, hex) over *canonical JSON*: keys sorted, no spaces, UTF-8; a
+dataclass is the object of its fields that take part in equality (``compare=True``: a pod's
+resourceVersion and its PodScheduled condition are not inputs), mappings are objects, tuples
+are arrays, sets are arrays sorted by their own canonical JSON.
+
+- ``input_hash`` hashes ``{"v": 1, "pod", "profile", "policy", "snapshot", "nodes", "ahead",
+  "deviation"}``, what the kernel decided the pod from: the ``digest`` of the pod as compiled
+  (requests, labels, priority, owner and scheduling constraints, a governing policy's rules
+  merged in), the ``digest`` of the scoring profile (weights, strategy, zone factors), the
+  policy as [namespace, name, generation] or null, the snapshot generation and its node
+  count, the plan hashes of the pods placed before it in its kernel run (a batch is decided
+  pod after pod, each placement applied before the next), and whether this was a deviation
+  run (the policy's hard spread lifted). Equal hashes mean the kernel saw the same pod over
+  the same snapshot. ``plumb replay`` recomputes it with ``input_hash`` from a snapshot dump
+  (which records its generation), the pod, the profile and the plans ahead of it in its run.
+- ``plan_hash`` hashes ``{"v": 1, "uid", "node", "candidates"}``: the pod, the node chosen (null
+  when none) and the top candidates with their per-plugin scores, all of them, however many
+  the log shows. Equal inputs must give an equal plan: that is the determinism promise.
+
+``tracing.Tracer`` writes the records as log lines (``logs`` renders them as JSON or key=value)
+within volume limits; ``from_log_line`` reads them back for ``plumb explain``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import hashlib
+import json
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar, cast
+
+from plumb.observability import logs
+
+_T = TypeVar("_T")
+
+LOGGER = "plumb.trace"
+SCHEDULED = "Scheduled"
+UNSCHEDULABLE = "Unschedulable"
+BIND_FAILED = "BindFailed"
+RESULTS = (SCHEDULED, UNSCHEDULABLE, BIND_FAILED)
+TOP = 3  # candidates a line shows at most
+
+_HASH_VERSION = 1
+
+
+class TraceError(ValueError):
+    """A line or a mapping that claims to be a trace but is not one."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Candidate:
+    """One of the best-scored nodes: its weighted total and each plugin's score (0-100)."""
+
+    node: str
+    score: int
+    scores: Mapping[str, int]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Rejection:
+    """How many nodes one filter plugin rejected, and for which reasons (counted per reason;
+    one node may give several, as "Insufficient cpu" and "Insufficient memory")."""
+
+    nodes: int
+    reasons: Mapping[str, int]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Budget:
+    """A SchedulingPolicy's deviation budget when the decision was made."""
+
+    used: int
+    remaining: int
+    max_violations: int
+    open: bool  # whether it allowed a deviation then
+    text: str  # the sentence events and FailedScheduling messages carry
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Trace:
+    """One decision, as its log line and the debug endpoint show it (see the module doc)."""
+
+    pod: str  # namespace/name
+    uid: str
+    result: str
+    node: str | None = None
+    message: str = ""
+    attempts: int = 0
+    feasible: int = 0
+    total: int = 0
+    rejected: Mapping[str, Rejection] = dataclasses.field(default_factory=dict)
+    candidates: tuple[Candidate, ...] = ()
+    weights: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    policy: str | None = None  # namespace/name
+    generation: int | None = None
+    deviation: bool = False
+    budget: Budget | None = None
+    snapshot: int = 0
+    input_hash: str = ""
+    plan_hash: str = ""
+    queue_wait_ms: float | None = None
+    kernel_ms: float | None = None
+    bind_ms: float | None = None
+    batch: int = 0  # pods the kernel decided in the same run (kernel_ms is that run's)
+
+    def summary(self) -> str:
+        """The log line's message: the result, the pod and the node (no free text)."""
+        if self.node:
+            return f"{self.result} {self.pod} on {self.node}"
+        return f"{self.result} {self.pod}"
+
+    def fields(self) -> dict[str, Any]:
+        """The record as JSON-ready fields, in a fixed order (the log line, the endpoint)."""
+        return {
+            "pod": self.pod,
+            "uid": self.uid,
+            "result": self.result,
+            "node": self.node,
+            "message": self.message,
+            "attempts": self.attempts,
+            "feasible": self.feasible,
+            "total": self.total,
+            "rejected": {
+                plugin: {"nodes": r.nodes, "reasons": dict(r.reasons)}
+                for plugin, r in self.rejected.items()
+            },
+            "candidates": [
+                {"node": c.node, "score": c.score, "scores": dict(c.scores)}
+                for c in self.candidates
+            ],
+            "weights": dict(self.weights),
+            "policy": self.policy,
+            "generation": self.generation,
+            "deviation": self.deviation,
+            "budget": None if self.budget is None else dataclasses.asdict(self.budget),
+            "snapshot": self.snapshot,
+            "input_hash": self.input_hash,
+            "plan_hash": self.plan_hash,
+            "queue_wait_ms": self.queue_wait_ms,
+            "kernel_ms": self.kernel_ms,
+            "bind_ms": self.bind_ms,
+            "batch": self.batch,
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, Any]) -> Trace:
+        """The record back from ``fields()`` (a log line's or the endpoint's); other keys, such
+        as a log line's time and level, are ignored. Raises TraceError when it is not a trace."""
+        try:
+            budget = fields.get("budget")
+            return cls(
+                pod=_text(fields["pod"]),
+                uid=_text(fields["uid"]),
+                result=_text(fields["result"]),
+                node=_optional(_text, fields.get("node")),
+                message=_text(fields.get("message", "")),
+                attempts=_integer(fields.get("attempts", 0)),
+                feasible=_integer(fields.get("feasible", 0)),
+                total=_integer(fields.get("total", 0)),
+                rejected={
+                    _text(plugin): Rejection(
+                        nodes=_integer(r["nodes"]), reasons=_counts(r.get("reasons", {}))
+                    )
+                    for plugin, r in _mapping(fields.get("rejected", {})).items()
+                },
+                candidates=tuple(
+                    Candidate(
+                        node=_text(c["node"]),
+                        score=_integer(c["score"]),
+                        scores=_counts(c["scores"]),
+                    )
+                    for c in _sequence(fields.get("candidates", []))
+                ),
+                weights=_counts(fields.get("weights", {})),
+                policy=_optional(_text, fields.get("policy")),
+                generation=_optional(_integer, fields.get("generation")),
+                deviation=bool(fields.get("deviation", False)),
+                budget=None
+                if budget is None
+                else Budget(
+                    used=_integer(budget["used"]),
+                    remaining=_integer(budget["remaining"]),
+                    max_violations=_integer(budget["max_violations"]),
+                    open=bool(budget["open"]),
+                    text=_text(budget["text"]),
+                ),
+                snapshot=_integer(fields.get("snapshot", 0)),
+                input_hash=_text(fields.get("input_hash", "")),
+                plan_hash=_text(fields.get("plan_hash", "")),
+                queue_wait_ms=_optional(_number, fields.get("queue_wait_ms")),
+                kernel_ms=_optional(_number, fields.get("kernel_ms")),
+                bind_ms=_optional(_number, fields.get("bind_ms")),
+                batch=_integer(fields.get("batch", 0)),
+            )
+        except (KeyError, TypeError, AttributeError) as error:
+            raise TraceError(f"not a trace record: {error!r} in {dict(fields)!r:.200}") from error
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"expected a string, got {value!r}")
+    return value
+
+
+def _integer(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected an integer, got {value!r}")
+    return value
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, got {value!r}")
+    return float(value)
+
+
+def _optional(convert: Callable[[Any], _T], value: Any) -> _T | None:
+    return None if value is None else convert(value)
+
+
+def _mapping(value: Any) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise TypeError(f"expected an object, got {value!r}")
+    return value
+
+
+def _sequence(value: Any) -> list[Any]:
+    if not isinstance(value, list | tuple):
+        raise TypeError(f"expected an array, got {value!r}")
+    return list(value)
+
+
+def _counts(value: Any) -> dict[str, int]:
+    return {_text(key): _integer(count) for key, count in _mapping(value).items()}
+
+
+def ms(seconds: float) -> float:
+    """Seconds as milliseconds, to the microsecond (what a trace line carries)."""
+    return round(seconds * 1000.0, 3)
+
+
+# Hashes ------------------------------------------------------------------------------------
+
+
+def canonical(value: object) -> str:
+    """``value`` as canonical JSON (see the module doc)."""
+    return json.dumps(
+        value,
+        sort_keys=True,
+        separators=(",", ":"),
+        ensure_ascii=False,
+        allow_nan=False,
+        default=_jsonable,
+    )
+
+
+def digest(value: object) -> str:
+    """blake2b (16 bytes, hex) of ``value``'s canonical JSON."""
+    return hashlib.blake2b(canonical(value).encode(), digest_size=16).hexdigest()
+
+
+def input_hash(
+    *,
+    pod: str,
+    profile: str,
+    policy: tuple[str, str, int] | None,
+    snapshot: int,
+    nodes: int,
+    ahead: Sequence[str],
+    deviation: bool,
+) -> str:
+    """The hash of what the kernel decided a pod from (see the module doc); ``pod`` and
+    ``profile`` are the ``digest`` of the compiled pod and of the scoring profile."""
+    return digest(
+        {
+            "v": _HASH_VERSION,
+            "pod": pod,
+            "profile": profile,
+            "policy": policy,
+            "snapshot": snapshot,
+            "nodes": nodes,
+            "ahead": list(ahead),
+            "deviation": deviation,
+        }
+    )
+
+
+def plan_hash(uid: str, node: str | None, candidates: Iterable[Candidate]) -> str:
+    """The hash of what was decided: the pod, the node (or none), the top candidates."""
+    top = [{"node": c.node, "score": c.score, "scores": dict(c.scores)} for c in candidates]
+    return digest({"v": _HASH_VERSION, "uid": uid, "node": node, "candidates": top})
+
+
+def _jsonable(value: object) -> Any:
+    """What ``json`` cannot encode itself, as something it can (it recurses into the result)."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        try:
+            return _shared(cast(Hashable, value))
+        except TypeError:  # holds a dict: not hashable, not shared
+            return _fields(value)
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=canonical)
+    raise TypeError(f"{type(value).__name__} has no canonical JSON form: {value!r:.100}")
+
+
+def _fields(value: Any) -> dict[str, Any]:
+    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.compare}
+
+
+@functools.lru_cache(maxsize=4096)
+def _shared(value: Any) -> Any:
+    # Frozen specs (a Deployment's tolerations, selectors, spread rules) are shared by many
+    # pods: their plain form is worked out once (callers only read it).
+    return json.loads(canonical(_fields(value)))
+
+
+# Reading lines -----------------------------------------------------------------------------
+
+
+def from_log_line(line: str) -> Trace | None:
+    """The trace a log line carries, in either log format, or None for any other line.
+
+    Tolerates a prefix before the record (``kubectl logs --prefix``, a timestamp)."""
+    brace = line.find("{")
+    if brace >= 0 and f'"{LOGGER}"' in line:
+        try:
+            entry = json.loads(line[brace:])
+        except json.JSONDecodeError:
+            entry = None  # a plain line with a JSON value, or a line cut short
+        if isinstance(entry, dict) and entry.get("logger") == LOGGER:
+            return Trace.from_fields(entry) if "uid" in entry else None  # else a summary
+    marker = f" {LOGGER}: "
+    if marker not in line:
+        return None
+    fields = logs.parse_pairs(line[line.index(marker) + len(marker) :])
+    return Trace.from_fields(fields) if "uid" in fields else None

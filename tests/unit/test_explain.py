@@ -1,0 +1,236 @@
+"""``plumb explain``: what a person reads for a decision, and that the running scheduler's
+endpoint and its log, in either format, give the same text for the same decision."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import io
+import logging
+import socket
+from pathlib import Path
+
+import pytest
+
+from plumb import explain
+from plumb.app import debug
+from plumb.observability import logs, trace, tracing
+
+PLUGINS = {
+    "NodeResourcesFit": 1,
+    "NodeResourcesBalancedAllocation": 1,
+    "TaintToleration": 3,
+    "NodeAffinity": 2,
+    "PodTopologySpread": 2,
+    "InterPodAffinity": 2,
+}
+
+
+def _scores(*values: int) -> dict[str, int]:
+    return dict(zip(PLUGINS, values, strict=True))
+
+
+SCHEDULED = trace.Trace(
+    pod="shop/web-7",
+    uid="uid-web-7",
+    result=trace.SCHEDULED,
+    node="shop-b1",
+    attempts=1,
+    feasible=5,
+    total=6,
+    candidates=(
+        trace.Candidate(node="shop-b1", score=806, scores=_scores(90, 96, 100, 0, 100, 0)),
+        trace.Candidate(node="shop-a1", score=704, scores=_scores(95, 99, 100, 0, 50, 0)),
+        trace.Candidate(node="shop-c1", score=650, scores=_scores(80, 90, 100, 0, 40, 0)),
+    ),
+    weights=PLUGINS,
+    policy="shop/web-spread",
+    generation=3,
+    budget=trace.Budget(
+        used=1,
+        remaining=2,
+        max_violations=3,
+        open=True,
+        text="SchedulingPolicy shop/web-spread's deviation budget: 1 of 3 used, 2 left",
+    ),
+    snapshot=812,
+    input_hash="0f" * 16,
+    plan_hash="a1" * 16,
+    queue_wait_ms=0.41,
+    kernel_ms=1.25,
+    bind_ms=14.5,
+    batch=12,
+)
+
+UNSCHEDULABLE = trace.Trace(
+    pod="shop/too-big",
+    uid="uid-too-big",
+    result=trace.UNSCHEDULABLE,
+    message="0/6 nodes are available: 1 node(s) had untolerated taint(s), 5 Insufficient cpu.",
+    attempts=4,
+    total=6,
+    rejected={
+        "NodeResourcesFit": trace.Rejection(nodes=5, reasons={"Insufficient cpu": 5}),
+        "TaintToleration": trace.Rejection(
+            nodes=1, reasons={"node(s) had untolerated taint(s)": 1}
+        ),
+    },
+    weights=PLUGINS,
+    snapshot=813,
+    input_hash="1e" * 16,
+    plan_hash="b2" * 16,
+    queue_wait_ms=0.2,
+    kernel_ms=0.9,
+    batch=1,
+)
+
+
+def test_a_scheduled_pod_reads_verdict_policy_budget_and_a_score_table() -> None:
+    text = explain.render(SCHEDULED)
+    lines = text.splitlines()
+    assert lines[0] == "shop/web-7: Scheduled on shop-b1 (attempt 1)"
+    assert "node:     shop-b1" in lines
+    assert "policy:   SchedulingPolicy shop/web-spread generation 3; no deviation" in lines
+    assert (
+        "budget:   SchedulingPolicy shop/web-spread's deviation budget: 1 of 3 used, 2 left "
+        "(deviation allowed)"
+    ) in lines
+    assert "nodes:    5 of 6 passed every filter" in lines
+    header = next(line for line in lines if line.split()[:1] == ["weight"])
+    assert header.split() == ["weight", "shop-b1", "shop-a1", "shop-c1"]
+    assert next(line for line in lines if line.strip().startswith("score")).split() == [
+        "score",
+        "806",
+        "704",
+        "650",
+    ]
+    spread = next(line for line in lines if line.strip().startswith("PodTopologySpread"))
+    assert spread.split() == ["PodTopologySpread", "2", "100", "50", "40"]
+    assert f"input hash {'0f' * 16}" in text
+    assert "tie" not in text
+    tied = dataclasses.replace(
+        SCHEDULED,
+        candidates=(
+            SCHEDULED.candidates[0],
+            dataclasses.replace(SCHEDULED.candidates[1], score=806),
+            SCHEDULED.candidates[2],
+        ),
+    )
+    assert "  shop-b1, shop-a1 tie at 806: a stable hash of the pod's uid" in explain.render(tied)
+    assert lines[-1] == (
+        "latency:  queued 0.410 ms, kernel 1.250 ms (12 pods in its run), bind 14.500 ms"
+    )
+
+
+def test_an_unschedulable_pod_reads_the_message_and_each_filters_rejections() -> None:
+    lines = explain.render(UNSCHEDULABLE).splitlines()
+    assert lines[:3] == [
+        "shop/too-big: Unschedulable (attempt 4)",
+        "  0/6 nodes are available: 1 node(s) had untolerated taint(s), 5 Insufficient cpu.",
+        "node:     none",
+    ]
+    assert "policy:   none (kube-scheduler's default plugins and weights)" in lines
+    assert "  NodeResourcesFit rejected 5 nodes: 5 Insufficient cpu" in lines
+    assert "  TaintToleration rejected 1 node: 1 node(s) had untolerated taint(s)" in lines
+    assert not any("top candidates" in line for line in lines)
+
+
+def test_a_deviation_says_so() -> None:
+    deviated = dataclasses.replace(SCHEDULED, deviation=True, candidates=())
+    text = explain.render(deviated)
+    assert text.startswith("shop/web-7: Scheduled on shop-b1 beyond its policy (attempt 1)\n")
+    assert "generation 3; a deviation on its budget" in text
+
+
+def _log(formatter: logging.Formatter, *records: trace.Trace) -> list[str]:
+    lines: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            lines.append(self.format(record))
+
+    log = logging.Logger(trace.LOGGER)
+    handler = Collect()
+    handler.setFormatter(formatter)
+    log.addHandler(handler)
+    tracer = tracing.Tracer(log=log)
+    for record in records:
+        tracer.emit(record)
+    return lines
+
+
+@pytest.mark.parametrize(
+    "formatter", [logs.JsonFormatter(), logs.PlainFormatter()], ids=["json", "plain"]
+)
+def test_a_log_in_either_format_gives_the_text_of_the_record(
+    formatter: logging.Formatter,
+) -> None:
+    earlier = dataclasses.replace(SCHEDULED, result=trace.BIND_FAILED, message="HTTP 500")
+    other = dataclasses.replace(UNSCHEDULABLE, pod="shop/other", uid="uid-other")
+    lines = [
+        "a line that is not plumb's",
+        *_log(formatter, earlier, other, SCHEDULED),
+        '{"logger":"plumb.trace","msg":"suppressed 2 trace lines","suppressed":2}',
+    ]
+    record = explain.from_lines(lines, "shop/web-7")
+    assert record == SCHEDULED  # the pod's last line counts
+    assert explain.render(record) == explain.render(SCHEDULED)
+
+
+def test_a_pod_without_a_line_is_an_error_that_says_where_else_to_look() -> None:
+    with pytest.raises(explain.ExplainError, match="no trace line for shop/gone in 2 lines"):
+        explain.from_lines(_log(logs.JsonFormatter(), SCHEDULED, UNSCHEDULABLE), "shop/gone")
+
+
+def test_main_reads_a_file_or_a_pipe(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "plumb.log"
+    log.write_text("\n".join(_log(logs.JsonFormatter(), UNSCHEDULABLE)) + "\n")
+    out = io.StringIO()
+    assert explain.main("shop/too-big", source=str(log), out=out) == 0
+    assert out.getvalue() == explain.render(UNSCHEDULABLE)
+
+    piped, out = io.StringIO(log.read_text()), io.StringIO()
+    assert explain.main("shop/too-big", stdin=piped, out=out) == 0  # not a TTY: read it
+    assert out.getvalue() == explain.render(UNSCHEDULABLE)
+
+    assert explain.main("too-big", source=str(log), out=io.StringIO()) == 1
+    assert "name the pod as NAMESPACE/NAME, not 'too-big'" in capsys.readouterr().err
+    assert explain.main("shop/x", source=str(tmp_path / "missing.log")) == 1
+    assert "cannot read" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_the_endpoint_answers_the_same_record_as_the_log() -> None:
+    lines = _log(logs.PlainFormatter(), SCHEDULED)
+    tracer = tracing.Tracer(log=logging.Logger("quiet"))
+    tracer.emit(SCHEDULED)
+    port = _free_port()
+    runner = await debug.start(tracer, port)
+    assert runner is not None
+    try:
+        endpoint = f"http://127.0.0.1:{port}"
+        live = await asyncio.to_thread(explain.from_endpoint, endpoint, "shop/web-7")
+        assert live == explain.from_lines(lines, "shop/web-7")
+        with pytest.raises(explain.ExplainError, match="HTTP 404: no decision recorded"):
+            await asyncio.to_thread(explain.from_endpoint, endpoint, "shop/unknown")
+    finally:
+        await debug.stop(runner, tracer)
+    with pytest.raises(explain.ExplainError, match="kubectl port-forward"):
+        await asyncio.to_thread(explain.from_endpoint, f"http://127.0.0.1:{port}", "shop/web-7")
+
+
+async def test_a_busy_port_leaves_plumb_running_without_the_endpoint(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tracer = tracing.Tracer(log=logging.Logger("quiet"))
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        assert await debug.start(tracer, taken.getsockname()[1]) is None
+    assert "cannot serve the debug endpoint" in caplog.text
+    assert await debug.start(tracer, 0) is None

@@ -58,8 +58,11 @@ def _condition(policy: dict[str, Any], kind: str) -> dict[str, Any]:
     return {}
 
 
-def _web_pods(client: kube.Kube, namespace: str, count: int, *, cpu: str = "100m") -> list[str]:
-    names = [f"web-{i:02d}" for i in range(count)]
+def _web_pods(
+    client: kube.Kube, namespace: str, count: int, *, cpu: str = "100m", first: int = 0
+) -> list[str]:
+    """Create web-<first> .. web-<first + count - 1>, app=web, for plumb."""
+    names = [f"web-{i:02d}" for i in range(first, first + count)]
     for name in names:
         client.create_pod(
             builders.make_pod(name, namespace)
@@ -192,14 +195,7 @@ def test_a_failing_spec_change_reverts_to_the_last_good_generation(
         ),
         timeout=30,
     )
-    for i in range(3, 13):
-        kube_client.create_pod(
-            builders.make_pod(f"web-{i:02d}", namespace)
-            .label("app", "web")
-            .scheduler("plumb")
-            .req(cpu="100m")
-            .obj()
-        )
+    _web_pods(kube_client, namespace, 10, first=3)
 
     kube.wait_for(
         "all 13 pods bound after the revert",
@@ -236,14 +232,7 @@ def test_deleting_a_policy_returns_its_pods_to_default_scoring(
     kubectl.check("delete", "spol", "web-spread", "-n", namespace)
     gone = f"policy {namespace}/web-spread deleted"
     kube.wait_for("plumb to forget the policy", lambda: gone in plumb.output(), timeout=30)
-    for i in range(4, 10):
-        kube_client.create_pod(
-            builders.make_pod(f"web-{i:02d}", namespace)
-            .label("app", "web")
-            .scheduler("plumb")
-            .req(cpu="100m")
-            .obj()
-        )
+    _web_pods(kube_client, namespace, 6, first=4)
     kube.wait_for("10 pods bound", lambda: _bound(kube_client, namespace) == 10, timeout=60)
     # Without the policy LeastAllocated sends every new pod to the roomy zone.
     assert _zones(kube_client, namespace) == Counter({"a": 8, "b": 2})
@@ -262,13 +251,7 @@ def test_a_restart_keeps_the_budget_spent_in_the_window(
     first = start_plumb()
     _web_pods(kube_client, namespace, 5, cpu="400m")  # a 3, b 2 within maxSkew 1: no deviation
     kube.wait_for("5 pods bound", lambda: _bound(kube_client, namespace) == 5, timeout=60)
-    kube_client.create_pod(
-        builders.make_pod("web-05", namespace)
-        .label("app", "web")
-        .scheduler("plumb")
-        .req(cpu="400m")
-        .obj()
-    )
+    _web_pods(kube_client, namespace, 1, cpu="400m", first=5)
     kube.wait_for("a deviation", lambda: _bound(kube_client, namespace) == 6, timeout=60)
 
     def used(count: int) -> dict[str, Any] | None:
@@ -285,14 +268,7 @@ def test_a_restart_keeps_the_budget_spent_in_the_window(
     assert first.stop() == 0
 
     start_plumb()
-    for i in range(6, 9):
-        kube_client.create_pod(
-            builders.make_pod(f"web-{i:02d}", namespace)
-            .label("app", "web")
-            .scheduler("plumb")
-            .req(cpu="400m")
-            .obj()
-        )
+    _web_pods(kube_client, namespace, 3, cpu="400m", first=6)
     # One deviation was left in the window: one more pod deviates, two wait.
     kube.wait_for("7 pods bound", lambda: _bound(kube_client, namespace) == 7, timeout=60)
     policy = kube.wait_for("budget used 2", lambda: used(2), timeout=30)

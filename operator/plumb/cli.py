@@ -136,6 +136,12 @@ def _parser() -> argparse.ArgumentParser:
         "--large", action="store_true", help="also run the large workload (5,000 nodes)"
     )
     bench_cmd.add_argument(
+        "--kernel-only",
+        action="store_true",
+        help="only the kernel micro-benchmark (no control plane); prints its table, writes "
+        "nothing (with --quick: 500 nodes only)",
+    )
+    bench_cmd.add_argument(
         "--out",
         type=Path,
         default=Path("docs"),
@@ -207,6 +213,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             large=args.large,
             workloads=args.workloads,
             command=" ".join(["plumb", *(sys.argv[1:] if argv is None else argv)]),
+            kernel_only=args.kernel_only,
         )
         try:
             return bench_running.main(bench_settings)

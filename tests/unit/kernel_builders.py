@@ -182,9 +182,9 @@ class Case:
         keys = list(self._keys)
         rows = list(self._rows)
         cluster = c.Cluster(
-            allocatable=self._allocatable.copy(),
-            requested=self._requested.copy(),
-            nonzero_requested=self._nonzero.copy(),
+            allocatable=self._allocatable.T.copy(),  # the kernel's layout: a row per resource
+            requested=self._requested.T.copy(),
+            nonzero_requested=self._nonzero.T.copy(),
             name_hashes=np.array(self._hashes, dtype=np.uint64),
             domains=np.array([self._keys[k][0] for k in keys], dtype=np.int32).reshape(
                 len(keys), self.nodes
@@ -213,6 +213,7 @@ class Case:
             pod_hashes=np.array([p.hash for p in pods], dtype=np.uint64),
             requests=np.array([p.requests for p in pods], dtype=np.int64),
             nonzero=np.array([p.nonzero for p in pods], dtype=np.int64),
+            static_row=np.arange(len(pods), dtype=np.int32),
             static_code=np.array([p.static for p in pods], dtype=np.int32),
             taint_raw=np.array([p.taint for p in pods], dtype=np.int64),
             node_affinity_raw=np.array([p.node_affinity for p in pods], dtype=np.int64),
@@ -276,58 +277,13 @@ def failure_case() -> Case:
 
 # Batches ------------------------------------------------------------------------------------
 
-_PER_POD = (
-    "pod_hashes",
-    "requests",
-    "nonzero",
-    "static_code",
-    "taint_raw",
-    "node_affinity_raw",
-    "member",
-    "spread_require_all",
-    "affinity_self",
-    "balanced_skip",
-)
-_TABLES = {
-    "spread_pod": (
-        "spread_row",
-        "spread_key",
-        "spread_max_skew",
-        "spread_min_domains",
-        "spread_hard",
-        "spread_self",
-        "spread_hostname",
-        "spread_eligible",
-    ),
-    "affinity_pod": ("affinity_row", "affinity_key", "affinity_anti"),
-    "symmetric_pod": ("symmetric_row", "symmetric_key"),
-    "preferred_pod": ("preferred_row", "preferred_key", "preferred_weight"),
-}
-
 
 def one_pod(batch: c.Batch, b: int) -> c.Batch:
     """Pod ``b`` of a batch as a batch of its own."""
-    fields: dict[str, Any] = {name: getattr(batch, name)[b : b + 1] for name in _PER_POD}
-    for pod_column, columns in _TABLES.items():
-        mine = getattr(batch, pod_column) == b
-        fields[pod_column] = np.zeros(int(mine.sum()), dtype=np.int32)
-        for name in columns:
-            fields[name] = getattr(batch, name)[mine]
-    fields["weights"] = batch.weights
-    return c.Batch(**fields)
+    return c.part(batch, b, b + 1)
 
 
-def place(cluster: c.Cluster, batch: c.Batch, b: int, node: int) -> c.Cluster:
-    """The cluster after pod ``b`` of ``batch`` is placed on ``node`` (what the kernel does)."""
-    requested = cluster.requested.copy()
-    nonzero = cluster.nonzero_requested.copy()
-    counts = cluster.counts.copy()
-    requested[node] += batch.requests[b]
-    nonzero[node] += batch.nonzero[b]
-    counts[:, node] += batch.member[b]
-    return dataclasses.replace(
-        cluster, requested=requested, nonzero_requested=nonzero, counts=counts
-    )
+place = c.placed  # the cluster after pod b of a batch is placed on a node
 
 
 def assert_same(got: c.Result, want: c.Result) -> None:

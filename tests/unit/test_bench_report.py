@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 from pathlib import Path
@@ -9,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plumb.bench import report
+from plumb.bench import kernelbench, report
 
 
 def _result(scheduler: str, throughput: float, *, usage: bool = True) -> dict[str, Any]:
@@ -137,3 +138,213 @@ def test_json_keeps_lists_of_numbers_on_one_line() -> None:
     # Lists of strings keep one item per line.
     assert '"names": [\n  "a",\n  "b"\n ]' in text
     assert json.loads(text) == {"curve": [0.1235, 2.0, None], "names": ["a", "b"], "n": 1}
+
+
+# Targets and the kernel micro-benchmark ------------------------------------------------------
+
+
+def _kernel_row(nodes: int = 5000, batch_us: float = 18.0, reference_us: float = 4000.0) -> Any:
+    figures = kernelbench.KernelFigures(
+        nodes=nodes,
+        resident_pods=4 * nodes,
+        pods=256,
+        batch_size=32,
+        reference_pods=8,
+        repeats=5,
+        numba_single_us=2 * batch_us,
+        numba_batch_us=batch_us,
+        reference_us=reference_us,
+        placed=256,
+        feasible_share=0.25,
+        rejected_share={"static": 0.5, "resources": 0.0, "spread_skew": 0.25},
+    )
+    return kernelbench.as_dict(figures)
+
+
+def _sections(*results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    shared = report.with_ceiling_share(list(results))
+    names = list(dict.fromkeys(r["workload"] for r in shared))
+    return [(name, {r["scheduler"]: r for r in shared if r["workload"] == name}) for name in names]
+
+
+def _verdicts(
+    sections: list[tuple[str, dict[str, Any]]], kernel: list[Any] | None = None
+) -> dict[str, report.Verdict]:
+    return {v.target: v for v in report.targets(sections, kernel or [])}
+
+
+def _with(result: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    """A copy of a result with ``timing__x`` / ``quality__x`` / ``usage__x`` / ``workload``."""
+    out = copy.deepcopy(result)
+    for name, value in changes.items():
+        if "__" in name:
+            part, key = name.split("__")
+            out[part][key] = value
+        else:
+            out[name] = value
+    return out
+
+
+THROUGHPUT = "basic: throughput at least 1.5x kube-scheduler's"
+CEILING = "basic: throughput at least 70% of the ceiling's"
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "ceiling", "versus", "share"),
+    [
+        (300.0, 200.0, 400.0, "met", "met"),  # exactly 1.5x, 75%
+        (299.0, 200.0, 500.0, "met", "not met"),  # 1.495x, printed 1.50x: judged as printed
+        (290.0, 200.0, 410.0, "not met", "met"),  # 1.45x; 70.7%
+        (350.0, 200.0, 600.0, "met", "not met"),  # 1.75x; 58.3%
+    ],
+)
+def test_basic_throughput_targets_are_judged_as_printed(
+    ours: float, theirs: float, ceiling: float, versus: str, share: str
+) -> None:
+    sections = _sections(
+        _result("plumb", ours), _result("kube-scheduler", theirs), _result("ceiling", ceiling)
+    )
+    verdicts = _verdicts(sections)
+    assert verdicts[THROUGHPUT].status == versus
+    assert verdicts[CEILING].status == share
+    assert f"{ours:.1f} vs {theirs:.1f} pods/s" in verdicts[THROUGHPUT].figures
+
+
+def test_without_a_basic_run_the_throughput_targets_are_not_measured() -> None:
+    other = [_with(_result(s, 100.0), workload="zone-spread") for s in report.SCHEDULERS]
+    verdicts = _verdicts(_sections(*other))
+    assert verdicts[THROUGHPUT].status == report.NOT_MEASURED
+    assert verdicts[CEILING].status == report.NOT_MEASURED
+
+
+def test_p99_latency_is_judged_per_workload() -> None:
+    sections = _sections(
+        _with(_result("plumb", 300.0), timing__latency_p99=0.4004),
+        _result("kube-scheduler", 200.0),
+        _with(_result("plumb", 300.0), workload="zone-spread", timing__latency_p99=0.5),
+        _with(_result("kube-scheduler", 200.0), workload="zone-spread"),
+    )
+    verdicts = _verdicts(sections)
+    # 400.4 ms is printed as 400, like kube-scheduler's 400: at most, as far as anyone can see.
+    assert verdicts["basic: p99 latency at most kube-scheduler's"].status == report.MET
+    spread = verdicts["zone-spread: p99 latency at most kube-scheduler's"]
+    assert (spread.status, spread.figures) == (report.NOT_MET, "500 vs 400 ms")
+
+
+def test_placement_is_as_good_when_no_figure_is_worse_and_nothing_is_violated() -> None:
+    verdicts = _verdicts(_sections(_result("plumb", 300.0), _result("kube-scheduler", 200.0)))
+    verdict = verdicts["basic: placement at least as good as kube-scheduler's, no violations"]
+    assert verdict.status == report.MET
+    assert verdict.figures == (
+        "violations 0; placed 3 vs 3; max skew 1 vs 1; cpu utilisation stddev 0.0100 vs 0.0100"
+    )
+
+
+@pytest.mark.parametrize(
+    ("change", "worse"),
+    [
+        (
+            {"quality__violations": {"allocatable": 0, "spread": 1, "anti-affinity": 0}},
+            "violations",
+        ),
+        ({"quality__spread_skew": {"zone": 2}}, "max skew"),
+        ({"quality__placed": 2}, "placed"),
+        ({"quality__cpu_utilisation_stddev": 0.0102}, "cpu utilisation stddev"),
+        ({"quality__preferred_share": 0.5}, "on a preferred node (%)"),
+    ],
+)
+def test_placement_is_not_as_good_when_a_figure_is_worse(
+    change: dict[str, Any], worse: str
+) -> None:
+    kube = _with(_result("kube-scheduler", 200.0), quality__preferred_share=0.6)
+    plumb = _with(_result("plumb", 300.0), **{"quality__preferred_share": 0.6, **change})
+    verdict = _verdicts(_sections(plumb, kube))[
+        "basic: placement at least as good as kube-scheduler's, no violations"
+    ]
+    assert verdict.status == report.NOT_MET
+    assert verdict.figures.endswith(f"(worse: {worse})")
+
+
+def test_better_placement_figures_meet_the_target() -> None:
+    plumb = _with(
+        _result("plumb", 300.0),
+        quality__spread_skew={"zone": 0},
+        quality__cpu_utilisation_stddev=0.0001,
+        quality__preferred_share=1.0,
+    )
+    kube = _with(_result("kube-scheduler", 200.0), quality__preferred_share=0.9)
+    verdict = _verdicts(_sections(plumb, kube))[
+        "basic: placement at least as good as kube-scheduler's, no violations"
+    ]
+    assert verdict.status == report.MET
+    assert "on a preferred node (%) 100.0 vs 90.0" in verdict.figures
+
+
+KERNEL_SPEED = "kernel: at most 20 µs per pod at 5,000 nodes"
+KERNEL_VERSUS = "kernel: at least 100x the reference at 5,000 nodes"
+
+
+@pytest.mark.parametrize(
+    ("batch_us", "reference_us", "speed", "versus"),
+    [
+        (18.0, 4000.0, report.MET, report.MET),
+        (20.04, 2000.0, report.MET, report.MET),  # printed 20.0 µs, 100x
+        (20.1, 1900.0, report.NOT_MET, report.NOT_MET),
+        (35.0, 30000.0, report.NOT_MET, report.MET),
+    ],
+)
+def test_kernel_targets_are_judged_at_5000_nodes(
+    batch_us: float, reference_us: float, speed: str, versus: str
+) -> None:
+    rows = [_kernel_row(500, 1.0, 100.0), _kernel_row(5000, batch_us, reference_us)]
+    verdicts = _verdicts([], rows)
+    assert verdicts[KERNEL_SPEED].status == speed
+    assert verdicts[KERNEL_VERSUS].status == versus
+    assert verdicts[KERNEL_SPEED].figures.startswith(f"{batch_us:.1f} µs/pod in batches of 32")
+
+
+def test_kernel_targets_without_5000_nodes_are_not_measured() -> None:
+    verdicts = _verdicts([], [_kernel_row(500, 1.0, 100.0)])
+    assert verdicts[KERNEL_SPEED].status == report.NOT_MEASURED
+    assert verdicts[KERNEL_VERSUS].status == report.NOT_MEASURED
+
+
+MEMORY = "large (5,000 nodes, 10,000 pods): plumb's peak RSS at most kube-scheduler's"
+
+
+def test_peak_rss_is_judged_on_the_large_workload_only() -> None:
+    assert _verdicts(_sections(_result("plumb", 1.0)))[MEMORY].status == report.NOT_MEASURED
+    large = [
+        _with(_result("plumb", 1.0), workload="large", usage__peak_rss_bytes=250 * 2**20),
+        _with(_result("kube-scheduler", 1.0), workload="large"),
+    ]
+    verdict = _verdicts(_sections(*large))[MEMORY]
+    assert (verdict.status, verdict.figures) == (report.NOT_MET, "250 vs 200 MiB")
+
+
+def test_the_report_states_the_targets_and_the_kernel_figures(tmp_path: Path) -> None:
+    results = [_result("plumb", 300.0), _result("kube-scheduler", 200.0), _result("ceiling", 600.0)]
+    kernel = [_kernel_row(500, 2.0, 900.0), _kernel_row(5000, 25.0, 9000.0)]
+    report.write(tmp_path, results, _context(), kernel)
+    markdown = (tmp_path / "benchmarks.md").read_text()
+    assert "## Targets" in markdown
+    assert f"| {THROUGHPUT} | 300.0 vs 200.0 pods/s: 1.50x | **met** |" in markdown
+    assert f"| {CEILING} | 300.0 of 600.0 pods/s: 50.0% | **not met** |" in markdown
+    assert f"| {KERNEL_SPEED} | 25.0 µs/pod in batches of 32 (50.0 one pod per call) |" in (
+        markdown
+    )
+    assert f"| {MEMORY} | - | not measured in this run |" in markdown
+    assert "(4 met, 2 not met, 1 not measured)" in markdown
+    assert "smoke-test sizes" in markdown  # the context says quick
+    assert "## Kernel micro-benchmark" in markdown
+    assert "| 5,000 | 50.0 | 25.0 | 9,000 | 180x | 360x | 256 / 8 | 25.0 |" in markdown
+    raw = json.loads((tmp_path / "benchmarks.json").read_text())
+    assert [row["nodes"] for row in raw["kernel"]] == [500, 5000]
+    assert raw["kernel"][1]["batch_speedup"] == 360.0
+
+
+def test_a_report_without_kernel_figures_says_so(tmp_path: Path) -> None:
+    report.write(tmp_path, [_result("plumb", 300.0)], _context())
+    markdown = (tmp_path / "benchmarks.md").read_text()
+    assert "## Kernel micro-benchmark\n\nNot run, or it failed" in markdown
+    assert f"| {KERNEL_SPEED} | - | not measured in this run |" in markdown

@@ -135,9 +135,9 @@ def kernel_inputs(
     big = (1 << 50, (1 << 50) + 1, 2**63 - 1) if huge else ()
     menus = (_ALLOCATABLE[0] + big, _ALLOCATABLE[1] + big, *_ALLOCATABLE[2:])
     cluster = c.Cluster(
-        allocatable=table(menus, nodes),
-        requested=requested,
-        nonzero_requested=nonzero,
+        allocatable=table(menus, nodes).T.copy(),  # a row per resource
+        requested=requested.T.copy(),
+        nonzero_requested=nonzero.T.copy(),
         name_hashes=hashes,
         domains=domains,
         domain_counts=domain_counts,
@@ -163,13 +163,19 @@ def kernel_inputs(
     n_spread, n_affinity = len(spread_pod), len(affinity_pod)
     n_symmetric, n_preferred = len(symmetric_pod), len(preferred_pod)
     i32 = np.int32
+    # Pods with the same static rows share one (replicas); some of the rows no pod uses.
+    distinct = draw(st.integers(1, pods + 1))
+    static_row = draw(hnp.arrays(np.int32, pods, elements=st.integers(0, distinct - 1)))
     batch = c.Batch(
         pod_hashes=draw(hnp.arrays(np.uint64, pods, elements=st.integers(0, 2**64 - 1))),
         requests=requests,
         nonzero=pod_nonzero,
-        static_code=menu((pods, nodes), _STATIC).astype(i32),
-        taint_raw=ints((pods, nodes), -3 if exotic else 0, 3),
-        node_affinity_raw=menu((pods, nodes), (0, 10, 30, 45, 100) + ((-20, -5) if exotic else ())),
+        static_row=static_row,
+        static_code=menu((distinct, nodes), _STATIC).astype(i32),
+        taint_raw=ints((distinct, nodes), -3 if exotic else 0, 3),
+        node_affinity_raw=menu(
+            (distinct, nodes), (0, 10, 30, 45, 100) + ((-20, -5) if exotic else ())
+        ),
         member=ints((pods, rows), 0, 1).astype(i32),
         spread_pod=np.array(spread_pod, dtype=i32),
         spread_row=ints(n_spread, 0, rows - 1).astype(i32),
@@ -324,6 +330,10 @@ def test_quantities_beyond_the_exact_range_go_to_the_reference(
             "static_code has shape (1, 3), not (1, 8)",
         ),
         (
+            lambda cl, b: (cl, dataclasses.replace(b, static_row=b.static_row + 1)),
+            "static_row holds values outside 0 .. 0",
+        ),
+        (
             lambda cl, b: (dataclasses.replace(cl, cpu_column=7), b),
             "cpu_column 7 is not one of the 4 resource columns",
         ),
@@ -473,3 +483,26 @@ def test_an_unwritable_explicit_directory_is_an_error_not_a_fallback(
     with pytest.raises(numbacache.KernelCacheError, match="NUMBA_CACHE_DIR"):
         numbacache.configure(environ, defaults=[tmp_path / "default"])
     assert not (tmp_path / "default").exists()
+
+
+def test_output_arrays_are_reused_only_once_nobody_holds_them() -> None:
+    # compiled.run recycles its (pods, nodes) outputs; a result (or a view of it) still held
+    # must never be written over, and a recycled detail row must not keep an old pod's details.
+    fits_nowhere = Case(2).pod(cpu=8000).build()  # details for both nodes
+    fits = Case(2).pod(cpu=1000).build()
+    held = compiled.run(*fits_nowhere)
+    snapshot = [np.copy(getattr(held, name)) for name in RESULT_FIELDS]
+    view = held.detail[0]
+    del held
+    other = compiled.run(*fits)
+    assert not np.shares_memory(other.detail, view)
+    assert view.tolist() == snapshot[RESULT_FIELDS.index("detail")][0].tolist()
+    del view, other
+    recycled = compiled.run(*fits)
+    assert_same(recycled, reference.run(*fits))
+    assert recycled.detail.tolist() == [[0, 0]]
+    address = recycled.detail.__array_interface__["data"][0]
+    del recycled
+    again = compiled.run(*fits_nowhere)
+    assert again.detail.__array_interface__["data"][0] == address  # nobody held it: recycled
+    assert_same(again, reference.run(*fits_nowhere))

@@ -62,12 +62,24 @@ def test_each_filter_rejects_with_its_code(kernel: Kernel) -> None:
         c.ANTI_AFFINITY,
         c.EXISTING_ANTI_AFFINITY,
     ]
-    # The static reason code as given; one bit per resource column that does not fit.
-    assert result.detail[0].tolist() == [0, 4, (1 << CPU) | (1 << PODS), 0, 0, 0, 0, 0]
     assert result.feasible.tolist() == [1]
     assert result.chosen.tolist() == [0]
     assert result.top[0].tolist() == [0, -1, -1]
     assert result.total[0, 1:].tolist() == [0] * 7
+    # Why nodes failed, in detail, only for a pod that fits nowhere (its FailedScheduling
+    # message): none for this one.
+    assert result.detail[0].tolist() == [0] * 8
+
+
+@KERNELS
+def test_a_pod_that_fits_nowhere_gets_the_details(kernel: Kernel) -> None:
+    # The failure case with node 0 cordoned (static reason 1): no node fits.
+    result = kernel(*failure_case().static([1, 4, 0, 0, 0, 0, 0, 0]).build())
+    assert result.chosen.tolist() == [-1]
+    assert result.code[0, :3].tolist() == [c.STATIC, c.STATIC, c.RESOURCES]
+    # The static reason code as given; one bit per resource column that does not fit; 0 for a
+    # node that failed a later filter.
+    assert result.detail[0].tolist() == [1, 4, (1 << CPU) | (1 << PODS), 0, 0, 0, 0, 0]
 
 
 @KERNELS

@@ -1,10 +1,12 @@
-"""docs/benchmarks.md from the results: the machine, the versions, the exact command, a table
-of every figure for each workload with the ratio plumb / kube-scheduler, and plots (pods bound
-over time, latency CDF); the raw results go to benchmarks.json beside it.
+"""docs/benchmarks.md from the results: the machine, the versions, the exact command, whether
+each target of issue 4 is met, a table of every figure for each workload with the ratio plumb /
+kube-scheduler, plots (pods bound over time, latency CDF) and the kernel micro-benchmark; the
+raw results go to benchmarks.json beside it.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import math
@@ -15,9 +17,10 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import plumb
+from plumb.bench import kernelbench
 
 JSON = dict[str, Any]
 MARKDOWN = "benchmarks.md"
@@ -143,7 +146,7 @@ ROWS: list[tuple[str, Getter, str]] = [
 ]
 
 
-def _finite(value: float | None) -> bool:
+def _finite(value: float | None) -> TypeGuard[float]:
     return value is not None and math.isfinite(value)
 
 
@@ -216,14 +219,19 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def write(out: Path, results: Sequence[JSON], ctx: JSON) -> list[Path]:
-    """Writes benchmarks.md, benchmarks.json and the plots into out; returns their paths."""
+def write(out: Path, results: Sequence[JSON], ctx: JSON, kernel: Sequence[JSON] = ()) -> list[Path]:
+    """Writes benchmarks.md, benchmarks.json and the plots into out; returns their paths.
+
+    ``kernel``: the micro-benchmark's figures, one per size (kernelbench.as_dict's)."""
     out.mkdir(parents=True, exist_ok=True)
     plots = out / PLOTS
     plots.mkdir(exist_ok=True)
     results = with_ceiling_share(results)
     raw = out / RAW
-    raw.write_text(dumps({"context": ctx, "results": results}) + "\n", encoding="utf-8")
+    raw.write_text(
+        dumps({"context": ctx, "results": results, "kernel": list(kernel)}) + "\n",
+        encoding="utf-8",
+    )
     written = [raw]
     workload_names = list(dict.fromkeys(r["workload"] for r in results))
     sections = []
@@ -232,7 +240,7 @@ def write(out: Path, results: Sequence[JSON], ctx: JSON) -> list[Path]:
         written += _plots(plots, name, by_scheduler)
         sections.append((name, by_scheduler))
     markdown = out / MARKDOWN
-    markdown.write_text(render(ctx, sections), encoding="utf-8")
+    markdown.write_text(render(ctx, sections, kernel), encoding="utf-8")
     return [markdown, *written]
 
 
@@ -262,7 +270,9 @@ def _load_line(machine: JSON) -> str:
     )
 
 
-def render(ctx: JSON, sections: Sequence[tuple[str, dict[str, JSON]]]) -> str:
+def render(
+    ctx: JSON, sections: Sequence[tuple[str, dict[str, JSON]]], kernel: Sequence[JSON] = ()
+) -> str:
     machine, versions = ctx["machine"], ctx["versions"]
     quick = ctx["mode"] == "quick"
     lines = [
@@ -293,6 +303,7 @@ def render(ctx: JSON, sections: Sequence[tuple[str, dict[str, JSON]]]) -> str:
             creators=ctx.get("creators", "?"), binders=ctx.get("binder_concurrency", "?")
         ),
         "",
+        *_targets_section(targets(sections, kernel), quick=quick),
     ]
     for name, by_scheduler in sections:
         any_result = next(iter(by_scheduler.values()))
@@ -317,8 +328,191 @@ def render(ctx: JSON, sections: Sequence[tuple[str, dict[str, JSON]]]) -> str:
                     f"{log.get('errors', 0)} errors. {samples}"
                 )
         lines.append("")
+    lines += _kernel_section(kernel)
     lines.append(f"Raw results, per-pod bound times and latencies included: [{RAW}]({RAW}).")
     return "\n".join(lines) + "\n"
+
+
+def _kernel_section(kernel: Sequence[JSON]) -> list[str]:
+    lines = ["## Kernel micro-benchmark", ""]
+    if not kernel:
+        return [*lines, "Not run, or it failed: see the command's output.", ""]
+    first = kernel[0]
+    lines += [
+        kernelbench.METHOD.format(batch=first["batch_size"], repeats=first["repeats"]),
+        "",
+        *kernelbench.table(list(kernel)),
+        "",
+        kernelbench.rejections(kernel[-1]),
+        "",
+    ]
+    return lines
+
+
+# --- the targets of issue 4 -----------------------------------------------------------------------
+
+MET = "met"
+NOT_MET = "not met"
+NOT_MEASURED = "not measured in this run"
+KERNEL_NODES = 5000
+KERNEL_MAX_US = 20.0
+KERNEL_MIN_SPEEDUP = 100.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """One target: what it asks, the figures of this run it was judged on, and the verdict."""
+
+    target: str
+    figures: str
+    status: str
+
+
+def _check(target: str, figures: str, ok: bool) -> Verdict:
+    return Verdict(target=target, figures=figures, status=MET if ok else NOT_MET)
+
+
+def _unmeasured(target: str) -> Verdict:
+    return Verdict(target=target, figures=MISSING, status=NOT_MEASURED)
+
+
+def targets(
+    sections: Sequence[tuple[str, dict[str, JSON]]], kernel: Sequence[JSON]
+) -> list[Verdict]:
+    """Every target, judged from these figures (each compared as the report prints it, so a
+    verdict never contradicts the numbers beside it); missing figures are not measured."""
+    workloads = dict(sections)
+    verdicts = _throughput(workloads.get("basic", {}))
+    verdicts += [_latency(name, by_scheduler) for name, by_scheduler in sections]
+    verdicts += [_placement(name, by_scheduler) for name, by_scheduler in sections]
+    verdicts += _kernel(next((k for k in kernel if k["nodes"] == KERNEL_NODES), None))
+    verdicts.append(_memory(workloads.get("large", {})))
+    return verdicts
+
+
+def _throughput(basic: dict[str, JSON]) -> list[Verdict]:
+    versus = "basic: throughput at least 1.5x kube-scheduler's"
+    ceiling = "basic: throughput at least 70% of the ceiling's"
+    plumb_run, kube_run, ceiling_run = (basic.get(s) for s in SCHEDULERS)
+    verdicts = [_unmeasured(versus), _unmeasured(ceiling)]
+    if plumb_run is None:
+        return verdicts
+    ours = plumb_run["timing"]["throughput"]
+    if kube_run is not None and kube_run["timing"]["throughput"] > 0:
+        theirs = kube_run["timing"]["throughput"]
+        ratio = round(ours / theirs, 2)
+        figures = f"{ours:.1f} vs {theirs:.1f} pods/s: {ratio:.2f}x"
+        verdicts[0] = _check(versus, figures, ratio >= 1.5)
+    share = plumb_run.get("ceiling_share")
+    if ceiling_run is not None and _finite(share):
+        limit = ceiling_run["timing"]["throughput"]
+        figures = f"{ours:.1f} of {limit:.1f} pods/s: {share:.1f}%"
+        verdicts[1] = _check(ceiling, figures, round(share, 1) >= 70.0)
+    return verdicts
+
+
+def _latency(name: str, by_scheduler: dict[str, JSON]) -> Verdict:
+    target = f"{name}: p99 latency at most kube-scheduler's"
+    ours, theirs = (_p99_ms(by_scheduler.get(s)) for s in SCHEDULERS[:2])
+    if ours is None or theirs is None:
+        return _unmeasured(target)
+    return _check(target, f"{ours:.0f} vs {theirs:.0f} ms", round(ours) <= round(theirs))
+
+
+def _p99_ms(result: JSON | None) -> float | None:
+    value = None if result is None else result["timing"]["latency_p99"]
+    return value * 1000 if _finite(value) else None
+
+
+def _placement(name: str, by_scheduler: dict[str, JSON]) -> Verdict:
+    target = f"{name}: placement at least as good as kube-scheduler's, no violations"
+    ours, theirs = by_scheduler.get("plumb"), by_scheduler.get("kube-scheduler")
+    if ours is None or theirs is None:
+        return _unmeasured(target)
+    # (figure, plumb, kube-scheduler, format, True when higher is better)
+    compared: list[tuple[str, float | None, float | None, str, bool]] = [
+        ("placed", ours["quality"]["placed"], theirs["quality"]["placed"], "{:.0f}", True),
+        ("max skew", _max_skew(ours), _max_skew(theirs), "{:.0f}", False),
+        (
+            "on a preferred node (%)",
+            _scaled(ours["quality"]["preferred_share"], 100),
+            _scaled(theirs["quality"]["preferred_share"], 100),
+            "{:.1f}",
+            True,
+        ),
+        (
+            "cpu utilisation stddev",
+            ours["quality"]["cpu_utilisation_stddev"],
+            theirs["quality"]["cpu_utilisation_stddev"],
+            "{:.4f}",
+            False,
+        ),
+    ]
+    violations = _violations(ours)
+    parts, worse = [f"violations {violations:.0f}"], [] if violations == 0 else ["violations"]
+    for label, mine, other, fmt, higher in compared:
+        if not (_finite(mine) and _finite(other)):
+            continue
+        shown, shown_other = fmt.format(mine), fmt.format(other)
+        parts.append(f"{label} {shown} vs {shown_other}")
+        if float(shown) != float(shown_other) and (float(shown) > float(shown_other)) != higher:
+            worse.append(label)
+    figures = "; ".join(parts) + (f" (worse: {', '.join(worse)})" if worse else "")
+    return _check(target, figures, not worse)
+
+
+def _kernel(row: JSON | None) -> list[Verdict]:
+    speed = f"kernel: at most {KERNEL_MAX_US:.0f} µs per pod at {KERNEL_NODES:,} nodes"
+    versus = f"kernel: at least {KERNEL_MIN_SPEEDUP:.0f}x the reference at {KERNEL_NODES:,} nodes"
+    if row is None:
+        return [_unmeasured(speed), _unmeasured(versus)]
+    batch, single = row["numba_batch_us"], row["numba_single_us"]
+    speedup = row["batch_speedup"]
+    return [
+        _check(
+            speed,
+            f"{batch:.1f} µs/pod in batches of {row['batch_size']} ({single:.1f} one pod per call)",
+            round(batch, 1) <= KERNEL_MAX_US,
+        ),
+        _check(
+            versus,
+            f"{speedup:,.0f}x in batches ({row['single_speedup']:,.0f}x one pod per call; "
+            f"reference {row['reference_us']:,.0f} µs/pod)",
+            round(speedup) >= KERNEL_MIN_SPEEDUP,
+        ),
+    ]
+
+
+def _memory(large: dict[str, JSON]) -> Verdict:
+    target = "large (5,000 nodes, 10,000 pods): plumb's peak RSS at most kube-scheduler's"
+    rss = _usage("peak_rss_bytes", 1 / 1024**2)
+    ours, theirs = (rss(large[s]) if s in large else None for s in SCHEDULERS[:2])
+    if ours is None or theirs is None:
+        return _unmeasured(target)
+    return _check(target, f"{ours:.0f} vs {theirs:.0f} MiB", round(ours) <= round(theirs))
+
+
+def _targets_section(verdicts: Sequence[Verdict], *, quick: bool) -> list[str]:
+    statuses = (MET, NOT_MET, NOT_MEASURED)
+    counts = {status: sum(1 for v in verdicts if v.status == status) for status in statuses}
+    lines = [
+        "## Targets",
+        "",
+        "Each target of issue 4, judged from this run's figures below "
+        f"({counts[MET]} met, {counts[NOT_MET]} not met, {counts[NOT_MEASURED]} not measured).",
+        "",
+    ]
+    if quick:
+        lines += [
+            "A quick run judges smoke-test sizes: these verdicts say little about the full-size "
+            "targets.",
+            "",
+        ]
+    lines += ["| target | this run | verdict |", "|---|---|---|"]
+    for verdict in verdicts:
+        status = verdict.status if verdict.status == NOT_MEASURED else f"**{verdict.status}**"
+        lines.append(f"| {verdict.target} | {verdict.figures} | {status} |")
+    return [*lines, ""]
 
 
 def _plots(directory: Path, name: str, by_scheduler: dict[str, JSON]) -> list[Path]:

@@ -1,5 +1,6 @@
 """``plumb bench``: per workload, the same run three times on identical fresh objects — plumb,
-then kube-scheduler, then the raw binder's ceiling — then the report.
+then kube-scheduler, then the raw binder's ceiling — then the kernel micro-benchmark, then the
+report. ``--kernel-only`` runs the micro-benchmark alone and prints its table.
 
 One run: a fresh namespace and a run-unique set of nodes; the initial pods created already
 bound; the scheduler started (so it syncs with exactly that cluster); our watch started; the
@@ -23,6 +24,7 @@ from typing import Any
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.bench import (
     ceiling,
+    kernelbench,
     measuring,
     populating,
     quality,
@@ -57,6 +59,7 @@ class Settings:
     large: bool = False
     workloads: list[str] | None = None
     command: str = "plumb bench"
+    kernel_only: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -83,8 +86,11 @@ class RunResult:
 
 
 def main(settings: Settings) -> int:
-    """Runs the benchmark and writes the report; 1 if a scheduler left pods unplaced or plumb
-    broke a constraint (the smoke check), else 0. Speed never fails it."""
+    """Runs the benchmark and writes the report; 1 if a scheduler left pods unplaced, plumb
+    broke a constraint or the numba kernel disagreed with the reference (the smoke check), else
+    0. Speed never fails it."""
+    if settings.kernel_only:
+        return kernel_only(quick=settings.quick)
     selected = workloads.select(settings.workloads, quick=settings.quick, large=settings.large)
     started = time.monotonic()
     load_at_start = os.getloadavg()[0]
@@ -97,6 +103,8 @@ def main(settings: Settings) -> int:
             results = asyncio.run(_run_all(plane, work, selected))
         finally:
             controlplane.stop(work / "cluster")
+    # After the control plane has stopped: the micro-benchmark wants the CPUs to itself.
+    kernel, kernel_problem = _kernel(quick=settings.quick)
     context = report.context(bin_dir=bin_dir, command=settings.command, quick=settings.quick)
     # Other work on the machine competes for the same CPUs; the load says whether there was any.
     context["machine"]["load_average"] = {
@@ -106,10 +114,11 @@ def main(settings: Settings) -> int:
     context["creators"] = populating.CREATORS
     context["binder_concurrency"] = ceiling.CONCURRENCY
     context["total_seconds"] = round(time.monotonic() - started, 1)
-    written = report.write(settings.out, [_as_dict(r) for r in results], context)
+    rows = [kernelbench.as_dict(figures) for figures in kernel]
+    written = report.write(settings.out, [_as_dict(r) for r in results], context, rows)
     for path in written:
         print(f"wrote {path}", file=sys.stderr)
-    problems = smoke_problems(results)
+    problems = smoke_problems(results) + ([kernel_problem] if kernel_problem else [])
     for problem in problems:
         print(f"FAILED: {problem}", file=sys.stderr)
     return 1 if problems else 0
@@ -128,6 +137,35 @@ def smoke_problems(results: list[RunResult]) -> list[str]:
         if result.scheduler == PLUMB and q.total_violations:
             problems.append(f"plumb made violations in {result.workload}: {q.violations}")
     return problems
+
+
+def kernel_only(*, quick: bool) -> int:
+    """``plumb bench --kernel-only``: the micro-benchmark alone, its table on stdout."""
+    kernel, problem = _kernel(quick=quick)
+    if problem:
+        print(f"FAILED: {problem}", file=sys.stderr)
+        return 1
+    rows = [kernelbench.as_dict(figures) for figures in kernel]
+    print("\n".join([*kernelbench.table(rows), "", kernelbench.rejections(rows[-1])]))
+    return 0
+
+
+def _kernel(*, quick: bool) -> tuple[list[kernelbench.KernelFigures], str | None]:
+    """The micro-benchmark's figures, or none and what went wrong."""
+    sizes = kernelbench.sizes(quick=quick)
+    nodes = ", ".join(f"{size.nodes:,}" for size in sizes)
+    _status(f"kernel micro-benchmark at {nodes} nodes ...")
+    try:
+        figures = kernelbench.run(sizes, repeats=kernelbench.REPEATS[quick])
+    except kernelbench.KernelBenchError as error:
+        return [], str(error)
+    for row in figures:
+        _status(
+            f"kernel {row.nodes:>6} nodes: numba {row.numba_single_us:.1f} µs/pod one per call, "
+            f"{row.numba_batch_us:.1f} in batches of {row.batch_size}; reference "
+            f"{row.reference_us:,.0f} µs/pod ({row.batch_speedup:,.0f}x)"
+        )
+    return figures, None
 
 
 def _as_dict(result: RunResult) -> dict[str, Any]:

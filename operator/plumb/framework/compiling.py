@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from plumb.backend import cache as cache_module
-from plumb.backend import counting, hashing, objects, snapshot
+from plumb.backend import counting, hashing, objects, snapshot, specs
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,
@@ -266,6 +266,13 @@ def _inter_pod(
     return self_match
 
 
+def _rows_of(rows: list[np.ndarray], dtype: type, nodes: int) -> np.ndarray:
+    """Per-node rows stacked into a (rows, nodes) array of ``dtype``."""
+    if not rows:
+        return np.zeros((0, nodes), dtype=dtype)
+    return np.array(rows, dtype=dtype)
+
+
 def _i32(values: list[object]) -> contract.I32:
     return np.array(values, dtype=np.int32)
 
@@ -300,31 +307,42 @@ def compile_batch(
         dict.fromkeys([*cache.carriers(), *(c for pod in taken for c in counting.carried(pod))])
     )
     size = len(taken)
-    static_code = np.zeros((size, nodes), dtype=np.int32)
-    taint_raw = np.zeros((size, nodes), dtype=np.int64)
-    affinity_raw = np.zeros((size, nodes), dtype=np.int64)
     requests = np.zeros((size, len(columns)), dtype=np.int64)
     nonzero = np.zeros((size, 2), dtype=np.int64)
     require_all = np.ones(size, dtype=np.bool_)
     affinity_self = np.zeros(size, dtype=np.bool_)
     balanced_skip = np.zeros(size, dtype=np.bool_)
+    static_row = np.zeros(size, dtype=np.int32)
+    # The static filters' verdicts and raw scores depend on the pod's spec alone: replicas
+    # share one row of each, evaluated once (and read by the kernel from cache).
+    distinct: dict[tuple[specs.Scheduling, str], int] = {}
+    verdict_rows: list[_Verdicts] = []
+    static_rows: list[np.ndarray] = []
+    taint_rows: list[np.ndarray] = []
+    affinity_rows: list[np.ndarray] = []
     column = {name: i for i, name in enumerate(columns)}
     for b, pod in enumerate(taken):
-        # TaintToleration's and NodeAffinity's verdicts serve both the filters and
-        # PodTopologySpread's nodeTaintsPolicy / nodeAffinityPolicy: evaluate them once.
-        verdicts = _Verdicts(
-            taint_fails=tainttoleration.filter(pod, statics)[0],
-            affinity_fails=nodeaffinity.filter(pod, statics),
-        )
-        static_code[b] = _static(pod, statics, cache, tables, verdicts)
-        taint_raw[b] = tainttoleration.score_raw(pod, statics)
-        affinity_raw[b] = nodeaffinity.score_raw(pod, statics)
+        spec = (pod.scheduling, pod.node_name)
+        u = distinct.get(spec)
+        if u is None:
+            # TaintToleration's and NodeAffinity's verdicts serve both the filters and
+            # PodTopologySpread's nodeTaintsPolicy / nodeAffinityPolicy: evaluate them once.
+            u = distinct[spec] = len(verdict_rows)
+            verdicts = _Verdicts(
+                taint_fails=tainttoleration.filter(pod, statics)[0],
+                affinity_fails=nodeaffinity.filter(pod, statics),
+            )
+            verdict_rows.append(verdicts)
+            static_rows.append(_static(pod, statics, cache, tables, verdicts))
+            taint_rows.append(tainttoleration.score_raw(pod, statics))
+            affinity_rows.append(nodeaffinity.score_raw(pod, statics))
+        static_row[b] = u
         for name, amount in pod.requests.items():
             requests[b, column[name]] = amount
         requests[b, column[objects.PODS]] = 1
         nonzero[b] = pod.nonzero
         balanced_skip[b] = not (pod.requests.get(objects.CPU) or pod.requests.get(objects.MEMORY))
-        require_all[b] = _spread(b, pod, statics, cache, tables, verdicts)
+        require_all[b] = _spread(b, pod, statics, cache, tables, verdict_rows[u])
         affinity_self[b] = _inter_pod(b, pod, carriers, cache, tables)
 
     row_keys = list(tables.rows)
@@ -339,16 +357,17 @@ def compile_batch(
         domains[k] = statics.label_ids(name)
         domain_counts[k] = statics.domain_count(name)
     snap_column = {name: i for i, name in enumerate(snap.resources)}
-    allocatable = np.zeros((nodes, len(columns)), dtype=np.int64)
-    requested = np.zeros((nodes, len(columns)), dtype=np.int64)
+    # The kernel's layout is a row per resource (the snapshot's a row per node).
+    allocatable = np.zeros((len(columns), nodes), dtype=np.int64)
+    requested = np.zeros((len(columns), nodes), dtype=np.int64)
     for i, name in enumerate(columns):
         if name in snap_column:
-            allocatable[:, i] = snap.allocatable[:, snap_column[name]]
-            requested[:, i] = snap.requested[:, snap_column[name]]
+            allocatable[i] = snap.allocatable[:, snap_column[name]]
+            requested[i] = snap.requested[:, snap_column[name]]
     cluster = contract.Cluster(
         allocatable=allocatable,
         requested=requested,
-        nonzero_requested=np.array(snap.nonzero_requested, dtype=np.int64),
+        nonzero_requested=np.array(snap.nonzero_requested.T, dtype=np.int64, order="C"),
         name_hashes=np.array(snap.name_hashes, dtype=np.uint64),
         domains=domains,
         domain_counts=domain_counts,
@@ -367,9 +386,10 @@ def compile_batch(
         pod_hashes=np.array([hashing.stable_hash(p.uid) for p in taken], dtype=np.uint64),
         requests=requests,
         nonzero=nonzero,
-        static_code=static_code,
-        taint_raw=taint_raw,
-        node_affinity_raw=affinity_raw,
+        static_row=static_row,
+        static_code=_rows_of(static_rows, np.int32, nodes),
+        taint_raw=_rows_of(taint_rows, np.int64, nodes),
+        node_affinity_raw=_rows_of(affinity_rows, np.int64, nodes),
         member=member,
         spread_pod=_i32(sp["pod"]),
         spread_row=_i32(sp["row"]),

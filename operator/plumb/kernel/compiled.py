@@ -5,19 +5,23 @@
 each over a working copy of the cluster updated by the placements before it. The semantics are
 the reference's (read that one first); the kernel arranges the same arithmetic to be fast:
 
-- Dense passes. Every pass runs over all nodes, over contiguous per-node rows, with
-  branch-light bodies, so that LLVM vectorises it; infeasible nodes are scored too and then
-  dropped (a gather over the feasible ones would not vectorise). The (N, R) input tables are
-  turned into per-resource rows once per batch.
-- Filters in kube-scheduler's order, each pass leaving alone the nodes that already failed,
-  so that a node's code is its first failure.
-- No integer division in a pass (3 ns a node here, and it does not vectorise): ``x // d`` by
-  a positive ``d`` known per node or per pod is a multiplication by ``1 / d`` and one exact
-  correction. Negative maxima (raw scores the framework never sends) take a general path.
-- The resource scores depend on the node and on the pod's cpu and memory requests alone:
-  replicas reuse them, updated at the node just placed on.
-- Scratch arrays live in a per-thread workspace: allocating them for every call cost more than
-  the kernel.
+- Work once per batch what replicas share. Per-domain counts of every (count row, topology
+  key, counted nodes) the constraints ask for are summed once (``compiled_aggregates``) and
+  updated at each placement; so are the resource bits and scores of a request shape, and the
+  static rows the framework shares between replicas are read from cache.
+- Filters by tables. A node's spread or inter-pod verdict depends on its domain alone, so
+  each key's domains get a verdict (the first failing check, ranked in kube-scheduler's
+  order) and each node looks its domain up; a hostname's domains are its nodes, looked up
+  in place. Passes over all nodes are branch-free, so that LLVM vectorises them.
+- Scores over the feasible nodes only, listed once: their inputs gathered into contiguous
+  arrays, the arithmetic over those arrays (where it vectorises; a loop that gathers does
+  not).
+- No integer division per node (3 ns here): ``x // d`` by a positive ``d`` known per node or
+  per pod is a multiplication by ``1 / d`` and one exact correction. Negative maxima (raw
+  scores the framework never sends) take a general path.
+- Memory: scratch arrays live in a per-thread workspace and the output arrays are recycled
+  once nobody holds them (allocating them for every call cost more than the kernel); why each
+  node failed (``detail``) is written only for the pods no node fits.
 
 Exactness: integers stay int64 and ``//`` floors like Python's (exact while 100 times an
 allocatable fits in an int64); the tie-break hash is uint64 throughout (a uint64 mixed with a
@@ -30,12 +34,15 @@ cache stamp of ``compiled_jit`` relies on):
 - ``compiled`` (this one): ``run``, ``check``, ``warm_up``, ``tiny`` and the workspace;
 - ``compiled_checks``: the input checked against the contract, in numba and in words;
 - ``compiled_batch``: the loop over the pods of a batch, and the placements;
-- ``compiled_filters``, ``compiled_scores``, ``compiled_selection``: the passes it runs;
+- ``compiled_aggregates``: the per-domain counts the batch shares;
+- ``compiled_filters``, ``compiled_scores``, ``compiled_selection``: the passes it runs
+  (filters, scores, then totals and the best nodes);
 - ``compiled_jit``: how all of them are compiled and cached, and what they share.
 """
 
 from __future__ import annotations
 
+import sys
 import threading
 from typing import Any
 
@@ -66,9 +73,7 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
     """
     nodes, pods = int(cluster.name_hashes.shape[0]), batch.size
     chosen = np.full(pods, -1, dtype=np.int32)
-    code = np.empty((pods, nodes), dtype=np.int8)  # the kernel writes every element
-    detail = np.zeros((pods, nodes), dtype=np.int64)
-    total = np.empty((pods, nodes), dtype=np.int64)
+    code, detail, total, dirty = _OUTPUTS.arrays(pods, nodes)
     feasible = np.zeros(pods, dtype=np.int32)
     top = np.full((pods, c.TOP), -1, dtype=np.int32)
     top_scores = np.zeros((pods, c.TOP, compiled_jit.PLUGINS), dtype=np.int64)
@@ -86,6 +91,7 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
         _array(batch.pod_hashes, np.uint64),
         _array(batch.requests, np.int64),
         _array(batch.nonzero, np.int64),
+        _array(batch.static_row, np.int32),
         _array(batch.static_code, np.int32),
         _array(batch.taint_raw, np.int64),
         _array(batch.node_affinity_raw, np.int64),
@@ -121,7 +127,8 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
         feasible,
         top,
         top_scores,
-        *_WORKSPACE.arrays(nodes, cluster.allocatable.shape[1], cluster.domain_counts),
+        dirty,
+        *_WORKSPACE.arrays(nodes, cluster.allocatable.shape[0], cluster.domain_counts),
     )
     if outcome == compiled_batch.INVALID:
         compiled_checks.check(cluster, batch)  # names the problem
@@ -141,29 +148,78 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
 
 class _Workspace(threading.local):
     """Scratch arrays kept between calls, per thread: allocating them afresh every call cost
-    more than the kernel (page faults on memory the allocator had just given back)."""
+    more than the kernel (page faults on memory the allocator had just given back). Their
+    layout is ``compiled_batch.decide``'s."""
 
     def __init__(self) -> None:
-        self._key: tuple[int, int, int] | None = None
+        self._key: tuple[int, int] | None = None
         self._arrays: tuple[Any, ...] = ()
+        self._seen: Any = np.empty(1, dtype=np.bool_)
 
     def arrays(self, nodes: int, resources: int, domain_counts: Any) -> tuple[Any, ...]:
-        # Every key's domains, plus the "" domain of nodes without the label.
-        width = int(np.max(domain_counts)) + 1 if domain_counts.size else 1
-        key = (nodes, resources, width)
-        if key != self._key:
+        if (nodes, resources) != self._key:
             self._arrays = (
-                np.empty((resources + 11, nodes), dtype=np.int64),
-                np.empty((3, nodes), dtype=np.float64),
+                np.empty((resources + 17, nodes), dtype=np.int64),
+                np.empty((2, nodes), dtype=np.int32),
+                np.empty((1, nodes), dtype=np.float64),
                 np.empty((2, nodes), dtype=np.bool_),
-                np.empty(width, dtype=np.int64),
-                np.empty(width, dtype=np.bool_),
             )
-            self._key = key
-        return self._arrays
+            self._key = (nodes, resources)
+        # A flag per domain of any key, plus the "" domain of nodes without the label.
+        width = int(np.max(domain_counts)) + 1 if domain_counts.size else 1
+        if self._seen.shape[0] < width:
+            self._seen = np.empty(width, dtype=np.bool_)
+        return (*self._arrays, self._seen)
 
 
 _WORKSPACE = _Workspace()
+
+
+class _Outputs(threading.local):
+    """The (pods, nodes) output arrays, recycled once nobody holds them any more.
+
+    Fresh arrays of that size cost more than the kernel: the allocator maps new pages for them
+    and every first write to a page faults (30 µs a pod at 5,000 nodes in batches of 32). So a
+    few sets are kept per thread and handed out again when the set's reference count shows
+    that no result, view or slice of them is alive (numpy's views and slices hold a reference
+    to the array that owns the memory); otherwise the kernel gets a fresh set. The kernel
+    writes every element of ``code`` and ``total``; ``detail`` only for the pods no node fits,
+    so each set carries which of its detail rows are not all zeros (``dirty``), for the kernel
+    to clear, and a fresh one starts as zeros.
+    """
+
+    KEPT = 4
+
+    def __init__(self) -> None:
+        self._sets: list[tuple[Any, Any, Any, Any]] = []
+
+    def arrays(self, pods: int, nodes: int) -> tuple[Any, Any, Any, Any]:
+        for kept in self._sets:
+            if kept[0].shape == (pods, nodes) and _unreferenced(kept):
+                return kept
+        fresh = (
+            np.empty((pods, nodes), dtype=np.int8),
+            np.zeros((pods, nodes), dtype=np.int64),  # untouched zero pages cost nothing
+            np.empty((pods, nodes), dtype=np.int64),
+            np.zeros(pods, dtype=np.bool_),
+        )
+        if len(self._sets) < self.KEPT:
+            self._sets.append(fresh)
+        else:
+            for i, kept in enumerate(self._sets):
+                if _unreferenced(kept):
+                    self._sets[i] = fresh  # another shape: the oldest unused set makes room
+                    break
+        return fresh
+
+
+def _unreferenced(arrays: tuple[Any, ...]) -> bool:
+    """Whether only the pool holds these arrays (its tuple, this loop and getrefcount's own
+    argument make three references)."""
+    return all(sys.getrefcount(array) <= 3 for array in arrays)
+
+
+_OUTPUTS = _Outputs()
 
 
 def _array(values: Any, dtype: Any) -> Any:
@@ -187,8 +243,8 @@ def tiny() -> tuple[c.Cluster, c.Batch]:
     second with negative raw taint scores (the general path), to exercise every variant."""
     i32, i64, b1 = np.int32, np.int64, np.bool_
     cluster = c.Cluster(
-        allocatable=np.array([[4000, 8 << 30, 110], [4000, 8 << 30, 110]], dtype=i64),
-        requested=np.zeros((2, 3), dtype=i64),
+        allocatable=np.array([[4000, 4000], [8 << 30, 8 << 30], [110, 110]], dtype=i64),
+        requested=np.zeros((3, 2), dtype=i64),
         nonzero_requested=np.zeros((2, 2), dtype=i64),
         name_hashes=np.array([1, 2], dtype=np.uint64),
         domains=np.array([[0, 1], [0, 1]], dtype=i32),
@@ -203,6 +259,7 @@ def tiny() -> tuple[c.Cluster, c.Batch]:
         pod_hashes=np.array([3, 4], dtype=np.uint64),
         requests=np.array([[100, 1 << 20, 1]] * 2, dtype=i64),
         nonzero=np.array([[100, 1 << 20]] * 2, dtype=i64),
+        static_row=np.array([0, 1], dtype=i32),
         static_code=np.zeros((2, 2), dtype=i32),
         taint_raw=np.array([[0, 1], [-1, -2]], dtype=i64),
         node_affinity_raw=np.zeros((2, 2), dtype=i64),

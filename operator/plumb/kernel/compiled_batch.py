@@ -1,8 +1,9 @@
 """The compiled kernel's main loop: the pods of a batch in turn, each placed before the next.
 
-``decide`` runs the passes of ``compiled_filters``, ``compiled_scores`` and
-``compiled_selection`` for each pod over a working copy of the cluster, updated by the
-placements before it. ``compiled.run`` prepares its arguments and reads its outcome.
+``decide`` sets up what the whole batch shares (working copies, ``compiled_aggregates``), then
+runs the passes of ``compiled_filters`` and ``compiled_scores`` for each pod over the working
+copy of the cluster, updated by the placements before it. ``compiled.run`` prepares its
+arguments and reads its outcome.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from plumb.kernel import (
+    compiled_aggregates,
     compiled_checks,
     compiled_filters,
     compiled_jit,
@@ -21,7 +23,6 @@ from plumb.kernel import (
 from plumb.kernel import contract as c
 
 _PLUGINS, _LOWEST = compiled_jit.PLUGINS, compiled_jit.LOWEST
-_PASS, _EXISTING = c.PASS, c.EXISTING_ANTI_AFFINITY
 # cpu and memory quantities up to 2**50 (a million cores in millicores, a PiB of memory) keep
 # 100 times a sum of two in int64 and every one exact in float64, as the reference's Python
 # integers are. Beyond (a clamped absurd quantity), the kernel hands over to the reference.
@@ -44,6 +45,7 @@ def decide(
     pod_hashes: c.U64,
     requests: c.I64,
     pod_nonzero: c.I64,
+    static_row: c.I32,
     static_code: c.I32,
     taint_raw: c.I64,
     node_affinity_raw: c.I64,
@@ -79,11 +81,12 @@ def decide(
     feasible_count: c.I32,
     top: c.I32,
     top_scores: c.I64,
+    dirty: c.B1,
     integers: c.I64,
+    narrow: c.I32,
     floats: c.F64,
     booleans: c.B1,
-    per_domain: c.I64,
-    present: c.B1,
+    seen: c.B1,
 ) -> int:
     """Decide the batch into the outputs: DECIDED; or, deciding nothing, INVALID (shapes or
     indices out of range: see ``compiled_checks.check``) or INEXACT (a cpu or memory quantity
@@ -97,7 +100,7 @@ def decide(
         domain_counts,
         counts,
         (pods_column, cpu_column, memory_column),
-        (pod_hashes, spread_require_all, affinity_self, balanced_skip),
+        (pod_hashes, spread_require_all, affinity_self, balanced_skip, static_row),
         (requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, member),
         (spread_pod, spread_row, spread_key, spread_max_skew, spread_min_domains),
         (spread_hard, spread_self, spread_hostname, spread_eligible),
@@ -107,36 +110,42 @@ def decide(
         weights,
     ):
         return INVALID
-    nodes, resources = allocatable.shape
+    resources, nodes = allocatable.shape
     # The workspace (see compiled._Workspace). Working copies kept up to date as pods are
-    # placed: what is free per resource, and the score inputs (cpu, memory) as contiguous rows
-    # so that the passes below vectorise. Then per-node and per-domain scratch.
-    free, columns = integers[:resources], integers[resources : resources + 6]
-    spread_raw, inter = integers[resources + 6], integers[resources + 7]
-    ranked, fit, balanced = (
-        integers[resources + 8],
-        integers[resources + 9],
-        integers[resources + 10],
-    )
-    inverse, accumulated = floats[:2], floats[2]
-    flags, scored = booleans[0], booleans[1]
+    # placed: what is free per resource, the resource bits and scores of the current request
+    # shape, and the resource score inputs (cpu, memory) as rows. Then per-node scratch, and
+    # per-slot arrays for the feasible nodes (slot j: the j-th, see compiled_scores).
+    free = integers[:resources]
+    bits, fit, balanced = integers[resources], integers[resources + 1], integers[resources + 2]
+    weighted = integers[resources + 3]  # the resource scores weighted and summed
+    gathered = integers[resources + 4]  # a count per slot (compiled_scores)
+    spread_raw, inter_raw = integers[resources + 5], integers[resources + 6]  # per slot
+    columns = integers[resources + 7 : resources + 13]  # see compiled_scores.resource_scores
+    compact = integers[resources + 13]  # the totals per slot
+    slots = integers[resources + 14 : resources + 17]  # compiled_scores.gather's
+    feasible = narrow[0]  # the feasible nodes, in node order
+    verdict = narrow[1]  # compiled_filters.dynamic_filter's
+    accumulated = floats[0]  # the soft spread's sums, per slot
+    scored, has_key = booleans[0], booleans[1]
     for r in range(resources):
         checked = r == pods_column
         for b in range(requests.shape[0]):
             checked = checked or requests[b, r] > 0
-        if checked:  # columns no pod of the batch asks for are never read (strided: slow)
+        if checked:  # columns no pod of the batch asks for are never read
+            allocatable_r, requested_r, free_r = allocatable[r], requested[r], free[r]
             for n in range(nodes):
-                free[r, n] = allocatable[n, r] - requested[n, r]
+                free_r[n] = allocatable_r[n] - requested_r[n]
+    columns[0] = allocatable[cpu_column]
+    columns[1] = allocatable[memory_column]
+    columns[2] = nonzero[0]
+    columns[3] = nonzero[1]
+    columns[4] = requested[cpu_column]
+    columns[5] = requested[memory_column]
     lowest, highest = np.int64(0), np.int64(0)
-    for n in range(nodes):
-        columns[0, n] = allocatable[n, cpu_column]
-        columns[1, n] = allocatable[n, memory_column]
-        columns[2, n] = nonzero[n, 0]
-        columns[3, n] = nonzero[n, 1]
-        columns[4, n] = requested[n, cpu_column]
-        columns[5, n] = requested[n, memory_column]
-        for k in range(6):
-            lowest, highest = min(lowest, columns[k, n]), max(highest, columns[k, n])
+    for k in range(6):
+        column = columns[k]
+        for n in range(nodes):  # no early exit: the pass vectorises
+            lowest, highest = min(lowest, column[n]), max(highest, column[n])
     for b in range(requests.shape[0]):
         for value in (requests[b, cpu_column], requests[b, memory_column]):
             lowest, highest = min(lowest, value), max(highest, value)
@@ -144,166 +153,234 @@ def decide(
             lowest, highest = min(lowest, value), max(highest, value)
     if lowest < 0 or highest > EXACT:
         return INEXACT
-    for k in range(2):
-        for n in range(nodes):
-            inverse[k, n] = 1.0 / columns[k, n] if columns[k, n] != 0 else 0.0
+    # Keys every node carries (PreScore checks no node for them), and keys whose domain d is
+    # node d (the hostname, usually: their checks need no lookup).
+    everywhere = np.empty(domains.shape[0], dtype=np.bool_)
+    identity = np.empty(domains.shape[0], dtype=np.bool_)
+    for k in range(domains.shape[0]):
+        key_domains = domains[k]
+        lowest_id, elsewhere = np.int32(0), 0
+        for n in range(nodes):  # no early exit: the pass vectorises
+            lowest_id = min(lowest_id, key_domains[n])
+            elsewhere += key_domains[n] != n
+        everywhere[k] = lowest_id >= 0
+        identity[k] = domain_counts[k] == nodes and elsewhere == 0
+    # Per-domain totals of every (row, key, mask) the batch's constraints ask for, kept current
+    # as pods are placed (see compiled_aggregates).
+    aggregates = compiled_aggregates.build(
+        domains,
+        domain_counts,
+        identity,
+        counts,
+        pod_hashes.shape[0],
+        (spread_pod, spread_row, spread_key, spread_hard, spread_hostname),
+        spread_eligible,
+        spread_require_all,
+        (
+            (affinity_pod, affinity_row, affinity_key),
+            (symmetric_pod, symmetric_row, symmetric_key),
+            (preferred_pod, preferred_row, preferred_key),
+        ),
+    )
+    spread_agg, affinity_agg, symmetric_agg, preferred_agg = aggregates[8:12]
+    tables = np.empty(np.sum(domain_counts) + domain_counts.shape[0], dtype=np.int32)
+    keys_used = np.empty(domain_counts.shape[0], dtype=np.bool_)
     best = np.empty(c.TOP, dtype=np.int64)
     s_start = a_start = y_start = p_start = 0
-    # The resource scores depend on the node and on the pod's cpu and memory requests alone:
-    # for the next pod of the same shape (replicas, mostly) only the node just placed on
-    # changes, so they are computed once per shape and then updated there.
-    shape = (np.int64(-1), np.int64(-1), np.int64(-1), np.int64(-1))
+    # What the resource bits and scores were computed for: the pod's requests (bits), and its
+    # non-zero and plain cpu and memory requests (scores). Replicas reuse both, updated at the
+    # node each pod is placed on.
+    bits_for = np.full(resources, -1, dtype=np.int64)
+    shape = (np.int64(-1), np.int64(-1), np.int64(-1), np.int64(-1), False)
 
     for b in range(pod_hashes.shape[0]):
         s_start, s_end = _rows(spread_pod, s_start, b)
         a_start, a_end = _rows(affinity_pod, a_start, b)
         y_start, y_end = _rows(symmetric_pod, y_start, b)
         p_start, p_end = _rows(preferred_pod, p_start, b)
-        code_row = code[b]
+        code_row, detail_row, total_row = code[b], detail[b], total[b]
 
-        # Filters, in kube-scheduler's order: each pass leaves alone the nodes that already
-        # failed, so a node's code is its first failure.
-        compiled_filters.fit_filter(
-            static_code[b], free, requests[b], pods_column, code_row, detail[b]
-        )
-        compiled_filters.spread_filter(
-            code_row,
+        # Filters, in kube-scheduler's order: a node's code is its first failure.
+        if not _same(bits_for, requests[b]):
+            bits_for[:] = requests[b]
+            compiled_filters.resource_bits(free, requests[b], pods_column, bits, 0, nodes)
+        dynamic = compiled_filters.dynamic_filter(
             domains,
             domain_counts,
             counts,
-            s_start,
-            s_end,
-            spread_row,
-            spread_key,
-            spread_max_skew,
-            spread_min_domains,
-            spread_hard,
-            spread_self,
-            spread_eligible,
-            flags,
-            per_domain,
-            present,
+            identity,
+            (
+                s_start,
+                s_end,
+                spread_key,
+                spread_max_skew,
+                spread_min_domains,
+                spread_hard,
+                spread_self,
+                spread_agg,
+            ),
+            (a_start, a_end, affinity_key, affinity_anti, affinity_agg, affinity_self[b]),
+            (y_start, y_end, symmetric_key, symmetric_agg),
+            aggregates,
+            verdict,
+            tables,
+            keys_used,
         )
-        compiled_filters.affinity_filter(
-            code_row,
-            domains,
-            domain_counts,
-            counts,
-            a_start,
-            a_end,
-            affinity_row,
-            affinity_key,
-            affinity_anti,
-            affinity_self[b],
-            flags,
-            per_domain,
-        )
-        for y in range(y_start, y_end):
-            compiled_filters.conflict_filter(
-                code_row,
-                domains[symmetric_key[y]],
-                domain_counts[symmetric_key[y]],
-                counts[symmetric_row[y]],
-                per_domain,
-                _EXISTING,
-            )
-        n_feasible = 0
-        for n in range(nodes):
-            n_feasible += code_row[n] == _PASS
-        feasible_count[b] = n_feasible
-        if n_feasible == 0:
-            total[b, :] = 0
+        u = static_row[b]
+        count = compiled_filters.combine(static_code[u], bits, verdict, dynamic, code_row, feasible)
+        feasible_count[b] = count
+        # The details of why nodes failed are for a pod no node fits, and zeros otherwise: a
+        # row the output set's earlier use filled (``dirty``) is cleared, a clean one left be.
+        if count == 0:
+            compiled_filters.details(static_code[u], bits, detail_row)
+            dirty[b] = True
+            total_row[:] = 0
             continue
+        if dirty[b]:
+            detail_row[:] = 0
+            dirty[b] = False
+        pod_shape = (
+            pod_nonzero[b, 0],
+            pod_nonzero[b, 1],
+            requests[b, cpu_column],
+            requests[b, memory_column],
+            balanced_skip[b],
+        )
+        if pod_shape != shape:
+            shape = pod_shape
+            compiled_scores.resource_scores(
+                columns, shape, weights, fit, balanced, weighted, 0, nodes
+            )
+        taint_row, affinity_raw = taint_raw[u], node_affinity_raw[u]
+        taint_low, taint_high, affinity_low, affinity_high = compiled_scores.gather(
+            feasible, count, weighted, taint_row, affinity_raw, slots
+        )
 
-        # What the scores normalised over the feasible nodes need first.
-        taint_row, affinity_raw = taint_raw[b], node_affinity_raw[b]
-        taint_high = compiled_scores.feasible_max(code_row, taint_row)
-        affinity_high = compiled_scores.feasible_max(code_row, affinity_raw)
-        spread_on, spread_low, spread_high = compiled_scores.spread_scores(
-            code_row,
+        # Scores over the feasible nodes: what normalising them needs first.
+        spread_on, spread_low, spread_high = compiled_scores.spread_raws(
+            feasible,
+            count,
             domains,
             domain_counts,
+            everywhere,
             counts,
-            s_start,
-            s_end,
-            spread_row,
-            spread_key,
-            spread_max_skew,
-            spread_hard,
-            spread_hostname,
-            spread_eligible,
+            (
+                s_start,
+                s_end,
+                spread_row,
+                spread_key,
+                spread_max_skew,
+                spread_hard,
+                spread_hostname,
+                spread_agg,
+            ),
             spread_require_all[b],
-            flags,
+            aggregates,
             scored,
             accumulated,
             spread_raw,
-            per_domain,
-            present,
+            gathered,
+            has_key,
+            seen,
         )
-        compiled_scores.inter_pod_scores(
-            code_row,
+        inter_on, inter_low, inter_high = compiled_scores.inter_pod_raws(
+            feasible,
+            count,
             domains,
-            domain_counts,
             counts,
-            p_start,
-            p_end,
-            preferred_row,
-            preferred_key,
-            preferred_weight,
-            ranked,  # scratch for the raw sums until compiled_scores.weighted_totals fills it
-            per_domain,
-            inter,
+            (p_start, p_end, preferred_key, preferred_weight, preferred_agg),
+            aggregates,
+            inter_raw,
+            gathered,
+            has_key,
         )
         pod = (
             balanced_skip[b],
+            taint_low,
             taint_high,
             compiled_scores.reciprocal(taint_high),
+            affinity_low,
             affinity_high,
             compiled_scores.reciprocal(affinity_high),
             spread_on,
             spread_low,
             spread_high,
             compiled_scores.reciprocal(spread_high),
+            inter_on,
+            inter_low,
+            inter_high,
         )
         # Negative maxima need Python's floor division on negative divisors: never from the
         # framework (raw scores are counts and weights), but defined, on a slower path.
         general = taint_high < 0 or affinity_high < 0 or _LOWEST < spread_high < 0
-        pod_shape = (
-            pod_nonzero[b, 0],
-            pod_nonzero[b, 1],
-            requests[b, cpu_column],
-            requests[b, memory_column],
-        )
-        if pod_shape != shape:
-            shape = pod_shape
-            compiled_scores.resource_scores(columns, inverse, shape, fit, balanced, 0, nodes)
-        inputs = (fit, balanced, taint_row, affinity_raw, scored, spread_raw, inter)
-
-        # Every node's weighted total (dense: the infeasible ones are computed and dropped,
-        # which vectorises), the best TOP by (total, tie-break), and the placement.
+        inputs = (fit, balanced, taint_row, affinity_raw, scored, spread_raw, inter_raw)
         if general:
-            compiled_scores.weighted_totals(inputs, pod, weights, True, code_row, total[b], ranked)
+            kept = compiled_selection.totals_and_best(
+                feasible,
+                count,
+                slots,
+                scored,
+                spread_raw,
+                inter_raw,
+                pod,
+                weights,
+                True,
+                code_row,
+                total_row,
+                compact,
+                name_hashes,
+                pod_hashes[b],
+                best,
+            )
         else:
-            compiled_scores.weighted_totals(inputs, pod, weights, False, code_row, total[b], ranked)
-        kept = compiled_selection.best_nodes(ranked, name_hashes, pod_hashes[b], best)
+            kept = compiled_selection.totals_and_best(
+                feasible,
+                count,
+                slots,
+                scored,
+                spread_raw,
+                inter_raw,
+                pod,
+                weights,
+                False,
+                code_row,
+                total_row,
+                compact,
+                name_hashes,
+                pod_hashes[b],
+                best,
+            )
         for rank in range(kept):
-            n = best[rank]
-            top[b, rank] = n
-            values = compiled_scores.scores_of(n, inputs, pod, general)
+            top[b, rank] = feasible[best[rank]]
+            values = compiled_scores.scores_of(best[rank], feasible, inputs, pod, general)
             for p in range(_PLUGINS):
                 top_scores[b, rank, p] = values[p]
-        node = best[0]
+
+        # The placement: what is free, the resource bits and scores there, the count rows.
+        node = feasible[best[0]]
         chosen[b] = node
         for r in range(resources):
             free[r, node] -= requests[b, r]
+        compiled_filters.resource_bits(free, bits_for, pods_column, bits, node, node + 1)
         columns[2, node] += pod_nonzero[b, 0]
         columns[3, node] += pod_nonzero[b, 1]
         columns[4, node] += requests[b, cpu_column]
         columns[5, node] += requests[b, memory_column]
-        compiled_scores.resource_scores(columns, inverse, shape, fit, balanced, node, node + 1)
+        compiled_scores.resource_scores(
+            columns, shape, weights, fit, balanced, weighted, node, node + 1
+        )
         for t in range(counts.shape[0]):
             counts[t, node] += member[b, t]
+        compiled_aggregates.place(aggregates, domains, member[b], node)
     return DECIDED
+
+
+@compiled_jit.inline
+def _same(kept: c.I64, wanted: c.I64) -> bool:
+    differ = False
+    for r in range(kept.shape[0]):
+        differ = differ or kept[r] != wanted[r]
+    return not differ
 
 
 @compiled_jit.jit

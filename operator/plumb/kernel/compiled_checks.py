@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from plumb.kernel import compiled_jit
 from plumb.kernel import contract as c
 
@@ -34,25 +36,31 @@ def valid(
     weights: c.I64,
 ) -> bool:
     """What ``check`` checks, fast: shapes, and every index the kernel follows in range."""
-    nodes, resources = allocatable.shape
+    resources, nodes = allocatable.shape
     keys, rows, pods = domains.shape[0], counts.shape[0], per_pod[0].shape[0]
-    ok = requested.shape == (nodes, resources) and nonzero.shape == (nodes, 2)
+    ok = requested.shape == (resources, nodes) and nonzero.shape == (2, nodes)
     ok = ok and name_hashes.shape[0] == nodes and domains.shape[1] == nodes
     ok = ok and domain_counts.shape[0] == keys and counts.shape[1] == nodes
     ok = ok and weights.shape[0] == _PLUGINS
     for column in columns:
         ok = ok and 0 <= column < resources
     ok = ok and per_pod[1].shape[0] == pods and per_pod[2].shape[0] == pods
-    ok = ok and per_pod[3].shape[0] == pods
+    ok = ok and per_pod[3].shape[0] == pods and per_pod[4].shape[0] == pods
     requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, member = per_pod_tables
+    distinct = static_code.shape[0]
     ok = ok and requests.shape == (pods, resources) and pod_nonzero.shape == (pods, 2)
-    ok = ok and static_code.shape == (pods, nodes) and taint_raw.shape == (pods, nodes)
-    ok = ok and node_affinity_raw.shape == (pods, nodes) and member.shape == (pods, rows)
+    ok = ok and static_code.shape[1] == nodes and taint_raw.shape == (distinct, nodes)
+    ok = ok and node_affinity_raw.shape == (distinct, nodes) and member.shape == (pods, rows)
     if not ok:
         return False
+    static_row = per_pod[4]
+    for b in range(pods):
+        ok = ok and 0 <= static_row[b] < distinct
     for k in range(keys):
-        for n in range(nodes):
-            ok = ok and -1 <= domains[k, n] < domain_counts[k]
+        low, high = np.int32(0), np.int32(-1)
+        for n in range(nodes):  # no early exit: the pass vectorises
+            low, high = min(low, domains[k, n]), max(high, domains[k, n])
+        ok = ok and bool(low >= -1 and high < domain_counts[k])
     size = spread[0].shape[0]
     for values in spread:
         ok = ok and values.shape[0] == size
@@ -85,13 +93,14 @@ def _table_valid(pod: c.I32, row: c.I32, key: c.I32, pods: int, rows: int, keys:
 def check(cluster: c.Cluster, batch: c.Batch) -> None:
     """Raise ValueError, naming every problem, unless the arrays have the contract's shapes and
     every index (domain, count row, key, pod, column) is in range."""
-    nodes, resources = cluster.allocatable.shape
+    resources, nodes = cluster.allocatable.shape
     keys, rows, pods = cluster.domains.shape[0], cluster.counts.shape[0], batch.size
+    distinct = batch.static_code.shape[0]
     spreads, terms = batch.spread_pod.shape[0], batch.affinity_pod.shape[0]
     symmetric, preferred = batch.symmetric_pod.shape[0], batch.preferred_pod.shape[0]
     shapes: dict[str, tuple[Any, tuple[int, ...]]] = {
-        "requested": (cluster.requested, (nodes, resources)),
-        "nonzero_requested": (cluster.nonzero_requested, (nodes, 2)),
+        "requested": (cluster.requested, (resources, nodes)),
+        "nonzero_requested": (cluster.nonzero_requested, (2, nodes)),
         "name_hashes": (cluster.name_hashes, (nodes,)),
         "domains": (cluster.domains, (keys, nodes)),
         "domain_counts": (cluster.domain_counts, (keys,)),
@@ -99,9 +108,10 @@ def check(cluster: c.Cluster, batch: c.Batch) -> None:
         "pod_hashes": (batch.pod_hashes, (pods,)),
         "requests": (batch.requests, (pods, resources)),
         "nonzero": (batch.nonzero, (pods, 2)),
-        "static_code": (batch.static_code, (pods, nodes)),
-        "taint_raw": (batch.taint_raw, (pods, nodes)),
-        "node_affinity_raw": (batch.node_affinity_raw, (pods, nodes)),
+        "static_row": (batch.static_row, (pods,)),
+        "static_code": (batch.static_code, (distinct, nodes)),
+        "taint_raw": (batch.taint_raw, (distinct, nodes)),
+        "node_affinity_raw": (batch.node_affinity_raw, (distinct, nodes)),
         "member": (batch.member, (pods, rows)),
         "spread_eligible": (batch.spread_eligible, (spreads, nodes)),
         "spread_require_all": (batch.spread_require_all, (pods,)),
@@ -143,6 +153,9 @@ def _index_problems(
     cluster: c.Cluster, batch: c.Batch, keys: int, rows: int, pods: int
 ) -> list[str]:
     problems = []
+    distinct = batch.static_code.shape[0]
+    if batch.static_row.size and (batch.static_row.min() < 0 or batch.static_row.max() >= distinct):
+        problems.append(f"static_row holds values outside 0 .. {distinct - 1}")
     if cluster.domains.size:
         too_high = cluster.domains.max(axis=1) >= cluster.domain_counts
         if too_high.any() or cluster.domains.min() < -1:

@@ -34,7 +34,7 @@ import numba  # noqa: E402  (after numbacache.configure(), see above)
 from numba.core import caching  # noqa: E402
 from numba.misc.special import literally  # noqa: E402
 
-__all__ = ["HIGHEST", "LOWEST", "MAX", "PLUGINS", "domain_totals", "inline", "jit", "literally"]
+__all__ = ["HIGHEST", "LOWEST", "MAX", "PLUGINS", "inline", "jit", "literally"]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -92,13 +92,3 @@ class _CacheImpl(caching.CompileResultCacheImpl):
 
 class _Cache(caching.FunctionCache):
     _impl_class = _CacheImpl
-
-
-@jit
-def domain_totals(row: c.I32, key_domains: c.I32, domains_of_key: int, totals: c.I64) -> None:
-    """Sum a count row per domain of a key; nodes without the key add nothing."""
-    totals[:domains_of_key] = 0
-    for n in range(key_domains.shape[0]):
-        d = key_domains[n]
-        if d >= 0:
-            totals[d] += row[n]

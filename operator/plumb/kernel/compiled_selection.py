@@ -1,19 +1,24 @@
-"""The compiled kernel's selection: the best feasible nodes by (total, tie-break hash)."""
+"""The compiled kernel's selection: each feasible node's weighted total, and the best nodes by
+(total, tie-break hash)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
-from plumb.kernel import compiled_jit
+from plumb.kernel import compiled_jit, compiled_scores
 from plumb.kernel import contract as c
+
+_LOWEST, _PASS = compiled_jit.LOWEST, c.PASS
+_taint, _node_affinity = compiled_scores.taint_score, compiled_scores.affinity_score
+_spread, _inter_pod = compiled_scores.spread_score, compiled_scores.inter_pod_score
 
 _S27 = np.uint64(27)
 _S30 = np.uint64(30)
 _S31 = np.uint64(31)
 _MIX_1 = np.uint64(0xBF58476D1CE4E5B9)
 _MIX_2 = np.uint64(0x94D049BB133111EB)
-_LOWEST = compiled_jit.LOWEST
-_BLOCK = 32  # nodes screened at once when picking the best
 
 
 @compiled_jit.inline
@@ -25,44 +30,135 @@ def tie_break(name_hash: np.uint64, pod_hash: np.uint64) -> np.uint64:
     return z ^ (z >> _S31)
 
 
-@compiled_jit.jit
-def best_nodes(ranked: c.I64, name_hashes: c.U64, pod_hash: np.uint64, best: c.I64) -> int:
-    """The TOP best feasible nodes by (total, tie-break), in order, as a stable sort puts them.
+@compiled_jit.inline
+def insert(
+    best_total: c.I64,
+    best_tie: c.U64,
+    best: c.I64,
+    kept: int,
+    score: int,
+    tie: np.uint64,
+    item: int,
+) -> int:
+    """Put ``item`` among the TOP best so far (``kept`` of them, by (total, tie) descending)
+    if it belongs there; returns how many are kept now. Candidates come in node order and go
+    after every kept one at least as good, as a stable sort puts them."""
+    slot = kept
+    while slot > 0 and (
+        score > best_total[slot - 1] or (score == best_total[slot - 1] and tie > best_tie[slot - 1])
+    ):
+        slot -= 1
+    if slot == c.TOP:
+        return kept
+    for s in range(min(kept, c.TOP - 1), slot, -1):
+        best_total[s] = best_total[s - 1]
+        best_tie[s] = best_tie[s - 1]
+        best[s] = best[s - 1]
+    best_total[slot] = score
+    best_tie[slot] = tie
+    best[slot] = item
+    return min(kept + 1, c.TOP)
 
-    ``ranked`` is the lowest int64 for infeasible nodes. Nodes are screened a block at a time
-    (a vectorised "any at least the current TOP-th?") before the scalar insertion.
+
+@compiled_jit.jit
+def totals_and_best(
+    feasible: c.I32,
+    count: int,
+    slots: c.I64,
+    scored: c.B1,
+    spread_raw: c.I64,
+    inter_raw: c.I64,
+    pod: Any,
+    weights: c.I64,
+    general: bool,
+    code_row: Any,
+    total_row: c.I64,
+    compact: c.I64,
+    name_hashes: c.U64,
+    pod_hash: np.uint64,
+    best: c.I64,
+) -> int:
+    """Every feasible node's weighted total into ``total_row`` (0 elsewhere), and the TOP best
+    feasible nodes by (total, tie-break) as slots into ``best``, in order, as a stable sort
+    puts them. Returns how many there are.
+
+    ``slots``: ``compiled_scores.gather``'s; ``pod``: see ``compiled_scores.scores_of``;
+    ``compact``: scratch for the totals by slot. ``general`` is a literal at each call site:
+    the usual variant divides by multiplying (``compiled_scores._floor_div``) and vectorises,
+    the general one by Python's floor division.
     """
+    compiled_jit.literally(general)
+    slot_weighted, slot_taint, slot_affinity = slots[0], slots[1], slots[2]
+    taint_high, taint_inverse, _, affinity_high, affinity_inverse = pod[2:7]
+    spread_on, spread_low, spread_high, spread_inverse, inter_on, inter_low, inter_high = pod[7:]
+    w2, w3 = weights[2], weights[3]
+    w4 = weights[4] if spread_on != 0 else 0
+    w5 = weights[5] if inter_on != 0 else 0
+    highest = _LOWEST
+    for j in range(count):  # over contiguous slots: vectorises
+        taint = _taint(slot_taint[j], taint_high, taint_inverse, general)
+        affinity = _node_affinity(slot_affinity[j], affinity_high, affinity_inverse, general)
+        spread = _spread(spread_raw[j], spread_low, spread_high, spread_inverse, general)
+        spread = spread if spread_on != 0 and scored[j] else 0
+        inter = _inter_pod(inter_raw[j], inter_low, inter_high) if inter_on != 0 else 0
+        score = slot_weighted[j] + w2 * taint + w3 * affinity + w4 * spread + w5 * inter
+        compact[j] = score
+        highest = max(highest, score)
+    # Every node's total in one pass (the feasible ones' in order, 0 elsewhere): a memset and
+    # a scatter would write the row twice.
+    k = 0
+    for n in range(code_row.shape[0]):
+        if code_row[n] == _PASS:
+            total_row[n] = compact[k]
+            k += 1
+        else:
+            total_row[n] = 0
+    return _best(compact, count, highest, feasible, name_hashes, pod_hash, best)
+
+
+_BLOCK = 32  # candidates screened at once when picking the best
+
+
+@compiled_jit.jit
+def _best(
+    compact: c.I64,
+    count: int,
+    highest: int,
+    feasible: c.I32,
+    name_hashes: c.U64,
+    pod_hash: np.uint64,
+    best: c.I64,
+) -> int:
+    """The TOP best of the totals in ``compact`` by (total, tie-break), as slots, in order.
+
+    Usually several nodes share the highest total (nodes alike score alike): then only they
+    are candidates. Otherwise candidates are screened a block at a time (a vectorised "any at
+    least the current TOP-th?") before the scalar insertion."""
     best_total = np.full(c.TOP, _LOWEST, dtype=np.int64)
     best_tie = np.zeros(c.TOP, dtype=np.uint64)
     kept = 0
-    nodes = ranked.shape[0]
-    for start in range(0, nodes, _BLOCK):
-        end = min(start + _BLOCK, nodes)
+    at_highest = 0
+    for j in range(count):
+        at_highest += compact[j] == highest
+    if at_highest >= c.TOP:
+        for j in range(count):
+            if compact[j] == highest:
+                tie = tie_break(name_hashes[np.uint64(feasible[j])], pod_hash)
+                if kept < c.TOP or tie > best_tie[c.TOP - 1]:
+                    kept = insert(best_total, best_tie, best, kept, highest, tie, j)
+        return kept
+    for start in range(0, count, _BLOCK):
+        end = min(start + _BLOCK, count)
         bar = best_total[c.TOP - 1]
         candidates = 0
-        for n in range(start, end):
-            candidates += ranked[n] >= bar
-        if candidates == 0:
+        for j in range(start, end):
+            candidates += compact[j] >= bar
+        if kept == c.TOP and candidates == 0:
             continue
-        for n in range(start, end):
-            score = ranked[n]
-            if score < best_total[c.TOP - 1] or score == _LOWEST:  # worse, or infeasible
+        for j in range(start, end):
+            score = compact[j]
+            if kept == c.TOP and score < best_total[c.TOP - 1]:
                 continue
-            tie = tie_break(name_hashes[n], pod_hash)
-            slot = kept  # after every kept candidate at least as good
-            while slot > 0 and (
-                score > best_total[slot - 1]
-                or (score == best_total[slot - 1] and tie > best_tie[slot - 1])
-            ):
-                slot -= 1
-            if slot == c.TOP:
-                continue
-            for s in range(min(kept, c.TOP - 1), slot, -1):
-                best_total[s] = best_total[s - 1]
-                best_tie[s] = best_tie[s - 1]
-                best[s] = best[s - 1]
-            best_total[slot] = score
-            best_tie[slot] = tie
-            best[slot] = n
-            kept = min(kept + 1, c.TOP)
+            tie = tie_break(name_hashes[np.uint64(feasible[j])], pod_hash)
+            kept = insert(best_total, best_tie, best, kept, score, tie, j)
     return kept

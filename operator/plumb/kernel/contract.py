@@ -3,7 +3,8 @@
 The framework compiles a batch of pods against a snapshot into a ``Batch`` over a ``Cluster``;
 a kernel (``reference.run`` in Python, ``compiled.run`` in numba) filters and scores every node
 for each pod in turn, picks one, and applies the placement to its working copy of the cluster
-before the next pod, so a batch decides exactly as the same pods one at a time.
+before the next pod, so a batch decides exactly as the same pods one at a time: ``part`` cuts
+pods out of a batch and ``placed`` applies a decision, which is how that is checked.
 
 Everything that counts pods is a *count row*: row t of ``Cluster.counts`` holds, per node, how
 many placed pods belong to row t (pods matching a selection, or pods carrying an affinity term).
@@ -15,6 +16,7 @@ the label. Every constraint names a row and a key; the kernel sums the row per d
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -52,11 +54,12 @@ TOP = 3  # candidates reported per pod, with their per-plugin scores
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Cluster:
-    """The nodes (N) and what is placed on them, as the batch starts."""
+    """The nodes (N) and what is placed on them, as the batch starts. Per resource, a row over
+    the nodes (what a pass over the nodes reads is contiguous)."""
 
-    allocatable: I64  # (N, R)
-    requested: I64  # (N, R); the ``pods_column`` counts pods
-    nonzero_requested: I64  # (N, 2): cpu, memory with 100m / 200Mi for request-less containers
+    allocatable: I64  # (R, N)
+    requested: I64  # (R, N); the ``pods_column`` counts pods
+    nonzero_requested: I64  # (2, N): cpu, memory with 100m / 200Mi for request-less containers
     name_hashes: U64  # (N,)
     domains: I32  # (K, N) value id per topology key, -1 = label missing
     domain_counts: I32  # (K,) value ids of key k are 0 .. domain_counts[k]-1
@@ -76,10 +79,13 @@ class Batch:
     pod_hashes: U64  # (B,)
     requests: I64  # (B, R); pods column = 1; only columns > 0 (and pods) are checked
     nonzero: I64  # (B, 2)
-    static_code: I32  # (B, N) 0 = passes NodeUnschedulable, NodeName, TaintToleration,
+    # Per node, what depends on the pod's spec alone, as U distinct rows: pod b's is row
+    # static_row[b] (replicas share one, and the kernel reads it from cache once).
+    static_row: I32  # (B,)
+    static_code: I32  # (U, N) 0 = passes NodeUnschedulable, NodeName, TaintToleration,
     #                   NodeAffinity and NodePorts; else the framework's reason code
-    taint_raw: I64  # (B, N) PreferNoSchedule taints not tolerated
-    node_affinity_raw: I64  # (B, N) sum of matched preferred node-affinity weights
+    taint_raw: I64  # (U, N) PreferNoSchedule taints not tolerated
+    node_affinity_raw: I64  # (U, N) sum of matched preferred node-affinity weights
     member: I32  # (B, T) what placing pod b adds to each count row
 
     # PodTopologySpread constraints (C rows)
@@ -128,7 +134,9 @@ class Batch:
 class Result:
     chosen: I32  # (B,) node index, -1 when no node is feasible
     code: npt.NDArray[np.int8]  # (B, N) PASS or the failure code
-    detail: I64  # (B, N) static reason code / resource bitmask
+    detail: I64  # (B, N) for a pod no node fits: per node the static reason code (code
+    #              STATIC) or the bitmask of the resources short (RESOURCES), else 0; all 0 for
+    #              a pod placed (only a FailedScheduling message asks why nodes failed)
     total: I64  # (B, N) weighted score sum (0 where infeasible)
     feasible: I32  # (B,)
     top: I32  # (B, TOP) best candidates by (total, tie-break), -1 padding
@@ -145,3 +153,62 @@ def empty_i64(*shape: int) -> I64:
 
 def empty_bool(*shape: int) -> B1:
     return np.zeros(shape, dtype=np.bool_)
+
+
+# Per-pod arrays of a Batch (first axis: the pod), and its tables by their pod column.
+_PER_POD = (
+    "pod_hashes",
+    "requests",
+    "nonzero",
+    "static_row",
+    "member",
+    "spread_require_all",
+    "affinity_self",
+    "balanced_skip",
+)
+_TABLES = {
+    "spread_pod": (
+        "spread_row",
+        "spread_key",
+        "spread_max_skew",
+        "spread_min_domains",
+        "spread_hard",
+        "spread_self",
+        "spread_hostname",
+        "spread_eligible",
+    ),
+    "affinity_pod": ("affinity_row", "affinity_key", "affinity_anti"),
+    "symmetric_pod": ("symmetric_row", "symmetric_key"),
+    "preferred_pod": ("preferred_row", "preferred_key", "preferred_weight"),
+}
+
+
+def part(batch: Batch, start: int, stop: int) -> Batch:
+    """Pods ``start`` to ``stop`` (excluded) of a batch, as a batch of their own."""
+    fields: dict[str, Any] = {name: getattr(batch, name)[start:stop] for name in _PER_POD}
+    for pod_column, columns in _TABLES.items():
+        pods = getattr(batch, pod_column)
+        mine = (pods >= start) & (pods < stop)
+        fields[pod_column] = (pods[mine] - start).astype(np.int32)
+        for name in columns:
+            fields[name] = getattr(batch, name)[mine]
+    return Batch(
+        weights=batch.weights,
+        static_code=batch.static_code,
+        taint_raw=batch.taint_raw,
+        node_affinity_raw=batch.node_affinity_raw,
+        **fields,
+    )
+
+
+def placed(cluster: Cluster, batch: Batch, b: int, node: int) -> Cluster:
+    """The cluster after pod ``b`` of ``batch`` is placed on ``node``, as a kernel places it."""
+    requested = cluster.requested.copy()
+    nonzero = cluster.nonzero_requested.copy()
+    counts = cluster.counts.copy()
+    requested[:, node] += batch.requests[b]
+    nonzero[:, node] += batch.nonzero[b]
+    counts[:, node] += batch.member[b]
+    return dataclasses.replace(
+        cluster, requested=requested, nonzero_requested=nonzero, counts=counts
+    )

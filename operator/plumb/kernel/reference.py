@@ -103,15 +103,16 @@ def _filter(state: _State, batch: c.Batch, b: int, code: np.ndarray, detail: c.I
         for s in symmetric
     ]
 
+    static = batch.static_code[batch.static_row[b]]
     for n in range(nodes):
-        if batch.static_code[b, n]:
-            code[n], detail[n] = c.STATIC, batch.static_code[b, n]
+        if static[n]:
+            code[n], detail[n] = c.STATIC, static[n]
             continue
         bits = 0
         for r in range(request.shape[0]):
             need = 1 if r == cl.pods_column else request[r]
-            if (need > 0 or r == cl.pods_column) and need > cl.allocatable[n, r] - state.requested[
-                n, r
+            if (need > 0 or r == cl.pods_column) and need > cl.allocatable[r, n] - state.requested[
+                r, n
             ]:
                 bits |= 1 << r
         if bits:
@@ -161,10 +162,10 @@ def _least_allocated(state: _State, batch: c.Batch, b: int, n: int) -> int:
     cl = state.cluster
     score = weights = 0
     for i, column in enumerate((cl.cpu_column, cl.memory_column)):
-        capacity = int(cl.allocatable[n, column])
+        capacity = int(cl.allocatable[column, n])
         if capacity == 0:
             continue
-        used = int(state.nonzero[n, i]) + int(batch.nonzero[b, i])
+        used = int(state.nonzero[i, n]) + int(batch.nonzero[b, i])
         score += 0 if used > capacity else (capacity - used) * c.MAX_NODE_SCORE // capacity
         weights += 1
     return score // weights if weights else 0
@@ -174,10 +175,10 @@ def _balanced(state: _State, batch: c.Batch, b: int, n: int) -> int:
     cl = state.cluster
     fractions = []
     for column in (cl.cpu_column, cl.memory_column):
-        capacity = int(cl.allocatable[n, column])
+        capacity = int(cl.allocatable[column, n])
         if capacity == 0:
             continue
-        used = int(state.requested[n, column]) + int(batch.requests[b, column])
+        used = int(state.requested[column, n]) + int(batch.requests[b, column])
         fractions.append(min(1.0, used / capacity))
     std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
     return int((1 - std) * c.MAX_NODE_SCORE)
@@ -289,11 +290,12 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
         feasible_count[b] = len(feasible)
         if not feasible:
             continue
+        detail[b] = 0  # the contract keeps details for the pods that fit nowhere
         per_plugin = [
             {n: _least_allocated(state, batch, b, n) for n in feasible},
             {n: 0 if batch.balanced_skip[b] else _balanced(state, batch, b, n) for n in feasible},
-            _normalised(batch.taint_raw[b], feasible, reverse=True),
-            _normalised(batch.node_affinity_raw[b], feasible, reverse=False),
+            _normalised(batch.taint_raw[batch.static_row[b]], feasible, reverse=True),
+            _normalised(batch.node_affinity_raw[batch.static_row[b]], feasible, reverse=False),
             _spread_scores(state, batch, b, feasible),
             _inter_pod_scores(state, batch, b, feasible),
         ]
@@ -309,8 +311,8 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
             for p, scores in enumerate(per_plugin):
                 top_scores[b, rank, p] = scores[n]
         node = ranked[0]
-        state.requested[node] += batch.requests[b]
-        state.nonzero[node] += batch.nonzero[b]
+        state.requested[:, node] += batch.requests[b]
+        state.nonzero[:, node] += batch.nonzero[b]
         state.counts[:, node] += batch.member[b]
     return c.Result(
         chosen=chosen,

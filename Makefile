@@ -15,7 +15,7 @@ help:
 	@echo "make lint          ruff, mypy --strict, import-linter layer contracts"
 	@echo "make unit          the unit tests only (no control plane)"
 	@echo "make cluster-up    start a local etcd + kube-apiserver; cluster-down stops it"
-	@echo "make bench         plumb beside kube-scheduler; writes docs/benchmarks.md (long)"
+	@echo "make bench         plumb beside kube-scheduler, all workloads (5,000 nodes too); writes docs/benchmarks.md (~10 min)"
 	@echo "make bench-quick   the same, small: a smoke check (every pod placed, no violations)"
 
 $(INSTALLED): pyproject.toml
@@ -55,7 +55,7 @@ cluster-down: install
 	$(BIN)/plumb cluster down
 
 bench: install controlplane
-	$(BIN)/plumb bench --out docs
+	$(BIN)/plumb bench --large --out docs
 
 bench-quick: install controlplane
 	$(BIN)/plumb bench --quick --out $(or $(BENCH_OUT),build/bench-quick)

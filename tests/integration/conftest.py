@@ -138,7 +138,8 @@ def start_plumb(
         kube.wait_for(
             "plumb to sync with the API server",
             lambda: "synced" in plumb.output() or process.poll() is not None,
-            timeout=60,
+            # The first start on a fresh machine compiles the kernel (about 30 s here).
+            timeout=180,
         )
         assert process.poll() is None, f"plumb exited early:\n{plumb.output()}"
         return plumb

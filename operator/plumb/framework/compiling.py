@@ -15,12 +15,12 @@ import numpy as np
 
 from plumb.backend import cache as cache_module
 from plumb.backend import counting, hashing, objects, snapshot, specs
+from plumb.framework import scoring
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,
     nodename,
     nodeports,
-    noderesourcesfit,
     nodeunschedulable,
     podtopologyspread,
     tainttoleration,
@@ -29,14 +29,6 @@ from plumb.kernel import contract
 
 # The kernel reports insufficient resources as one bit per column of an int64.
 MAX_COLUMNS = 63
-DEFAULT_WEIGHTS = (
-    noderesourcesfit.SCORE_WEIGHT,  # NodeResourcesFit
-    1,  # NodeResourcesBalancedAllocation
-    tainttoleration.SCORE_WEIGHT,
-    nodeaffinity.SCORE_WEIGHT,
-    podtopologyspread.SCORE_WEIGHT,
-    interpodaffinity.SCORE_WEIGHT,
-)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -286,7 +278,7 @@ def compile_batch(
     snap: snapshot.Snapshot,
     cache: cache_module.Cache,
     *,
-    weights: Sequence[int] = DEFAULT_WEIGHTS,
+    weights: Sequence[int] = scoring.DEFAULT_WEIGHTS,
 ) -> Compiled:
     """Compile ``pods`` (in queue order) for the kernel against ``snap``."""
     statics = snap.statics

@@ -383,14 +383,13 @@ class Scheduler:
         task.add_done_callback(self._binds.discard)
 
     def _budget(self, policy: spec.Policy) -> trace.Budget | None:
-        if policy.deviation_budget is None:
+        state = self.policies.budget_state(policy)
+        if state is None:
             return None
-        most = policy.deviation_budget.max_violations
-        remaining = self.policies.budgets_remaining().get(policy.key, 0)
         return trace.Budget(
-            used=max(0, most - remaining),
-            remaining=remaining,
-            max_violations=most,
+            used=state.used,
+            remaining=state.remaining,
+            max_violations=state.max_violations,
             open=self.policies.may_deviate(policy),
             text=self.policies.budget_text(policy),
         )

@@ -185,6 +185,11 @@ class PolicyEngine:
         """h per zone, for ``plumb_zone_health``."""
         return self.zones.healths(self._clock())
 
+    def budget_state(self, policy: spec_module.Policy) -> budget_module.BudgetState | None:
+        """The policy's budget now; None without a deviationBudget."""
+        budget = self._budgets.get(policy.key)
+        return budget.state(self._clock()) if budget is not None else None
+
     def budgets_remaining(self) -> dict[spec_module.Key, int]:
         """Deviations left per policy with a budget, for ``plumb_policy_budget_remaining``."""
         now = self._clock()
@@ -309,28 +314,14 @@ class PolicyEngine:
         """Where the pods the policy's selector picks are placed, per topology domain."""
         if policy is None:
             return status_module.Placement()
-        probe = objects.PodInfo(
-            uid="",
-            namespace=policy.namespace,
-            name="",
-            scheduler_name="",
-            node_name="",
-            priority=0,
-            creation_timestamp="",
-            resource_version="",
-            requests={},
-            terminal=False,
-            deleting=False,
-            gated=False,
-        )
-        constraint = specs.SpreadConstraint(1, "", "DoNotSchedule", policy.selector)
-        counts = self._cache.count_rows([podtopologyspread.selection(constraint, probe)])[0]
+        selection = podtopologyspread.selection_of(policy.selector, policy.namespace)
+        counts = self._cache.count_rows([selection])[0]
         statics = self._cache.snapshot().statics
         domains: dict[str, dict[str, int]] = {}
         for rule in policy.topology:
             ids = statics.label_ids(rule.topology_key)
-            per_value = dict.fromkeys(statics.values(rule.topology_key), 0)
             values = statics.values(rule.topology_key)
+            per_value = dict.fromkeys(values, 0)
             for node, value_id in enumerate(ids):
                 if value_id >= 0:
                     per_value[values[value_id]] += int(counts[node])

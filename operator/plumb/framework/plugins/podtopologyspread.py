@@ -43,10 +43,15 @@ def selection(constraint: specs.SpreadConstraint, pod: objects.PodInfo) -> count
     An empty selector counts no existing pod (kube-scheduler's countPodsMatchSelector returns 0
     for it), although it matches the incoming pod itself.
     """
-    selector = effective_selector(constraint, pod)
+    return selection_of(effective_selector(constraint, pod), pod.namespace)
+
+
+def selection_of(selector: specs.LabelSelector | None, namespace: str) -> counting.Selection:
+    """The pods a spread selector counts in ``namespace``, not terminating (see ``selection``;
+    a SchedulingPolicy's rules count its selector's pods the same way)."""
     if selector is not None and not selector.requirements:
         selector = None
-    matcher = counting.Matcher(selector, frozenset({pod.namespace}))
+    matcher = counting.Matcher(selector, frozenset({namespace}))
     return counting.Selection((matcher,), skip_terminating=True)
 
 

@@ -3,8 +3,12 @@ restart and malformed objects, as a user sees them through kubectl and events.""
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
+import re
+import socket
+import urllib.request
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -329,3 +333,105 @@ def test_a_malformed_policy_past_the_schema_is_not_ready_and_plumb_goes_on(
     _web_pods(kube_client, namespace, 1)
     kube.wait_for("the pod bound", lambda: _bound(kube_client, namespace) == 1, timeout=60)
     assert plumb.process.poll() is None
+
+
+def _ready_now(status: str) -> dict[str, Any]:
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {"type": "Ready", "status": status, "lastHeartbeatTime": now, "lastTransitionTime": now}
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _zone_health(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
+        text = page.read().decode()
+    found = re.findall(r'^plumb_zone_health\{zone="([^"]+)"\} (\S+)$', text, re.MULTILINE)
+    return {zone: float(value) for zone, value in found}
+
+
+def test_a_zone_gone_not_ready_is_avoided_and_a_silent_zone_stays_neutral(
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    start_plumb: PlumbFactory,
+    kubectl: crds.Kubectl,
+) -> None:
+    nodes = {}
+    for zone in "abc":
+        body = builders.make_node(f"{namespace}-{zone}").zone(zone).capacity(cpu="4")
+        nodes[zone] = add_node(body)
+    # a and b report Ready; c's node has never reported (an API-only node): no fresh data.
+    for zone in "ab":
+        patch = {"status": {"conditions": [_ready_now("True")]}}
+        kubectl.check(
+            "patch",
+            "node",
+            nodes[zone],
+            "--subresource=status",
+            "--type=merge",
+            "-p",
+            json.dumps(patch),
+        )
+    policy = _policy("web-health")
+    policy["spec"].pop("topology")
+    policy["spec"]["scoring"] = {"weights": {"zoneHealth": 10}}
+    _apply(kubectl, namespace, policy)
+    port = _free_port()
+    start_plumb("--metrics-port", str(port), "--metrics-address", "127.0.0.1")
+    _web_pods(kube_client, namespace, 3)
+    kube.wait_for("3 pods bound", lambda: _bound(kube_client, namespace) == 3, timeout=60)
+    assert _zones(kube_client, namespace) == Counter({"a": 1, "b": 1, "c": 1})
+
+    # Zone a's node goes NotReady: new pods go to b and c, which fit.
+    patch = {"status": {"conditions": [_ready_now("False")]}}
+    kubectl.check(
+        "patch", "node", nodes["a"], "--subresource=status", "--type=merge", "-p", json.dumps(patch)
+    )
+    kube.wait_for("zone a's health to fall", lambda: _zone_health(port).get("a") == 0.0, timeout=30)
+    _web_pods(kube_client, namespace, 6, first=3)
+    kube.wait_for("9 pods bound", lambda: _bound(kube_client, namespace) == 9, timeout=60)
+    assert _zones(kube_client, namespace) == Counter({"a": 1, "b": 4, "c": 4})
+    health = _zone_health(port)
+    assert health["b"] == 1.0
+    assert health["c"] == 1.0  # never heard from: exactly neutral, so c takes as many as b
+
+
+def test_most_allocated_packs_the_pods_it_governs_while_the_others_spread(
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    start_plumb: PlumbFactory,
+    kubectl: crds.Kubectl,
+) -> None:
+    for name in ("a", "b"):
+        add_node(builders.make_node(f"{namespace}-{name}").capacity(cpu="8", memory="8Gi"))
+    policy = _policy("web-pack")
+    policy["spec"].pop("topology")
+    policy["spec"]["scoring"] = {"strategy": "MostAllocated"}
+    _apply(kubectl, namespace, policy)
+    start_plumb()
+
+    def pods(app: str) -> None:
+        for i in range(4):
+            pod = builders.make_pod(f"{app}-{i}", namespace).label("app", app).scheduler("plumb")
+            kube_client.create_pod(pod.req(cpu="1", memory="1Gi").obj())
+
+    def nodes(app: str) -> Counter[str]:
+        return Counter(
+            p["spec"]["nodeName"]
+            for p in kube_client.pods(namespace)
+            if p["metadata"]["labels"].get("app") == app and p["spec"].get("nodeName")
+        )
+
+    # No policy governs app=db: LeastAllocated sends each pod to the emptier node.
+    pods("db")
+    kube.wait_for("4 db pods bound", lambda: _bound(kube_client, namespace) == 4, timeout=60)
+    assert sorted(nodes("db").values()) == [2, 2]
+    # The web pods' policy packs them: every one goes where the most is already requested.
+    pods("web")
+    kube.wait_for("8 pods bound", lambda: _bound(kube_client, namespace) == 8, timeout=60)
+    assert sorted(nodes("web").values()) == [4]

@@ -16,7 +16,7 @@ from plumb.kernel import contract as c
 CPU, MEMORY, PODS, GPU = range(4)
 RESOURCES = 4
 GI = 1 << 30
-DEFAULT_WEIGHTS = (1, 1, 3, 2, 2, 2)
+DEFAULT_WEIGHTS = (1, 1, 3, 2, 2, 2, 0)
 RESULT_FIELDS = ("chosen", "code", "detail", "total", "feasible", "top", "top_scores")
 
 
@@ -55,6 +55,8 @@ class Case:
         self._pods: list[_Pod] = []
         self._weights = list(DEFAULT_WEIGHTS)
         self._hashes = [1000 + n for n in range(nodes)]
+        self._strategy = c.LEAST_ALLOCATED
+        self._zone_score = [c.MAX_NODE_SCORE] * nodes
 
     # Nodes ------------------------------------------------------------------------------------
 
@@ -88,6 +90,16 @@ class Case:
 
     def weights(self, *values: int) -> Self:
         self._weights = list(values)
+        return self
+
+    def strategy(self, strategy: int) -> Self:
+        """NodeResourcesFit's strategy for the batch (contract.LEAST_ALLOCATED ...)."""
+        self._strategy = strategy
+        return self
+
+    def zone_scores(self, values: Sequence[int]) -> Self:
+        """ZoneHealth's score per node (100 unless told)."""
+        self._zone_score = list(values)
         return self
 
     # Pods -------------------------------------------------------------------------------------
@@ -244,6 +256,8 @@ class Case:
             preferred_weight=np.array([s[2] for _, s in preferred], dtype=np.int64),
             weights=np.array(self._weights, dtype=np.int64),
             balanced_skip=b1([p.balanced_skip for p in pods]),
+            fit_strategy=self._strategy,
+            zone_score=np.array(self._zone_score, dtype=np.int64),
         )
         return cluster, batch
 

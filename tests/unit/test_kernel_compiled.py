@@ -199,8 +199,10 @@ def kernel_inputs(
         preferred_row=ints(n_preferred, 0, rows - 1).astype(i32),
         preferred_key=ints(n_preferred, 0, keys - 1).astype(i32),
         preferred_weight=menu(n_preferred, (1, 5, -3, 100, -100, 2)),
-        weights=ints(6, 0, 5),
+        weights=ints(len(c.SCORE_PLUGINS), 0, 5),
         balanced_skip=flags(pods, 0.2),
+        fit_strategy=draw(st.sampled_from(c.FIT_STRATEGIES)),
+        zone_score=menu(nodes, (100, 100, 14, 37, 61, 0)),  # factors 1, e^-2, ...
     )
     return cluster, batch
 
@@ -242,6 +244,28 @@ def test_numba_decides_as_the_reference_on_huge_quantities(
     inputs: tuple[c.Cluster, c.Batch],
 ) -> None:
     cluster, batch = inputs
+    assert_same(compiled.run(cluster, batch), reference.run(cluster, batch))
+
+
+@pytest.mark.parametrize(
+    "strategy", c.FIT_STRATEGIES, ids=["LeastAllocated", "MostAllocated", "BalancedAllocation"]
+)
+@settings(max_examples=60, deadline=None)
+@given(inputs=kernel_inputs(max_pods=6), replicas=st.booleans(), zone_weight=st.integers(0, 10))
+def test_numba_decides_as_the_reference_with_each_strategy_and_zone_scores(
+    strategy: int, inputs: tuple[c.Cluster, c.Batch], replicas: bool, zone_weight: int
+) -> None:
+    # Each strategy, with zone health weighed up to ten times the others' weights, and for
+    # replicas, whose resource scores (zone health among them) the kernel keeps between pods.
+    cluster, batch = inputs
+    weights = batch.weights.copy()
+    weights[c.ZONE_HEALTH] = zone_weight
+    batch = dataclasses.replace(batch, fit_strategy=strategy, weights=weights)
+    if replicas:
+        same = np.zeros_like(batch.requests) + batch.requests[0]
+        nonzero = np.zeros_like(batch.nonzero) + batch.nonzero[0]
+        skip = np.zeros_like(batch.balanced_skip) | batch.balanced_skip[0]
+        batch = dataclasses.replace(batch, requests=same, nonzero=nonzero, balanced_skip=skip)
     assert_same(compiled.run(cluster, batch), reference.run(cluster, batch))
 
 
@@ -336,6 +360,18 @@ def test_quantities_beyond_the_exact_range_go_to_the_reference(
         (
             lambda cl, b: (dataclasses.replace(cl, cpu_column=7), b),
             "cpu_column 7 is not one of the 4 resource columns",
+        ),
+        (
+            lambda cl, b: (cl, dataclasses.replace(b, fit_strategy=3)),
+            "fit_strategy 3 is not one of (0, 1, 2)",
+        ),
+        (
+            lambda cl, b: (cl, dataclasses.replace(b, zone_score=b.zone_score[:5])),
+            "zone_score has shape (5,), not (8,)",
+        ),
+        (
+            lambda cl, b: (cl, dataclasses.replace(b, weights=b.weights[:6])),
+            "weights has shape (6,), not (7,)",
         ),
     ],
 )

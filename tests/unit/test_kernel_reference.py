@@ -228,6 +228,121 @@ def test_balanced_allocation(kernel: Kernel) -> None:
 
 
 @KERNELS
+def test_most_allocated(kernel: Kernel) -> None:
+    case = (
+        Case(3)
+        .allocatable(MEMORY, [8 * GI, 3 * GI, 8 * GI])
+        .requested(CPU, [1000, 0, 0])
+        .requested(MEMORY, [2 * GI, 0, 0])
+        .nonzero(CPU, [1000, 0, 3900])  # node 2: many request-less containers
+        .strategy(c.MOST_ALLOCATED)
+        .weights(*only(c.FIT))
+        .pod(cpu=1000, memory=2 * GI)
+    )
+    result = kernel(*case.build())
+    # Node 0: cpu 2000*100//4000 = 50, memory 4*100//8 = 50 -> 50.
+    # Node 1: cpu 1000*100//4000 = 25, memory 2*100//3 = 66 -> 91//2 = 45.
+    # Node 2: cpu 3900+1000 capped at 4000 -> 100, memory 2*100//8 = 25 -> 125//2 = 62.
+    assert result.total[0].tolist() == [50, 45, 62]
+    assert result.top[0].tolist() == [2, 0, 1]
+    assert result.top_scores[0, :, c.FIT].tolist() == [62, 50, 45]
+
+
+@KERNELS
+def test_most_allocated_leaves_out_a_resource_the_node_has_none_of(kernel: Kernel) -> None:
+    case = (
+        Case(2)
+        .allocatable(CPU, [0, 4000])
+        .strategy(c.MOST_ALLOCATED)
+        .weights(*only(c.FIT))
+        .pod(memory=GI)  # no cpu request: 100m counted, and node 0 is not short of cpu
+    )
+    # Node 0: memory 1*100//8 = 12 alone. Node 1: cpu 100*100//4000 = 2 -> (2 + 12)//2 = 7.
+    assert kernel(*case.build()).total[0].tolist() == [12, 7]
+
+
+@KERNELS
+def test_most_allocated_packs_a_batch_onto_the_fuller_node(kernel: Kernel) -> None:
+    def chosen(strategy: int) -> list[int]:
+        case = Case(2).requested(CPU, [500, 0]).strategy(strategy).weights(*only(c.FIT))
+        for b in range(4):
+            case = case.pod(cpu=500, memory=GI, pod_hash=b)
+        return list(kernel(*case.build()).chosen.tolist())
+
+    assert chosen(c.MOST_ALLOCATED) == [0, 0, 0, 0]
+    assert chosen(c.LEAST_ALLOCATED) == [1, 0, 1, 0]  # the emptier node, in turn
+
+
+@KERNELS
+def test_balanced_allocation_as_the_fit_strategy_scores_as_balanced_allocation(
+    kernel: Kernel,
+) -> None:
+    case = (
+        Case(3)
+        .requested(CPU, [1000, 1000, 5000])
+        .requested(MEMORY, [GI, 6 * GI, 0])
+        .strategy(c.BALANCED_ALLOCATION)
+        .weights(1, 1, 0, 0, 0, 0, 0)
+        .pod(cpu=1000, memory=GI)
+        .pod(memory=2 * GI)
+        .pod()  # requests nothing: BalancedAllocation skips it, and so does Fit
+    )
+    result = kernel(*case.build())
+    # test_balanced_allocation's figures, counted twice.
+    assert result.total.tolist() == [[174, 162, 0], [200, 124, 124], [0, 0, 0]]
+    np.testing.assert_array_equal(
+        result.top_scores[:, :, c.FIT], result.top_scores[:, :, c.BALANCED]
+    )
+
+
+@KERNELS
+def test_zone_health_is_each_nodes_own_score_weighed(kernel: Kernel) -> None:
+    case = Case(3).zone_scores([100, 14, 61]).weights(*only(c.ZONE_HEALTH)).pod(cpu=100)
+    result = kernel(*case.build())
+    # Not normalised over the feasible nodes: a factor of 1 is 100 wherever the others are.
+    assert result.total[0].tolist() == [100, 14, 61]
+    assert result.top_scores[0, :, c.ZONE_HEALTH].tolist() == [100, 61, 14]
+    case = Case(3).zone_scores([100, 14, 61]).weights(0, 0, 0, 0, 0, 0, 3).pod(cpu=100)
+    assert kernel(*case.build()).total[0].tolist() == [300, 42, 183]
+
+
+@KERNELS
+@pytest.mark.parametrize("pod_hash", range(8))
+def test_a_low_factor_zone_loses_to_a_neutral_one(kernel: Kernel, pod_hash: int) -> None:
+    # Alike nodes tie on every other score; without zone health the hash picks either.
+    weights = (1, 1, 3, 2, 2, 2, 1)
+    case = Case(2).zone_scores([14, 100]).weights(*weights).pod(cpu=100, pod_hash=pod_hash)
+    result = kernel(*case.build())
+    assert result.chosen.tolist() == [1]
+    assert result.total[0, 1] - result.total[0, 0] == 100 - 14
+
+
+@KERNELS
+def test_a_neutral_zone_scores_exactly_as_without_zone_health(kernel: Kernel) -> None:
+    def run(weight: int) -> c.Result:
+        case = (
+            Case(3)
+            .key("zone", [0, 1, 1])
+            .row("web", [1, 0, 0])
+            .requested(CPU, [0, 1000, 0])
+            .weights(1, 1, 3, 2, 2, 2, weight)
+            .pod(cpu=500, memory=GI)
+            .spread("web", "zone", hard=False)
+            .member("web")
+            .pod(cpu=500, memory=GI, pod_hash=8)
+            .spread("web", "zone", hard=False)
+            .member("web")
+        )
+        return kernel(*case.build())
+
+    without, neutral = run(0), run(5)
+    assert neutral.chosen.tolist() == without.chosen.tolist()
+    assert neutral.top.tolist() == without.top.tolist()
+    np.testing.assert_array_equal(neutral.top_scores, without.top_scores)
+    assert (neutral.total - without.total).tolist() == [[500, 500, 500]] * 2
+
+
+@KERNELS
 def test_taint_scores_are_reversed_over_the_feasible_nodes(kernel: Kernel) -> None:
     case = Case(4).weights(*only(c.TAINT)).pod(cpu=100).taints([0, 1, 2, 4]).static([0, 0, 0, 1])
     # The most PreferNoSchedule taints among feasible nodes is 2 (node 3 is not feasible).
@@ -374,11 +489,12 @@ def test_the_default_weights_add_up(kernel: Kernel) -> None:
     )
     result = kernel(*built)
     # Fit 75 and balanced 100 on both; taint 0 / 100; node affinity 100 / 0; spread raw
-    # round(log 4) = 1 / 0 -> 0 / 100; no inter-pod terms. Weights 1, 1, 3, 2, 2, 2.
+    # round(log 4) = 1 / 0 -> 0 / 100; no inter-pod terms; ZoneHealth neutral (100) and
+    # weighed 0. Weights 1, 1, 3, 2, 2, 2, 0.
     assert result.top_scores[0].tolist() == [
-        [75, 100, 100, 0, 100, 0],
-        [75, 100, 0, 100, 0, 0],
-        [0, 0, 0, 0, 0, 0],
+        [75, 100, 100, 0, 100, 0, 100],
+        [75, 100, 0, 100, 0, 0, 100],
+        [0, 0, 0, 0, 0, 0, 0],
     ]
     assert result.total[0].tolist() == [75 + 100 + 2 * 100, 75 + 100 + 3 * 100 + 2 * 100]
     assert result.chosen.tolist() == [1]

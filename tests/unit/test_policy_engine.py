@@ -8,7 +8,7 @@ from typing import Any
 from plumb.backend import cache as cache_module
 from plumb.backend import objects
 from plumb.framework import cycle, deviation
-from plumb.kernel import reference
+from plumb.kernel import contract, reference
 from plumb.policy import engine as engine_module
 from plumb.testing.builders import make_node, make_pod
 from tests.unit.policy_builders import ZONE, make_policy
@@ -69,10 +69,11 @@ def test_a_policys_weights_and_strategy_become_the_batch_profile() -> None:
     assert state is not None
     assert state.active is not None
     profile = engine.profile(state.active, cache.snapshot())
-    # SCORE_PLUGINS order: fit, balanced, taints, node affinity, spread, inter-pod affinity.
-    assert profile.weights == (5, 1, 3, 2, 0, 2)
+    # SCORE_PLUGINS order: fit, balanced, taints, node affinity, spread, inter-pod affinity,
+    # zone health.
+    assert profile.weights == (5, 1, 3, 2, 0, 2, 1)
+    assert dict(zip(contract.SCORE_PLUGINS, profile.weights, strict=True))["ZoneHealth"] == 1
     assert profile.strategy == "MostAllocated"
-    assert profile.zone_weight == 1
 
 
 def _ready(name: str, zone: str, status: str, heard: str) -> dict[str, Any]:

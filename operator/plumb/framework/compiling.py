@@ -273,14 +273,42 @@ def _bool(values: list[object]) -> contract.B1:
     return np.array(values, dtype=np.bool_)
 
 
+_FIT_STRATEGIES = {
+    scoring.LEAST_ALLOCATED: contract.LEAST_ALLOCATED,
+    scoring.MOST_ALLOCATED: contract.MOST_ALLOCATED,
+    scoring.BALANCED_ALLOCATION: contract.BALANCED_ALLOCATION,
+}
+
+
+def zone_scores(profile: scoring.Profile, snap: snapshot.Snapshot) -> contract.I64:
+    """ZoneHealth's score per node: round(100 * the factor of the node's zone), 100 (neutral)
+    for a node without the zone label or in a zone the profile has no factor for."""
+    nodes = len(snap.statics)
+    scores = np.full(nodes, contract.MAX_NODE_SCORE, dtype=np.int64)
+    if not profile.zone_key or not profile.zone_factors:
+        return scores
+    ids = snap.statics.label_ids(profile.zone_key)
+    per_zone = np.array(
+        [
+            round(contract.MAX_NODE_SCORE * profile.zone_factors.get(zone, 1.0))
+            for zone in snap.statics.values(profile.zone_key)
+        ],
+        dtype=np.int64,
+    )
+    present = ids >= 0
+    scores[present] = per_zone[ids[present]]
+    return scores
+
+
 def compile_batch(
     pods: Sequence[objects.PodInfo],
     snap: snapshot.Snapshot,
     cache: cache_module.Cache,
     *,
-    weights: Sequence[int] = scoring.DEFAULT_WEIGHTS,
+    profile: scoring.Profile = scoring.DEFAULT,
 ) -> Compiled:
-    """Compile ``pods`` (in queue order) for the kernel against ``snap``."""
+    """Compile ``pods`` (in queue order) for the kernel against ``snap``, scored by
+    ``profile``."""
     statics = snap.statics
     nodes = len(statics)
     base = [objects.CPU, objects.MEMORY, objects.PODS]
@@ -405,8 +433,10 @@ def compile_batch(
         preferred_row=_i32(pr["row"]),
         preferred_key=_i32(pr["key"]),
         preferred_weight=np.array(pr["weight"], dtype=np.int64),
-        weights=np.array(weights, dtype=np.int64),
+        weights=np.array(profile.weights, dtype=np.int64),
         balanced_skip=balanced_skip,
+        fit_strategy=_FIT_STRATEGIES[profile.strategy],
+        zone_score=zone_scores(profile, snap),
     )
     return Compiled(
         pods=tuple(taken),

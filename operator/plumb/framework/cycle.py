@@ -193,7 +193,7 @@ def prepare(
             ready.append(pod)
     if not ready:
         return Prepared(early=early, compiled=None)
-    compiled = compiling.compile_batch(ready, snap, cache, weights=profile.weights)
+    compiled = compiling.compile_batch(ready, snap, cache, profile=profile)
     return Prepared(early=early, compiled=compiled, deferred=compiled.deferred)
 
 

@@ -1,4 +1,5 @@
-"""How a batch's nodes are scored: each score plugin's weight and the resource strategy.
+"""How a batch's nodes are scored: each score plugin's weight, the resource strategy and the
+zone health factors.
 
 kube-scheduler's defaults score every pod; a SchedulingPolicy replaces them for the pods it
 governs (policy/engine.py builds its profile), so pods of different profiles never share a batch.
@@ -28,19 +29,20 @@ DEFAULT_WEIGHTS = (
     nodeaffinity.SCORE_WEIGHT,
     podtopologyspread.SCORE_WEIGHT,
     interpodaffinity.SCORE_WEIGHT,
+    0,  # ZoneHealth: not a kube-scheduler plugin; only a policy weighs it
 )
 """kube-scheduler's default weights, in the kernel's SCORE_PLUGINS order."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Profile:
-    """How one batch is scored: the weights (SCORE_PLUGINS order), NodeResourcesFit's strategy,
-    and zone health: its weight, the node label naming a zone and each zone's factor in (0, 1]
-    (a zone not listed, or a node without the label, scores as healthy)."""
+    """How one batch is scored: the weights (SCORE_PLUGINS order, ZoneHealth's last),
+    NodeResourcesFit's strategy, and for zone health the node label naming a zone and each
+    zone's factor in (0, 1]. A node scores ZoneHealth round(100 * its zone's factor); a zone
+    not listed, or a node without the label, scores 100, as a healthy zone does."""
 
     weights: tuple[int, ...] = DEFAULT_WEIGHTS
     strategy: str = LEAST_ALLOCATED
-    zone_weight: int = 0
     zone_key: str = ""
     zone_factors: Mapping[str, float] = dataclasses.field(default_factory=dict)
 

@@ -231,8 +231,10 @@ def inputs(nodes: int, pods: int) -> tuple[c.Cluster, c.Batch]:
         preferred_row=np.full(pods, ROW_API, dtype=np.int32),
         preferred_key=np.full(pods, KEY_ZONE, dtype=np.int32),
         preferred_weight=np.full(pods, API_AFFINITY_WEIGHT, dtype=np.int64),
-        weights=np.array([1, 1, 3, 2, 2, 2], dtype=np.int64),
+        weights=np.array([1, 1, 3, 2, 2, 2, 0], dtype=np.int64),  # the default profile's
         balanced_skip=per_pod(False, np.bool_),
+        fit_strategy=c.LEAST_ALLOCATED,
+        zone_score=np.full(nodes, c.MAX_NODE_SCORE, dtype=np.int64),  # no zone factors
     )
     return cluster, batch
 

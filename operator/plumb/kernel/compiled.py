@@ -120,6 +120,8 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
         _array(batch.preferred_weight, np.int64),
         _array(batch.weights, np.int64),
         _array(batch.balanced_skip, np.bool_),
+        int(batch.fit_strategy),
+        _array(batch.zone_score, np.int64),
         chosen,
         code,
         detail,
@@ -286,7 +288,9 @@ def tiny() -> tuple[c.Cluster, c.Batch]:
         preferred_row=first,
         preferred_key=first,
         preferred_weight=np.ones(1, dtype=i64),
-        weights=np.array([1, 1, 3, 2, 2, 2], dtype=i64),
+        weights=np.array([1, 1, 3, 2, 2, 2, 1], dtype=i64),
         balanced_skip=np.zeros(2, dtype=b1),
+        fit_strategy=c.LEAST_ALLOCATED,
+        zone_score=np.array([100, 14], dtype=i64),
     )
     return cluster, batch

@@ -74,6 +74,8 @@ def decide(
     preferred_weight: c.I64,
     weights: c.I64,
     balanced_skip: c.B1,
+    fit_strategy: int,
+    zone_score: c.I64,
     chosen: c.I32,
     code: Any,
     detail: c.I64,
@@ -108,6 +110,8 @@ def decide(
         (symmetric_pod, symmetric_row, symmetric_key),
         (preferred_pod, preferred_row, preferred_key, preferred_weight),
         weights,
+        fit_strategy,
+        zone_score,
     ):
         return INVALID
     resources, nodes = allocatable.shape
@@ -249,7 +253,7 @@ def decide(
         if pod_shape != shape:
             shape = pod_shape
             compiled_scores.resource_scores(
-                columns, shape, weights, fit, balanced, weighted, 0, nodes
+                columns, shape, weights, fit_strategy, zone_score, fit, balanced, weighted, 0, nodes
             )
         taint_row, affinity_raw = taint_raw[u], node_affinity_raw[u]
         taint_low, taint_high, affinity_low, affinity_high = compiled_scores.gather(
@@ -313,7 +317,7 @@ def decide(
         # Negative maxima need Python's floor division on negative divisors: never from the
         # framework (raw scores are counts and weights), but defined, on a slower path.
         general = taint_high < 0 or affinity_high < 0 or _LOWEST < spread_high < 0
-        inputs = (fit, balanced, taint_row, affinity_raw, scored, spread_raw, inter_raw)
+        inputs = (fit, balanced, taint_row, affinity_raw, scored, spread_raw, inter_raw, zone_score)
         if general:
             kept = compiled_selection.totals_and_best(
                 feasible,
@@ -367,7 +371,16 @@ def decide(
         columns[4, node] += requests[b, cpu_column]
         columns[5, node] += requests[b, memory_column]
         compiled_scores.resource_scores(
-            columns, shape, weights, fit, balanced, weighted, node, node + 1
+            columns,
+            shape,
+            weights,
+            fit_strategy,
+            zone_score,
+            fit,
+            balanced,
+            weighted,
+            node,
+            node + 1,
         )
         for t in range(counts.shape[0]):
             counts[t, node] += member[b, t]

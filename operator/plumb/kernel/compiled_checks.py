@@ -14,6 +14,7 @@ from plumb.kernel import compiled_jit
 from plumb.kernel import contract as c
 
 _PLUGINS = compiled_jit.PLUGINS
+_FIRST_STRATEGY, _LAST_STRATEGY = min(c.FIT_STRATEGIES), max(c.FIT_STRATEGIES)
 
 
 @compiled_jit.jit
@@ -34,6 +35,8 @@ def valid(
     symmetric: Any,
     preferred: Any,
     weights: c.I64,
+    fit_strategy: int,
+    zone_score: c.I64,
 ) -> bool:
     """What ``check`` checks, fast: shapes, and every index the kernel follows in range."""
     resources, nodes = allocatable.shape
@@ -41,7 +44,8 @@ def valid(
     ok = requested.shape == (resources, nodes) and nonzero.shape == (2, nodes)
     ok = ok and name_hashes.shape[0] == nodes and domains.shape[1] == nodes
     ok = ok and domain_counts.shape[0] == keys and counts.shape[1] == nodes
-    ok = ok and weights.shape[0] == _PLUGINS
+    ok = ok and weights.shape[0] == _PLUGINS and zone_score.shape[0] == nodes
+    ok = ok and _FIRST_STRATEGY <= fit_strategy <= _LAST_STRATEGY
     for column in columns:
         ok = ok and 0 <= column < resources
     ok = ok and per_pod[1].shape[0] == pods and per_pod[2].shape[0] == pods
@@ -118,6 +122,7 @@ def check(cluster: c.Cluster, batch: c.Batch) -> None:
         "affinity_self": (batch.affinity_self, (pods,)),
         "weights": (batch.weights, (len(c.SCORE_PLUGINS),)),
         "balanced_skip": (batch.balanced_skip, (pods,)),
+        "zone_score": (batch.zone_score, (nodes,)),
     }
     for table, size, columns in (
         ("spread", spreads, _SPREAD_COLUMNS),
@@ -140,6 +145,8 @@ def check(cluster: c.Cluster, batch: c.Batch) -> None:
     for label, position in positions.items():
         if not 0 <= position < resources:
             problems.append(f"{label} {position} is not one of the {resources} resource columns")
+    if batch.fit_strategy not in c.FIT_STRATEGIES:
+        problems.append(f"fit_strategy {batch.fit_strategy} is not one of {c.FIT_STRATEGIES}")
     if not problems:
         problems = _index_problems(cluster, batch, keys, rows, pods)
     if problems:

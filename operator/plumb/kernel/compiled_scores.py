@@ -7,8 +7,9 @@ is first gathered into contiguous arrays by slot (a pass per input, indices unsi
 check for negative ones), and the arithmetic then runs over those arrays, where it vectorises
 (a loop that gathers does not). No integer division per node where it can be avoided (3 ns
 here): see ``_floor_div``. The resource scores depend on the node and on the pod's cpu and
-memory requests alone, so they are computed for every node when those change (one
-vectorised pass) and kept, updated at the node each pod is placed on.
+memory requests alone (and ZoneHealth's on the node alone), so they are computed for every
+node when those change (one vectorised pass) and kept, updated at the node each pod is
+placed on.
 """
 
 from __future__ import annotations
@@ -49,31 +50,41 @@ def resource_scores(
     columns: c.I64,
     shape: Any,
     weights: c.I64,
+    strategy: int,
+    zone_score: c.I64,
     fit: c.I64,
     balanced: c.I64,
     weighted: c.I64,
     start: int,
     end: int,
 ) -> None:
-    """NodeResourcesFit (LeastAllocated over the non-zero requests, cpu and memory weighing 1)
-    and NodeResourcesBalancedAllocation of nodes ``start:end`` for a pod of ``shape``: its
+    """NodeResourcesFit (by ``strategy``: Least or MostAllocated over the non-zero requests,
+    cpu and memory weighing 1, or BalancedAllocation's score) and
+    NodeResourcesBalancedAllocation of nodes ``start:end`` for a pod of ``shape``: its
     non-zero cpu and memory requests, its cpu and memory requests, and whether
-    BalancedAllocation skips it. ``weighted``: the two weighted and summed. ``columns``: see
+    BalancedAllocation skips it. ``weighted``: the two and ZoneHealth's per-node score,
+    weighted and summed (none of them is normalised over the feasible nodes). ``columns``: see
     ``compiled_batch.decide``. Branch-free, so that it vectorises (cpu or memory 0 computes a
     division by 0 that is selected away)."""
     nz_cpu, nz_memory, cpu_request, memory_request, skip = shape
-    w0, w1 = weights[0], 0 if skip else weights[1]
+    w0, w1, w6 = weights[0], 0 if skip else weights[1], weights[c.ZONE_HEALTH]
+    least = strategy == c.LEAST_ALLOCATED
+    balanced_fit = strategy == c.BALANCED_ALLOCATION
     cpu_all, memory_all = columns[0], columns[1]
     cpu_placed, memory_placed = columns[2], columns[3]
     cpu_requested, memory_requested = columns[4], columns[5]
     for n in range(start, end):
         cpu, memory = cpu_all[n], memory_all[n]
-        free = cpu - (cpu_placed[n] + nz_cpu)
-        cpu_score = _floor_div(free * _MAX, cpu, 1.0 / cpu)
-        cpu_score = 0 if free < 0 or cpu == 0 else cpu_score
-        free = memory - (memory_placed[n] + nz_memory)
-        memory_score = _floor_div(free * _MAX, memory, 1.0 / memory)
-        memory_score = 0 if free < 0 or memory == 0 else memory_score
+        # LeastAllocated scores what is left free (0 when over), MostAllocated what is in use
+        # (at most all of it); the non-zero requests are never negative (decide checks).
+        used = cpu_placed[n] + nz_cpu
+        share = cpu - used if least else min(used, cpu)
+        cpu_score = _floor_div(share * _MAX, cpu, 1.0 / cpu)
+        cpu_score = 0 if share < 0 or cpu == 0 else cpu_score
+        used = memory_placed[n] + nz_memory
+        share = memory - used if least else min(used, memory)
+        memory_score = _floor_div(share * _MAX, memory, 1.0 / memory)
+        memory_score = 0 if share < 0 or memory == 0 else memory_score
         both = cpu != 0 and memory != 0
         if both:
             score = (cpu_score + memory_score) >> 1  # both >= 0: the floor of half
@@ -83,8 +94,9 @@ def resource_scores(
         cpu_fraction = min(1.0, (cpu_requested[n] + cpu_request) / cpu)
         memory_fraction = min(1.0, (memory_requested[n] + memory_request) / memory)
         balance = int((1 - abs(cpu_fraction - memory_fraction) / 2) * _MAX) if both else _MAX
+        score = (0 if skip else balance) if balanced_fit else score
         fit[n], balanced[n] = score, balance
-        weighted[n] = w0 * score + w1 * balance
+        weighted[n] = w0 * score + w1 * balance + w6 * zone_score[n]
 
 
 @compiled_jit.jit
@@ -96,9 +108,10 @@ def gather(
     affinity_raw: c.I64,
     slots: c.I64,
 ) -> tuple[int, int, int, int]:
-    """Each feasible node's weighted resource scores, taint and node-affinity raw scores into
-    ``slots[0]``, ``slots[1]``, ``slots[2]`` by slot. Returns the lowest and highest taint,
-    then node-affinity, raw score."""
+    """Each feasible node's weighted resource and zone health scores (``resource_scores``'s
+    ``weighted``), taint and node-affinity raw scores into ``slots[0]``, ``slots[1]``,
+    ``slots[2]`` by slot. Returns the lowest and highest taint, then node-affinity, raw
+    score."""
     slot_weighted, slot_taint, slot_affinity = slots[0], slots[1], slots[2]
     for j in range(count):
         n = np.uint64(feasible[j])
@@ -308,13 +321,13 @@ def inter_pod_score(raw: int, low: int, high: int) -> int:
 @compiled_jit.inline
 def scores_of(
     j: int, feasible: c.I32, inputs: Any, pod: Any, general: bool
-) -> tuple[int, int, int, int, int, int]:
-    """The six normalised plugin scores of the j-th feasible node (resource scores cached).
+) -> tuple[int, int, int, int, int, int, int]:
+    """The seven plugin scores of the j-th feasible node (resource scores cached).
 
     ``pod``: BalancedAllocation skipped; the taint and node-affinity raw scores' feasible
     (lowest, highest, reciprocal of the highest); the soft spread's (constraints?, lowest,
     highest, reciprocal of the highest); InterPodAffinity's (terms?, lowest, highest)."""
-    fit, balanced, taint_row, affinity_row, scored, spread_raw, inter_raw = inputs
+    fit, balanced, taint_row, affinity_row, scored, spread_raw, inter_raw, zone_score = inputs
     skip, _, taint_high, taint_inverse, _, affinity_high, affinity_inverse = pod[:7]
     spread_on, spread_low, spread_high, spread_inverse, inter_on, inter_low, inter_high = pod[7:]
     n = feasible[j]
@@ -328,4 +341,5 @@ def scores_of(
         affinity_score(affinity_row[n], affinity_high, affinity_inverse, general),
         spread,
         inter_pod_score(inter_raw[j], inter_low, inter_high) if inter_on != 0 else 0,
+        zone_score[n],
     )

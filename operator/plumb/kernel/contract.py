@@ -40,7 +40,8 @@ ANTI_AFFINITY = 6
 EXISTING_ANTI_AFFINITY = 7
 
 # Score plugins, in the order of ``Batch.weights`` and of the per-plugin score outputs.
-FIT, BALANCED, TAINT, NODE_AFFINITY, SPREAD, INTER_POD = range(6)
+# ZoneHealth is plumb's own (a SchedulingPolicy's zone factors): ``Batch.zone_score``.
+FIT, BALANCED, TAINT, NODE_AFFINITY, SPREAD, INTER_POD, ZONE_HEALTH = range(7)
 SCORE_PLUGINS = (
     "NodeResourcesFit",
     "NodeResourcesBalancedAllocation",
@@ -48,7 +49,17 @@ SCORE_PLUGINS = (
     "NodeAffinity",
     "PodTopologySpread",
     "InterPodAffinity",
+    "ZoneHealth",
 )
+
+# NodeResourcesFit's scoring strategy (``Batch.fit_strategy``), over cpu and memory weighing 1
+# each. Least and MostAllocated read the non-zero requests (100m / 200Mi for a request-less
+# container) including the pod's, as kube-scheduler's do; BalancedAllocation makes the score
+# NodeResourcesBalancedAllocation's own (0 for a pod it skips).
+LEAST_ALLOCATED = 0  # per resource (allocatable - requested) * 100 // allocatable, 0 if over
+MOST_ALLOCATED = 1  # per resource min(requested, allocatable) * 100 // allocatable
+BALANCED_ALLOCATION = 2
+FIT_STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, BALANCED_ALLOCATION)
 TOP = 3  # candidates reported per pod, with their per-plugin scores
 
 
@@ -122,8 +133,10 @@ class Batch:
     preferred_key: I32
     preferred_weight: I64
 
-    weights: I64  # (6,) in SCORE_PLUGINS order
+    weights: I64  # (7,) in SCORE_PLUGINS order
     balanced_skip: B1  # (B,) pod requests neither cpu nor memory: BalancedAllocation skips it
+    fit_strategy: int  # one of FIT_STRATEGIES
+    zone_score: I64  # (N,) ZoneHealth's score per node, already 0-100 (100: neutral)
 
     @property
     def size(self) -> int:
@@ -140,7 +153,7 @@ class Result:
     total: I64  # (B, N) weighted score sum (0 where infeasible)
     feasible: I32  # (B,)
     top: I32  # (B, TOP) best candidates by (total, tie-break), -1 padding
-    top_scores: I64  # (B, TOP, 6) normalised per-plugin scores of those candidates
+    top_scores: I64  # (B, TOP, 7) normalised per-plugin scores of those candidates
 
 
 def empty_i32(*shape: int) -> I32:
@@ -194,6 +207,8 @@ def part(batch: Batch, start: int, stop: int) -> Batch:
             fields[name] = getattr(batch, name)[mine]
     return Batch(
         weights=batch.weights,
+        fit_strategy=batch.fit_strategy,
+        zone_score=batch.zone_score,
         static_code=batch.static_code,
         taint_raw=batch.taint_raw,
         node_affinity_raw=batch.node_affinity_raw,

@@ -158,7 +158,10 @@ def _filter(state: _State, batch: c.Batch, b: int, code: np.ndarray, detail: c.I
         code[n] = failed
 
 
-def _least_allocated(state: _State, batch: c.Batch, b: int, n: int) -> int:
+def _allocated(state: _State, batch: c.Batch, b: int, n: int, *, most: bool) -> int:
+    """NodeResourcesFit's LeastAllocated (or MostAllocated) score: the mean over cpu and memory
+    of the share left free (or in use) after the pod, by the non-zero requests; a resource the
+    node has none of is left out."""
     cl = state.cluster
     score = weights = 0
     for i, column in enumerate((cl.cpu_column, cl.memory_column)):
@@ -166,7 +169,10 @@ def _least_allocated(state: _State, batch: c.Batch, b: int, n: int) -> int:
         if capacity == 0:
             continue
         used = int(state.nonzero[i, n]) + int(batch.nonzero[b, i])
-        score += 0 if used > capacity else (capacity - used) * c.MAX_NODE_SCORE // capacity
+        if most:
+            score += min(used, capacity) * c.MAX_NODE_SCORE // capacity
+        else:
+            score += 0 if used > capacity else (capacity - used) * c.MAX_NODE_SCORE // capacity
         weights += 1
     return score // weights if weights else 0
 
@@ -182,6 +188,17 @@ def _balanced(state: _State, batch: c.Batch, b: int, n: int) -> int:
         fractions.append(min(1.0, used / capacity))
     std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
     return int((1 - std) * c.MAX_NODE_SCORE)
+
+
+def _fit(state: _State, batch: c.Batch, b: int, n: int) -> int:
+    """NodeResourcesFit's score with the batch's strategy."""
+    if batch.fit_strategy == c.LEAST_ALLOCATED:
+        return _allocated(state, batch, b, n, most=False)
+    if batch.fit_strategy == c.MOST_ALLOCATED:
+        return _allocated(state, batch, b, n, most=True)
+    if batch.fit_strategy == c.BALANCED_ALLOCATION:
+        return 0 if batch.balanced_skip[b] else _balanced(state, batch, b, n)
+    raise ValueError(f"fit_strategy {batch.fit_strategy} is not one of {c.FIT_STRATEGIES}")
 
 
 def _spread_scores(state: _State, batch: c.Batch, b: int, feasible: list[int]) -> dict[int, int]:
@@ -292,12 +309,13 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
             continue
         detail[b] = 0  # the contract keeps details for the pods that fit nowhere
         per_plugin = [
-            {n: _least_allocated(state, batch, b, n) for n in feasible},
+            {n: _fit(state, batch, b, n) for n in feasible},
             {n: 0 if batch.balanced_skip[b] else _balanced(state, batch, b, n) for n in feasible},
             _normalised(batch.taint_raw[batch.static_row[b]], feasible, reverse=True),
             _normalised(batch.node_affinity_raw[batch.static_row[b]], feasible, reverse=False),
             _spread_scores(state, batch, b, feasible),
             _inter_pod_scores(state, batch, b, feasible),
+            {n: int(batch.zone_score[n]) for n in feasible},  # per node, not normalised
         ]
         for n in feasible:
             total[b, n] = sum(

@@ -145,20 +145,24 @@ class PolicyEngine:
     @staticmethod
     def govern(pod: objects.PodInfo, policy: spec_module.Policy) -> objects.PodInfo:
         """``pod`` with the policy's topology rules added to its own spread constraints."""
-        extra = PolicyEngine.constraints(policy)
-        if not extra:
-            return pod
-        scheduling = dataclasses.replace(pod.scheduling, spread=pod.scheduling.spread + extra)
-        return dataclasses.replace(pod, scheduling=scheduling)
+        return podtopologyspread.with_constraints(pod, PolicyEngine.constraints(policy))
 
     def profile(self, policy: spec_module.Policy, snap: snapshot.Snapshot) -> scoring.Profile:
         """The scoring profile of the pods ``policy`` governs, zone factors as of now."""
         w = policy.scoring.weights
         zone_key, factors = self.zones.factors(policy, snap, self._clock())
         return scoring.Profile(
-            weights=(w.resources, w.balance, w.taints, w.affinity, w.spread, w.affinity),
+            # kernel/contract.py SCORE_PLUGINS order; `affinity` weighs both affinity plugins.
+            weights=(
+                w.resources,
+                w.balance,
+                w.taints,
+                w.affinity,
+                w.spread,
+                w.affinity,
+                w.zone_health,
+            ),
             strategy=policy.scoring.strategy.value,
-            zone_weight=w.zone_health,
             zone_key=zone_key,
             zone_factors=factors,
         )

@@ -1,5 +1,7 @@
 """NodeResourcesFit: a node fits when every requested resource is free there (filter), and
-LeastAllocated prefers the emptier nodes over cpu and memory (score, weight 1)."""
+LeastAllocated prefers the emptier nodes over cpu and memory (score, weight 1); a
+SchedulingPolicy may score with MostAllocated or BalancedAllocation instead (framework/scoring.py).
+"""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ from plumb.backend import objects
 NAME = "NodeResourcesFit"
 TOO_MANY_PODS = "Too many pods"
 SCORE_WEIGHT = 1
-# The resources LeastAllocated scores, each with weight 1, as kube-scheduler's default args.
+# The resources the score counts, each with weight 1, as kube-scheduler's default args.
 SCORED_RESOURCES = (objects.CPU, objects.MEMORY)
 
 

@@ -7,6 +7,9 @@ plugin's name, reasons and how a constraint becomes a row selection.
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Sequence
+
 from plumb.backend import counting, objects, specs
 
 NAME = "PodTopologySpread"
@@ -62,3 +65,13 @@ def default_constraints(selector: specs.LabelSelector) -> tuple[specs.SpreadCons
         specs.SpreadConstraint(3, HOSTNAME, "ScheduleAnyway", selector),
         specs.SpreadConstraint(5, ZONE, "ScheduleAnyway", selector),
     )
+
+
+def with_constraints(
+    pod: objects.PodInfo, extra: Sequence[specs.SpreadConstraint]
+) -> objects.PodInfo:
+    """``pod`` with ``extra`` constraints after its own (a SchedulingPolicy's rules)."""
+    if not extra:
+        return pod
+    scheduling = dataclasses.replace(pod.scheduling, spread=pod.scheduling.spread + tuple(extra))
+    return dataclasses.replace(pod, scheduling=scheduling)

@@ -1,5 +1,5 @@
-"""The ``plumb`` command: run the scheduler, explain its decisions, manage the local control
-plane, run the demo."""
+"""The ``plumb`` command: run the scheduler, explain and replay its decisions, manage the local
+control plane, run the demo."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from plumb import DEFAULT_SCHEDULER_NAME, __version__, demo, explain
+from plumb import DEFAULT_SCHEDULER_NAME, __version__, demo, explain, replay
 from plumb.app import debug, running
 from plumb.bench import running as bench_running
 from plumb.bench import workloads as bench_workloads
@@ -87,6 +87,20 @@ def _parser() -> argparse.ArgumentParser:
         "(default: %(default)s)",
     )
 
+    run.add_argument(
+        "--snapshot-dir",
+        type=Path,
+        default=running.RunSettings.snapshot_dir,
+        help="where SIGUSR1 writes a snapshot dump for `plumb replay` (default: %(default)s)",
+    )
+    run.add_argument(
+        "--journal",
+        type=int,
+        default=running.RunSettings.journal,
+        help="cache writes kept so a snapshot dump can replay decisions made before them "
+        "(default: %(default)s)",
+    )
+
     explain_cmd = commands.add_parser(
         "explain",
         help="why a pod went where it did, or why it is pending, from plumb's trace",
@@ -106,6 +120,39 @@ def _parser() -> argparse.ArgumentParser:
     explain_cmd.add_argument(
         "--endpoint",
         help=f"plumb's debug endpoint (default: {explain.DEFAULT_ENDPOINT})",
+    )
+
+    replay_cmd = commands.add_parser(
+        "replay",
+        help="make a recorded decision again, offline, from a snapshot dump and the pod",
+        description="Rewinds the snapshot's cache to what the pod's decision saw, decides "
+        "again and prints the node, input hash and plan hash: those of the trace line when "
+        "the decision is reproduced. Get a snapshot with `curl 127.0.0.1:10252/debug/snapshot "
+        "> snap.json` (after kubectl port-forward) or `kill -USR1` (plumb logs the file), the "
+        "pod with `kubectl get pod -o json`.",
+    )
+    replay_cmd.add_argument(
+        "--snapshot",
+        required=True,
+        metavar="FILE|URL",
+        help="a snapshot dump, or the debug endpoint's /debug/snapshot URL",
+    )
+    replay_cmd.add_argument(
+        "--pod",
+        required=True,
+        metavar="FILE",
+        help="the pod (or a List of pods) as JSON (kubectl get pod -o json); '-' reads stdin",
+    )
+    replay_cmd.add_argument(
+        "--input-hash",
+        help="replay the pod's decision with this input hash (default: its latest)",
+    )
+    replay_cmd.add_argument("--output", "-o", choices=["text", "json"], default="text")
+    replay_cmd.add_argument(
+        "--kernel",
+        choices=["compiled", "reference"],
+        default="compiled",
+        help="the numba kernel plumb runs, or the pure-Python reference (default: %(default)s)",
     )
 
     cluster = commands.add_parser("cluster", help="the local control plane (etcd + apiserver)")
@@ -206,6 +253,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return demo.main(keep_running=args.keep_running)
     if args.command == "explain":
         return explain.main(args.pod, source=args.source, endpoint=args.endpoint)
+    if args.command == "replay":
+        return replay.main(
+            args.snapshot,
+            args.pod,
+            input_hash=args.input_hash,
+            output=args.output,
+            kernel_name=args.kernel,
+        )
     if args.command == "bench":
         bench_settings = bench_running.Settings(
             out=args.out,
@@ -230,6 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         metrics_port=args.metrics_port,
         debug_port=args.debug_port,
         trace_candidates=args.trace_candidates,
+        snapshot_dir=args.snapshot_dir,
+        journal=args.journal,
     )
     try:
         asyncio.run(running.run(settings))

@@ -17,11 +17,12 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from plumb.backend import cache as cache_module
+from plumb.backend import journal as journal_module
 from plumb.backend import objects
 from plumb.backend import queue as queue_module
 from plumb.binder import Binder, Outcome
 from plumb.events import Recorder
-from plumb.framework import cycle, deviation, scoring, traces
+from plumb.framework import cycle, deviation, runs, scoring, traces
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,
@@ -61,11 +62,12 @@ class Scheduler:
         batch_size: int = DEFAULT_BATCH,
         queue: queue_module.SchedulingQueue | None = None,
         tracer: tracing.Tracer | None = None,
+        journal: int = journal_module.DEFAULT_LIMIT,
     ) -> None:
         self.profile = profile
         self._kernel = kernel
         self.batch_size = batch_size
-        self.cache = cache_module.Cache()
+        self.cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
         self.queue = queue if queue is not None else queue_module.SchedulingQueue()
         self._binder = binder
         self._recorder = recorder
@@ -75,6 +77,8 @@ class Scheduler:
         self.synced = asyncio.Event()
         # SchedulingPolicies: fed by the app layer's reconciler, asked per batch.
         self.policies = engine.PolicyEngine(self.cache)
+        # The last kernel runs' inputs, for snapshot dumps that ``plumb replay`` reads.
+        self.runs = runs.RunLog()
 
     # Cluster events ------------------------------------------------------------------------
 
@@ -251,6 +255,17 @@ class Scheduler:
         if policy is not None:
             profile = self.policies.profile(policy, snap)
         prepared = cycle.prepare(pods, snap, self.cache, profile)
+        self.runs.record(
+            runs.Run(
+                seq=self.cache.journal.seq,
+                generation=snap.generation,
+                nodes=len(snap),
+                pods=tuple(entry.pod for entry in entries),
+                rules=() if policy is None else self.policies.constraints(policy),
+                profile=profile,
+                policy=_ref(policy),
+            )
+        )
         decisions = list(prepared.early)
         kernel_seconds = None
         if prepared.compiled is not None:
@@ -314,6 +329,17 @@ class Scheduler:
         snap = self.cache.snapshot()
         profile = self.policies.profile(policy, snap)
         prepared = cycle.prepare([entry.pod], snap, self.cache, profile)
+        self.runs.record(
+            runs.Run(
+                seq=self.cache.journal.seq,
+                generation=snap.generation,
+                nodes=len(snap),
+                pods=(entry.pod,),
+                profile=profile,
+                policy=_ref(policy),
+                deviation=tuple(rules),
+            )
+        )
         found, deviated = None, record
         if prepared.compiled is not None and not prepared.deferred:
             compiled = prepared.compiled
@@ -340,7 +366,9 @@ class Scheduler:
         self._recorder.deviated(entry.pod, note)
         placed = dataclasses.replace(blocked, node=found.node, message=note)
         record = dataclasses.replace(
-            deviated, node=found.node, plan_hash=trace.plan_hash(entry.pod.uid, found.node, ())
+            deviated,
+            node=found.node,
+            plan_hash=traces.deviation_plan_hash(entry.pod.uid, found.node),
         )
         self._apply(entry, placed, record, policy, deviation=True)
 
@@ -423,6 +451,10 @@ class Scheduler:
             record, result=trace.BIND_FAILED, message=message, bind_ms=trace.ms(latency)
         )
         self.tracer.emit(failed, repeat_after=step, level=level)
+
+    def dump(self) -> dict[str, Any]:
+        """The cache, its journal and the recent runs, for ``plumb replay`` (JSON values)."""
+        return runs.snapshot(self.cache, self.runs, self.profile.scheduler_name)
 
     async def drain(self) -> None:
         """Wait for binds and report writes in flight (shutdown, tests)."""

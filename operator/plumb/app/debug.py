@@ -2,7 +2,9 @@
 
 ``GET /debug/pods/{namespace}/{name}`` answers the pod's last trace record (the fields of its
 trace line; 404 when plumb has made no decision for it since it started, or the pod was
-deleted); ``GET /debug/pods`` lists the pods with a record. It listens on 127.0.0.1 only:
+deleted); ``GET /debug/pods`` lists the pods with a record; ``GET /debug/snapshot`` answers
+the cache, its journal and the recent kernel runs, the file ``plumb replay --snapshot`` reads
+(SIGUSR1 writes the same to a file). It listens on 127.0.0.1 only:
 reach it with ``kubectl port-forward -n plumb-system deploy/plumb 10252``, and ``plumb explain``
 reads it. It serves from the event loop, which owns the tracer, so it needs no locks, and it
 writes nothing.
@@ -11,6 +13,8 @@ writes nothing.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from aiohttp import web
 
@@ -22,8 +26,12 @@ HOST = "127.0.0.1"
 DEFAULT_PORT = 10252
 
 
-def application(tracer: tracing.Tracer) -> web.Application:
-    """The endpoint's routes over ``tracer``'s records."""
+Dumper = Callable[[], Mapping[str, Any]]
+"""Returns the scheduler's snapshot document (``Scheduler.dump``)."""
+
+
+def application(tracer: tracing.Tracer, dump: Dumper | None = None) -> web.Application:
+    """The endpoint's routes over ``tracer``'s records and the scheduler's ``dump``."""
 
     async def pod(request: web.Request) -> web.Response:
         key = f"{request.match_info['namespace']}/{request.match_info['name']}"
@@ -44,18 +52,26 @@ def application(tracer: tracing.Tracer) -> web.Application:
         ]
         return web.json_response({"pods": listed})
 
+    async def snapshot(_: web.Request) -> web.Response:
+        if dump is None:
+            return web.json_response({"error": "this endpoint has no snapshot"}, status=404)
+        return web.json_response(dump())
+
     app = web.Application()
+    app.router.add_get("/debug/snapshot", snapshot)
     app.router.add_get("/debug/pods", pods)
     app.router.add_get("/debug/pods/{namespace}/{name}", pod)
     return app
 
 
-async def start(tracer: tracing.Tracer, port: int, host: str = HOST) -> web.AppRunner | None:
+async def start(
+    tracer: tracing.Tracer, port: int, host: str = HOST, dump: Dumper | None = None
+) -> web.AppRunner | None:
     """Serve the endpoint on ``host:port``; None when ``port`` is 0 or cannot be had (plumb
     goes on scheduling without it)."""
     if not port:
         return None
-    runner = web.AppRunner(application(tracer), access_log=None)
+    runner = web.AppRunner(application(tracer, dump), access_log=None)
     await runner.setup()
     try:
         await web.TCPSite(runner, host, port).start()

@@ -5,8 +5,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
+import json
 import logging
+import signal
 import socket
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +21,7 @@ from aiohttp import web
 from plumb import binder, events
 from plumb import scheduler as scheduler_module
 from plumb.app import debug, handlers
+from plumb.backend import journal as journal_module
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.kernel import executor
@@ -37,6 +42,8 @@ class RunSettings:
     metrics_port: int = 10251  # 0: no metrics endpoint
     debug_port: int = debug.DEFAULT_PORT  # on 127.0.0.1; 0: no debug endpoint
     trace_candidates: int = trace.TOP  # top candidates each trace line shows (0 to TOP)
+    snapshot_dir: Path = Path(tempfile.gettempdir())  # where SIGUSR1 writes snapshot dumps
+    journal: int = journal_module.DEFAULT_LIMIT  # cache writes a snapshot dump can rewind
 
 
 def operator_settings() -> kopf.OperatorSettings:
@@ -66,11 +73,14 @@ async def run(settings: RunSettings) -> None:
         recorder=recorder,
         kernel=kernel.run,
         tracer=tracer,
+        journal=settings.journal,
     )
     registry = kopf.OperatorRegistry()
     handlers.register(registry, scheduler=scheduler, api=api, creds=creds)
     exporter = await _serve_metrics(scheduler, settings)
-    debug_server = await debug.start(tracer, settings.debug_port)
+    debug_server = await debug.start(tracer, settings.debug_port, dump=scheduler.dump)
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGUSR1, _write_snapshot, scheduler, settings.snapshot_dir)
     loop_task = asyncio.create_task(scheduler.run(), name="plumb-scheduling-loop")
 
     @kopf.on.cleanup(registry=registry)
@@ -103,8 +113,25 @@ async def run(settings: RunSettings) -> None:
         if exporter is not None:
             await exporter.cleanup()
         await debug.stop(debug_server, tracer)
+        loop.remove_signal_handler(signal.SIGUSR1)
         kernel.close()
         logger.info("plumb stopped")
+
+
+def _write_snapshot(scheduler: scheduler_module.Scheduler, directory: Path) -> None:
+    """SIGUSR1: write the scheduler's snapshot (cache, journal, recent runs) to a file."""
+    stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
+    path = directory / f"plumb-snapshot-{stamp}.json"
+    try:
+        path.write_text(json.dumps(scheduler.dump()), encoding="utf-8")
+    except OSError as error:
+        logger.error("cannot write the snapshot to %s: %s", path, error)
+        return
+    logger.info(
+        "snapshot written to %s; replay a pod with: plumb replay --snapshot %s --pod FILE",
+        path,
+        path,
+    )
 
 
 def register_metrics(registry: metrics.Metrics, scheduler: scheduler_module.Scheduler) -> None:

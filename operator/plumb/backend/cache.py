@@ -14,6 +14,9 @@ Pod states, as in kube-scheduler's cache::
 - ``forget`` undoes an assumption whose binding failed; it applies to assumed pods only.
 - Pods may name a node the cache has not seen yet; their requests are counted once it appears.
 
+Every write notes how to undo it in ``journal`` (backend/journal.py), for snapshot dumps that
+``plumb replay`` rewinds to the state a decision saw.
+
 Only the event loop calls this class; it holds no locks.
 """
 
@@ -28,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 from plumb.backend import counting, nodetable, objects, snapshot, specs, workloads
+from plumb.backend import journal as journal_module
 
 
 class CacheError(RuntimeError):
@@ -49,12 +53,13 @@ class _Placed:
 class Cache:
     """Nodes and the pods on them; the single source the scheduler snapshots each cycle."""
 
-    def __init__(self) -> None:
+    def __init__(self, journal_limit: int = journal_module.DEFAULT_LIMIT) -> None:
         self.nodes = nodetable.NodeTable()
         self._pods: dict[str, _Placed] = {}
         self._by_node: dict[str, set[str]] = {}
         self.rows = counting.CountRows()
-        self.workloads = workloads.Workloads()
+        self.journal = journal_module.Journal(journal_limit)
+        self.workloads = workloads.Workloads(self.journal)
         self._ports: dict[str, collections.Counter[specs.HostPort]] = {}
         self._tick = 0
         self._pod_ticks: dict[str, int] = {}
@@ -65,8 +70,11 @@ class Cache:
     def upsert_node(self, node: objects.NodeInfo) -> bool:
         """Add or update a node; False when nothing scheduling cares about changed."""
         self._touch_node(node.name)
-        is_new = node.name not in self.nodes
+        before = self.nodes.info(node.name)
+        is_new = before is None
         changed = self.nodes.upsert(node)
+        if changed or is_new:
+            self.journal.note(journal_module.Renode(name=node.name, node=before))
         if is_new:
             slot = self.nodes.slot(node.name)
             assert slot is not None
@@ -79,6 +87,9 @@ class Cache:
 
     def remove_node(self, name: str) -> None:
         self._touch_node(name)
+        before = self.nodes.info(name)
+        if before is not None:
+            self.journal.note(journal_module.Renode(name=name, node=before))
         slot = self.nodes.slot(name)
         self.nodes.remove(name)
         if slot is not None:
@@ -86,6 +97,9 @@ class Cache:
 
     def set_namespace(self, name: str, labels: Mapping[str, str] | None) -> None:
         """A namespace's labels (None: deleted), for namespaceSelector in affinity terms."""
+        before = self.rows.namespace_labels.get(name)
+        if before != labels:
+            self.journal.note(journal_module.Renamespace(name=name, labels=before))
         self.rows.set_namespace(name, labels)
 
     def namespaces(self) -> list[str]:
@@ -132,6 +146,7 @@ class Cache:
     def assume(self, pod: objects.PodInfo, node: str) -> None:
         if pod.uid in self._pods:
             raise CacheError(f"pod {pod.key} ({pod.uid}) is already in the cache; not assuming it")
+        self.journal.note(journal_module.Unplace(uid=pod.uid))
         self._place(pod, node, PodState.ASSUMED)
 
     def forget(self, uid: str) -> None:
@@ -144,8 +159,15 @@ class Cache:
         if pod.terminal:
             self.remove_pod(pod.uid)
             return
-        if pod.uid in self._pods:
-            self._unplace(pod.uid)
+        before = self._pods.get(pod.uid)
+        if before is None:
+            self.journal.note(journal_module.Unplace(uid=pod.uid))
+        elif before.state is PodState.ASSUMED and before.node == pod.node_name:
+            self.journal.note(journal_module.Restate(uid=pod.uid, state=before.state.value))
+        else:
+            self.journal.note(journal_module.Replace(placed=_record(before)))
+        if before is not None:
+            self._unplace(pod.uid, noted=True)
         self._place(pod, pod.node_name, PodState.ADDED)
 
     def remove_pod(self, uid: str) -> None:
@@ -207,6 +229,17 @@ class Cache:
     def pod_count(self) -> int:
         return len(self._pods)
 
+    def placed(self) -> Iterator[journal_module.Placed]:
+        """Every pod in the cache with its node and state (snapshot dumps)."""
+        return (_record(placed) for placed in self._pods.values())
+
+    def place(self, record: journal_module.Placed) -> None:
+        """Put a pod back as a dump recorded it (rebuilding a dumped cache)."""
+        if record.state == PodState.ASSUMED.value:
+            self.assume(record.pod, record.node)
+        else:
+            self.add_pod(dataclasses.replace(record.pod, node_name=record.node))
+
     def snapshot(self) -> snapshot.Snapshot:
         return self.nodes.snapshot()
 
@@ -222,9 +255,11 @@ class Cache:
         if pod.scheduling.host_ports:
             self._ports.setdefault(node, collections.Counter()).update(pod.scheduling.host_ports)
 
-    def _unplace(self, uid: str) -> None:
+    def _unplace(self, uid: str, *, noted: bool = False) -> None:
         self._touch_pod(uid)
         placed = self._pods.pop(uid)
+        if not noted:
+            self.journal.note(journal_module.Replace(placed=_record(placed)))
         on_node = self._by_node.get(placed.node)
         if on_node is not None:
             on_node.discard(uid)
@@ -241,3 +276,7 @@ class Cache:
             ports += collections.Counter()  # drop the ports no pod holds any more
             if not ports:
                 del self._ports[placed.node]
+
+
+def _record(placed: _Placed) -> journal_module.Placed:
+    return journal_module.Placed(pod=placed.pod, node=placed.node, state=placed.state.value)

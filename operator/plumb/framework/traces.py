@@ -47,22 +47,13 @@ def build(
     if compiled is not None:
         plugin_of |= {reason.message: reason.plugin for reason in compiled.static_reasons}
     early = {decision.pod.uid for decision in prepared.early}
-    profile_digest = trace.digest(profile)
     weights = dict(zip(contract.SCORE_PLUGINS, profile.weights, strict=False))
-    ahead: list[str] = []
+    hashed = hashes(decisions, prepared, snap.generation, len(snap), profile, policy)
     traces = {}
     for decision in decisions:
         pod, entry = decision.pod, entries[decision.pod.uid]
         in_kernel = compiled is not None and pod.uid not in early
-        candidates = tuple(
-            trace.Candidate(
-                node=c.node,
-                score=c.total,
-                scores=dict(zip(contract.SCORE_PLUGINS, c.scores, strict=False)),
-            )
-            for c in decision.candidates
-        )
-        plan = trace.plan_hash(pod.uid, decision.node, candidates)
+        candidates, inputs, plan = hashed[pod.uid]
         traces[pod.uid] = trace.Trace(
             pod=pod.key,
             uid=pod.uid,
@@ -78,15 +69,54 @@ def build(
             policy=None if policy is None else f"{policy[0]}/{policy[1]}",
             generation=None if policy is None else policy[2],
             snapshot=snap.generation,
-            input_hash=input_hash(pod, snap, profile_digest, policy, ahead if in_kernel else ()),
+            input_hash=inputs,
             plan_hash=plan,
             queue_wait_ms=trace.ms(max(0.0, entry.popped_at - entry.activated_at)),
             kernel_ms=None if not in_kernel or kernel_seconds is None else trace.ms(kernel_seconds),
             batch=len(compiled.pods) if compiled is not None and in_kernel else 0,
         )
+    return traces
+
+
+Hashed = tuple[tuple[trace.Candidate, ...], str, str]
+"""A decision's candidates as the trace shows them, its input hash and its plan hash."""
+
+
+def hashes(
+    decisions: Sequence[cycle.Decision],
+    prepared: cycle.Prepared,
+    generation: int,
+    nodes: int,
+    profile: scoring.Profile,
+    policy: PolicyRef | None,
+) -> dict[str, Hashed]:
+    """Each decision's candidates and hashes (see trace.py), by pod uid: what the trace line
+    carries and ``plumb replay`` recomputes. ``decisions`` come in the order they were made, a
+    pod placed earlier in the kernel run being an input of the later ones."""
+    early = {decision.pod.uid for decision in prepared.early}
+    in_run = prepared.compiled is not None
+    profile_digest = trace.digest(profile)
+    ahead: list[str] = []
+    hashed = {}
+    for decision in decisions:
+        pod = decision.pod
+        in_kernel = in_run and pod.uid not in early
+        candidates = tuple(
+            trace.Candidate(
+                node=c.node,
+                score=c.total,
+                scores=dict(zip(contract.SCORE_PLUGINS, c.scores, strict=False)),
+            )
+            for c in decision.candidates
+        )
+        plan = trace.plan_hash(pod.uid, decision.node, candidates)
+        inputs = input_hash(
+            pod, generation, nodes, profile_digest, policy, ahead if in_kernel else ()
+        )
+        hashed[pod.uid] = (candidates, inputs, plan)
         if in_kernel and decision.node is not None:
             ahead.append(plan)
-    return traces
+    return hashed
 
 
 def rerun(
@@ -102,29 +132,46 @@ def rerun(
     return dataclasses.replace(
         blocked,
         snapshot=snap.generation,
-        input_hash=input_hash(pod, snap, trace.digest(profile), policy, (), deviation=True),
+        input_hash=deviation_input_hash(pod, snap.generation, len(snap), profile, policy),
         kernel_ms=trace.ms(kernel_seconds),
         batch=1,
     )
 
 
+def deviation_input_hash(
+    pod: objects.PodInfo,
+    generation: int,
+    nodes: int,
+    profile: scoring.Profile,
+    policy: PolicyRef | None,
+) -> str:
+    """The input hash of a deviation run: ``pod`` decided alone without its policy's rules."""
+    return input_hash(pod, generation, nodes, trace.digest(profile), policy, (), deviation=True)
+
+
+def deviation_plan_hash(uid: str, node: str) -> str:
+    """The plan hash of a deviation: the node, no candidates (the least skew chose it)."""
+    return trace.plan_hash(uid, node, ())
+
+
 def input_hash(
     pod: objects.PodInfo,
-    snap: snapshot.Snapshot,
+    generation: int,
+    nodes: int,
     profile: str,
     policy: PolicyRef | None,
     ahead: Sequence[str],
     *,
     deviation: bool = False,
 ) -> str:
-    """``trace.input_hash`` of a pod as compiled, over a snapshot, scored by the profile whose
-    ``trace.digest`` is ``profile`` (see trace.py for the keys)."""
+    """``trace.input_hash`` of a pod as compiled, over snapshot ``generation`` of ``nodes``
+    nodes, scored by the profile whose ``trace.digest`` is ``profile`` (see trace.py)."""
     return trace.input_hash(
         pod=trace.digest(pod),
         profile=profile,
         policy=policy,
-        snapshot=snap.generation,
-        nodes=len(snap),
+        snapshot=generation,
+        nodes=nodes,
         ahead=ahead,
         deviation=deviation,
     )

@@ -1,0 +1,156 @@
+"""Kernel runs as the scheduler made them, kept so that a snapshot dump can make them again.
+
+A ``Run`` is what a batch was decided from, besides the cache: the pods in queue order, the
+SchedulingPolicy rules joined to their own, the scoring profile (zone factors as they were),
+the policy's reference, and the cache state its snapshot saw (the journal's sequence number;
+backend/journal.py). ``RunLog`` keeps the last runs; ``snapshot`` writes them with the cache
+(backend/dumps.py) as one JSON document, and ``replay`` decides a run again over the cache
+rewound to that state, giving each pod's node, input hash and plan hash: the trace line's.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import datetime
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+from plumb.backend import cache as cache_module
+from plumb.backend import codec, dumps, objects, specs
+from plumb.framework import cycle, deviation, scoring, traces
+from plumb.framework.plugins import podtopologyspread
+
+FORMAT = "plumb.dev/snapshot/v1"
+DEFAULT_LIMIT = 1_000
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Run:
+    """One kernel run: its inputs besides the cache, and where the cache stood."""
+
+    seq: int  # the cache journal's sequence number when the snapshot was taken
+    generation: int  # the snapshot's generation: the trace lines' "snapshot"
+    nodes: int
+    pods: tuple[objects.PodInfo, ...]  # as the queue gave them, in batch order
+    rules: tuple[specs.SpreadConstraint, ...] = ()  # the policy's, joined to each pod's own
+    profile: scoring.Profile = scoring.DEFAULT
+    policy: traces.PolicyRef | None = None
+    # A deviation run: one pod decided without the policy's rules, sent to the node that
+    # raises these hard rules' skew least.
+    deviation: tuple[specs.SpreadConstraint, ...] | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Replayed:
+    """A pod's decision made again: what its trace line says, if the replay is faithful."""
+
+    uid: str
+    pod: str  # namespace/name
+    node: str | None
+    input_hash: str
+    plan_hash: str
+    message: str
+
+
+class RunLog:
+    """The last ``limit`` runs, oldest first."""
+
+    def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
+        self._runs: collections.deque[Run] = collections.deque(maxlen=limit)
+
+    def record(self, run: Run) -> None:
+        self._runs.append(run)
+
+    def __iter__(self) -> Iterator[Run]:
+        return iter(self._runs)
+
+
+def snapshot(cache: cache_module.Cache, log: RunLog, scheduler_name: str) -> dict[str, Any]:
+    """The cache, its journal and the runs it can still rebuild, as one JSON document."""
+    oldest = cache.journal.oldest
+    return {
+        "format": FORMAT,
+        "taken": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "schedulerName": scheduler_name,
+        "cache": dumps.dump(cache),
+        "runs": [codec.encode(run) for run in log if run.seq >= oldest],
+    }
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Snapshot:
+    """A snapshot document read back."""
+
+    taken: str
+    cache: dumps.Dumped
+    runs: tuple[Run, ...]
+
+    def runs_of(self, uid: str) -> list[Run]:
+        """The runs that decided pod ``uid``, oldest first."""
+        return [run for run in self.runs if any(pod.uid == uid for pod in run.pods)]
+
+
+def load(data: Mapping[str, Any]) -> Snapshot:
+    if not isinstance(data, Mapping) or data.get("format") != FORMAT:
+        found = data.get("format") if isinstance(data, Mapping) else type(data).__name__
+        raise dumps.DumpError(f"not a plumb snapshot (format {found!r}, want {FORMAT})")
+    try:
+        runs = codec.decode(tuple[Run, ...], data["runs"])
+        return Snapshot(taken=str(data["taken"]), cache=dumps.load(data["cache"]), runs=runs)
+    except (KeyError, TypeError, codec.CodecError) as error:
+        raise dumps.DumpError(f"a malformed plumb snapshot: {error}") from error
+
+
+def replay(
+    run: Run, cache: cache_module.Cache, kernel: cycle.Kernel, pods: Sequence[objects.PodInfo]
+) -> dict[str, Replayed]:
+    """Decide ``pods`` (the run's, or the same pods read from elsewhere) as ``run`` did, over
+    ``cache`` (rewound to ``run.seq``); each pod's decision and hashes, by uid."""
+    if run.deviation is not None:
+        return _replay_deviation(run, cache, kernel, pods[0])
+    snap = cache.snapshot()
+    governed = [podtopologyspread.with_constraints(pod, run.rules) for pod in pods]
+    prepared = cycle.prepare(governed, snap, cache, run.profile)
+    decisions = list(prepared.early)
+    if prepared.compiled is not None:
+        compiled = prepared.compiled
+        decisions.extend(cycle.explain(compiled, kernel(compiled.cluster, compiled.batch)))
+    hashed = traces.hashes(decisions, prepared, run.generation, run.nodes, run.profile, run.policy)
+    return {
+        d.pod.uid: Replayed(
+            uid=d.pod.uid,
+            pod=d.pod.key,
+            node=d.node,
+            input_hash=hashed[d.pod.uid][1],
+            plan_hash=hashed[d.pod.uid][2],
+            message=d.message,
+        )
+        for d in decisions
+    }
+
+
+def _replay_deviation(
+    run: Run, cache: cache_module.Cache, kernel: cycle.Kernel, pod: objects.PodInfo
+) -> dict[str, Replayed]:
+    assert run.deviation is not None
+    snap = cache.snapshot()
+    prepared = cycle.prepare([pod], snap, cache, run.profile)
+    found = None
+    if prepared.compiled is not None and not prepared.deferred:
+        compiled = prepared.compiled
+        result = kernel(compiled.cluster, compiled.batch)
+        found = deviation.least_skew(pod, run.deviation, snap, compiled, result, cache)
+    node = None if found is None else found.node
+    return {
+        pod.uid: Replayed(
+            uid=pod.uid,
+            pod=pod.key,
+            node=node,
+            input_hash=traces.deviation_input_hash(
+                pod, run.generation, run.nodes, run.profile, run.policy
+            ),
+            plan_hash="" if node is None else traces.deviation_plan_hash(pod.uid, node),
+            message="" if found is None else found.describe(),
+        )
+    }

@@ -1,0 +1,194 @@
+"""``plumb replay``: make a recorded decision again, offline, from a snapshot dump and the pod.
+
+The snapshot is what the running scheduler dumps (``GET /debug/snapshot`` on its debug port,
+or SIGUSR1, which writes a file and logs its path): the cache, the journal of its recent
+writes and the recent kernel runs (framework/runs.py). The pod is the pod as the API server
+has it (``kubectl get pod -o json``; a List of pods replays each). For each pod
+replay takes the run that decided it (the latest, or the one whose input hash ``--input-hash``
+names), rewinds the cache to what that run saw, decides the run's pods again with the same
+kernel and prints the node, the input hash and the plan hash: the trace line's, when the
+decision is reproduced. The pod's spec.nodeName, set by the binding, is ignored (it was
+pending when it was decided); when the pod differs from the pod that was decided (its labels
+changed since), replay says so and decides the file's pod.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, TextIO
+
+from plumb.backend import dumps, objects
+from plumb.framework import cycle, runs
+from plumb.kernel import reference
+
+TIMEOUT = 60.0
+
+
+class ReplayError(Exception):
+    """The snapshot or the pod could not be used; the message says why."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """One pod replayed: the decision made again and which run it was."""
+
+    replayed: runs.Replayed
+    snapshot: int  # the snapshot generation the run saw (the trace line's "snapshot")
+    batch: int
+    changed: bool  # the pod given differs from the pod that was decided
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "pod": self.replayed.pod,
+            "uid": self.replayed.uid,
+            "node": self.replayed.node,
+            "input_hash": self.replayed.input_hash,
+            "plan_hash": self.replayed.plan_hash,
+            "snapshot": self.snapshot,
+            "batch": self.batch,
+            "changed": self.changed,
+            "message": self.replayed.message,
+        }
+
+    def line(self) -> str:
+        node = self.replayed.node or "(none: unschedulable)"
+        text = (
+            f"{self.replayed.pod}: node {node} plan {self.replayed.plan_hash} "
+            f"input {self.replayed.input_hash} (snapshot {self.snapshot}, run of {self.batch})"
+        )
+        if self.changed:
+            text += "; the pod differs from the pod that was decided: the given pod replayed"
+        if self.replayed.node is None and self.replayed.message:
+            text += f"\n  {self.replayed.message}"
+        return text
+
+
+def main(
+    snapshot: str,
+    pod_file: str,
+    *,
+    input_hash: str | None = None,
+    output: str = "text",
+    kernel_name: str = "compiled",
+    out: TextIO | None = None,
+) -> int:
+    """Replay each pod of ``pod_file`` from ``snapshot``; 1 with a message when one cannot be."""
+    out = sys.stdout if out is None else out
+    try:
+        document = read_snapshot(snapshot)
+        pods = read_pods(pod_file)
+        outcomes = replay_pods(document, pods, _kernel(kernel_name), input_hash=input_hash)
+    except (ReplayError, dumps.DumpError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    for outcome in outcomes:
+        out.write(
+            json.dumps(outcome.fields()) + "\n" if output == "json" else outcome.line() + "\n"
+        )
+    return 0
+
+
+def _kernel(name: str) -> cycle.Kernel:
+    if name == "reference":
+        return reference.run
+    from plumb.kernel import compiled  # numba: loaded only when replay runs the real kernel
+
+    return compiled.run
+
+
+def replay_pods(
+    document: runs.Snapshot,
+    pods: Sequence[objects.PodInfo],
+    kernel: cycle.Kernel,
+    *,
+    input_hash: str | None = None,
+) -> list[Outcome]:
+    """Each pod's decision made again (see the module doc)."""
+    outcomes = []
+    cache: dict[int, Any] = {}  # rewound caches by journal position, shared by a run's pods
+    for pod in pods:
+        pending = dataclasses.replace(pod, node_name="")
+        candidates = document.runs_of(pod.uid)
+        if not candidates:
+            raise ReplayError(
+                f"the snapshot (taken {document.taken}) has no decision for pod {pod.key} "
+                f"(uid {pod.uid}): it keeps the last {runs.DEFAULT_LIMIT} kernel runs whose "
+                "cache state its journal still reaches"
+            )
+        chosen = None
+        for run in reversed(candidates):
+            if run.seq not in cache:
+                cache[run.seq] = document.cache.rewind(run.seq)
+            given = [pending if p.uid == pod.uid else p for p in run.pods]
+            replayed = runs.replay(run, cache[run.seq], kernel, given)[pod.uid]
+            if input_hash is None or replayed.input_hash == input_hash:
+                recorded = next(p for p in run.pods if p.uid == pod.uid)
+                chosen = Outcome(
+                    replayed=replayed,
+                    snapshot=run.generation,
+                    batch=len(run.pods),
+                    changed=recorded != pending,
+                )
+                break
+        if chosen is None:
+            raise ReplayError(
+                f"none of the {len(candidates)} decisions of pod {pod.key} in the snapshot has "
+                f"input hash {input_hash}"
+            )
+        outcomes.append(chosen)
+    return outcomes
+
+
+def read_snapshot(source: str) -> runs.Snapshot:
+    """A snapshot from a file, or from a debug endpoint's URL (http://.../debug/snapshot)."""
+    try:
+        if source.startswith(("http://", "https://")):
+            with urllib.request.urlopen(source, timeout=TIMEOUT) as answer:
+                data = json.load(answer)
+        else:
+            with open(source, encoding="utf-8") as file:
+                data = json.load(file)
+    except (OSError, urllib.error.URLError) as error:
+        raise ReplayError(f"cannot read the snapshot {source}: {error}") from error
+    except json.JSONDecodeError as error:
+        raise ReplayError(f"the snapshot {source} is not JSON: {error}") from error
+    return runs.load(data)
+
+
+def read_pods(source: str) -> list[objects.PodInfo]:
+    """The pods of a file ('-': stdin) holding a Pod or a List of them, as JSON."""
+    try:
+        if source == "-":
+            text = sys.stdin.read()
+        else:
+            with open(source, encoding="utf-8") as file:
+                text = file.read()
+        data = json.loads(text)
+    except OSError as error:
+        raise ReplayError(f"cannot read {source}: {error.strerror}") from error
+    except json.JSONDecodeError as error:
+        raise ReplayError(
+            f"{source} is not JSON ({error}); write the pod with kubectl get pod -o json"
+        ) from error
+    bodies = list(_pod_bodies(data, source))
+    if not bodies:
+        raise ReplayError(f"{source} holds no pod")
+    return [objects.parse_pod(body) for body in bodies]
+
+
+def _pod_bodies(data: Any, source: str) -> Iterable[Mapping[str, Any]]:
+    if not isinstance(data, Mapping):
+        raise ReplayError(f"{source} holds no Kubernetes object")
+    if data.get("kind") == "Pod":
+        yield data
+        return
+    if isinstance(data.get("items"), list):
+        for item in data["items"]:
+            yield from _pod_bodies({"kind": "Pod", **item}, source)
+        return
+    raise ReplayError(f"{source} holds a {data.get('kind')!r}, not a Pod or a List of pods")

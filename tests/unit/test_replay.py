@@ -1,0 +1,200 @@
+"""Snapshot dumps and replay: records survive JSON, the journal rewinds the cache exactly, and a
+dumped scheduler's decisions are made again with the same node and hashes."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from plumb import binder, events, replay
+from plumb import scheduler as scheduler_module
+from plumb.backend import cache as cache_module
+from plumb.backend import codec, dumps, objects, workloads
+from plumb.backend import queue as queue_module
+from plumb.framework import runs, scoring
+from plumb.framework.plugins import podtopologyspread
+from plumb.kernel import contract, reference
+from plumb.observability import trace, tracing
+from plumb.testing.builders import make_node, make_pod
+from tests.unit.test_trace import Clock, FakeApi, Lines, json_lines  # noqa: F401
+
+ZONE = podtopologyspread.ZONE
+
+
+def _web(name: str, uid: str) -> dict[str, Any]:
+    return (
+        make_pod(name, "shop")
+        .uid(uid)
+        .scheduler("plumb")
+        .label("app", "web")
+        .req(cpu="300m", memory="256Mi")
+        .spread(ZONE, 1, selector={"app": "web"})
+        .affinity("kubernetes.io/hostname", {"app": "db"}, anti=True)
+        .toleration("dedicated", value="web", effect="NoSchedule")
+        .host_port(8080)
+        .obj()
+    )
+
+
+def test_a_pod_record_survives_json_whole() -> None:
+    pod = objects.parse_pod(_web("web-0", "u0"))
+    back = codec.decode(objects.PodInfo, json.loads(json.dumps(codec.encode(pod))))
+    assert back == pod
+    assert back.resource_version == pod.resource_version
+    assert trace.digest(back) == trace.digest(pod)
+    profile = scoring.Profile(
+        strategy=scoring.MOST_ALLOCATED, zone_key=ZONE, zone_factors={"a": 0.25}
+    )
+    assert codec.decode(scoring.Profile, json.loads(json.dumps(codec.encode(profile)))) == profile
+
+
+def _fingerprint(cache: cache_module.Cache) -> dict[str, Any]:
+    """What a decision reads of a cache, comparable."""
+    snap = cache.snapshot()
+    selection = podtopologyspread.selection_of(None, "shop")
+    return {
+        "names": snap.names,
+        "resources": snap.resources,
+        "allocatable": snap.allocatable.tolist(),
+        "requested": snap.requested.tolist(),
+        "nonzero": snap.nonzero_requested.tolist(),
+        "rows": cache.count_rows([selection]).tolist(),
+        "pods": sorted((p.pod.uid, p.node, p.state) for p in cache.placed()),
+        "namespaces": dict(cache.namespace_labels),
+        "workloads": cache.workloads.state(),
+        "ports": cache.used_ports(snap.names),
+    }
+
+
+def test_the_journal_rewinds_a_dump_to_each_state_it_went_through() -> None:
+    cache = cache_module.Cache()
+    seen: dict[int, dict[str, Any]] = {}
+
+    def saw() -> None:
+        seen[cache.journal.seq] = _fingerprint(cache)
+
+    saw()
+    for i, zone in enumerate("aab"):
+        cache.upsert_node(objects.parse_node(make_node(f"n{i}").zone(zone).capacity(cpu="4").obj()))
+    saw()
+    cache.set_namespace("shop", {"team": "a"})
+    pods = [objects.parse_pod(_web(f"web-{i}", f"u{i}")) for i in range(4)]
+    cache.assume(pods[0], "n0")
+    saw()
+    cache.assume(pods[1], "n1")
+    cache.add_pod(objects.parse_pod(make_pod("web-1", "shop").uid("u1").node("n1").obj()))
+    saw()
+    cache.assume(pods[2], "n2")
+    cache.forget("u2")  # its binding failed
+    saw()
+    cache.add_pod(objects.parse_pod(_web("web-3", "u3") | {"spec": {"nodeName": "n2"}}))
+    cache.workloads.on_event(
+        workloads.SERVICE,
+        "ADDED",
+        {"metadata": {"namespace": "shop", "name": "web"}, "spec": {"selector": {"app": "web"}}},
+    )
+    saw()
+    cache.upsert_node(objects.parse_node(make_node("n0").zone("a").capacity(cpu="8").obj()))
+    cache.remove_node("n1")
+    cache.set_namespace("shop", {"team": "b"})
+    cache.remove_pod("u0")
+    saw()
+
+    dumped = dumps.load(json.loads(json.dumps(dumps.dump(cache))))
+    for seq, expected in seen.items():
+        assert _fingerprint(dumped.rewind(seq)) == expected, f"state {seq}"
+
+
+def test_a_journal_too_short_says_how_far_back_it_reaches() -> None:
+    cache = cache_module.Cache(journal_limit=2)
+    for i in range(4):
+        cache.upsert_node(objects.parse_node(make_node(f"n{i}").capacity(cpu="1").obj()))
+    dumped = dumps.load(dumps.dump(cache))
+    assert len(dumped.rewind(2).snapshot()) == 2
+    with pytest.raises(dumps.DumpError, match="reaches back to cache state 2"):
+        dumped.rewind(1)
+
+
+async def _reference(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
+    return reference.run(cluster, batch)
+
+
+async def test_every_decision_of_a_dumped_scheduler_replays_to_its_trace_line(
+    json_lines: tuple[logging.Logger, Lines],  # noqa: F811
+) -> None:
+    log, handler = json_lines
+    api, clock = FakeApi(), Clock()
+    s = scheduler_module.Scheduler(
+        profile=scheduler_module.Profile(scheduler_name="plumb"),
+        binder=binder.Binder(api),
+        recorder=events.Recorder(api, instance="test", clock=clock),
+        kernel=_reference,
+        batch_size=4,
+        queue=queue_module.SchedulingQueue(clock=clock),
+        tracer=tracing.Tracer(log=log, clock=clock),
+    )
+    nodes = [make_node(f"n{i}").zone("abc"[i % 3]).capacity(cpu="2").obj() for i in range(6)]
+    bodies = []
+    for i in range(24):
+        pod = make_pod(f"p{i}", "shop").uid(f"u{i}").scheduler("plumb").label("app", f"a{i % 3}")
+        if i % 4 == 0:
+            pod = pod.spread(ZONE, 1, selector={"app": f"a{i % 3}"})
+        if i % 4 == 1:
+            pod = pod.affinity("kubernetes.io/hostname", {"app": "a1"}, anti=True)
+        bodies.append(pod.req(cpu="400m" if i % 5 else "3").obj())
+    s.resync(nodes, [])
+    for i, body in enumerate(bodies):  # arriving between the batches
+        s.on_pod("ADDED", body)
+        if i % 3 == 2:
+            await s.schedule_batch(await s.queue.pop_batch(4))
+            await s.drain()
+    while s.queue.counts().get(queue_module.Where.ACTIVE):
+        await s.schedule_batch(await s.queue.pop_batch(4))
+        await s.drain()
+    lines = [r for r in map(trace.from_log_line, handler.lines) if r is not None]
+    assert {r.result for r in lines} == {trace.SCHEDULED, trace.UNSCHEDULABLE}
+
+    document = runs.load(json.loads(json.dumps(s.dump())))
+    pods = [objects.parse_pod(body) for body in bodies]
+    for record in lines:
+        decided = next(p for p in pods if p.uid == record.uid)
+        (outcome,) = replay.replay_pods(
+            document, [decided], reference.run, input_hash=record.input_hash
+        )
+        assert outcome.replayed.node == record.node, record.pod
+        assert outcome.replayed.plan_hash == record.plan_hash, record.pod
+        assert outcome.snapshot == record.snapshot
+        assert not outcome.changed
+    assert np.unique([r.input_hash for r in lines]).size == len(lines)
+
+
+def test_replay_says_what_is_wrong_with_its_input(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    pod_file = tmp_path / "pod.json"
+    pod_file.write_text(json.dumps(_web("web-0", "u0")))
+    not_a_snapshot = tmp_path / "other.json"
+    not_a_snapshot.write_text(json.dumps({"kind": "Pod"}))
+    assert replay.main(str(not_a_snapshot), str(pod_file), kernel_name="reference") == 1
+    assert "not a plumb snapshot" in capsys.readouterr().err
+
+    cache = cache_module.Cache()
+    empty = tmp_path / "snapshot.json"
+    empty.write_text(json.dumps(runs.snapshot(cache, runs.RunLog(), "plumb")))
+    assert replay.main(str(empty), str(pod_file), kernel_name="reference") == 1
+    assert "has no decision for pod shop/web-0 (uid u0)" in capsys.readouterr().err
+
+    yaml_file = tmp_path / "pod.yaml"
+    yaml_file.write_text("kind: Pod\n")
+    assert replay.main(str(empty), str(yaml_file), kernel_name="reference") == 1
+    assert "kubectl get pod -o json" in capsys.readouterr().err
+
+    node_list = tmp_path / "nodes.json"
+    node_list.write_text(json.dumps({"kind": "List", "items": [{"kind": "Node"}]}))
+    assert replay.main(str(empty), str(node_list), kernel_name="reference") == 1
+    assert "holds a 'Node', not a Pod" in capsys.readouterr().err

@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: help install controlplane lint unit test demo run cluster-up cluster-down clean
-.PHONY: bench bench-quick
+.PHONY: bench bench-quick metrics-plot
 
 help:
 	@echo "make demo          set up, start a local control plane, show plumb scheduling pods"
@@ -17,6 +17,7 @@ help:
 	@echo "make cluster-up    start a local etcd + kube-apiserver; cluster-down stops it"
 	@echo "make bench         plumb beside kube-scheduler, all workloads (5,000 nodes too); writes docs/benchmarks.md (~10 min)"
 	@echo "make bench-quick   the same, small: a smoke check (every pod placed, no violations)"
+	@echo "make metrics-plot  a short real run scraped every second; writes docs/observability/metrics.png (~1 min)"
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -59,6 +60,10 @@ bench: install controlplane
 
 bench-quick: install controlplane
 	$(BIN)/plumb bench --quick --out $(or $(BENCH_OUT),build/bench-quick)
+
+# A short real run with plumb's metrics port on, drawn as the dashboard's main panels.
+metrics-plot: install controlplane
+	$(BIN)/python -m plumb.bench.metricsplot --out docs/observability/metrics.png
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build *.egg-info

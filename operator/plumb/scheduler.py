@@ -33,6 +33,7 @@ from plumb.framework.plugins import (
     tainttoleration,
 )
 from plumb.kernel import contract
+from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
 
@@ -62,10 +63,14 @@ class Scheduler:
         batch_size: int = DEFAULT_BATCH,
         queue: queue_module.SchedulingQueue | None = None,
         tracer: tracing.Tracer | None = None,
+        metrics: metrics_module.Metrics | None = None,
         journal: int = journal_module.DEFAULT_LIMIT,
     ) -> None:
         self.profile = profile
-        self._kernel = kernel
+        # Attempts, latencies and kernel runs, counted as they happen (a registry of its own
+        # unless the app layer serves one).
+        self.metrics = metrics if metrics is not None else metrics_module.Metrics()
+        self._kernel = self._timed(kernel)
         self.batch_size = batch_size
         self.cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
         self.queue = queue if queue is not None else queue_module.SchedulingQueue()
@@ -225,20 +230,26 @@ class Scheduler:
 
     async def run(self) -> None:
         """Schedule pods until cancelled; waits for the first resync before the first pod."""
-        await self.synced.wait()
-        while True:
-            entries = await self.queue.pop_batch(
-                self.batch_size, alone=_needs_own_batch, group=self.policies.group
-            )
-            try:
-                await self.schedule_batch(entries)
-            except Exception:
-                # One batch's failure must not stop the others: back them off and carry on.
-                logger.exception(
-                    "scheduling %s failed unexpectedly", ", ".join(e.pod.key for e in entries)
+        # No leader election yet: the instance running this loop is the one that schedules.
+        self.metrics.set_leader(True)
+        try:
+            await self.synced.wait()
+            while True:
+                entries = await self.queue.pop_batch(
+                    self.batch_size, alone=_needs_own_batch, group=self.policies.group
                 )
-                for entry in entries:
-                    self.queue.backoff(entry.pod.uid)
+                try:
+                    await self.schedule_batch(entries)
+                except Exception:
+                    # One batch's failure must not stop the others: back them off, carry on.
+                    logger.exception(
+                        "scheduling %s failed unexpectedly", ", ".join(e.pod.key for e in entries)
+                    )
+                    self._count_errors(entries)
+                    for entry in entries:
+                        self.queue.backoff(entry.pod.uid)
+        finally:
+            self.metrics.set_leader(False)
 
     async def schedule_batch(self, entries: list[queue_module.Entry]) -> None:
         """One scheduling cycle for a batch of pods, decided as if one at a time.
@@ -397,6 +408,7 @@ class Scheduler:
         record = dataclasses.replace(record, message=message, deviation=deviation, budget=budget)
         if decision.node is None:
             self.queue.unschedulable(pod.uid, decision.plugins)
+            self.metrics.attempt(metrics_module.UNSCHEDULABLE, self.queue.now() - entry.popped_at)
             self._recorder.failed_scheduling(pod, message, attempts=entry.attempts)
             step = queue_module.SchedulingQueue.backoff_duration(entry.attempts)
             self.tracer.emit(record, repeat_after=step)
@@ -427,6 +439,7 @@ class Scheduler:
         started = time.monotonic()
         result = await self._binder.bind(pod, node)
         latency = time.monotonic() - started
+        self._count_bind(entry, result.outcome, latency)
         bound = result.outcome is Outcome.BOUND
         if result.outcome not in (Outcome.GONE, Outcome.CONFLICT):  # not the zone's doing
             self.policies.observe_bind(pod, node, success=bound, latency=latency)
@@ -461,6 +474,44 @@ class Scheduler:
         while self._binds:
             await asyncio.gather(*list(self._binds), return_exceptions=True)
         await self._recorder.drain()
+
+    # Metrics (an attempt runs from its pop to its result: the binding's answer when placed) --
+
+    def _timed(self, kernel: KernelRunner) -> KernelRunner:
+        """``kernel``, each run's duration observed."""
+        observe = self.metrics.kernel_run
+
+        async def run(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
+            started = time.perf_counter()
+            result = await kernel(cluster, batch)
+            observe(time.perf_counter() - started)
+            return result
+
+        return run
+
+    def _count_bind(self, entry: queue_module.Entry, outcome: Outcome, seconds: float) -> None:
+        if outcome is Outcome.BOUND:
+            self.metrics.binding(metrics_module.BOUND, seconds)
+        elif outcome is Outcome.CONFLICT:
+            self.metrics.binding(metrics_module.CONFLICT, seconds)
+        elif outcome is Outcome.GONE:
+            self.metrics.binding(metrics_module.GONE, seconds)
+        else:
+            self.metrics.binding(metrics_module.ERROR, seconds)
+        now = self.queue.now()
+        if outcome is Outcome.BOUND:
+            self.metrics.attempt(metrics_module.SCHEDULED, now - entry.popped_at)
+            self.metrics.pod_scheduled(now - entry.first_enqueued, entry.attempts)
+        else:  # kube-scheduler counts a binding the API server refused as an error
+            self.metrics.attempt(metrics_module.ERROR, now - entry.popped_at)
+
+    def _count_errors(self, entries: list[queue_module.Entry]) -> None:
+        """A batch failed unexpectedly: its pods still in flight ended their attempt in error
+        (the others were decided before the failure, and counted then)."""
+        now = self.queue.now()
+        for entry in entries:
+            if self.queue.where(entry.pod.uid) is queue_module.Where.IN_FLIGHT:
+                self.metrics.attempt(metrics_module.ERROR, now - entry.popped_at)
 
 
 # Which unschedulable pods a cluster event may help, by the filter plugins that rejected them

@@ -66,6 +66,7 @@ def test_forget_undoes_an_assumption(two_nodes: cache.Cache) -> None:
     two_nodes.assume(pod(make_pod("web").req(cpu="1"), "u1"), "n1")
     two_nodes.forget("u1")
     assert two_nodes.state("u1") is None
+    assert two_nodes.assumed_count() == 0
     assert used(two_nodes) == {"n1": 0, "n2": 0}
     assert used(two_nodes, "pods") == {"n1": 0, "n2": 0}
     # Forgotten, the pod may be assumed again (the next attempt).
@@ -83,7 +84,9 @@ def test_forget_of_an_added_pod_does_nothing(two_nodes: cache.Cache) -> None:
 
 def test_add_confirms_an_assumed_pod_without_counting_it_twice(two_nodes: cache.Cache) -> None:
     two_nodes.assume(pod(make_pod("web").req(cpu="1"), "u1"), "n1")
+    assert two_nodes.assumed_count() == 1
     two_nodes.add_pod(pod(make_pod("web").req(cpu="1").node("n1"), "u1"))
+    assert two_nodes.assumed_count() == 0
     assert two_nodes.state("u1") is PodState.ADDED
     assert used(two_nodes) == {"n1": 1000, "n2": 0}
     assert used(two_nodes, "pods") == {"n1": 1, "n2": 0}

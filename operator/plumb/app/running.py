@@ -21,7 +21,9 @@ from aiohttp import web
 from plumb import binder, events
 from plumb import scheduler as scheduler_module
 from plumb.app import debug, handlers
+from plumb.backend import cache as cache_module
 from plumb.backend import journal as journal_module
+from plumb.backend import queue as queue_module
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.kernel import executor
@@ -74,6 +76,7 @@ async def run(settings: RunSettings) -> None:
         kernel=kernel.run,
         tracer=tracer,
         journal=settings.journal,
+        metrics=metrics.Metrics(),
     )
     registry = kopf.OperatorRegistry()
     handlers.register(registry, scheduler=scheduler, api=api, creds=creds)
@@ -135,26 +138,57 @@ def _write_snapshot(scheduler: scheduler_module.Scheduler, directory: Path) -> N
 
 
 def register_metrics(registry: metrics.Metrics, scheduler: scheduler_module.Scheduler) -> None:
-    """The metrics read from the scheduler's state at each scrape."""
-    policies = scheduler.policies
+    """The metrics read from the scheduler's state at each scrape (the others the scheduler
+    records as it goes)."""
+    queue, cache, policies = scheduler.queue, scheduler.cache, scheduler.policies
     registry.gauge_from(
-        "plumb_zone_health",
+        metrics.PENDING_PODS,
+        "Number of pending pods, by the queue: 'active' waits for its turn, 'backoff' for its "
+        "backoff to pass, 'unschedulable' for a cluster event that may help it, 'gated' for its "
+        "scheduling gates to go (pods being scheduled are in none).",
+        metrics.LABELS[metrics.PENDING_PODS],
+        lambda: _pending(queue),
+    )
+    registry.gauge_from(
+        metrics.CACHE_SIZE,
+        "Number of nodes, pods, and assumed (decided, binding not yet seen) pods in the cache.",
+        metrics.LABELS[metrics.CACHE_SIZE],
+        lambda: _cache_size(cache),
+    )
+    registry.gauge_from(
+        metrics.ZONE_HEALTH,
         "Health h in [0, 1] of each zone a SchedulingPolicy scores (1: healthy or no fresh data).",
-        ("zone",),
+        metrics.LABELS[metrics.ZONE_HEALTH],
         lambda: {(zone,): h for zone, h in policies.zone_healths().items()},
     )
     registry.gauge_from(
-        "plumb_policy_budget_remaining",
+        metrics.POLICY_BUDGET_REMAINING,
         "Deviations a SchedulingPolicy still allows in its current budget window.",
-        ("namespace", "policy"),
+        metrics.LABELS[metrics.POLICY_BUDGET_REMAINING],
         lambda: {key: float(left) for key, left in policies.budgets_remaining().items()},
     )
     registry.counter_from(
-        "plumb_policy_deviations",
+        metrics.POLICY_DEVIATIONS,
         "Placements beyond a SchedulingPolicy's DoNotSchedule maxSkew, on its budget.",
-        ("namespace", "policy"),
+        metrics.LABELS[metrics.POLICY_DEVIATIONS],
         lambda: {key: float(count) for key, count in policies.deviations().items()},
     )
+
+
+def _pending(queue: queue_module.SchedulingQueue) -> dict[tuple[str, ...], float]:
+    counts = queue.counts()
+    return {(where.value,): float(counts[where]) for where in _QUEUES}
+
+
+_QUEUES = tuple(queue_module.Where(name) for name in metrics.QUEUES)
+
+
+def _cache_size(cache: cache_module.Cache) -> dict[tuple[str, ...], float]:
+    return {
+        ("nodes",): float(len(cache.nodes)),
+        ("pods",): float(cache.pod_count()),
+        ("assumed_pods",): float(cache.assumed_count()),
+    }
 
 
 async def _serve_metrics(
@@ -162,10 +196,11 @@ async def _serve_metrics(
 ) -> web.AppRunner | None:
     if not settings.metrics_port:
         return None
-    registry = metrics.Metrics()
-    register_metrics(registry, scheduler)
+    register_metrics(scheduler.metrics, scheduler)
     try:
-        runner = await metrics.serve(registry, settings.metrics_host, settings.metrics_port)
+        runner = await metrics.serve(
+            scheduler.metrics, settings.metrics_host, settings.metrics_port
+        )
     except OSError as error:
         # Scheduling matters more than its metrics: say so loudly and go on without them.
         logger.error(

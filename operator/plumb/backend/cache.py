@@ -61,6 +61,7 @@ class Cache:
         self.journal = journal_module.Journal(journal_limit)
         self.workloads = workloads.Workloads(self.journal)
         self._ports: dict[str, collections.Counter[specs.HostPort]] = {}
+        self._assumed = 0
         self._tick = 0
         self._pod_ticks: dict[str, int] = {}
         self._node_ticks: dict[str, int] = {}
@@ -229,6 +230,10 @@ class Cache:
     def pod_count(self) -> int:
         return len(self._pods)
 
+    def assumed_count(self) -> int:
+        """Pods decided and assumed whose binding the watch has not shown yet."""
+        return self._assumed
+
     def placed(self) -> Iterator[journal_module.Placed]:
         """Every pod in the cache with its node and state (snapshot dumps)."""
         return (_record(placed) for placed in self._pods.values())
@@ -246,6 +251,7 @@ class Cache:
     def _place(self, pod: objects.PodInfo, node: str, state: PodState) -> None:
         self._touch_pod(pod.uid)
         self._pods[pod.uid] = _Placed(pod=pod, node=node, state=state)
+        self._assumed += state is PodState.ASSUMED
         self._by_node.setdefault(node, set()).add(pod.uid)
         self.nodes.add_request(node, pod.requests, +1, pod.nonzero)
         self.rows.track(pod, +1)
@@ -258,6 +264,7 @@ class Cache:
     def _unplace(self, uid: str, *, noted: bool = False) -> None:
         self._touch_pod(uid)
         placed = self._pods.pop(uid)
+        self._assumed -= placed.state is PodState.ASSUMED
         if not noted:
             self.journal.note(journal_module.Replace(placed=_record(placed)))
         on_node = self._by_node.get(placed.node)

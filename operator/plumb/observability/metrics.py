@@ -1,8 +1,20 @@
 """Prometheus metrics, kube-scheduler's vocabulary under ``plumb_``, served on their own port.
 
-Values are read from the scheduler's state at scrape time (``gauge_from``, ``counter_from``),
-and the page is rendered on the event loop (an aiohttp handler), the thread that owns that
-state, so reading needs no locks. No label ever carries a pod name.
+Two kinds, so that scheduling pays only for what must be counted as it happens:
+
+- recorded as things happen (``Metrics.attempt``, ``pod_scheduled``, ``kernel_run``,
+  ``binding``, ``set_leader``): prometheus_client counters and histograms whose labelled
+  children are looked up once, here, so the scheduler's hot path only increments and observes;
+- read from the scheduler's state at scrape time (``gauge_from``, ``counter_from``): pending
+  pods, cache size, policy budgets, zone health. They cost nothing between scrapes.
+
+The page is rendered on the event loop (an aiohttp handler), the thread that owns the state
+the readers look at, so reading needs no locks. No label ever carries a pod name: every label
+value comes from a small fixed set (results, queues, cache types, attempt counts capped at
+``15+``) or names a zone or a SchedulingPolicy.
+
+The names are constants here, and ``SERIES`` lists every series name PromQL can use, so the
+Grafana dashboard's test breaks when a metric is renamed.
 """
 
 from __future__ import annotations
@@ -15,6 +27,89 @@ from aiohttp import web
 from prometheus_client import core, registry
 
 logger = logging.getLogger(__name__)
+
+# Metric names, as PromQL spells them (kube-scheduler's, with plumb_ for scheduler_).
+SCHEDULE_ATTEMPTS = "plumb_schedule_attempts_total"
+ATTEMPT_DURATION = "plumb_scheduling_attempt_duration_seconds"
+PENDING_PODS = "plumb_pending_pods"
+SLI_DURATION = "plumb_pod_scheduling_sli_duration_seconds"
+KERNEL_DURATION = "plumb_kernel_duration_seconds"
+BINDING_DURATION = "plumb_binding_duration_seconds"
+CACHE_SIZE = "plumb_cache_size"
+LEADER = "plumb_leader"
+POLICY_BUDGET_REMAINING = "plumb_policy_budget_remaining"
+POLICY_DEVIATIONS = "plumb_policy_deviations_total"
+ZONE_HEALTH = "plumb_zone_health"
+
+COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
+KINDS: Mapping[str, str] = {
+    SCHEDULE_ATTEMPTS: COUNTER,
+    ATTEMPT_DURATION: HISTOGRAM,
+    PENDING_PODS: GAUGE,
+    SLI_DURATION: HISTOGRAM,
+    KERNEL_DURATION: HISTOGRAM,
+    BINDING_DURATION: HISTOGRAM,
+    CACHE_SIZE: GAUGE,
+    LEADER: GAUGE,
+    POLICY_BUDGET_REMAINING: GAUGE,
+    POLICY_DEVIATIONS: COUNTER,
+    ZONE_HEALTH: GAUGE,
+}
+"""Every metric plumb exports, by kind."""
+
+LABELS: Mapping[str, tuple[str, ...]] = {
+    SCHEDULE_ATTEMPTS: ("result",),
+    ATTEMPT_DURATION: ("result",),
+    PENDING_PODS: ("queue",),
+    SLI_DURATION: ("attempts",),
+    KERNEL_DURATION: (),
+    BINDING_DURATION: ("result",),
+    CACHE_SIZE: ("type",),
+    LEADER: (),
+    POLICY_BUDGET_REMAINING: ("namespace", "policy"),
+    POLICY_DEVIATIONS: ("namespace", "policy"),
+    ZONE_HEALTH: ("zone",),
+}
+"""Each metric's labels (histograms add ``le`` to their buckets)."""
+
+
+def _series(name: str, kind: str) -> tuple[str, ...]:
+    if kind == HISTOGRAM:
+        return (f"{name}_bucket", f"{name}_sum", f"{name}_count")
+    return (name,)
+
+
+SERIES = frozenset(s for name, kind in KINDS.items() for s in _series(name, kind))
+"""Every series name a PromQL query over plumb's metrics can use."""
+
+# Label values.
+SCHEDULED, UNSCHEDULABLE, ERROR = "scheduled", "unschedulable", "error"
+RESULTS = (SCHEDULED, UNSCHEDULABLE, ERROR)
+"""An attempt's result, as kube-scheduler counts it: ``error`` is plumb's own failure or a
+binding the API server did not accept."""
+QUEUES = ("active", "backoff", "unschedulable", "gated")
+CACHE_TYPES = ("nodes", "pods", "assumed_pods")
+BOUND, CONFLICT, GONE = "bound", "conflict", "gone"
+BIND_RESULTS = (BOUND, CONFLICT, GONE, ERROR)
+"""A binding's result: accepted, 409 (bound already), 404 (pod gone), anything else."""
+MAX_ATTEMPTS_LABEL = 15
+"""SLI ``attempts`` label values: 1 to 14, then ``15+`` (kube-scheduler's cap)."""
+
+
+def exponential(start: float, factor: float, count: int) -> tuple[float, ...]:
+    """``count`` bucket bounds from ``start``, each ``factor`` times the one before."""
+    return tuple(start * factor**i for i in range(count))
+
+
+ATTEMPT_BUCKETS = exponential(0.001, 2, 15)
+"""1 ms doubling to 16.384 s: kube-scheduler's buckets, for attempts, kernel runs and binds."""
+SLI_BUCKETS = exponential(0.01, 2, 20)
+"""10 ms doubling to ~87 min: kube-scheduler's SLI buckets (a pod may wait minutes)."""
+
+
+def attempts_label(attempts: int) -> str:
+    return f"{MAX_ATTEMPTS_LABEL}+" if attempts >= MAX_ATTEMPTS_LABEL else str(max(1, attempts))
+
 
 Reader = Callable[[], Mapping[tuple[str, ...], float]]
 """Returns the current value of a metric per tuple of label values."""
@@ -29,7 +124,7 @@ class _Read(registry.Collector):
 
     def collect(self) -> Iterable[core.Metric]:
         family: core.GaugeMetricFamily | core.CounterMetricFamily
-        if self._kind == "counter":
+        if self._kind == COUNTER:
             family = core.CounterMetricFamily(self._name, self._documentation, labels=self._labels)
         else:
             family = core.GaugeMetricFamily(self._name, self._documentation, labels=self._labels)
@@ -47,19 +142,102 @@ class Metrics:
     """plumb's metric registry (one per scheduler; tests make their own)."""
 
     def __init__(self) -> None:
+        # kube-scheduler exports no *_created series, and plumb's process has no other
+        # prometheus_client user that could want them (the switch is process-wide).
+        prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = prometheus_client.CollectorRegistry()
+        attempts = prometheus_client.Counter(
+            SCHEDULE_ATTEMPTS,
+            "Number of attempts to schedule pods, by the result. 'unschedulable' means no node "
+            "fits the pod, while 'error' means a failure of plumb's own or a binding the API "
+            "server did not accept.",
+            LABELS[SCHEDULE_ATTEMPTS],
+            registry=self.registry,
+        )
+        durations = prometheus_client.Histogram(
+            ATTEMPT_DURATION,
+            "Scheduling attempt latency in seconds, from the pod's pop off the queue to its "
+            "result (the kernel, and the binding for a scheduled pod).",
+            LABELS[ATTEMPT_DURATION],
+            buckets=ATTEMPT_BUCKETS,
+            registry=self.registry,
+        )
+        # The children are looked up once: the hot path must not build label tuples.
+        self._attempts = {result: attempts.labels(result) for result in RESULTS}
+        self._durations = {result: durations.labels(result) for result in RESULTS}
+        self._sli = prometheus_client.Histogram(
+            SLI_DURATION,
+            "End-to-end latency of a scheduled pod in seconds, from its first entry into the "
+            "scheduling queue until it is bound, over all its attempts.",
+            LABELS[SLI_DURATION],
+            buckets=SLI_BUCKETS,
+            registry=self.registry,
+        )
+        # One child per attempts label, made the first time a pod needs it.
+        self._sli_children: list[prometheus_client.Histogram | None] = [None] * (
+            MAX_ATTEMPTS_LABEL + 1
+        )
+        self._kernel = prometheus_client.Histogram(
+            KERNEL_DURATION,
+            "Duration in seconds of one kernel run (filter, score and select for a batch of "
+            "pods over every node).",
+            buckets=ATTEMPT_BUCKETS,
+            registry=self.registry,
+        )
+        bindings = prometheus_client.Histogram(
+            BINDING_DURATION,
+            "Binding latency in seconds: the POST of a pod's Binding to the API server, by "
+            "the result ('bound', 'conflict': 409, 'gone': 404, 'error': anything else).",
+            LABELS[BINDING_DURATION],
+            buckets=ATTEMPT_BUCKETS,
+            registry=self.registry,
+        )
+        self._bindings = {result: bindings.labels(result) for result in BIND_RESULTS}
+        self._leader = prometheus_client.Gauge(
+            LEADER,
+            "1 while this instance runs the scheduling loop, else 0.",
+            registry=self.registry,
+        )
+
+    # Recorded as it happens ----------------------------------------------------------------
+
+    def attempt(self, result: str, seconds: float) -> None:
+        """A scheduling attempt ended with ``result`` (one of ``RESULTS``) after ``seconds``."""
+        self._attempts[result].inc()
+        self._durations[result].observe(seconds)
+
+    def pod_scheduled(self, seconds: float, attempts: int) -> None:
+        """A pod was bound ``seconds`` after it first entered the queue, in ``attempts``."""
+        index = min(max(1, attempts), MAX_ATTEMPTS_LABEL)
+        child = self._sli_children[index]
+        if child is None:
+            child = self._sli_children[index] = self._sli.labels(attempts_label(index))
+        child.observe(seconds)
+
+    def kernel_run(self, seconds: float) -> None:
+        self._kernel.observe(seconds)
+
+    def binding(self, result: str, seconds: float) -> None:
+        """A binding request ended with ``result`` (one of ``BIND_RESULTS``)."""
+        self._bindings[result].observe(seconds)
+
+    def set_leader(self, leading: bool) -> None:
+        self._leader.set(1.0 if leading else 0.0)
+
+    # Read at scrape time -------------------------------------------------------------------
 
     def gauge_from(
         self, name: str, documentation: str, labels: tuple[str, ...], read: Reader
     ) -> None:
         """A gauge whose values ``read`` returns at each scrape."""
-        self.registry.register(_Read("gauge", name, documentation, labels, read))
+        self.registry.register(_Read(GAUGE, name, documentation, labels, read))
 
     def counter_from(
         self, name: str, documentation: str, labels: tuple[str, ...], read: Reader
     ) -> None:
-        """A counter (``name`` without ``_total``) whose running totals ``read`` returns."""
-        self.registry.register(_Read("counter", name, documentation, labels, read))
+        """A counter whose running totals ``read`` returns (``name`` with or without
+        ``_total``; the page shows it with)."""
+        self.registry.register(_Read(COUNTER, name, documentation, labels, read))
 
     def render(self) -> bytes:
         return bytes(prometheus_client.generate_latest(self.registry))

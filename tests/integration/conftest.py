@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import uuid
@@ -60,6 +61,13 @@ def namespace(request: pytest.FixtureRequest, kube_client: kube.Kube) -> Iterato
 
 
 NodeFactory = Callable[[builders.NodeBuilder], str]
+
+
+def free_port() -> int:
+    """A TCP port free on 127.0.0.1 now, for a plumb's metrics or debug endpoint."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
 
 
 @pytest.fixture

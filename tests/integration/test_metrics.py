@@ -7,7 +7,6 @@ queue, and the cache holding the cluster's nodes and bound pods. Never a timing.
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
 from typing import Any
@@ -17,19 +16,13 @@ from prometheus_client import parser
 
 from plumb.observability import metrics
 from plumb.testing import builders, kube
-from tests.integration.conftest import NodeFactory, PlumbFactory
+from tests.integration.conftest import NodeFactory, PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 SCHEDULABLE = 8
 UNSCHEDULABLE = 3
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _scrape(port: int) -> Samples:
@@ -88,7 +81,7 @@ def test_the_metrics_page_counts_what_the_workload_did(
 ) -> None:
     for i in range(3):
         add_node(builders.make_node(f"{namespace}-n{i}").zone(f"z{i}").capacity(cpu="4"))
-    metrics_port, debug_port = _free_port(), _free_port()
+    metrics_port, debug_port = free_port(), free_port()
     start_plumb(
         "--metrics-port",
         str(metrics_port),

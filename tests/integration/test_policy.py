@@ -7,7 +7,6 @@ import datetime
 import functools
 import json
 import re
-import socket
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 
 from plumb.testing import builders, crds, kube
-from tests.integration.conftest import NodeFactory, PlumbFactory, events_of
+from tests.integration.conftest import NodeFactory, PlumbFactory, events_of, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -340,12 +339,6 @@ def _ready_now(status: str) -> dict[str, Any]:
     return {"type": "Ready", "status": status, "lastHeartbeatTime": now, "lastTransitionTime": now}
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 def _zone_health(port: int) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
         text = page.read().decode()
@@ -380,7 +373,7 @@ def test_a_zone_gone_not_ready_is_avoided_and_a_silent_zone_stays_neutral(
     policy["spec"].pop("topology")
     policy["spec"]["scoring"] = {"weights": {"zoneHealth": 10}}
     _apply(kubectl, namespace, policy)
-    port = _free_port()
+    port = free_port()
     start_plumb("--metrics-port", str(port), "--metrics-address", "127.0.0.1")
     _web_pods(kube_client, namespace, 3)
     kube.wait_for("3 pods bound", lambda: _bound(kube_client, namespace) == 3, timeout=60)

@@ -8,7 +8,6 @@ import functools
 import json
 import re
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -23,18 +22,12 @@ from plumb.framework import runs
 from plumb.kernel import compiled
 from plumb.observability import trace
 from plumb.testing import builders, crds, kube
-from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory
+from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration
 
 ZONE = "topology.kubernetes.io/zone"
 HOSTNAME = "kubernetes.io/hostname"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _pod(namespace: str, i: int) -> dict[str, Any]:
@@ -94,7 +87,7 @@ def test_a_dumped_snapshot_replays_every_recorded_decision_of_a_mixed_workload(
         },
     }
     policy_crd.check("apply", "-n", namespace, "-f", "-", stdin=json.dumps(policy))
-    port = _free_port()
+    port = free_port()
     plumb = start_plumb("--debug-port", str(port), "--snapshot-dir", str(tmp_path))
 
     total = 120

@@ -8,7 +8,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import socket
 import subprocess
 import sys
 import urllib.request
@@ -19,17 +18,11 @@ import pytest
 
 from plumb.observability import trace
 from plumb.testing import builders, crds, kube
-from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, events_of
+from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, events_of, free_port
 
 pytestmark = pytest.mark.integration
 
 ZONE = "topology.kubernetes.io/zone"
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def _entries(plumb: Plumb) -> list[dict[str, Any]]:
@@ -111,7 +104,7 @@ def test_trace_lines_say_what_happened_and_explain_reads_them_alike(
 ) -> None:
     for i in range(3):
         add_node(builders.make_node(f"{namespace}-n{i}").zone(f"z{i}").capacity(cpu="2"))
-    port = _free_port()
+    port = free_port()
     plumb = start_plumb("--debug-port", str(port))
     kube_client.create_pod(
         builders.make_pod("huge", namespace).scheduler("plumb").req(cpu="64").obj()
@@ -163,7 +156,7 @@ def test_a_storm_of_retries_writes_a_few_lines_and_a_summary(
     kube_client: kube.Kube, namespace: str, add_node: NodeFactory, start_plumb: PlumbFactory
 ) -> None:
     add_node(builders.make_node(f"{namespace}-n0").capacity(cpu="2"))
-    port = _free_port()
+    port = free_port()
     plumb = start_plumb("--debug-port", str(port))
     kube_client.create_pod(
         builders.make_pod("huge", namespace).scheduler("plumb").req(cpu="64").obj()
@@ -229,7 +222,7 @@ def test_a_deviation_is_traced_with_its_policy_generation_and_budget(
     add_node(builders.make_node(f"{namespace}-b").zone("b").capacity(cpu="16"))
     add_node(builders.make_node(f"{namespace}-c").zone("c").capacity(cpu="1"))  # two pods fit
     policy_crd.check("apply", "-n", namespace, "-f", "-", stdin=json.dumps(_policy("web", 2)))
-    port = _free_port()
+    port = free_port()
     plumb = start_plumb("--debug-port", str(port))
     names = [f"web-{i:02d}" for i in range(12)]
     for name in names:

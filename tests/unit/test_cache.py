@@ -208,3 +208,20 @@ def test_reconcile_keeps_counts_of_nodes_it_lists(two_nodes: cache.Cache) -> Non
         two_nodes.reconcile([node("n1"), node("n2")], world_pods)
     assert used(two_nodes) == {"n1": 1000, "n2": 0}
     assert two_nodes.pod_count() == 1
+
+
+def test_the_watch_confirming_an_assumed_pod_keeps_the_decided_record(
+    two_nodes: cache.Cache,
+) -> None:
+    decided = pod(make_pod("web").label("app", "web").req(cpu="1"), "u1")
+    two_nodes.assume(decided, "n1")
+    two_nodes.add_pod(pod(make_pod("web").label("app", "web").req(cpu="1").node("n1"), "u1"))
+    # Only spec.nodeName differs: one record of the pod is kept, the one the scheduler decided.
+    (placed,) = two_nodes.placed()
+    assert placed.pod is decided
+    assert (placed.node, placed.state) == ("n1", PodState.ADDED.value)
+
+    relabelled = pod(make_pod("web").label("app", "api").req(cpu="1").node("n1"), "u1")
+    two_nodes.add_pod(relabelled)
+    (placed,) = two_nodes.placed()
+    assert placed.pod is relabelled

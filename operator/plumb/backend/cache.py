@@ -160,16 +160,20 @@ class Cache:
         if pod.terminal:
             self.remove_pod(pod.uid)
             return
-        before = self._pods.get(pod.uid)
+        node, before = pod.node_name, self._pods.get(pod.uid)
         if before is None:
             self.journal.note(journal_module.Unplace(uid=pod.uid))
         elif before.state is PodState.ASSUMED and before.node == pod.node_name:
             self.journal.note(journal_module.Restate(uid=pod.uid, state=before.state.value))
+            if before.pod == dataclasses.replace(pod, node_name=before.pod.node_name):
+                # Only spec.nodeName differs: keep the record the scheduler decided on (its
+                # kernel run keeps it too, for replay) rather than hold two copies of the pod.
+                pod = before.pod
         else:
             self.journal.note(journal_module.Replace(placed=_record(before)))
         if before is not None:
             self._unplace(pod.uid, noted=True)
-        self._place(pod, pod.node_name, PodState.ADDED)
+        self._place(pod, node, PodState.ADDED)
 
     def remove_pod(self, uid: str) -> None:
         if uid in self._pods:

@@ -18,7 +18,6 @@ import argparse
 import concurrent.futures
 import dataclasses
 import math
-import os
 import signal
 import socket
 import subprocess
@@ -33,6 +32,7 @@ from pathlib import Path
 from prometheus_client import parser
 
 from plumb import DEFAULT_SCHEDULER_NAME
+from plumb.bench import schedulers
 from plumb.controlplane import building
 from plumb.controlplane import running as controlplane
 from plumb.observability import metrics
@@ -348,29 +348,7 @@ def run(out: Path) -> Path:
 
 
 def _start_plumb(plane: controlplane.ControlPlane, port: int, log: Path) -> subprocess.Popen[bytes]:
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "plumb",
-                "run",
-                "--kubeconfig",
-                str(plane.kubeconfig),
-                "--scheduler-name",
-                DEFAULT_SCHEDULER_NAME,
-                "--metrics-port",
-                str(port),
-                "--metrics-address",
-                "127.0.0.1",
-                "--debug-port",
-                "0",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            start_new_session=True,
-        )
+    process = schedulers.spawn_plumb(plane, log, DEFAULT_SCHEDULER_NAME, metrics_port=port)
 
     def synced() -> bool:
         return "synced" in log.read_text(errors="replace") or process.poll() is not None

@@ -91,9 +91,12 @@ class KubeScheduler(SchedulerProcess):
         return summarise_log(self.scheduler.output(), KUBE_SCHEDULER)
 
 
-def _spawn_plumb(
-    plane: controlplane.ControlPlane, log: Path, scheduler_name: str
+def spawn_plumb(
+    plane: controlplane.ControlPlane, log: Path, scheduler_name: str, metrics_port: int = 0
 ) -> subprocess.Popen[bytes]:
+    """``plumb run`` as a child in a session of its own, logging to ``log``; its debug port
+    off and its metrics on 127.0.0.1:``metrics_port`` (0: off), so that it clashes with no
+    plumb running beside it."""
     with log.open("wb") as out:
         return subprocess.Popen(
             [
@@ -105,9 +108,10 @@ def _spawn_plumb(
                 str(plane.kubeconfig),
                 "--scheduler-name",
                 scheduler_name,
-                # Its own ports off: a bench must not clash with a plumb running beside it.
                 "--metrics-port",
-                "0",
+                str(metrics_port),
+                "--metrics-address",
+                "127.0.0.1",
                 "--debug-port",
                 "0",
             ],
@@ -123,7 +127,7 @@ async def start_plumb(
     plane: controlplane.ControlPlane, directory: Path, scheduler_name: str, nodes: int
 ) -> Plumb:
     log = directory / "plumb.log"
-    popen = await asyncio.to_thread(_spawn_plumb, plane, log, scheduler_name)
+    popen = await asyncio.to_thread(spawn_plumb, plane, log, scheduler_name)
     plumb = Plumb(popen, log)
     deadline = time.monotonic() + SYNC_TIMEOUT
     while True:

@@ -94,7 +94,8 @@ class Journal:
     """The last ``limit`` undo records, each with its sequence number."""
 
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
-        self._entries: collections.deque[tuple[int, Undo]] = collections.deque(maxlen=limit)
+        # Sequence numbers are consecutive, so only the undos are kept: the last is ``seq``.
+        self._undos: collections.deque[Undo] = collections.deque(maxlen=limit)
         self._seq = 0
 
     @property
@@ -105,12 +106,12 @@ class Journal:
     @property
     def oldest(self) -> int:
         """The earliest state the journal can go back to."""
-        return self._entries[0][0] - 1 if self._entries else self._seq
+        return self._seq - len(self._undos)
 
     def note(self, undo: Undo) -> None:
         self._seq += 1
-        self._entries.append((self._seq, undo))
+        self._undos.append(undo)
 
     def entries(self) -> Iterator[tuple[int, Undo]]:
-        """Oldest first."""
-        return iter(self._entries)
+        """Each undo with its sequence number, oldest first."""
+        return enumerate(self._undos, self.oldest + 1)

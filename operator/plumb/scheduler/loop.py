@@ -1,10 +1,7 @@
 """The scheduling loop: pop a pod, decide on a snapshot, assume it in the cache, bind in the
 background, report. This file tells the main story; the parts live in backend/, framework/,
-binder.py and events.py.
-
-Cluster events come in through ``Scheduler.on_pod`` / ``on_node`` (called by the app layer's
-watch handlers) and through ``resync`` (a full list); the loop is ``Scheduler.run``. Everything
-runs on one event loop, so the cache and the queue need no locks.
+binder.py and events.py, and cluster events come in through the ``ClusterFeed`` half
+(scheduler/feed.py).
 """
 
 from __future__ import annotations
@@ -13,7 +10,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from plumb.backend import cache as cache_module
@@ -24,23 +21,18 @@ from plumb.binder import Binder, Outcome
 from plumb.events import Recorder
 from plumb.framework import cycle, deviation, runs, scoring, traces
 from plumb.framework.plugins import (
-    interpodaffinity,
-    nodeaffinity,
-    nodeports,
-    noderesourcesfit,
-    nodeunschedulable,
     podtopologyspread,
-    tainttoleration,
 )
 from plumb.kernel import contract
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
+from plumb.scheduler import feed
 
 KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
 DEFAULT_BATCH = 32
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("plumb.scheduler")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -50,7 +42,7 @@ class Profile:
     scheduler_name: str
 
 
-class Scheduler:
+class Scheduler(feed.ClusterFeed):
     """Owns the cache and the queue, and runs scheduling cycles one after another."""
 
     def __init__(
@@ -66,165 +58,27 @@ class Scheduler:
         metrics: metrics_module.Metrics | None = None,
         journal: int = journal_module.DEFAULT_LIMIT,
     ) -> None:
+        cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
+        super().__init__(
+            scheduler_name=profile.scheduler_name,
+            cache=cache,
+            queue=queue if queue is not None else queue_module.SchedulingQueue(),
+            # SchedulingPolicies: fed by the app layer's reconciler, asked per batch.
+            policies=engine.PolicyEngine(cache),
+            recorder=recorder,
+            # One trace line per decision, and each pod's last decision for the debug endpoint.
+            tracer=tracer if tracer is not None else tracing.Tracer(),
+        )
         self.profile = profile
         # Attempts, latencies and kernel runs, counted as they happen (a registry of its own
         # unless the app layer serves one).
         self.metrics = metrics if metrics is not None else metrics_module.Metrics()
         self._kernel = self._timed(kernel)
         self.batch_size = batch_size
-        self.cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
-        self.queue = queue if queue is not None else queue_module.SchedulingQueue()
         self._binder = binder
-        self._recorder = recorder
-        # One trace line per decision, and each pod's last decision for the debug endpoint.
-        self.tracer = tracer if tracer is not None else tracing.Tracer()
         self._binds: set[asyncio.Task[None]] = set()
-        self.synced = asyncio.Event()
-        # SchedulingPolicies: fed by the app layer's reconciler, asked per batch.
-        self.policies = engine.PolicyEngine(self.cache)
         # The last kernel runs' inputs, for snapshot dumps that ``plumb replay`` reads.
         self.runs = runs.RunLog()
-
-    # Cluster events ------------------------------------------------------------------------
-
-    def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """A pod was listed, added, modified or deleted."""
-        self._pod_event(event_type, objects.parse_pod(body))
-
-    def _pod_event(self, event_type: str | None, pod: objects.PodInfo) -> None:
-        if event_type == "DELETED":
-            self.queue.delete(pod.uid)
-            self._recorder.forget(pod.uid)
-            self.tracer.forget(pod.key, pod.uid)
-            was_placed = self.cache.state(pod.uid) is not None
-            self.cache.remove_pod(pod.uid)
-            if was_placed:
-                self.queue.move_all(POD_REMOVED_HELPS)  # freed room may fit a waiting pod
-            return
-        if pod.node_name:
-            self.queue.delete(pod.uid)
-            before = self.cache.state(pod.uid)
-            self.cache.add_pod(pod)
-            if pod.terminal:
-                self.queue.move_all(POD_REMOVED_HELPS)
-            elif before is not cache_module.PodState.ADDED:
-                # A pod newly placed, or our own binding confirmed: pods waiting for affinity
-                # to it, or for its domain to fill, may fit now.
-                self.queue.move_all(POD_ADDED_HELPS)
-            return
-        if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
-            return  # being bound by us; the watch has not caught up yet
-        if pod.scheduler_name != self.profile.scheduler_name or pod.deleting or pod.terminal:
-            self.queue.delete(pod.uid)
-            return
-        self.queue.add(pod)
-
-    def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """A node was listed, added, modified or deleted."""
-        node = objects.parse_node(body)
-        self.policies.observe_node(node.name, None if event_type == "DELETED" else body)
-        if event_type == "DELETED":
-            self.cache.remove_node(node.name)
-            return
-        if node.problem is not None:
-            logger.warning(
-                "node %s: %s; it is treated as having no resources", node.name, node.problem
-            )
-        before = self.cache.nodes.info(node.name)
-        if self.cache.upsert_node(node):
-            self.queue.move_all(None if before is None else node_change_helps(before, node))
-
-    def on_workload(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """A Service or controller changed: the default spread selector of pods may change."""
-        self.cache.workloads.on_event(kind, event_type, body)
-
-    def on_namespace(self, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """A namespace's labels matter to affinity terms with a namespaceSelector."""
-        metadata = body.get("metadata") or {}
-        name = str(metadata.get("name", ""))
-        labels = None if event_type == "DELETED" else dict(metadata.get("labels") or {})
-        self.cache.set_namespace(name, labels)
-
-    def relist_namespaces(self, bodies: Iterable[Mapping[str, Any]]) -> None:
-        """Make the namespaces' labels match a full list."""
-        listed = {str((b.get("metadata") or {}).get("name", "")) for b in bodies}
-        for name in self.cache.namespaces():
-            if name not in listed:
-                self.cache.set_namespace(name, None)
-        for body in bodies:
-            self.on_namespace(None, body)
-
-    def relist_workloads(self, kind: str, bodies: Iterable[Mapping[str, Any]]) -> None:
-        """Make one kind of Service or controller match a full list."""
-        self.cache.workloads.replace(kind, bodies)
-
-    def relist_pods(self, mark: tuple[int, float], bodies: Sequence[Mapping[str, Any]]) -> None:
-        """Bring the pods up to date with a list taken after ``mark`` (a watch's gap)."""
-        for body in bodies:
-            self.on_pod(None, body)
-        self.sweep(mark, None, bodies)
-
-    def relist_nodes(self, mark: tuple[int, float], bodies: Sequence[Mapping[str, Any]]) -> None:
-        """Bring the nodes up to date with a list taken after ``mark`` (a watch's gap)."""
-        for body in bodies:
-            self.on_node(None, body)
-        self.sweep(mark, bodies, None)
-
-    def on_policy(self, event_type: str, body: Mapping[str, Any]) -> None:
-        """A SchedulingPolicy was created, updated (its spec), resumed after a restart, or
-        deleted; the pods waiting may fit under what is in force now."""
-        if event_type == "DELETED":
-            metadata = body.get("metadata") or {}
-            self.policies.delete(str(metadata.get("namespace", "")), str(metadata.get("name", "")))
-        elif event_type == "RESUMED":
-            self.policies.resume(body)
-        else:
-            self.policies.apply(body)
-        self.queue.move_all()
-
-    def resync(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
-        """Make the cache and queue match a full list of nodes and pods."""
-        nodes = list(nodes)
-        node_infos = [objects.parse_node(body) for body in nodes]
-        for info, body in zip(node_infos, nodes, strict=True):
-            self.policies.observe_node(info.name, body)
-        pod_infos = [objects.parse_pod(body) for body in pods]
-        self.cache.reconcile(node_infos, pod_infos)
-        # reconcile placed the bound pods; only the pending ones are left to queue.
-        for pod in pod_infos:
-            if not pod.node_name:
-                self._pod_event(None, pod)
-        self.queue.move_all()
-        self.synced.set()
-
-    def mark(self) -> tuple[int, float]:
-        """Where the cache and queue stand before a full list is requested (for ``sweep``)."""
-        return self.cache.tick, self.queue.now()
-
-    def sweep(
-        self,
-        mark: tuple[int, float],
-        nodes: Iterable[Mapping[str, Any]] | None,
-        pods: Iterable[Mapping[str, Any]] | None,
-    ) -> int:
-        """Forget what a full list taken after ``mark`` no longer has: nodes and pods deleted
-        while a watch was down (a re-list after such a gap cannot report deletions). A None
-        list was not taken, and what it would hold is left as it is."""
-        node_names = (
-            None
-            if nodes is None
-            else {str((n.get("metadata") or {}).get("name", "")) for n in nodes}
-        )
-        pod_uids = (
-            None if pods is None else {str((p.get("metadata") or {}).get("uid", "")) for p in pods}
-        )
-        swept = self.cache.sweep(node_names, pod_uids, listed_at=mark[0])
-        if pod_uids is not None:
-            swept += self.queue.sweep(pod_uids, mark[1])
-        if swept:
-            logger.warning("resync removed %d objects deleted while a watch was down", swept)
-            self.queue.move_all()
-        return swept
 
     # The loop ------------------------------------------------------------------------------
 
@@ -512,28 +366,6 @@ class Scheduler:
         for entry in entries:
             if self.queue.where(entry.pod.uid) is queue_module.Where.IN_FLIGHT:
                 self.metrics.attempt(metrics_module.ERROR, now - entry.popped_at)
-
-
-# Which unschedulable pods a cluster event may help, by the filter plugins that rejected them
-# (a coarse form of kube-scheduler's queueing hints).
-POD_REMOVED_HELPS = frozenset(
-    {noderesourcesfit.NAME, nodeports.NAME, podtopologyspread.NAME, interpodaffinity.NAME}
-)
-POD_ADDED_HELPS = frozenset({podtopologyspread.NAME, interpodaffinity.NAME})
-
-
-def node_change_helps(before: objects.NodeInfo, after: objects.NodeInfo) -> frozenset[str]:
-    """The plugins whose verdict a node update may change."""
-    helps: set[str] = set()
-    if before.allocatable != after.allocatable:
-        helps.add(noderesourcesfit.NAME)
-    if before.unschedulable != after.unschedulable:
-        helps.add(nodeunschedulable.NAME)
-    if before.taints != after.taints:
-        helps |= {tainttoleration.NAME, podtopologyspread.NAME}
-    if before.labels != after.labels:
-        helps |= {nodeaffinity.NAME, podtopologyspread.NAME, interpodaffinity.NAME}
-    return frozenset(helps)
 
 
 def _ref(policy: spec.Policy | None) -> traces.PolicyRef | None:

@@ -21,6 +21,7 @@ from plumb.framework.plugins import podtopologyspread
 from plumb.kernel import contract, reference
 from plumb.observability import trace, tracing
 from plumb.testing.builders import make_node, make_pod
+from tests.unit.policy_builders import make_policy
 from tests.unit.test_trace import Clock, FakeApi, Lines, json_lines  # noqa: F401
 
 ZONE = podtopologyspread.ZONE
@@ -198,3 +199,54 @@ def test_replay_says_what_is_wrong_with_its_input(
     node_list.write_text(json.dumps({"kind": "List", "items": [{"kind": "Node"}]}))
     assert replay.main(str(empty), str(node_list), kernel_name="reference") == 1
     assert "holds a 'Node', not a Pod" in capsys.readouterr().err
+
+
+async def test_a_deviation_replays_to_the_node_its_trace_line_names(
+    json_lines: tuple[logging.Logger, Lines],  # noqa: F811
+) -> None:
+    log, handler = json_lines
+    api, clock = FakeApi(), Clock()
+    s = scheduler_module.Scheduler(
+        profile=scheduler_module.Profile(scheduler_name="plumb"),
+        binder=binder.Binder(api),
+        recorder=events.Recorder(api, instance="test", clock=clock),
+        kernel=_reference,
+        queue=queue_module.SchedulingQueue(clock=clock),
+        tracer=tracing.Tracer(log=log, clock=clock),
+    )
+    # Zone c is too small for any web pod: after one pod in a and one in b, the policy's
+    # maxSkew 1 blocks every node, and its budget lets two pods deviate.
+    nodes = [
+        make_node("a1").zone("a").capacity(cpu="4").obj(),
+        make_node("b1").zone("b").capacity(cpu="4").obj(),
+        make_node("c1").zone("c").capacity(cpu="500m").obj(),
+    ]
+    s.resync(nodes, [])
+    s.on_policy("ADDED", make_policy("web", "shop").spread().budget(max_violations=2).obj())
+    bodies = [
+        make_pod(f"web-{i}", "shop")
+        .uid(f"w{i}")
+        .scheduler("plumb")
+        .label("app", "web")
+        .req(cpu="1")
+        .obj()
+        for i in range(5)
+    ]
+    for body in bodies:
+        s.on_pod("ADDED", body)
+    await s.schedule_batch(await s.queue.pop_batch(8))
+    await s.drain()
+    lines = [r for r in map(trace.from_log_line, handler.lines) if r is not None]
+    deviated = [r for r in lines if r.deviation]
+    assert len(deviated) == 2
+
+    document = runs.load(json.loads(json.dumps(s.dump())))
+    pods = {p.uid: p for p in map(objects.parse_pod, bodies)}
+    for record in deviated:
+        (outcome,) = replay.replay_pods(
+            document, [pods[record.uid]], reference.run, input_hash=record.input_hash
+        )
+        assert (outcome.replayed.node, outcome.replayed.plan_hash) == (
+            record.node,
+            record.plan_hash,
+        )

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from plumb import binder, events
+from plumb import events
 from plumb import scheduler as scheduler_module
 from plumb.backend import cache as cache_module
 from plumb.backend import objects
@@ -16,61 +16,7 @@ from plumb.backend import queue as queue_module
 from plumb.k8s import client as k8s_client
 from plumb.kernel import contract, reference
 from plumb.testing.builders import make_node, make_pod
-
-Outcome = k8s_client.ApiResponse | Exception
-
-
-class FakeApi:
-    """Scripted answers for bindings; events and status patches are recorded and accepted."""
-
-    def __init__(self, *script: Outcome) -> None:
-        self.script = list(script)
-        self.binds: list[tuple[str, str]] = []
-        self.events: list[dict[str, Any]] = []
-
-    async def bind(
-        self, *, namespace: str, name: str, uid: str, node: str
-    ) -> k8s_client.ApiResponse:
-        self.binds.append((name, node))
-        outcome = self.script.pop(0) if self.script else k8s_client.ApiResponse(status=201, body={})
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
-
-    async def create_event(
-        self, *, namespace: str, event: dict[str, Any]
-    ) -> k8s_client.ApiResponse:
-        self.events.append(event)
-        return k8s_client.ApiResponse(status=201, body={})
-
-    async def patch_pod_status(
-        self, *, namespace: str, name: str, patch: dict[str, Any]
-    ) -> k8s_client.ApiResponse:
-        return k8s_client.ApiResponse(status=200, body={})
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-async def _reference(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
-    return reference.run(cluster, batch)
-
-
-def _scheduler(
-    api: FakeApi, clock: Clock, kernel: scheduler_module.KernelRunner = _reference
-) -> scheduler_module.Scheduler:
-    return scheduler_module.Scheduler(
-        profile=scheduler_module.Profile(scheduler_name="plumb"),
-        binder=binder.Binder(api),
-        recorder=events.Recorder(api, instance="test", clock=clock),
-        kernel=kernel,
-        queue=queue_module.SchedulingQueue(clock=clock),
-    )
+from tests.unit.fakes import Clock, FakeApi, Outcome, make_scheduler
 
 
 def _pod(node: str = "") -> dict[str, Any]:
@@ -101,7 +47,7 @@ def _reasons(api: FakeApi) -> list[str]:
 
 async def test_bound_pod_stays_assumed_until_the_watch_confirms_it_once() -> None:
     api, clock = FakeApi(), Clock()
-    s = _scheduler(api, clock)
+    s = make_scheduler(api, clock)
     s.resync(NODES, [_pod()])
     await _attempt(s)
     assert api.binds == [("web", "n1")]
@@ -116,7 +62,7 @@ async def test_bound_pod_stays_assumed_until_the_watch_confirms_it_once() -> Non
 async def test_conflict_forgets_and_counts_the_winner_once() -> None:
     conflict = k8s_client.ApiResponse(status=409, body={"message": "already assigned"})
     api, clock = FakeApi(conflict), Clock()
-    s = _scheduler(api, clock)
+    s = make_scheduler(api, clock)
     s.resync(NODES, [_pod()])
     await _attempt(s)
     assert s.cache.state("uid-web") is None
@@ -129,7 +75,7 @@ async def test_conflict_forgets_and_counts_the_winner_once() -> None:
 
 async def test_gone_pod_is_dropped() -> None:
     api, clock = FakeApi(k8s_client.ApiResponse(status=404, body={"message": "not found"})), Clock()
-    s = _scheduler(api, clock)
+    s = make_scheduler(api, clock)
     s.resync(NODES, [_pod()])
     await _attempt(s)
     assert s.cache.state("uid-web") is None
@@ -147,7 +93,7 @@ async def test_gone_pod_is_dropped() -> None:
 )
 async def test_error_mid_bind_requeues_with_backoff_then_binds_once(failure: Outcome) -> None:
     api, clock = FakeApi(failure), Clock()
-    s = _scheduler(api, clock)
+    s = make_scheduler(api, clock)
     s.resync(NODES, [_pod()])
     await _attempt(s)
     assert s.cache.state("uid-web") is None
@@ -164,7 +110,7 @@ async def test_error_mid_bind_requeues_with_backoff_then_binds_once(failure: Out
 async def test_throttled_bind_waits_and_retries_while_assumed() -> None:
     throttled = k8s_client.ApiResponse(status=429, body={}, retry_after=0.01)
     api, clock = FakeApi(throttled), Clock()
-    s = _scheduler(api, clock)
+    s = make_scheduler(api, clock)
     s.resync(NODES, [_pod()])
     await _attempt(s)
     assert api.binds == [("web", "n1"), ("web", "n1")]
@@ -179,7 +125,7 @@ async def test_node_deleted_while_the_kernel_decides_requeues_the_pod() -> None:
         s.on_node("DELETED", NODES[0])  # the watch reports it while the kernel runs
         return result
 
-    s = _scheduler(api, clock, kernel)
+    s = make_scheduler(api, clock, kernel=kernel)
     s.resync(NODES, [_pod()])
     await _attempt(s)
     assert api.binds == []
@@ -197,7 +143,7 @@ async def test_pod_deleted_while_the_kernel_decides_is_not_bound() -> None:
         s.on_pod("DELETED", _pod())
         return result
 
-    s = _scheduler(api, clock, kernel)
+    s = make_scheduler(api, clock, kernel=kernel)
     s.resync(NODES, [_pod()])
     await _attempt(s)
     assert api.binds == []

@@ -10,67 +10,22 @@ from typing import Any
 import pytest
 from prometheus_client import parser
 
-from plumb import binder, events
 from plumb import scheduler as scheduler_module
 from plumb.app import running
 from plumb.backend import queue as queue_module
 from plumb.k8s import client as k8s_client
-from plumb.kernel import contract, reference
+from plumb.kernel import contract
 from plumb.observability import metrics
 from plumb.testing.builders import make_node, make_pod
+from tests.unit.fakes import Clock, FakeApi, Outcome, make_scheduler, reference_kernel
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-Outcome = k8s_client.ApiResponse | Exception
-
-
-class FakeApi:
-    """Bindings answered from a script (then 201); events and status patches accepted."""
-
-    def __init__(self, *script: Outcome) -> None:
-        self.script = list(script)
-
-    async def bind(
-        self, *, namespace: str, name: str, uid: str, node: str
-    ) -> k8s_client.ApiResponse:
-        outcome = self.script.pop(0) if self.script else k8s_client.ApiResponse(status=201, body={})
-        if isinstance(outcome, Exception):
-            raise outcome
-        return outcome
-
-    async def create_event(
-        self, *, namespace: str, event: dict[str, Any]
-    ) -> k8s_client.ApiResponse:
-        return k8s_client.ApiResponse(status=201, body={})
-
-    async def patch_pod_status(
-        self, *, namespace: str, name: str, patch: dict[str, Any]
-    ) -> k8s_client.ApiResponse:
-        return k8s_client.ApiResponse(status=200, body={})
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-async def _reference(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
-    return reference.run(cluster, batch)
 
 
 def _scheduler(
-    api: FakeApi, clock: Clock, kernel: scheduler_module.KernelRunner = _reference
+    api: FakeApi, clock: Clock, kernel: scheduler_module.KernelRunner = reference_kernel
 ) -> scheduler_module.Scheduler:
-    s = scheduler_module.Scheduler(
-        profile=scheduler_module.Profile(scheduler_name="plumb"),
-        binder=binder.Binder(api),
-        recorder=events.Recorder(api, instance="test", clock=clock),
-        kernel=kernel,
-        queue=queue_module.SchedulingQueue(clock=clock),
-        metrics=metrics.Metrics(),
-    )
+    s = make_scheduler(api, clock, kernel=kernel, metrics=metrics.Metrics())
     running.register_metrics(s.metrics, s)
     return s
 

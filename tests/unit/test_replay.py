@@ -11,18 +11,18 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plumb import binder, events, replay
-from plumb import scheduler as scheduler_module
+from plumb import replay
 from plumb.backend import cache as cache_module
 from plumb.backend import codec, dumps, objects, workloads
 from plumb.backend import queue as queue_module
 from plumb.framework import runs, scoring
 from plumb.framework.plugins import podtopologyspread
-from plumb.kernel import contract, reference
-from plumb.observability import trace, tracing
+from plumb.kernel import reference
+from plumb.observability import trace
 from plumb.testing.builders import make_node, make_pod
+from tests.unit.fakes import Clock, FakeApi, make_scheduler
 from tests.unit.policy_builders import make_policy
-from tests.unit.test_trace import Clock, FakeApi, Lines, json_lines  # noqa: F401
+from tests.unit.test_trace import Lines, json_lines  # noqa: F401
 
 ZONE = podtopologyspread.ZONE
 
@@ -121,24 +121,12 @@ def test_a_journal_too_short_says_how_far_back_it_reaches() -> None:
         dumped.rewind(1)
 
 
-async def _reference(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
-    return reference.run(cluster, batch)
-
-
 async def test_every_decision_of_a_dumped_scheduler_replays_to_its_trace_line(
     json_lines: tuple[logging.Logger, Lines],  # noqa: F811
 ) -> None:
     log, handler = json_lines
     api, clock = FakeApi(), Clock()
-    s = scheduler_module.Scheduler(
-        profile=scheduler_module.Profile(scheduler_name="plumb"),
-        binder=binder.Binder(api),
-        recorder=events.Recorder(api, instance="test", clock=clock),
-        kernel=_reference,
-        batch_size=4,
-        queue=queue_module.SchedulingQueue(clock=clock),
-        tracer=tracing.Tracer(log=log, clock=clock),
-    )
+    s = make_scheduler(api, clock, log=log, batch_size=4)
     nodes = [make_node(f"n{i}").zone("abc"[i % 3]).capacity(cpu="2").obj() for i in range(6)]
     bodies = []
     for i in range(24):
@@ -206,14 +194,7 @@ async def test_a_deviation_replays_to_the_node_its_trace_line_names(
 ) -> None:
     log, handler = json_lines
     api, clock = FakeApi(), Clock()
-    s = scheduler_module.Scheduler(
-        profile=scheduler_module.Profile(scheduler_name="plumb"),
-        binder=binder.Binder(api),
-        recorder=events.Recorder(api, instance="test", clock=clock),
-        kernel=_reference,
-        queue=queue_module.SchedulingQueue(clock=clock),
-        tracer=tracing.Tracer(log=log, clock=clock),
-    )
+    s = make_scheduler(api, clock, log=log)
     # Zone c is too small for any web pod: after one pod in a and one in b, the policy's
     # maxSkew 1 blocks every node, and its budget lets two pods deviate.
     nodes = [

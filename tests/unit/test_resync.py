@@ -7,7 +7,7 @@ from typing import Any
 
 from plumb.backend import cache as cache_module
 from plumb.testing.builders import make_node, make_pod
-from tests.unit.test_binding import Clock, FakeApi, _scheduler
+from tests.unit.fakes import Clock, FakeApi, make_scheduler
 
 
 def _pod(name: str, node: str = "") -> dict[str, Any]:
@@ -21,7 +21,7 @@ def _pod(name: str, node: str = "") -> dict[str, Any]:
 
 def test_sweep_forgets_what_the_list_lacks_but_keeps_later_writes() -> None:
     clock = Clock()
-    s = _scheduler(FakeApi(), clock)
+    s = make_scheduler(FakeApi(), clock)
     nodes = [make_node("n1").obj(), make_node("n2").obj()]
     s.resync(nodes, [_pod("kept", "n1"), _pod("ghost", "n1"), _pod("pending-ghost")])
     assert s.cache.state("ghost") is cache_module.PodState.ADDED
@@ -48,7 +48,7 @@ def test_sweep_forgets_what_the_list_lacks_but_keeps_later_writes() -> None:
 def test_a_pods_only_list_sweeps_pods_and_leaves_every_node() -> None:
     # The pod watch re-lists pods alone when its resourceVersion expired; nodes are kopf's.
     clock = Clock()
-    s = _scheduler(FakeApi(), clock)
+    s = make_scheduler(FakeApi(), clock)
     s.resync(
         [make_node("n1").obj(), make_node("n2").obj()], [_pod("kept", "n1"), _pod("gone", "n2")]
     )
@@ -62,7 +62,7 @@ def test_a_pods_only_list_sweeps_pods_and_leaves_every_node() -> None:
 
 
 def test_a_namespace_relist_forgets_namespaces_the_list_lacks() -> None:
-    s = _scheduler(FakeApi(), Clock())
+    s = make_scheduler(FakeApi(), Clock())
     s.on_namespace("ADDED", {"metadata": {"name": "kept", "labels": {"team": "a"}}})
     s.on_namespace("ADDED", {"metadata": {"name": "gone", "labels": {"team": "b"}}})
     s.relist_namespaces([{"metadata": {"name": "kept", "labels": {"team": "c"}}}])

@@ -16,16 +16,15 @@ from typing import Any
 
 import pytest
 
-from plumb import binder, events
-from plumb import scheduler as scheduler_module
 from plumb.backend import objects
 from plumb.backend import queue as queue_module
 from plumb.framework import cycle, scoring, traces
 from plumb.k8s import client as k8s_client
-from plumb.kernel import contract, reference
+from plumb.kernel import reference
 from plumb.observability import logs, trace, tracing
 from plumb.testing.builders import make_node, make_pod
 from tests.unit import scenarios
+from tests.unit.fakes import Clock, FakeApi, make_scheduler
 
 
 class Lines(logging.Handler):
@@ -56,14 +55,6 @@ def _capture(formatter: logging.Formatter) -> Iterator[tuple[logging.Logger, Lin
     handler = Lines(formatter)
     log.addHandler(handler)
     yield log, handler
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 RECORD = trace.Trace(
@@ -407,51 +398,12 @@ def test_rejections_count_nodes_per_filter_and_add_up_to_the_histogram() -> None
     assert histogram == decision.reasons
 
 
-class FakeApi:
-    """Accepts bindings, events and status patches, and keeps the events."""
-
-    def __init__(self, bind_status: int = 201) -> None:
-        self.events: list[dict[str, Any]] = []
-        self.bind_status = bind_status
-
-    async def bind(
-        self, *, namespace: str, name: str, uid: str, node: str
-    ) -> k8s_client.ApiResponse:
-        return k8s_client.ApiResponse(status=self.bind_status, body={"message": "etcd is down"})
-
-    async def create_event(
-        self, *, namespace: str, event: dict[str, Any]
-    ) -> k8s_client.ApiResponse:
-        self.events.append(event)
-        return k8s_client.ApiResponse(status=201, body={})
-
-    async def patch_pod_status(
-        self, *, namespace: str, name: str, patch: dict[str, Any]
-    ) -> k8s_client.ApiResponse:
-        return k8s_client.ApiResponse(status=200, body={})
-
-
-async def _reference(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
-    return reference.run(cluster, batch)
-
-
-def _scheduler(api: FakeApi, clock: Clock, log: logging.Logger) -> scheduler_module.Scheduler:
-    return scheduler_module.Scheduler(
-        profile=scheduler_module.Profile(scheduler_name="plumb"),
-        binder=binder.Binder(api),
-        recorder=events.Recorder(api, instance="test", clock=clock),
-        kernel=_reference,
-        queue=queue_module.SchedulingQueue(clock=clock),
-        tracer=tracing.Tracer(log=log, clock=clock),
-    )
-
-
 async def test_the_scheduler_writes_one_line_per_decision_that_matches_what_it_did(
     json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, handler = json_lines
     api, clock = FakeApi(), Clock()
-    s = _scheduler(api, clock, log)
+    s = make_scheduler(api, clock, log=log)
     nodes = [make_node(f"n{i}").capacity(cpu="2").obj() for i in range(3)]
     fits = make_pod("web", "ns").scheduler("plumb").req(cpu="1").obj()
     huge = make_pod("huge", "ns").scheduler("plumb").req(cpu="64").obj()
@@ -494,8 +446,11 @@ async def test_a_failed_bind_is_a_warning_that_says_it_will_retry(
     json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, handler = json_lines
-    api, clock = FakeApi(bind_status=500), Clock()
-    s = _scheduler(api, clock, log)
+    api, clock = (
+        FakeApi(k8s_client.ApiResponse(status=500, body={"message": "etcd is down"})),
+        Clock(),
+    )
+    s = make_scheduler(api, clock, log=log)
     pod = make_pod("web", "ns").scheduler("plumb").req(cpu="1").obj()
     pod["metadata"]["uid"] = "uid-web"
     s.resync([make_node("n1").capacity(cpu="2").obj()], [pod])

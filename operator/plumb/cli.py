@@ -147,6 +147,12 @@ def _parser() -> argparse.ArgumentParser:
         "--input-hash",
         help="replay the pod's decision with this input hash (default: its latest)",
     )
+    replay_cmd.add_argument(
+        "--trace",
+        metavar="LOG",
+        help="check a log instead: replay every decision its trace lines record for the given "
+        "pods and say whether each reproduced ('-': stdin, e.g. kubectl logs deploy/plumb)",
+    )
     replay_cmd.add_argument("--output", "-o", choices=["text", "json"], default="text")
     replay_cmd.add_argument(
         "--kernel",
@@ -258,6 +264,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.snapshot,
             args.pod,
             input_hash=args.input_hash,
+            trace_log=args.trace,
             output=args.output,
             kernel_name=args.kernel,
         )

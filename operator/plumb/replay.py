@@ -10,6 +10,11 @@ kernel and prints the node, the input hash and the plan hash: the trace line's, 
 decision is reproduced. The pod's spec.nodeName, set by the binding, is ignored (it was
 pending when it was decided); when the pod differs from the pod that was decided (its labels
 changed since), replay says so and decides the file's pod.
+
+With ``--trace LOG`` replay checks a log instead: every trace line in LOG of a pod in the pod
+file is replayed (by its input hash) and compared with the line's node and plan hash; it prints
+one verdict per decision and a count, and exits 1 when a decision in the snapshot did not
+reproduce. Lines of decisions the snapshot no longer reaches are counted apart.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any, TextIO
 from plumb.backend import dumps, objects
 from plumb.framework import cycle, runs
 from plumb.kernel import reference
+from plumb.observability import trace
 
 TIMEOUT = 60.0
 
@@ -73,15 +79,21 @@ def main(
     pod_file: str,
     *,
     input_hash: str | None = None,
+    trace_log: str | None = None,
     output: str = "text",
     kernel_name: str = "compiled",
     out: TextIO | None = None,
 ) -> int:
-    """Replay each pod of ``pod_file`` from ``snapshot``; 1 with a message when one cannot be."""
+    """Replay each pod of ``pod_file`` from ``snapshot`` (or check the decisions of
+    ``trace_log``); 1 with a message when one cannot be."""
     out = sys.stdout if out is None else out
     try:
+        if pod_file == "-" and trace_log == "-":
+            raise ReplayError("--pod and --trace cannot both read stdin: write one to a file")
         document = read_snapshot(snapshot)
         pods = read_pods(pod_file)
+        if trace_log is not None:
+            return check_log(document, pods, read_traces(trace_log), _kernel(kernel_name), out)
         outcomes = replay_pods(document, pods, _kernel(kernel_name), input_hash=input_hash)
     except (ReplayError, dumps.DumpError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -142,6 +154,68 @@ def replay_pods(
             )
         outcomes.append(chosen)
     return outcomes
+
+
+def check_log(
+    document: runs.Snapshot,
+    pods: Sequence[objects.PodInfo],
+    records: Iterable[trace.Trace],
+    kernel: cycle.Kernel,
+    out: TextIO,
+) -> int:
+    """Replay every decision of ``records`` whose pod is in ``pods`` and say whether its node
+    and plan hash came out as the line says; 0 when every one the snapshot reaches did."""
+    by_uid = {pod.uid: pod for pod in pods}
+    decisions = {(r.uid, r.input_hash): r for r in records if r.uid in by_uid}
+    reproduced = differ = unreachable = 0
+    for record in decisions.values():
+        try:
+            (outcome,) = replay_pods(
+                document, [by_uid[record.uid]], kernel, input_hash=record.input_hash
+            )
+        except ReplayError:
+            unreachable += 1
+            continue
+        got = (outcome.replayed.node, outcome.replayed.plan_hash)
+        if got == (record.node, record.plan_hash):
+            reproduced += 1
+            out.write(f"reproduced {record.pod} {record.result} plan {record.plan_hash}\n")
+        else:
+            differ += 1
+            out.write(
+                f"DIFFERS    {record.pod}: the line says node {record.node} plan "
+                f"{record.plan_hash}, replay gives node {got[0]} plan {got[1]}\n"
+            )
+    out.write(
+        f"{reproduced} of {reproduced + differ} decisions reproduced"
+        + (f", {differ} differ" if differ else "")
+        + (f"; {unreachable} not in the snapshot (older than its journal)" if unreachable else "")
+        + f" ({len(decisions)} decisions of the given pods in the log)\n"
+    )
+    return 1 if differ else 0
+
+
+def read_traces(source: str) -> list[trace.Trace]:
+    """The trace records of a log file ('-': stdin), in either log format."""
+    if source == "-":
+        return _traces(sys.stdin)
+    try:
+        with open(source, encoding="utf-8", errors="replace") as lines:
+            return _traces(lines)
+    except OSError as error:
+        raise ReplayError(f"cannot read {source}: {error.strerror}") from error
+
+
+def _traces(lines: Iterable[str]) -> list[trace.Trace]:
+    records = []
+    for line in lines:
+        try:
+            record = trace.from_log_line(line)
+        except (trace.TraceError, ValueError):
+            continue  # a line cut short: the others still count
+        if record is not None:
+            records.append(record)
+    return records
 
 
 def read_snapshot(source: str) -> runs.Snapshot:

@@ -139,26 +139,8 @@ def test_a_dumped_snapshot_replays_every_recorded_decision_of_a_mixed_workload(
     pods_file.write_text(json.dumps({"kind": "List", "items": listed}))
     snapshot_file = tmp_path / "endpoint-snapshot.json"
     snapshot_file.write_text(json.dumps(from_endpoint))
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "plumb",
-            "replay",
-            "--snapshot",
-            str(snapshot_file),
-            "--pod",
-            str(pods_file),
-            "-o",
-            "json",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr
-    replayed = [json.loads(line) for line in done.stdout.splitlines()]
+    done = _replay("--snapshot", str(snapshot_file), "--pod", str(pods_file), "-o", "json")
+    replayed = [json.loads(line) for line in done.splitlines()]
     assert len(replayed) == total
     last = {r.uid: r for r in _decided(plumb) if r.result == trace.SCHEDULED}
     for answer in replayed:
@@ -168,3 +150,26 @@ def test_a_dumped_snapshot_replays_every_recorded_decision_of_a_mixed_workload(
             assert answer["changed"] is False
         else:
             assert answer["node"] is None
+
+    # And the whole log checked in one command: every decision reproduced.
+    checked = _replay(
+        "--snapshot", str(snapshot_file), "--pod", str(pods_file), "--trace", str(plumb.log)
+    )
+    verdicts = checked.splitlines()[:-1]
+    assert len(verdicts) == len(decisions)
+    assert all(line.startswith("reproduced ") for line in verdicts)
+    summary = checked.splitlines()[-1]
+    assert summary.startswith(f"{len(decisions)} of {len(decisions)} decisions reproduced")
+
+
+def _replay(*args: str) -> str:
+    """``plumb replay ARGS``' output; it must succeed."""
+    done = subprocess.run(
+        [sys.executable, "-m", "plumb", "replay", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout[-2000:]
+    return done.stdout

@@ -3,6 +3,8 @@ dumped scheduler's decisions are made again with the same node and hashes."""
 
 from __future__ import annotations
 
+import dataclasses
+import io
 import json
 import logging
 from pathlib import Path
@@ -160,6 +162,17 @@ async def test_every_decision_of_a_dumped_scheduler_replays_to_its_trace_line(
         assert outcome.snapshot == record.snapshot
         assert not outcome.changed
     assert np.unique([r.input_hash for r in lines]).size == len(lines)
+
+    # The same check as one command over the log: every decision reproduced; a line whose
+    # plan was altered is reported as differing, and the answer is 1.
+    out = io.StringIO()
+    assert replay.check_log(document, pods, lines, reference.run, out) == 0
+    assert out.getvalue().splitlines()[-1].startswith(f"{len(lines)} of {len(lines)} decisions")
+    placed = next(r for r in lines if r.node is not None)
+    altered = dataclasses.replace(placed, plan_hash="0" * 32)
+    out = io.StringIO()
+    assert replay.check_log(document, pods, [altered], reference.run, out) == 1
+    assert out.getvalue().startswith(f"DIFFERS    {placed.pod}: the line says node {placed.node}")
 
 
 def test_replay_says_what_is_wrong_with_its_input(

@@ -219,7 +219,7 @@ def test_the_watch_confirming_an_assumed_pod_keeps_the_decided_record(
     # Only spec.nodeName differs: one record of the pod is kept, the one the scheduler decided.
     (placed,) = two_nodes.placed()
     assert placed.pod is decided
-    assert (placed.node, placed.state) == ("n1", PodState.ADDED.value)
+    assert (placed.node, placed.state) == ("n1", PodState.ADDED)
 
     relabelled = pod(make_pod("web").label("app", "api").req(cpu="1").node("n1"), "u1")
     two_nodes.add_pod(relabelled)

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import enum
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -38,16 +37,7 @@ class CacheError(RuntimeError):
     """An operation broke the state machine (assuming a pod twice); a bug, not bad input."""
 
 
-class PodState(enum.Enum):
-    ASSUMED = "Assumed"
-    ADDED = "Added"
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class _Placed:
-    pod: objects.PodInfo
-    node: str
-    state: PodState
+PodState = journal_module.PodState  # the states of the diagram above; a pod is a journal.Placed
 
 
 class Cache:
@@ -55,7 +45,7 @@ class Cache:
 
     def __init__(self, journal_limit: int = journal_module.DEFAULT_LIMIT) -> None:
         self.nodes = nodetable.NodeTable()
-        self._pods: dict[str, _Placed] = {}
+        self._pods: dict[str, journal_module.Placed] = {}
         self._by_node: dict[str, set[str]] = {}
         self.rows = counting.CountRows()
         self.journal = journal_module.Journal(journal_limit)
@@ -164,13 +154,13 @@ class Cache:
         if before is None:
             self.journal.note(journal_module.Unplace(uid=pod.uid))
         elif before.state is PodState.ASSUMED and before.node == pod.node_name:
-            self.journal.note(journal_module.Restate(uid=pod.uid, state=before.state.value))
+            self.journal.note(journal_module.Restate(uid=pod.uid, state=before.state))
             if before.pod == dataclasses.replace(pod, node_name=before.pod.node_name):
                 # Only spec.nodeName differs: keep the record the scheduler decided on (its
                 # kernel run keeps it too, for replay) rather than hold two copies of the pod.
                 pod = before.pod
         else:
-            self.journal.note(journal_module.Replace(placed=_record(before)))
+            self.journal.note(journal_module.Replace(placed=before))
         if before is not None:
             self._unplace(pod.uid, noted=True)
         self._place(pod, node, PodState.ADDED)
@@ -240,11 +230,11 @@ class Cache:
 
     def placed(self) -> Iterator[journal_module.Placed]:
         """Every pod in the cache with its node and state (snapshot dumps)."""
-        return (_record(placed) for placed in self._pods.values())
+        return iter(self._pods.values())
 
     def place(self, record: journal_module.Placed) -> None:
         """Put a pod back as a dump recorded it (rebuilding a dumped cache)."""
-        if record.state == PodState.ASSUMED.value:
+        if record.state is PodState.ASSUMED:
             self.assume(record.pod, record.node)
         else:
             self.add_pod(dataclasses.replace(record.pod, node_name=record.node))
@@ -254,7 +244,7 @@ class Cache:
 
     def _place(self, pod: objects.PodInfo, node: str, state: PodState) -> None:
         self._touch_pod(pod.uid)
-        self._pods[pod.uid] = _Placed(pod=pod, node=node, state=state)
+        self._pods[pod.uid] = journal_module.Placed(pod=pod, node=node, state=state)
         self._assumed += state is PodState.ASSUMED
         self._by_node.setdefault(node, set()).add(pod.uid)
         self.nodes.add_request(node, pod.requests, +1, pod.nonzero)
@@ -270,7 +260,7 @@ class Cache:
         placed = self._pods.pop(uid)
         self._assumed -= placed.state is PodState.ASSUMED
         if not noted:
-            self.journal.note(journal_module.Replace(placed=_record(placed)))
+            self.journal.note(journal_module.Replace(placed=placed))
         on_node = self._by_node.get(placed.node)
         if on_node is not None:
             on_node.discard(uid)
@@ -287,7 +277,3 @@ class Cache:
             ports += collections.Counter()  # drop the ports no pod holds any more
             if not ports:
                 del self._ports[placed.node]
-
-
-def _record(placed: _Placed) -> journal_module.Placed:
-    return journal_module.Placed(pod=placed.pod, node=placed.node, state=placed.state.value)

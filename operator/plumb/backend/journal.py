@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import enum
 from collections.abc import Iterator, Mapping
 
 from plumb.backend import objects, specs
@@ -27,13 +28,18 @@ Controllers = Mapping[str, specs.LabelSelector]
 """Controller selectors by "kind/namespace/name"."""
 
 
+class PodState(enum.Enum):
+    ASSUMED = "Assumed"  # decided by plumb, the binding not yet seen by the watch
+    ADDED = "Added"  # bound, as the watch reported
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Placed:
-    """A pod on a node, as the cache holds it (state: "Assumed" or "Added")."""
+    """A pod on a node, as the cache holds it."""
 
     pod: objects.PodInfo
     node: str
-    state: str
+    state: PodState
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -57,7 +63,7 @@ class Restate:
     spec.nodeName and resourceVersion, which no filter or score reads of a placed pod)."""
 
     uid: str
-    state: str
+    state: PodState
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

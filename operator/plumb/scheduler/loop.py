@@ -344,14 +344,7 @@ class Scheduler(feed.ClusterFeed):
         return run
 
     def _count_bind(self, entry: queue_module.Entry, outcome: Outcome, seconds: float) -> None:
-        if outcome is Outcome.BOUND:
-            self.metrics.binding(metrics_module.BOUND, seconds)
-        elif outcome is Outcome.CONFLICT:
-            self.metrics.binding(metrics_module.CONFLICT, seconds)
-        elif outcome is Outcome.GONE:
-            self.metrics.binding(metrics_module.GONE, seconds)
-        else:
-            self.metrics.binding(metrics_module.ERROR, seconds)
+        self.metrics.binding(_BIND_RESULTS.get(outcome, metrics_module.ERROR), seconds)
         now = self.queue.now()
         if outcome is Outcome.BOUND:
             self.metrics.attempt(metrics_module.SCHEDULED, now - entry.popped_at)
@@ -366,6 +359,14 @@ class Scheduler(feed.ClusterFeed):
         for entry in entries:
             if self.queue.where(entry.pod.uid) is queue_module.Where.IN_FLIGHT:
                 self.metrics.attempt(metrics_module.ERROR, now - entry.popped_at)
+
+
+_BIND_RESULTS = {
+    Outcome.BOUND: metrics_module.BOUND,
+    Outcome.CONFLICT: metrics_module.CONFLICT,
+    Outcome.GONE: metrics_module.GONE,
+}
+"""A binding's metric label by its outcome; any other outcome is an error."""
 
 
 def _ref(policy: spec.Policy | None) -> traces.PolicyRef | None:

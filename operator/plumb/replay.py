@@ -27,6 +27,7 @@ import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
+from plumb.backend import cache as cache_module
 from plumb.backend import dumps, objects
 from plumb.framework import cycle, runs
 from plumb.kernel import reference
@@ -122,7 +123,7 @@ def replay_pods(
 ) -> list[Outcome]:
     """Each pod's decision made again (see the module doc)."""
     outcomes = []
-    cache: dict[int, Any] = {}  # rewound caches by journal position, shared by a run's pods
+    cache: dict[int, cache_module.Cache] = {}  # rewound caches by journal position
     for pod in pods:
         pending = dataclasses.replace(pod, node_name="")
         candidates = document.runs_of(pod.uid)

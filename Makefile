@@ -14,7 +14,7 @@ help:
 	@echo "make run           like demo, but keep plumb in the foreground (Ctrl-C stops)"
 	@echo "make lint          ruff, mypy --strict, import-linter layer contracts"
 	@echo "make unit          the unit tests only (no control plane)"
-	@echo "make cluster-up    start a local etcd + kube-apiserver; cluster-down stops it"
+	@echo "make cluster-up    start the local cluster (NODE=1: with a real node); cluster-down stops it"
 	@echo "make bench         plumb beside kube-scheduler, all workloads (5,000 nodes too); writes docs/benchmarks.md (~10 min)"
 	@echo "make bench-quick   the same, small: a smoke check (every pod placed, no violations)"
 	@echo "make metrics-plot  a short real run scraped every second; writes docs/observability/metrics.png (~1 min)"
@@ -26,8 +26,9 @@ $(INSTALLED): pyproject.toml
 
 install: $(INSTALLED)
 
-# Builds etcd, kube-apiserver, kube-scheduler and kubectl from Go modules once per version,
-# cached in ~/.cache/plumb (PLUMB_CACHE_DIR); later runs reuse them.
+# Builds etcd and the Kubernetes commands (kube-apiserver, kube-controller-manager,
+# kube-scheduler, kubectl, kubelet, kube-proxy) from Go modules once per version, cached in
+# ~/.cache/plumb (PLUMB_CACHE_DIR); later runs reuse them.
 controlplane:
 	@bash hack/build-control-plane.sh >/dev/null
 
@@ -50,7 +51,7 @@ run: install controlplane
 	$(BIN)/plumb demo --keep-running
 
 cluster-up: install controlplane
-	$(BIN)/plumb cluster up
+	$(BIN)/plumb cluster up $(if $(NODE),--node)
 
 cluster-down: install
 	$(BIN)/plumb cluster down

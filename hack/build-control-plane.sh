@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds etcd, kube-apiserver, kube-scheduler and kubectl from their Go modules into a cache
-# outside the repository, once per version. Prints the binary directory on its last line.
+# Builds etcd and the Kubernetes commands of the local cluster (kube-apiserver,
+# kube-controller-manager, kube-scheduler, kubectl, and kubelet and kube-proxy for the real node)
+# from their Go modules into a cache outside the repository, once per version. Prints the binary directory on its last line.
 #
 # The cache key is the versions plus a hash of the Go module files, so a bump of either rebuilds
 # and anything else reuses. PLUMB_CACHE_DIR moves the cache (default ~/.cache/plumb).
@@ -13,7 +14,8 @@ cache="${PLUMB_CACHE_DIR:-$HOME/.cache/plumb}"
 key="$(cat "$here/versions.env" "$here/k8s/go.mod" "$here/k8s/go.sum" "$here/etcd/go.mod" \
         "$here/etcd/go.sum" "$here/etcd/main.go" "$0" | sha256sum | cut -c1-12)"
 bin="$cache/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-$key"
-want=(etcd kube-apiserver kube-scheduler kubectl)
+kube=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
+want=(etcd "${kube[@]}")
 
 have_all() { for b in "${want[@]}"; do [ -x "$bin/$b" ] || return 1; done; }
 if have_all; then
@@ -55,7 +57,9 @@ if [ ! -x "$bin/etcd" ]; then
   mv "$work/etcd" "$bin/etcd"
 fi
 
-if ! { [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-scheduler" ] && [ -x "$bin/kubectl" ]; }; then
+missing_kube=()
+for b in "${kube[@]}"; do [ -x "$bin/$b" ] || missing_kube+=("$b"); done
+if [ "${#missing_kube[@]}" -gt 0 ]; then
   minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
   flags="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
@@ -64,9 +68,10 @@ if ! { [ -x "$bin/kube-apiserver" ] && [ -x "$bin/kube-scheduler" ] && [ -x "$bi
     flags+=" -X $pkg.gitCommit=module-$KUBE_VERSION"
     flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   done
-  build "kubernetes $KUBE_VERSION" "$here/k8s" "$flags" \
-    k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-scheduler k8s.io/kubernetes/cmd/kubectl
-  mv "$work/kube-apiserver" "$work/kube-scheduler" "$work/kubectl" "$bin/"
+  # One `go build` for all of them, so the packages they share compile once.
+  build "kubernetes $KUBE_VERSION (${missing_kube[*]})" "$here/k8s" "$flags" \
+    "${missing_kube[@]/#/k8s.io/kubernetes/cmd/}"
+  for b in "${missing_kube[@]}"; do mv "$work/$b" "$bin/"; done
 fi
 
 have_all

@@ -161,13 +161,29 @@ def _parser() -> argparse.ArgumentParser:
         help="the numba kernel plumb runs, or the pure-Python reference (default: %(default)s)",
     )
 
-    cluster = commands.add_parser("cluster", help="the local control plane (etcd + apiserver)")
+    cluster = commands.add_parser(
+        "cluster",
+        help="the local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler "
+        "and, with --node, a real node (containerd, kubelet, kube-proxy)",
+    )
     cluster.add_argument("action", choices=["build", "up", "down", "env", "status"])
     cluster.add_argument(
         "--dir",
         type=Path,
         default=None,
         help="state directory (default: $PLUMB_CLUSTER_DIR or ~/.cache/plumb/cluster)",
+    )
+    cluster.add_argument(
+        "--node",
+        action="store_true",
+        help="up: also run a real node that runs pods (needs root; installs containerd, runc, "
+        "CNI plugins and iptables from Debian's packages when missing)",
+    )
+    cluster.add_argument(
+        "--no-scheduler",
+        action="store_true",
+        help="up: leave kube-scheduler out (by default it schedules the pods that do not ask "
+        "for plumb)",
     )
 
     demo_cmd = commands.add_parser("demo", help="show plumb scheduling pods on a local cluster")
@@ -209,41 +225,71 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cluster(action: str, directory: Path) -> int:
+def _cluster(args: argparse.Namespace, directory: Path) -> int:
+    from plumb.localnode import running as localnode
+
+    action: str = args.action
     if action == "build":
         print(building.ensure_binaries())
         return 0
     if action == "up":
-        existing = controlplane.load(directory)
-        if existing is not None and controlplane.is_running(existing):
-            print(
-                f"already running: {existing.server} (kubeconfig {existing.kubeconfig})",
-                file=sys.stderr,
-            )
-            return 0
-        started = controlplane.start(directory, bin_dir=building.ensure_binaries())
-        print(f"control plane up at {started.server}", file=sys.stderr)
-        print(f"kubeconfig: {started.kubeconfig}", file=sys.stderr)
-        print('use it with: eval "$(plumb cluster env)"', file=sys.stderr)
-        return 0
+        return _cluster_up(directory, node=args.node, scheduler=not args.no_scheduler)
     if action == "down":
-        controlplane.stop(directory)
-        print("control plane stopped", file=sys.stderr)
+        if localnode.recorded(directory):
+            localnode.down(directory)
+            print("node and control plane stopped; the host is as it was", file=sys.stderr)
+        else:
+            controlplane.stop(directory)
+            print("control plane stopped", file=sys.stderr)
         return 0
     plane = controlplane.load(directory)
-    if plane is None or not controlplane.is_running(plane):
+    if plane is None:
         print(
-            f"no control plane running in {directory}; start one with: plumb cluster up",
+            f"no control plane recorded in {directory}; start one with: plumb cluster up",
             file=sys.stderr,
         )
         return 1
     if action == "env":
+        if not controlplane.is_running(plane):
+            print(f"the control plane in {directory} is not running", file=sys.stderr)
+            return 1
         print("\n".join(controlplane.env_lines(plane)))
-    else:
+        return 0
+    parts = {
+        name: "running" if up else "stopped" for name, up in controlplane.status(plane).items()
+    }
+    if localnode.recorded(directory):
+        parts.update(localnode.status(directory))
+    print(f"server: {plane.server}")
+    for name, state in parts.items():
+        print(f"{name:<24} {state}")
+    return 0 if all(state == "running" for state in parts.values()) else 1
+
+
+def _cluster_up(directory: Path, *, node: bool, scheduler: bool) -> int:
+    from plumb.localnode import running as localnode
+
+    existing = controlplane.load(directory)
+    if existing is not None and controlplane.is_running(existing):
         print(
-            f"running: {plane.server} (etcd pid {plane.etcd_pid}, "
-            f"kube-apiserver pid {plane.apiserver_pid})"
+            f"already running: {existing.server} (kubeconfig {existing.kubeconfig}); "
+            f"plumb cluster down first to change what runs",
+            file=sys.stderr,
         )
+        return 0
+    parts = controlplane.Parts(scheduler=scheduler)
+    if node:
+        problem = localnode.preflight()
+        if problem is not None:
+            print(f"error: this machine cannot run the real node: {problem}", file=sys.stderr)
+            return 1
+        started, real = localnode.up(directory, bin_dir=building.ensure_binaries(), parts=parts)
+        print(f"node {real.name} Ready", file=sys.stderr)
+    else:
+        started = controlplane.start(directory, bin_dir=building.ensure_binaries(), parts=parts)
+    print(f"control plane up at {started.server}", file=sys.stderr)
+    print(f"kubeconfig: {started.kubeconfig}", file=sys.stderr)
+    print('use it with: eval "$(plumb cluster env)"', file=sys.stderr)
     return 0
 
 
@@ -251,7 +297,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "cluster":
         try:
-            return _cluster(args.action, args.dir or default_cluster_dir())
+            return _cluster(args, args.dir or default_cluster_dir())
         except (building.BuildError, controlplane.ControlPlaneError) as error:
             print(f"error: {error}", file=sys.stderr)
             return 1

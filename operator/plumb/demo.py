@@ -1,5 +1,5 @@
-"""``make demo``: a local control plane, six nodes in three zones, plumb, pods to place, and a
-SchedulingPolicy that deviates on its budget when a zone goes into maintenance.
+"""``make demo``: a local cluster, six nodes in three zones, plumb, a Deployment and a Job to
+place, and a SchedulingPolicy that deviates on its budget when a zone goes into maintenance.
 
 Everything it starts it stops again, so it leaves nothing running (unless ``--keep-running``,
 which keeps plumb in the foreground until Ctrl-C and then cleans up the same way).
@@ -162,6 +162,63 @@ def _node_of(pod: dict[str, Any]) -> str:
     return str(pod["spec"].get("nodeName") or "")
 
 
+def deployment(
+    namespace: str,
+    name: str,
+    *,
+    replicas: int,
+    cpu: str,
+    memory: str,
+    spread: bool = False,
+) -> dict[str, Any]:
+    """A Deployment whose pods ask for plumb (a container image nothing will ever pull: the
+    scale nodes have no kubelet)."""
+    template = (
+        builders.make_pod(name, namespace)
+        .scheduler(DEFAULT_SCHEDULER_NAME)
+        .label("app", name)
+        .req(cpu=cpu, memory=memory)
+    )
+    if spread:
+        template = template.spread(builders.ZONE_LABEL, 1, selector={"app": name})
+    pod = template.obj()
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {"metadata": {"labels": pod["metadata"]["labels"]}, "spec": pod["spec"]},
+        },
+    }
+
+
+def job(namespace: str, name: str, *, completions: int, parallelism: int) -> dict[str, Any]:
+    pod = (
+        builders.make_pod(name, namespace)
+        .scheduler(DEFAULT_SCHEDULER_NAME)
+        .req(cpu="250m", memory="128Mi")
+        .obj()
+    )
+    pod["spec"]["restartPolicy"] = "Never"
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "completions": completions,
+            "parallelism": parallelism,
+            "template": {"spec": pod["spec"]},
+        },
+    }
+
+
+def _owner(pod: dict[str, Any]) -> str:
+    owners = pod["metadata"].get("ownerReferences") or [{}]
+    return f"{owners[0].get('kind', '-')}/{owners[0].get('name', '-')}"
+
+
 def _tour(client: kube.Kube, namespace: str) -> None:
     for index in range(6):
         zone = ZONES[index % 3]
@@ -169,60 +226,56 @@ def _tour(client: kube.Kube, namespace: str) -> None:
         client.create_node(
             builders.make_node(name).zone(zone).capacity(cpu="4", memory="16Gi", pods="110").obj()
         )
-    print(f"created 6 nodes (4 cpu, 16Gi) across {', '.join(ZONES)}")
+    print(f"created 6 nodes (4 cpu, 16Gi) across {', '.join(ZONES)}: API objects, no kubelet")
     client.create_namespace(namespace)
-    for index in range(WEB_PODS):
-        client.create_pod(
-            builders.make_pod(f"web-{index}", namespace)
-            .scheduler(DEFAULT_SCHEDULER_NAME)
-            .label("app", "web")
-            .req(cpu="500m", memory="1Gi")
-            .spread(builders.ZONE_LABEL, 1, selector={"app": "web"})
-            .obj()
-        )
-    client.create_pod(
-        builders.make_pod("too-big", namespace)
-        .scheduler(DEFAULT_SCHEDULER_NAME)
-        .req(cpu="64", memory="1Gi")
-        .obj()
+    client.create_deployment(
+        deployment(namespace, "web", replicas=WEB_PODS, cpu="500m", memory="1Gi", spread=True)
     )
+    client.create_job(job(namespace, "batch", completions=4, parallelism=2))
+    client.create_deployment(deployment(namespace, "too-big", replicas=1, cpu="64", memory="1Gi"))
     print(
-        f"submitted {WEB_PODS} web pods (500m, 1Gi, spread over zones with maxSkew 1) "
-        "and one pod asking for 64 cpu"
+        f"applied Deployment web ({WEB_PODS} replicas, 500m, 1Gi, spread over zones with "
+        "maxSkew 1), Job batch (4 completions, 2 at a time) and Deployment too-big (one "
+        "replica asking for 64 cpu), all with schedulerName plumb"
     )
 
     def all_bound() -> list[dict[str, Any]] | None:
-        pods = [p for p in client.pods(namespace) if p["metadata"]["name"].startswith("web-")]
-        return pods if all(_node_of(p) for p in pods) else None
+        pods = [p for p in client.pods(namespace) if not _owner(p).startswith("ReplicaSet/too")]
+        placed = [p for p in pods if _node_of(p)]
+        return placed if len(pods) == WEB_PODS + 2 and len(placed) == len(pods) else None
 
-    pods = kube.wait_for("the web pods to be bound", all_bound, timeout=60)
+    pods = kube.wait_for("the web and batch pods to be bound", all_bound, timeout=60)
     zones = {
-        n["metadata"]["name"]: n["metadata"]["labels"][builders.ZONE_LABEL] for n in client.nodes()
+        n["metadata"]["name"]: n["metadata"]["labels"].get(builders.ZONE_LABEL, "-")
+        for n in client.nodes()
     }
-    print("\nwhere each pod landed:")
-    for pod in sorted(pods, key=lambda p: int(p["metadata"]["name"].split("-")[1])):
+    print("\nwhere each pod landed (made by the ReplicaSet and Job controllers, placed by plumb):")
+    for pod in sorted(pods, key=lambda p: (_owner(p), str(p["metadata"]["name"]))):
         node = _node_of(pod)
-        print(f"  {namespace}/{pod['metadata']['name']:<8} -> {node} ({zones.get(node, '?')})")
+        print(
+            f"  {_owner(pod):<22} {pod['metadata']['name']:<22} -> {node} ({zones.get(node, '?')})"
+        )
+    web = [p for p in pods if _owner(p).startswith("ReplicaSet/web")]
+    per_zone = collections.Counter(zones.get(_node_of(pod), "?") for pod in web)
+    print("web pods per zone: " + ", ".join(f"{z} {n}" for z, n in sorted(per_zone.items())))
 
-    def failed_event() -> str | None:
-        for event in client.events(namespace, "too-big"):
-            if event.get("reason") == "FailedScheduling":
-                return str(event.get("note") or event.get("message"))
+    def too_big() -> tuple[str, str] | None:
+        for pod in client.pods(namespace):
+            if _owner(pod).startswith("ReplicaSet/too-big"):
+                message = _event(client, namespace, pod, "FailedScheduling")
+                return (str(pod["metadata"]["name"]), message) if message else None
         return None
 
-    per_zone = collections.Counter(zones.get(_node_of(pod), "?") for pod in pods)
-    print("pods per zone: " + ", ".join(f"{z} {n}" for z, n in sorted(per_zone.items())))
-
-    message = kube.wait_for("a FailedScheduling event for too-big", failed_event, timeout=30)
-    phase = client.pod(namespace, "too-big")["status"].get("phase")
-    print(f"\n{namespace}/too-big stays {phase}: FailedScheduling: {message}")
+    name, message = kube.wait_for("a FailedScheduling event for too-big", too_big, timeout=30)
+    phase = client.pod(namespace, name)["status"].get("phase")
+    print(f"\n{namespace}/{name} stays {phase}: FailedScheduling: {message}")
 
 
 def main(*, keep_running: bool = False) -> int:
     bin_dir = building.ensure_binaries()
     with tempfile.TemporaryDirectory(prefix="plumb-demo-") as scratch:
         directory = Path(scratch) / "cluster"
-        print("starting etcd and kube-apiserver on 127.0.0.1 ...")
+        print("starting etcd, kube-apiserver and kube-controller-manager on 127.0.0.1 ...")
         plane = controlplane.start(directory, bin_dir=bin_dir)
         try:
             client = kube.Kube(plane.kubeconfig)
@@ -248,5 +301,5 @@ def main(*, keep_running: bool = False) -> int:
             client.close()
         finally:
             controlplane.stop(directory)
-    print("\nstopped plumb, kube-apiserver and etcd; nothing left running.")
+    print("\nstopped plumb and the control plane; nothing left running.")
     return 0

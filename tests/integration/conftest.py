@@ -1,8 +1,11 @@
-"""Fixtures for tests against the real control plane: one etcd + kube-apiserver per session,
-a namespace and nodes per test, and ``plumb run`` as a child process per test."""
+"""Fixtures for tests against the real control plane: one cluster (etcd, kube-apiserver,
+kube-controller-manager) per session, a namespace and nodes per test, and ``plumb run`` as a
+child process per test; and, where this machine can run one, a second cluster with a real node
+(containerd, kubelet, kube-proxy), also one per session."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 import signal
@@ -18,6 +21,8 @@ import pytest
 
 from plumb.controlplane import building
 from plumb.controlplane import running as controlplane
+from plumb.localnode import hostrecord, images
+from plumb.localnode import running as localnode
 from plumb.testing import builders, crds, kube
 
 pytestmark = pytest.mark.integration
@@ -57,7 +62,7 @@ def namespace(request: pytest.FixtureRequest, kube_client: kube.Kube) -> Iterato
     name = f"{slug}-{uuid.uuid4().hex[:6]}"
     kube_client.create_namespace(name)
     yield name
-    kube_client.delete_pods(name)
+    kube_client.delete_namespace(name)
 
 
 NodeFactory = Callable[[builders.NodeBuilder], str]
@@ -85,6 +90,70 @@ def add_node(kube_client: kube.Kube, namespace: str) -> Iterator[NodeFactory]:
     yield create
     for name in created:
         kube_client.delete_node(name)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NodeCluster:
+    """The session's cluster with a real node, and the test image loaded into its containerd."""
+
+    cp: controlplane.ControlPlane
+    node: localnode.Node
+    client: kube.Kube
+    kubectl: crds.Kubectl
+    image: str
+    # iptables -S of filter FORWARD, OUTPUT and PLUMB-GUARD right after up(), before any pod.
+    rules_before_pods: dict[str, list[str]]
+
+
+def filter_rules(chain: str) -> list[str]:
+    result = subprocess.run(
+        ["iptables", "-w", "-t", "filter", "-S", chain], capture_output=True, text=True, check=True
+    )
+    return [line for line in result.stdout.splitlines() if line.startswith("-A ")]
+
+
+@pytest.fixture(scope="session")
+def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeCluster]:
+    """A cluster whose one node is real (one per machine: the bridge has a fixed name), with
+    kube-scheduler for the pods that do not ask for plumb. Skipped, saying why, where this
+    machine cannot run a node; at the end, down must leave the host as it found it."""
+    problem = localnode.preflight()
+    if problem is not None:
+        pytest.skip(f"this machine cannot run the real node: {problem}")
+    bin_dir = building.ensure_binaries()
+    # Built before the record, so the image build's traces are not taken for the node's.
+    image = images.ensure_test_image()
+    directory = tmp_path_factory.mktemp("realnode")
+    before = hostrecord.take()
+    cp, node = localnode.up(directory, bin_dir=bin_dir, parts=controlplane.Parts(scheduler=True))
+    client = kube.Kube(cp.kubeconfig)
+    try:
+        rules = {chain: filter_rules(chain) for chain in ("FORWARD", "OUTPUT", "PLUMB-GUARD")}
+        images.load(image, containerd_address=node.containerd_address)
+        kubectl = crds.Kubectl.of(cp, cache_dir=tmp_path_factory.mktemp("node-kubectl-cache"))
+        crds.install(kubectl)
+        yield NodeCluster(
+            cp=cp,
+            node=node,
+            client=client,
+            kubectl=kubectl,
+            image=image.ref,
+            rules_before_pods=rules,
+        )
+    finally:
+        client.close()
+        localnode.down(directory)
+    left = hostrecord.left_behind(before, hostrecord.take(), cluster=directory.resolve())
+    assert left == [], "down left this behind:\n" + "\n".join(left)
+
+
+@pytest.fixture
+def node_namespace(request: pytest.FixtureRequest, node_cluster: NodeCluster) -> Iterator[str]:
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40]
+    name = f"{slug}-{uuid.uuid4().hex[:6]}"
+    node_cluster.client.create_namespace(name)
+    yield name
+    node_cluster.client.delete_namespace(name)
 
 
 class Plumb:
@@ -117,6 +186,17 @@ def start_plumb(
 ) -> Iterator[PlumbFactory]:
     """Start ``plumb run`` against the control plane (its CRD installed, as a cluster running
     plumb has it) and wait until it has synced."""
+    yield from _plumb_factory(control_plane.kubeconfig, tmp_path)
+
+
+@pytest.fixture
+def node_plumb(node_cluster: NodeCluster, tmp_path: Path) -> Iterator[Plumb]:
+    """``plumb run`` against the cluster with the real node."""
+    for factory in _plumb_factory(node_cluster.cp.kubeconfig, tmp_path):
+        yield factory()
+
+
+def _plumb_factory(kubeconfig: Path, tmp_path: Path) -> Iterator[PlumbFactory]:
     started: list[Plumb] = []
 
     def start(*extra: str) -> Plumb:
@@ -129,7 +209,7 @@ def start_plumb(
                     "plumb",
                     "run",
                     "--kubeconfig",
-                    str(control_plane.kubeconfig),
+                    str(kubeconfig),
                     # Tests that read metrics or the debug endpoint pass free ports of their own.
                     "--metrics-port",
                     "0",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,15 @@ def test_cluster_up_env_down(tmp_path: Path) -> None:
         again = _plumb("cluster", "up", "--dir", str(directory))
         assert again.returncode == 0
         assert "already running" in again.stderr
+        status = _plumb("cluster", "status", "--dir", str(directory))
+        assert status.returncode == 0, status.stdout + status.stderr
+        states = dict(line.split() for line in status.stdout.splitlines()[1:])
+        assert states == {
+            "etcd": "running",
+            "kube-apiserver": "running",
+            "kube-controller-manager": "running",
+            "kube-scheduler": "running",
+        }
 
         env = _plumb("cluster", "env", "--dir", str(directory))
         assert env.returncode == 0, env.stderr
@@ -64,24 +74,29 @@ def test_cluster_up_env_down(tmp_path: Path) -> None:
     finally:
         down = _plumb("cluster", "down", "--dir", str(directory))
     assert down.returncode == 0, down.stderr
-    assert not _alive(plane.etcd_pid)
-    assert not _alive(plane.apiserver_pid)
+    for name, pid in plane.processes():
+        assert not _alive(pid), f"{name} (pid {pid}) still runs after down"
     gone = _plumb("cluster", "env", "--dir", str(directory))
     assert gone.returncode == 1
     assert "plumb cluster up" in gone.stderr
 
 
 def test_demo_places_pods_reports_the_misfit_and_leaves_nothing_running() -> None:
-    before = _processes("kube-apiserver", "etcd")
+    parts = ("kube-apiserver", "etcd", "kube-controller-manager")
+    before = _processes(*parts)
     demo = _plumb("demo")
     assert demo.returncode == 0, demo.stdout + demo.stderr
-    landed = [line for line in demo.stdout.splitlines() if "demo/web-" in line]
+    landed = [line for line in demo.stdout.splitlines() if line.lstrip().startswith("ReplicaSet/")]
     assert len(landed) == 12
-    assert "pods per zone: zone-a 4, zone-b 4, zone-c 4" in demo.stdout
-    assert (
-        "demo/too-big stays Pending: FailedScheduling: "
-        "0/6 nodes are available: 6 Insufficient cpu." in demo.stdout
-    )
+    assert all(re.search(r" -> node-\d \(zone-[abc]\)$", line) for line in landed), landed
+    batch = [line for line in demo.stdout.splitlines() if line.lstrip().startswith("Job/batch")]
+    assert len(batch) == 2, "the Job runs two pods at a time"
+    assert "web pods per zone: zone-a 4, zone-b 4, zone-c 4" in demo.stdout
+    assert re.search(
+        r"demo/too-big-[a-z0-9]+-[a-z0-9]+ stays Pending: FailedScheduling: "
+        r"0/6 nodes are available: 6 Insufficient cpu\.",
+        demo.stdout,
+    ), demo.stdout
     # Act two: zone-c in maintenance, two api pods deviate on the policy's budget, one waits.
     assert demo.stdout.count("(deviation)") == 2
     assert "PolicyDeviation on shop/api-" in demo.stdout
@@ -89,7 +104,7 @@ def test_demo_places_pods_reports_the_misfit_and_leaves_nothing_running() -> Non
     table = demo.stdout.split("kubectl get spol -n shop\n", 1)[1].splitlines()
     assert table[0].split() == ["NAME", "READY", "MATCHED", "SKEW", "BUDGET", "AGE"]
     assert table[1].split()[:5] == ["api-spread", "True", "4", "2/1", "0"]
-    assert _processes("kube-apiserver", "etcd") == before
+    assert _processes(*parts) == before
 
 
 def _processes(*names: str) -> set[int]:

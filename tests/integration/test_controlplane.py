@@ -8,7 +8,8 @@ import os
 import socket
 import ssl
 import subprocess
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -125,6 +126,63 @@ def test_node_round_trips_without_taints(control_plane: running.ControlPlane) ->
     assert not got["spec"].get("taints")
 
 
+def test_controllers_make_accounts_tokens_and_the_root_ca(
+    control_plane: running.ControlPlane,
+) -> None:
+    """kube-controller-manager runs: service accounts, the kube-root-ca.crt ConfigMap, and pods
+    admitted with a service-account token volume (ServiceAccount admission is on)."""
+    assert running.status(control_plane) == {
+        "etcd": True,
+        "kube-apiserver": True,
+        "kube-controller-manager": True,
+    }
+    kubectl(control_plane, "create", "namespace", "accounts")
+    account = json.loads(
+        _eventually(
+            lambda: kubectl(control_plane, "get", "sa", "default", "-n", "accounts", "-o", "json")
+        )
+    )
+    assert account["metadata"]["name"] == "default"
+    root_ca = json.loads(
+        _eventually(
+            lambda: kubectl(
+                control_plane,
+                "get",
+                "configmap",
+                "kube-root-ca.crt",
+                "-n",
+                "accounts",
+                "-o",
+                "json",
+            )
+        )
+    )
+    assert root_ca["data"]["ca.crt"] == control_plane.ca_file.read_text()
+    pod = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "p", "namespace": "accounts"},
+        "spec": {"containers": [{"name": "c", "image": "registry.invalid/c:1"}]},
+    }
+    created = json.loads(
+        kubectl(control_plane, "create", "-o", "json", "-f", "-", stdin=json.dumps(pod))
+    )
+    projected = [v for v in created["spec"]["volumes"] if v["name"].startswith("kube-api-access-")]
+    assert projected, f"no service-account token volume: {created['spec']['volumes']}"
+    assert created["spec"]["serviceAccountName"] == "default"
+
+
+def _eventually(probe: Callable[[], str], timeout: float = 30.0) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            return probe()
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def test_stop_leaves_nothing_behind_and_is_idempotent(bin_dir: Path, tmp_path: Path) -> None:
     cp = running.start(tmp_path, bin_dir=bin_dir)
     try:
@@ -133,7 +191,12 @@ def test_stop_leaves_nothing_behind_and_is_idempotent(bin_dir: Path, tmp_path: P
         assert running.is_running(cp), "a refused start must not disturb the running one"
     finally:
         running.stop(tmp_path)
-    for pid in (cp.etcd_pid, cp.apiserver_pid):
+    assert [name for name, _ in cp.processes()] == [
+        "kube-controller-manager",
+        "kube-apiserver",
+        "etcd",
+    ]
+    for _, pid in cp.processes():
         assert not Path(f"/proc/{pid}").exists(), f"pid {pid} is still there after stop"
     assert not running.is_running(cp)
     assert running.load(tmp_path) is None
@@ -143,7 +206,9 @@ def test_stop_leaves_nothing_behind_and_is_idempotent(bin_dir: Path, tmp_path: P
 def test_missing_binaries_are_named(tmp_path: Path) -> None:
     empty = tmp_path / "bin"
     empty.mkdir()
-    with pytest.raises(running.ControlPlaneError, match="etcd and kube-apiserver missing"):
+    with pytest.raises(
+        running.ControlPlaneError, match="etcd, kube-apiserver and kube-controller-manager missing"
+    ):
         running.start(tmp_path / "cluster", bin_dir=empty)
     assert running.load(tmp_path / "cluster") is None
 
@@ -153,7 +218,7 @@ def test_missing_apiserver_alone_is_named(bin_dir: Path, tmp_path: Path) -> None
     partial.mkdir()
     (partial / "etcd").symlink_to(bin_dir / "etcd")
     with pytest.raises(running.ControlPlaneError) as raised:
-        running.start(tmp_path / "cluster", bin_dir=partial)
+        running.start(tmp_path / "cluster", bin_dir=partial, parts=running.Parts(controllers=False))
     assert str(raised.value).startswith("kube-apiserver missing")
 
 

@@ -306,11 +306,11 @@ def run(out: Path) -> Path:
     bin_dir = building.ensure_binaries()
     with tempfile.TemporaryDirectory(prefix="plumb-metrics-plot-") as scratch:
         directory = Path(scratch) / "cluster"
-        plane = controlplane.start(directory, bin_dir=bin_dir)
+        plane = controlplane.start(directory, bin_dir=bin_dir, parts=controlplane.BENCHMARK)
         try:
             client = kube.Kube(plane.kubeconfig)
             crds.install(crds.Kubectl.of(plane, cache_dir=Path(scratch) / "kubectl-cache"))
-            client.create_namespace(NAMESPACE)
+            client.create_namespace(NAMESPACE, account=False)
             for zone in ZONES:
                 for i in range(NODES_PER_ZONE):
                     node = builders.make_node(f"{zone}-{i}").zone(zone).capacity(cpu="8")

@@ -98,7 +98,7 @@ def main(settings: Settings) -> int:
     with tempfile.TemporaryDirectory(prefix="plumb-bench-") as scratch:
         work = Path(scratch)
         print("starting etcd and kube-apiserver on 127.0.0.1 ...", file=sys.stderr)
-        plane = controlplane.start(work / "cluster", bin_dir=bin_dir)
+        plane = controlplane.start(work / "cluster", bin_dir=bin_dir, parts=controlplane.BENCHMARK)
         try:
             results = asyncio.run(_run_all(plane, work, selected))
         finally:

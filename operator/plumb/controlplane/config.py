@@ -1,4 +1,4 @@
-"""What a local control plane is made of: its directory, the flags, the kubeconfig and the keys.
+"""What a local control plane is made of: its directory, each part's flags, kubeconfigs, keys.
 
 No process is started here (``processes`` does that) and no state is kept (``running`` does);
 ``ControlPlaneError`` lives here, the bottom of the package, and ``running`` re-exports it.
@@ -11,11 +11,38 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import Protocol
 
 STATE_FILE = "state.json"
 ETCD = "etcd"
 APISERVER = "kube-apiserver"
+CONTROLLER_MANAGER = "kube-controller-manager"
+SCHEDULER = "kube-scheduler"
 _CLUSTER = "plumb-local"
+LOOPBACK = "127.0.0.1"
+# The kubernetes Service's address: the first of the service range.
+SERVICE_RANGE = "10.0.0.0/24"
+SERVICE_IP = "10.0.0.1"
+# The API server's serving certificate covers every name a client may use for it: loopback on
+# the host, the bridge gateway and the Service from pods on the real node.
+SERVING_NAMES = (
+    LOOPBACK,
+    "localhost",
+    SERVICE_IP,
+    "kubernetes",
+    "kubernetes.default",
+    "kubernetes.default.svc",
+    "kubernetes.default.svc.cluster.local",
+)
+
+
+class Pair(Protocol):
+    """A certificate and its key (pki.Pair)."""
+
+    @property
+    def cert(self) -> Path: ...
+    @property
+    def key(self) -> Path: ...
 
 
 class ControlPlaneError(RuntimeError):
@@ -45,10 +72,15 @@ class Layout:
         return self.directory / "certs"
 
     @property
+    def pki(self) -> Path:
+        return self.directory / "pki"
+
+    @property
     def ca_file(self) -> Path:
-        # kube-apiserver writes its self-generated serving certificate followed by the CA that
-        # signed it, so the file doubles as a CA bundle that verifies the server.
-        return self.cert_dir / "apiserver.crt"
+        return self.pki / "ca.crt"
+
+    def component_kubeconfig(self, binary: str) -> Path:
+        return self.directory / f"{binary}.kubeconfig"
 
     @property
     def token_file(self) -> Path:
@@ -65,7 +97,9 @@ class Layout:
         """A command-line argument only this directory's process of that binary carries."""
         if binary == ETCD:
             return f"--data-dir={self.etcd_data}"
-        return f"--cert-dir={self.cert_dir}"
+        if binary == APISERVER:
+            return f"--cert-dir={self.cert_dir}"
+        return f"--kubeconfig={self.component_kubeconfig(binary)}"
 
 
 def etcd_args(layout: Layout, client_port: int, peer_port: int) -> list[str]:
@@ -86,28 +120,97 @@ def etcd_args(layout: Layout, client_port: int, peer_port: int) -> list[str]:
     ]
 
 
-def apiserver_args(layout: Layout, port: int, etcd_port: int) -> list[str]:
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ApiserverTls:
+    """The certificates kube-apiserver serves with and presents to kubelets."""
+
+    serving_cert: Path
+    serving_key: Path
+    kubelet_client_cert: Path
+    kubelet_client_key: Path
+
+
+def apiserver_args(
+    layout: Layout,
+    port: int,
+    etcd_port: int,
+    *,
+    address: str,
+    tls: ApiserverTls,
+    service_accounts: bool,
+) -> list[str]:
+    # As Kubernetes' own scheduler performance tests: nodes get no not-ready taints on creation
+    # (the scale nodes have no kubelet to lift them), and pods need no PriorityClass objects.
+    disabled = ["TaintNodesByCondition", "Priority"]
+    if not service_accounts:
+        disabled.append("ServiceAccount")
     return [
-        "--bind-address=127.0.0.1",
-        "--advertise-address=127.0.0.1",
+        f"--bind-address={address}",
+        f"--advertise-address={address}",
         f"--secure-port={port}",
         f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-        # No --tls-cert-file: kube-apiserver then generates a CA and a serving certificate for
-        # 127.0.0.1 here itself, which saves us a certificate authority of our own.
         layout.identity_arg(APISERVER),
+        f"--tls-cert-file={tls.serving_cert}",
+        f"--tls-private-key-file={tls.serving_key}",
+        # Client certificates signed by the cluster's CA authenticate the controllers, the
+        # kubelet and kube-proxy; people and plumb use the admin token.
+        f"--client-ca-file={layout.ca_file}",
         f"--token-auth-file={layout.token_file}",
-        "--authorization-mode=RBAC",
+        # The API server proves itself to kubelets with a certificate they trust (logs, exec)
+        # and checks theirs against the same CA.
+        f"--kubelet-client-certificate={tls.kubelet_client_cert}",
+        f"--kubelet-client-key={tls.kubelet_client_key}",
+        f"--kubelet-certificate-authority={layout.ca_file}",
+        "--kubelet-preferred-address-types=InternalIP,Hostname",
+        "--authorization-mode=Node,RBAC",
         "--service-account-issuer=https://kubernetes.default.svc",
         f"--service-account-key-file={layout.service_account_key}",
         f"--service-account-signing-key-file={layout.service_account_key}",
-        "--service-cluster-ip-range=10.0.0.0/24",
-        # As Kubernetes' own scheduler performance tests: pods need no service account, nodes
-        # get no not-ready taints (there is no kubelet to lift them), and pods need no
-        # PriorityClass objects to exist.
-        "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition,Priority",
-        # There is no kubelet or network behind the 'kubernetes' service to point endpoints at.
-        "--endpoint-reconciler-type=none",
+        f"--service-cluster-ip-range={SERVICE_RANGE}",
+        f"--disable-admission-plugins={','.join(disabled)}",
+        # The kubernetes Service's endpoints follow the API server's advertised address, so pods
+        # on the real node reach it through kube-proxy as in-cluster clients do; a loopback
+        # address is no endpoint a pod can reach, so then there are none.
+        f"--endpoint-reconciler-type={'none' if address == LOOPBACK else 'lease'}",
         "--profiling=false",
+        "--v=0",
+    ]
+
+
+# Off in the controller manager: the scale nodes are API objects with no kubelet to renew their
+# leases, so node lifecycle would taint them unreachable and evict their pods after 5 minutes;
+# the cloud and bootstrap-token controllers have nothing to act on here.
+CONTROLLERS_OFF = ("nodelifecycle", "cloud-node-lifecycle", "bootstrapsigner", "tokencleaner")
+
+
+def controller_manager_args(layout: Layout, *, cluster_signing: Pair) -> list[str]:
+    kubeconfig = layout.component_kubeconfig(CONTROLLER_MANAGER)
+    return [
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        # Each controller acts as its own service account, as kubeadm sets it up, so RBAC
+        # denials name the controller that was refused.
+        "--use-service-account-credentials=true",
+        f"--service-account-private-key-file={layout.service_account_key}",
+        f"--root-ca-file={layout.ca_file}",
+        f"--cluster-signing-cert-file={cluster_signing.cert}",
+        f"--cluster-signing-key-file={cluster_signing.key}",
+        "--controllers=*," + ",".join(f"-{name}" for name in CONTROLLERS_OFF),
+        "--leader-elect=false",
+        "--secure-port=0",
+        "--v=0",
+    ]
+
+
+def scheduler_args(layout: Layout) -> list[str]:
+    kubeconfig = layout.component_kubeconfig(SCHEDULER)
+    return [
+        f"--kubeconfig={kubeconfig}",
+        f"--authentication-kubeconfig={kubeconfig}",
+        f"--authorization-kubeconfig={kubeconfig}",
+        "--leader-elect=false",
+        "--secure-port=0",
         "--v=0",
     ]
 
@@ -136,7 +239,11 @@ def write_private(path: Path, text: str) -> None:
     os.replace(temporary, path)
 
 
-def kubeconfig_text(*, server: str, ca_file: Path, token: str) -> str:
+def kubeconfig_text(
+    *, server: str, ca_file: Path, token: str | None = None, client: Pair | None = None
+) -> str:
+    """A kubeconfig that reaches server with the admin token or a client certificate."""
+
     # JSON strings are valid YAML double-quoted scalars, which spares a YAML dependency.
     def q(value: object) -> str:
         return json.dumps(str(value))
@@ -153,7 +260,15 @@ def kubeconfig_text(*, server: str, ca_file: Path, token: str) -> str:
             "users:",
             "- name: admin",
             "  user:",
-            f"    token: {q(token)}",
+            *([f"    token: {q(token)}"] if token is not None else []),
+            *(
+                [
+                    f"    client-certificate: {q(client.cert)}",
+                    f"    client-key: {q(client.key)}",
+                ]
+                if client is not None
+                else []
+            ),
             "contexts:",
             f"- name: {q(_CLUSTER)}",
             "  context:",

@@ -64,14 +64,18 @@ class Child:
         return None if pid == 0 else os.waitstatus_to_exitcode(status)
 
 
-def check_binaries(bin_dir: Path) -> None:
-    missing = [b for b in (config.ETCD, config.APISERVER) if not os.access(bin_dir / b, os.X_OK)]
+def check_binaries(bin_dir: Path, wanted: list[str]) -> None:
+    missing = [b for b in wanted if not os.access(bin_dir / b, os.X_OK)]
     if missing:
         raise config.ControlPlaneError(
-            f"{' and '.join(missing)} missing (or not executable) in {bin_dir}; build the "
+            f"{_listed(missing)} missing (or not executable) in {bin_dir}; build the "
             f"binaries with hack/build-control-plane.sh (plumb.controlplane.building."
             f"ensure_binaries()) and pass the directory it prints as bin_dir"
         )
+
+
+def _listed(names: list[str]) -> str:
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def alive(pid: int, binary: Path, identity_arg: str) -> bool:
@@ -180,15 +184,20 @@ def ports(etcd_port: int, apiserver_port: int) -> tuple[int, int, int]:
 
 
 def _get(
-    port: int, path: str, *, context: ssl.SSLContext | None = None, token: str | None = None
+    port: int,
+    path: str,
+    *,
+    context: ssl.SSLContext | None = None,
+    token: str | None = None,
+    host: str = config.LOOPBACK,
 ) -> int:
-    """The HTTP status of GET 127.0.0.1:port/path; 0 if the server gave no answer."""
+    """The HTTP status of GET host:port/path; 0 if the server gave no answer."""
     connection: http.client.HTTPConnection
     if context is None:
-        connection = http.client.HTTPConnection("127.0.0.1", port, timeout=_REQUEST_TIMEOUT_SECONDS)
+        connection = http.client.HTTPConnection(host, port, timeout=_REQUEST_TIMEOUT_SECONDS)
     else:
         connection = http.client.HTTPSConnection(
-            "127.0.0.1", port, timeout=_REQUEST_TIMEOUT_SECONDS, context=context
+            host, port, timeout=_REQUEST_TIMEOUT_SECONDS, context=context
         )
     headers = {} if token is None else {"Authorization": f"Bearer {token}"}
     try:
@@ -206,17 +215,17 @@ def etcd_healthy(port: int) -> bool:
     return _get(port, "/health") == 200
 
 
+def api_get(server: str, ca_file: Path, token: str, path: str) -> int:
+    """The HTTP status of GET server/path with the admin token; 0 if there was no answer."""
+    host, port = server.removeprefix("https://").rsplit(":", 1)
+    context = ssl.create_default_context(cafile=str(ca_file))
+    return _get(int(port), path, context=context, token=token, host=host)
+
+
 def apiserver_ready(server: str, ca_file: Path, token: str) -> bool:
-    port = int(server.rsplit(":", 1)[1])
-    try:
-        # kube-apiserver writes the certificate during start-up, so it may be missing or half
-        # written the first few times round.
-        context = ssl.create_default_context(cafile=str(ca_file))
-    except (OSError, ssl.SSLError):
-        return False
     # /readyz alone can pass before the system namespaces exist; clients that create objects in
     # "default" right away would then fail.
     return (
-        _get(port, "/readyz", context=context, token=token) == 200
-        and _get(port, "/api/v1/namespaces/default", context=context, token=token) == 200
+        api_get(server, ca_file, token, "/readyz") == 200
+        and api_get(server, ca_file, token, "/api/v1/namespaces/default") == 200
     )

@@ -1,4 +1,8 @@
-"""Starts, finds and stops a local etcd + kube-apiserver on 127.0.0.1, recorded in a directory.
+"""Starts, finds and stops a local control plane, recorded in a directory.
+
+etcd and kube-apiserver always; kube-controller-manager (controllers) and kube-scheduler (the
+cluster's default scheduler) unless asked not to. Everything listens on 127.0.0.1, or on the
+real node's bridge gateway when the cluster has one (``plumb.localnode`` asks for that).
 
 The public face of the package: ``ControlPlane``, ``ControlPlaneError``, ``start``, ``load``,
 ``stop``, ``is_running`` and ``env_lines``, with the state file that connects them. What the
@@ -17,11 +21,11 @@ import time
 from pathlib import Path
 from typing import Any, TypeVar
 
-from plumb.controlplane import config, processes
+from plumb.controlplane import config, pki, processes
 
 STATE_FILE = config.STATE_FILE
 ControlPlaneError = config.ControlPlaneError
-_STATE_FORMAT = 1
+_STATE_FORMAT = 2
 
 _T = TypeVar("_T")
 
@@ -38,6 +42,41 @@ class ControlPlane:
     ca_file: Path
     etcd_pid: int
     apiserver_pid: int
+    # 0 where the part was not started.
+    controller_manager_pid: int = 0
+    scheduler_pid: int = 0
+
+    def processes(self) -> list[tuple[str, int]]:
+        """(binary, pid) of every part started, in the order they are stopped."""
+        parts = [
+            (config.SCHEDULER, self.scheduler_pid),
+            (config.CONTROLLER_MANAGER, self.controller_manager_pid),
+            (config.APISERVER, self.apiserver_pid),
+            (config.ETCD, self.etcd_pid),
+        ]
+        return [(name, pid) for name, pid in parts if pid]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Parts:
+    """Which optional parts a control plane runs, and where the API server listens."""
+
+    # kube-controller-manager: Deployments, Jobs, PDB status, PV binding, service-account
+    # tokens, namespace deletion, garbage collection.
+    controllers: bool = True
+    # kube-scheduler as the cluster's default scheduler, for pods that do not ask for plumb; off
+    # for the side-by-side tests and the benchmark, which run their own.
+    scheduler: bool = False
+    # ServiceAccount admission (a token volume in every pod); the benchmark turns it off, as
+    # Kubernetes' scheduler performance tests do.
+    service_accounts: bool = True
+    address: str = config.LOOPBACK
+
+
+# The benchmark's control plane, as Kubernetes' scheduler performance tests run it: etcd and the
+# API server only, pods without service-account tokens, so that both schedulers are measured
+# against the same bare API server.
+BENCHMARK = Parts(controllers=False, service_accounts=False)
 
 
 def start(
@@ -47,21 +86,25 @@ def start(
     apiserver_port: int = 0,
     etcd_port: int = 0,
     timeout: float = 90.0,
+    parts: Parts | None = None,
 ) -> ControlPlane:
-    """Starts etcd and kube-apiserver on 127.0.0.1 and waits until the API server is ready.
+    """Starts the control plane and waits until the API server is ready.
 
     A port of 0 picks a free one. Each start begins with an empty etcd, so no run sees objects
     left by an earlier one. The processes run in their own sessions and outlive the caller; the
-    pids go to directory/state.json, from which stop() finds them again.
+    pids go to directory/state.json, from which stop() finds them again. With controllers, it
+    also waits until the service-account controller has made the default namespace's account,
+    so pods can be created at once.
     """
     for name, port in (("apiserver_port", apiserver_port), ("etcd_port", etcd_port)):
         if not 0 <= port <= 65535:
             raise ValueError(f"{name}={port} is not a TCP port; pass 1-65535, or 0 for a free one")
     if timeout <= 0:
         raise ValueError(f"timeout={timeout} must be positive (seconds to wait for readiness)")
+    parts = parts or Parts()
     deadline = time.monotonic() + timeout
     bin_dir = bin_dir.resolve()
-    processes.check_binaries(bin_dir)
+    processes.check_binaries(bin_dir, _binaries(parts))
     openssl = shutil.which("openssl")
     if openssl is None:
         raise ControlPlaneError(
@@ -88,9 +131,10 @@ def start(
         config.generate_rsa_key(openssl, layout.service_account_key)
     token = secrets.token_hex(32)
     config.write_private(layout.token_file, f'{token},admin,admin,"system:masters"\n')
+    tls = _certificates(layout, parts.address)
 
     etcd_client, etcd_peer, apiserver = processes.ports(etcd_port, apiserver_port)
-    server = f"https://127.0.0.1:{apiserver}"
+    server = f"https://{parts.address}:{apiserver}"
     started: list[processes.Child] = []
     try:
         etcd = processes.Child.spawn(
@@ -100,9 +144,15 @@ def start(
         processes.wait_until(
             lambda: processes.etcd_healthy(etcd_client), deadline, started, "etcd to report healthy"
         )
-        api = processes.Child.spawn(
-            config.APISERVER, bin_dir, config.apiserver_args(layout, apiserver, etcd_client), layout
+        api_args = config.apiserver_args(
+            layout,
+            apiserver,
+            etcd_client,
+            address=parts.address,
+            tls=tls,
+            service_accounts=parts.service_accounts,
         )
+        api = processes.Child.spawn(config.APISERVER, bin_dir, api_args, layout)
         started.append(api)
         cp = ControlPlane(
             directory=layout.directory,
@@ -127,6 +177,15 @@ def start(
             started,
             "kube-apiserver to answer /readyz",
         )
+        cp = _start_components(cp, layout, parts, started)
+        _write_state(layout, cp, etcd_port=etcd_client, etcd_peer_port=etcd_peer)
+        if parts.controllers:
+            processes.wait_until(
+                lambda: processes.api_get(cp.server, cp.ca_file, cp.token, _DEFAULT_ACCOUNT) == 200,
+                deadline,
+                started,
+                "kube-controller-manager to create the default service account",
+            )
         return cp
     except BaseException:
         for child in reversed(started):
@@ -135,6 +194,71 @@ def start(
             )
         layout.state.unlink(missing_ok=True)
         raise
+
+
+_DEFAULT_ACCOUNT = "/api/v1/namespaces/default/serviceaccounts/default"
+
+
+def _binaries(parts: Parts) -> list[str]:
+    wanted = [config.ETCD, config.APISERVER]
+    if parts.controllers:
+        wanted.append(config.CONTROLLER_MANAGER)
+    if parts.scheduler:
+        wanted.append(config.SCHEDULER)
+    return wanted
+
+
+def _certificates(layout: config.Layout, address: str) -> config.ApiserverTls:
+    """The CA (kept across restarts) and every certificate the control plane's parts use."""
+    authority = pki.Authority(directory=layout.pki)
+    authority.ensure_ca()
+    names = tuple(dict.fromkeys((*config.SERVING_NAMES, address)))
+    serving = authority.server("apiserver", common_name="kube-apiserver", names=names)
+    kubelet_client = authority.client(pki.APISERVER_KUBELET_CLIENT)
+    return config.ApiserverTls(
+        serving_cert=serving.cert,
+        serving_key=serving.key,
+        kubelet_client_cert=kubelet_client.cert,
+        kubelet_client_key=kubelet_client.key,
+    )
+
+
+def component_kubeconfig(cp: ControlPlane, identity: pki.Identity, path: Path) -> Path:
+    """Writes a kubeconfig at path that reaches cp as identity, with a client certificate."""
+    authority = pki.Authority(directory=config.Layout(directory=cp.directory).pki)
+    client = authority.client(identity)
+    config.write_private(
+        path, config.kubeconfig_text(server=cp.server, ca_file=cp.ca_file, client=client)
+    )
+    return path
+
+
+def _start_components(
+    cp: ControlPlane, layout: config.Layout, parts: Parts, started: list[processes.Child]
+) -> ControlPlane:
+    """Starts kube-controller-manager and kube-scheduler as parts asks; returns cp with pids."""
+    authority = pki.Authority(directory=layout.pki)
+    pids: dict[str, int] = {}
+    wanted = [
+        (config.CONTROLLER_MANAGER, pki.CONTROLLER_MANAGER, parts.controllers),
+        (config.SCHEDULER, pki.SCHEDULER, parts.scheduler),
+    ]
+    for binary, identity, on in wanted:
+        if not on:
+            continue
+        component_kubeconfig(cp, identity, layout.component_kubeconfig(binary))
+        if binary == config.CONTROLLER_MANAGER:
+            args = config.controller_manager_args(layout, cluster_signing=authority.ca)
+        else:
+            args = config.scheduler_args(layout)
+        child = processes.Child.spawn(binary, cp.bin_dir, args, layout)
+        started.append(child)
+        pids[binary] = child.pid
+    return dataclasses.replace(
+        cp,
+        controller_manager_pid=pids.get(config.CONTROLLER_MANAGER, 0),
+        scheduler_pid=pids.get(config.SCHEDULER, 0),
+    )
 
 
 def load(directory: Path) -> ControlPlane | None:
@@ -157,13 +281,15 @@ def load(directory: Path) -> ControlPlane | None:
             ca_file=Path(_field(data, "ca_file", str)),
             etcd_pid=_field(data, "etcd_pid", int),
             apiserver_pid=_field(data, "apiserver_pid", int),
+            controller_manager_pid=_field(data, "controller_manager_pid", int),
+            scheduler_pid=_field(data, "scheduler_pid", int),
         )
     except ValueError as error:
         raise ControlPlaneError(
             f"{path} is not a control plane state file plumb can read ({error}); if no etcd or "
             f"kube-apiserver from it still runs, delete it"
         ) from error
-    for name, pid in (("etcd_pid", cp.etcd_pid), ("apiserver_pid", cp.apiserver_pid)):
+    for name, pid in cp.processes():
         # 0 and 1 would make a process-group signal hit the caller's group or everything.
         if pid <= 1:
             raise ControlPlaneError(f"{path} records {name}={pid}, which cannot be ours; delete it")
@@ -173,25 +299,31 @@ def load(directory: Path) -> ControlPlane | None:
 def stop(directory: Path, *, timeout: float = 20.0) -> None:
     """Stops the control plane recorded in directory, if any, and forgets it.
 
-    kube-apiserver goes first so it does not spend its shutdown retrying a vanished etcd. Each
+    The API server's clients go first (it takes a minute to stop while they are connected),
+    then kube-apiserver, so it does not spend its shutdown retrying a vanished etcd. Each
     process group gets SIGTERM, then SIGKILL if it is still there after timeout seconds.
     """
     cp = load(directory)
     if cp is None:
         return
     layout = config.Layout(directory=cp.directory)
-    for name, pid in ((config.APISERVER, cp.apiserver_pid), (config.ETCD, cp.etcd_pid)):
+    for name, pid in cp.processes():
         processes.terminate(pid, cp.bin_dir / name, layout.identity_arg(name), timeout)
     (directory / STATE_FILE).unlink(missing_ok=True)
 
 
 def is_running(cp: ControlPlane) -> bool:
-    """Whether both recorded processes are still alive (a zombie counts as gone)."""
+    """Whether every recorded process is still alive (a zombie counts as gone)."""
+    return all(status(cp).values())
+
+
+def status(cp: ControlPlane) -> dict[str, bool]:
+    """Each recorded part and whether its process is alive."""
     layout = config.Layout(directory=cp.directory)
-    return all(
-        processes.alive(pid, cp.bin_dir / name, layout.identity_arg(name))
-        for name, pid in ((config.ETCD, cp.etcd_pid), (config.APISERVER, cp.apiserver_pid))
-    )
+    return {
+        name: processes.alive(pid, cp.bin_dir / name, layout.identity_arg(name))
+        for name, pid in reversed(cp.processes())
+    }
 
 
 def env_lines(cp: ControlPlane) -> list[str]:
@@ -218,11 +350,13 @@ def _write_state(
         "ca_file": str(cp.ca_file),
         "etcd_pid": cp.etcd_pid,
         "apiserver_pid": cp.apiserver_pid,
+        "controller_manager_pid": cp.controller_manager_pid,
+        "scheduler_pid": cp.scheduler_pid,
         "etcd_url": f"http://127.0.0.1:{etcd_port}",
         "etcd_port": etcd_port,
         "etcd_peer_port": etcd_peer_port,
         "apiserver_port": int(cp.server.rsplit(":", 1)[1]),
-        "logs": {name: str(layout.log(name)) for name in (config.ETCD, config.APISERVER)},
+        "logs": {name: str(layout.log(name)) for name, _ in cp.processes()},
     }
     config.write_private(layout.state, json.dumps(state, indent=2) + "\n")
 

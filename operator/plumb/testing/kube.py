@@ -39,6 +39,9 @@ class Kube:
     def __init__(self, kubeconfig: Path) -> None:
         self.api = k8s_config.new_client_from_config(config_file=str(kubeconfig))
         self.core = k8s.CoreV1Api(self.api)
+        self.apps = k8s.AppsV1Api(self.api)
+        self.batch = k8s.BatchV1Api(self.api)
+        self.policy = k8s.PolicyV1Api(self.api)
 
     def close(self) -> None:
         self.api.close()
@@ -48,10 +51,33 @@ class Kube:
         data: JSON = json.loads(response.data)
         return data
 
-    def create_namespace(self, name: str) -> None:
+    def create_namespace(self, name: str, *, account: bool = True, timeout: float = 30.0) -> None:
+        """Create a namespace and (with account) wait for its default service account.
+
+        ServiceAccount admission refuses pods until kube-controller-manager has made the
+        account, which takes a moment after the namespace appears; a control plane without
+        controllers or that admission passes account=False.
+        """
         self.core.create_namespace(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
         )
+        if not account:
+            return
+        wait_for(
+            f"the default service account of namespace {name}",
+            lambda: self._has_default_account(name),
+            timeout=timeout,
+            interval=0.05,
+        )
+
+    def _has_default_account(self, namespace: str) -> bool:
+        try:
+            self.core.read_namespaced_service_account("default", namespace)
+        except k8s.ApiException as error:
+            if error.status == 404:
+                return False
+            raise
+        return True
 
     def create_node(self, body: JSON) -> JSON:
         return self._raw(self.core.create_node(body, _preload_content=False))
@@ -79,6 +105,20 @@ class Kube:
         items: list[JSON] = self._raw(self.core.list_node(_preload_content=False))["items"]
         return items
 
+    def delete_namespace(self, name: str) -> None:
+        """Delete a namespace with all it holds, without waiting for a kubelet.
+
+        Deleted first, so that no controller can create a pod in it any more; then its pods are
+        removed at once, since pods on nodes with no kubelet would never finish terminating.
+        The namespace controller removes the rest in the background.
+        """
+        try:
+            self.core.delete_namespace(name)
+        except k8s.ApiException as error:
+            if error.status != 404:
+                raise
+        self.delete_pods(name)
+
     def delete_pods(self, namespace: str) -> None:
         """Delete every pod of a namespace at once: there is no kubelet to wait for."""
         self.core.delete_collection_namespaced_pod(
@@ -94,3 +134,58 @@ class Kube:
         )
         items: list[JSON] = listed["items"]
         return items
+
+    def patch_node(self, name: str, patch: JSON) -> None:
+        self.core.patch_node(name, patch)
+
+    def create_deployment(self, body: JSON) -> None:
+        self.apps.create_namespaced_deployment(body["metadata"]["namespace"], body)
+
+    def patch_deployment(self, namespace: str, name: str, patch: JSON) -> None:
+        self.apps.patch_namespaced_deployment(name, namespace, patch)
+
+    def scale_deployment(self, namespace: str, name: str, replicas: int) -> None:
+        self.apps.patch_namespaced_deployment_scale(
+            name, namespace, {"spec": {"replicas": replicas}}
+        )
+
+    def replicasets(self, namespace: str) -> list[JSON]:
+        listed = self._raw(self.apps.list_namespaced_replica_set(namespace, _preload_content=False))
+        items: list[JSON] = listed["items"]
+        return items
+
+    def create_job(self, body: JSON) -> None:
+        self.batch.create_namespaced_job(body["metadata"]["namespace"], body)
+
+    def job(self, namespace: str, name: str) -> JSON:
+        return self._raw(self.batch.read_namespaced_job(name, namespace, _preload_content=False))
+
+    def create_pdb(self, body: JSON) -> None:
+        self.policy.create_namespaced_pod_disruption_budget(body["metadata"]["namespace"], body)
+
+    def pdb(self, namespace: str, name: str) -> JSON:
+        return self._raw(
+            self.policy.read_namespaced_pod_disruption_budget(
+                name, namespace, _preload_content=False
+            )
+        )
+
+    def force_delete_terminating(self, namespace: str) -> int:
+        """Finish the deletion of pods that are terminating; returns how many.
+
+        A node that is only an API object has no kubelet to confirm that a deleted pod's
+        containers stopped, so its pods would stay Terminating for ever; this does the
+        kubelet's last step for them (a delete with grace period 0).
+        """
+        finished = 0
+        for pod in self.pods(namespace):
+            if pod["metadata"].get("deletionTimestamp"):
+                try:
+                    self.core.delete_namespaced_pod(
+                        pod["metadata"]["name"], namespace, grace_period_seconds=0
+                    )
+                except k8s.ApiException as error:
+                    if error.status != 404:
+                        raise
+                finished += 1
+        return finished

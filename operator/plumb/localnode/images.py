@@ -1,0 +1,684 @@
+"""Container images for the real node: built with buildah, cached by content, loaded with ctr.
+
+Three images are made here, each at most once per content:
+
+- ``pause``, the pod sandbox's process (``hack/images/pause``, a static Go program), FROM scratch;
+- ``debian-base``, Debian bookworm from mmdebstrap: the essential packages and python3-minimal
+  (Python 3.11), without documentation, man pages or locales;
+- ``test``, a small script on the base that tests run as pods, so that "an image of ours built
+  on the base" is exercised by the same ``build`` that builds any Containerfile.
+
+An image is a docker-archive file ``cache_dir()/<name>-<key>.tar`` whose reference is
+``localhost/plumb/<name>:<key>``, the key being a sha256 over every input of its recipe: a changed
+input gives a new file and a new tag, an unchanged one reuses the file without running anything.
+An archive is renamed into place only once complete, so an interrupted build is never reused.
+``load`` imports an archive into containerd with ``ctr``. Nothing is pulled from or pushed to a
+registry: a base enters buildah through ``buildah pull docker-archive:FILE``.
+
+Each build runs buildah with a storage root of its own (the vfs driver, which mounts nothing)
+inside a work directory that is removed when the build ends, so a build leaves only its archive
+behind, besides the Go build cache and the small blob-info cache that buildah 1.28 run as root
+keeps in /var/lib/containers/cache whatever its ``--root`` (no flag moves it).
+
+python3-minimal carries part of the standard library only (no json, asyncio or http): enough for
+the test image's script, not for an application that needs more.
+
+The key covers the inputs, not the tools: go, buildah and mmdebstrap's versions and the Debian
+mirror's state at the first build are not part of it. Remove ``cache_dir()`` to rebuild with
+newer ones.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+
+from plumb.controlplane import building
+
+__all__ = [
+    "MIRROR_ENV",
+    "TEST_SCRIPT",
+    "ImageArchive",
+    "ImageError",
+    "Recipe",
+    "build",
+    "build_recipe",
+    "cache_dir",
+    "content_key",
+    "debian_base_recipe",
+    "directory_inputs",
+    "ensure_debian_base",
+    "ensure_pause",
+    "ensure_test_image",
+    "load",
+    "loaded",
+    "pause_recipe",
+]
+
+PAUSE = "pause"
+DEBIAN_BASE = "debian-base"
+TEST = "test"
+REF_PREFIX = "localhost/plumb/"
+MIRROR_ENV = "PLUMB_DEBIAN_MIRROR"
+# Where the test image's script lives; tests that override command/args may call it themselves.
+TEST_SCRIPT = "/usr/local/bin/plumb-test-pod"
+
+_KEY_HEX_DIGITS = 12
+_TAIL_LINES = 20
+# A first base build takes under a minute; a stalled mirror should fail it, not hang it.
+_BUILD_TIMEOUT_SECONDS = 900.0
+_CTR_TIMEOUT_SECONDS = 120.0
+_STOP_WAIT_SECONDS = 30.0
+# A name is one path component of a reference: lowercase, digits and inner separators.
+_NAME = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
+_INSTALL = {
+    "buildah": "install it with `apt-get install -y --no-install-recommends buildah`",
+    "mmdebstrap": "install it with `apt-get install -y --no-install-recommends mmdebstrap`",
+    "ctr": "it comes with containerd: `apt-get install -y --no-install-recommends containerd`",
+    "go": "install Go 1.24 or newer and put it on PATH",
+}
+
+_GO_ENV = {"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false"}
+_GO_BUILD = ("go", "build", "-trimpath", "-ldflags=-s -w")
+# The upstream pause image runs as 65535 too: it needs no privilege to wait and reap.
+_PAUSE_CONFIG = ("--entrypoint", '["/pause"]', "--user", "65535:65535")
+
+_SUITE = "bookworm"
+_BASE_PACKAGES = ("python3-minimal",)
+_DPKG_OPTIONS = (
+    "path-exclude=/usr/share/man/*",
+    "path-exclude=/usr/share/info/*",
+    "path-exclude=/usr/share/locale/*",
+    "path-include=/usr/share/locale/locale.alias",
+    "path-exclude=/usr/share/doc/*",
+    "path-include=/usr/share/doc/*/copyright",
+)
+# mmdebstrap copies the host's resolv.conf and hostname into the tree; the runtime mounts its
+# own over them, so the image keeps empty files rather than this machine's settings.
+_FORGET_HOST = 'for f in etc/resolv.conf etc/hostname; do : > "$1/$f"; chmod 0644 "$1/$f"; done'
+_BASE_CONFIG = (
+    "--cmd",
+    '["/bin/sh"]',
+    "--env",
+    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    # Locales are excluded; C.UTF-8 is built into glibc and keeps Python's I/O in UTF-8.
+    "--env",
+    "LANG=C.UTF-8",
+)
+# RUN steps get no network (no registry, no package index is reachable by design) and never a
+# pull: FROM names an image of ours that was pulled from its docker-archive beforehand.
+_BUD_FLAGS = ("--pull=never", "--network=none", "--layers=false", "--format=docker", "--quiet")
+
+_TEST_CONTAINERFILE = f"""\
+ARG BASE
+FROM ${{BASE}}
+COPY plumb-test-pod {TEST_SCRIPT}
+CMD ["{TEST_SCRIPT}"]
+"""
+_TEST_SCRIPT_SOURCE = '''\
+#!/usr/bin/python3
+"""Prints a numbered line to stdout every second until stopped: a pod whose logs tests read.
+
+Usage: plumb-test-pod [PREFIX [INTERVAL_SECONDS]]
+"""
+
+import signal
+import sys
+import time
+
+# As PID 1 of a container the process ignores SIGTERM unless it handles it: exit at once rather
+# than wait out the pod's grace period.
+signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
+prefix = sys.argv[1] if len(sys.argv) > 1 else "plumb-test-pod"
+interval = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
+n = 0
+while True:
+    print(f"{prefix} {n}", flush=True)
+    n += 1
+    time.sleep(interval)
+'''
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ImageArchive:
+    """An image of ours: its reference and the docker-archive file that holds it."""
+
+    ref: str
+    archive: Path
+
+    @property
+    def key(self) -> str:
+        """The content key, which is also the reference's tag."""
+        return self.ref.rpartition(":")[2]
+
+
+class ImageError(RuntimeError):
+    """An image could not be built, found or loaded."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Recipe:
+    """What one image is made from: its name and every input its key covers, by label."""
+
+    name: str
+    inputs: Mapping[str, bytes]
+
+    @property
+    def key(self) -> str:
+        return content_key(self.inputs)
+
+    def image(self, directory: Path) -> ImageArchive:
+        """Where the image built from this recipe lives in ``directory``, and its reference."""
+        key = self.key
+        return ImageArchive(
+            ref=f"{REF_PREFIX}{self.name}:{key}", archive=directory / f"{self.name}-{key}.tar"
+        )
+
+
+def cache_dir() -> Path:
+    """Where image archives are kept: $PLUMB_CACHE_DIR/images, or ~/.cache/plumb/images."""
+    root = os.environ.get("PLUMB_CACHE_DIR") or str(Path.home() / ".cache" / "plumb")
+    return Path(root) / "images"
+
+
+# --- Recipes: pure, so that what a key covers can be tested without building anything ---------
+
+
+def content_key(inputs: Mapping[str, bytes]) -> str:
+    """The first 12 hex digits of a sha256 over labelled inputs, in label order.
+
+    Each label and value is length-prefixed, so moving bytes between them changes the key.
+    """
+    digest = hashlib.sha256()
+    for label in sorted(inputs):
+        for part in (label.encode(), inputs[label]):
+            digest.update(len(part).to_bytes(8, "big"))
+            digest.update(part)
+    return digest.hexdigest()[:_KEY_HEX_DIGITS]
+
+
+def directory_inputs(directory: Path, *, label: str) -> dict[str, bytes]:
+    """Every entry under ``directory`` as an input labelled ``label`` + its relative path.
+
+    A file counts by its permission bits and content, a symlink by its target, a directory by
+    its existence (an empty one can still be copied); timestamps and owners do not count.
+    """
+    if not directory.is_dir():
+        raise ImageError(
+            f"{directory} is not a directory; give the directory that holds the sources"
+        )
+    inputs: dict[str, bytes] = {}
+    for path in sorted(directory.rglob("*")):
+        relative = path.relative_to(directory).as_posix()
+        mode = path.lstat().st_mode
+        if stat.S_ISLNK(mode):
+            value = b"symlink\n" + os.readlink(path).encode()
+        elif stat.S_ISDIR(mode):
+            value = b"directory\n"
+        elif stat.S_ISREG(mode):
+            value = f"file {stat.S_IMODE(mode):o}\n".encode() + path.read_bytes()
+        else:
+            raise ImageError(
+                f"{path} is neither a file, a directory nor a symlink (mode {mode:o}); an image's "
+                f"sources may hold only those: move it out of {directory}"
+            )
+        inputs[label + relative] = value
+    return inputs
+
+
+def pause_recipe(source: Path) -> Recipe:
+    """The pause image from the Go program in ``source`` (main.go and go.mod)."""
+    for required in ("main.go", "go.mod"):
+        if not (source / required).is_file():
+            raise ImageError(
+                f"{source / required} does not exist; the pause image is built from the Go "
+                f"program in the repository's hack/images/pause"
+            )
+    inputs = directory_inputs(source, label="source/")
+    inputs["go build"] = _encode([*_GO_BUILD, *sorted(f"{k}={v}" for k, v in _GO_ENV.items())])
+    inputs["config"] = _encode(_PAUSE_CONFIG)
+    return Recipe(name=PAUSE, inputs=inputs)
+
+
+def debian_base_recipe(mirror: str | None) -> Recipe:
+    """The Debian base from mmdebstrap, with Debian's own mirrors or ``mirror``."""
+    inputs = {
+        "mmdebstrap": _encode(_mmdebstrap_argv(Path("OUTPUT"), mirror)),
+        "config": _encode(_BASE_CONFIG),
+    }
+    return Recipe(name=DEBIAN_BASE, inputs=inputs)
+
+
+def build_recipe(
+    name: str,
+    *,
+    containerfile_dir: Path,
+    base: ImageArchive | None,
+    build_args: Mapping[str, str],
+    containerfile: str | None,
+) -> Recipe:
+    """An image from a Containerfile: every file of its directory, the base and the arguments."""
+    _check_name(name)
+    inputs = directory_inputs(containerfile_dir, label="context/")
+    inputs["base"] = b"" if base is None else base.ref.encode()
+    inputs["build args"] = json.dumps(sorted(build_args.items())).encode()
+    inputs["containerfile"] = (containerfile or "").encode()
+    inputs["bud"] = _encode(_BUD_FLAGS)
+    return Recipe(name=name, inputs=inputs)
+
+
+def _encode(argv: Sequence[str]) -> bytes:
+    return json.dumps(list(argv)).encode()
+
+
+def _check_name(name: str) -> None:
+    if not _NAME.fullmatch(name):
+        raise ImageError(
+            f"image name {name!r} is not usable in a reference: use lowercase letters and digits, "
+            f"with '.', '_' or '-' between them (like 'plumb' or 'debian-base')"
+        )
+
+
+def _mmdebstrap_argv(output: Path, mirror: str | None) -> list[str]:
+    argv = [
+        "mmdebstrap",
+        "--mode=root",
+        "--variant=essential",
+        "--format=tar",
+        f"--include={','.join(_BASE_PACKAGES)}",
+        # Merged /usr through the usr-is-merged package: the usrmerge package, which apt picks
+        # otherwise, pulls in perl and makes the image half as big again.
+        "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
+        f"--customize-hook={_FORGET_HOST}",
+        # No device nodes in the image: the runtime gives every container its own /dev.
+        "--skip=output/dev",
+        *(f"--dpkgopt={option}" for option in _DPKG_OPTIONS),
+        _SUITE,
+        str(output),
+    ]
+    # Without a mirror mmdebstrap uses deb.debian.org and adds the updates and security suites.
+    if mirror:
+        argv.append(mirror)
+    return argv
+
+
+# --- Building -----------------------------------------------------------------------------------
+
+
+def ensure_pause() -> ImageArchive:
+    """The pod sandbox image: hack/images/pause built static, alone in an image FROM scratch."""
+    try:
+        source = building.hack_dir() / "images" / "pause"
+    except building.BuildError as error:
+        raise ImageError(str(error)) from error
+    recipe = pause_recipe(source)
+
+    def make(work: _Work, image: ImageArchive) -> None:
+        binary = work.path / PAUSE
+        _run(
+            [*_GO_BUILD, "-o", str(binary), "."],
+            cwd=source,
+            env={**os.environ, **_GO_ENV},
+            hint=f"the Go program in {source} must build with CGO_ENABLED=0",
+        )
+        container = work.buildah("from", "--quiet", "scratch").strip()
+        work.buildah("copy", "--quiet", container, str(binary), "/pause")
+        work.buildah("config", *_PAUSE_CONFIG, container)
+        work.buildah("commit", "--rm", "--quiet", "--format=docker", container, image.ref)
+
+    return _produce(recipe, make, estimate="~10 s")
+
+
+def ensure_debian_base() -> ImageArchive:
+    """Debian bookworm with python3-minimal (Python 3.11) and no docs, FROM scratch.
+
+    The first build downloads its packages from Debian's mirror (deb.debian.org, or the one
+    $PLUMB_DEBIAN_MIRROR names).
+    """
+    mirror = os.environ.get(MIRROR_ENV) or None
+    recipe = debian_base_recipe(mirror)
+
+    def make(work: _Work, image: ImageArchive) -> None:
+        rootfs = work.path / "rootfs.tar"
+        where = mirror or "deb.debian.org (bookworm, bookworm-updates, bookworm-security)"
+        _run(
+            _mmdebstrap_argv(rootfs, mirror),
+            env=work.env,
+            hint=(
+                f"mmdebstrap needs network access to Debian's mirror {where}: check that it is "
+                f"reachable, or set {MIRROR_ENV} to a mirror that is"
+            ),
+        )
+        container = work.buildah("from", "--quiet", "scratch").strip()
+        # buildah add unpacks a local tar archive into the destination, keeping owners and modes.
+        work.buildah("add", "--quiet", container, str(rootfs), "/")
+        work.buildah("config", *_BASE_CONFIG, container)
+        work.buildah("commit", "--rm", "--quiet", "--format=docker", container, image.ref)
+
+    return _produce(recipe, make, estimate="~40 s")
+
+
+def ensure_test_image() -> ImageArchive:
+    """The base plus ``plumb-test-pod``, a script that prints numbered lines and sleeps.
+
+    Its default command prints "plumb-test-pod N" every second; tests usually override it.
+    """
+    base = ensure_debian_base()
+    with tempfile.TemporaryDirectory(prefix="plumb-test-image-") as directory:
+        context = Path(directory)
+        (context / "Containerfile").write_text(_TEST_CONTAINERFILE)
+        script = context / "plumb-test-pod"
+        script.write_text(_TEST_SCRIPT_SOURCE)
+        script.chmod(0o755)
+        return build(TEST, containerfile_dir=context, base=base)
+
+
+def build(
+    name: str,
+    *,
+    containerfile_dir: Path,
+    base: ImageArchive | None,
+    build_args: Mapping[str, str] | None = None,
+    containerfile: str | None = None,
+) -> ImageArchive:
+    """Builds the Containerfile in ``containerfile_dir`` with ``buildah bud``, once per content.
+
+    The directory is the build context and every file in it counts for the key, so stage into
+    it only what the image needs. With a ``base``, the build argument BASE names it (write
+    ``ARG BASE`` then ``FROM ${BASE}``); it is the only image a FROM may name besides scratch.
+    ``containerfile`` is a file name inside the directory; by default buildah picks
+    Containerfile, then Dockerfile. RUN steps have no network.
+    """
+    if containerfile is not None:
+        path = (containerfile_dir / containerfile).resolve()
+        if not path.is_file() or containerfile_dir.resolve() not in path.parents:
+            raise ImageError(
+                f"containerfile {containerfile!r} is not a file inside {containerfile_dir}; name "
+                f"a file of the build context, whose content the cache key covers"
+            )
+    arguments = dict(build_args or {})
+    if base is not None:
+        if "BASE" in arguments:
+            raise ImageError(
+                f"build argument BASE={arguments['BASE']!r} given together with base={base.ref}; "
+                f"the base sets BASE itself: drop one of them"
+            )
+        if not base.archive.is_file():
+            raise ImageError(
+                f"the base archive {base.archive} does not exist; build the base with its "
+                f"ensure_* function and pass what it returns"
+            )
+        arguments["BASE"] = base.ref
+    recipe = build_recipe(
+        name,
+        containerfile_dir=containerfile_dir,
+        base=base,
+        build_args=arguments,
+        containerfile=containerfile,
+    )
+
+    def make(work: _Work, image: ImageArchive) -> None:
+        if base is not None:
+            work.buildah("pull", "--quiet", f"docker-archive:{base.archive}")
+        file_args = ["--file", str(containerfile_dir / containerfile)] if containerfile else []
+        work.buildah(
+            "bud",
+            *_BUD_FLAGS,
+            f"--tag={image.ref}",
+            *(f"--build-arg={key}={value}" for key, value in sorted(arguments.items())),
+            *file_args,
+            str(containerfile_dir),
+            hint=(
+                f"buildah could not build {containerfile_dir}; remember that FROM may name only "
+                f"scratch or the base (as ${{BASE}}) and that RUN steps have no network"
+            ),
+        )
+
+    return _produce(recipe, make, estimate="~10 s")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Work:
+    """One build's directory: buildah's storage, temporary files, the archive until complete."""
+
+    path: Path
+
+    @property
+    def env(self) -> dict[str, str]:
+        # buildah and mmdebstrap put their large temporary files in TMPDIR (/var/tmp and /tmp
+        # by default): keep them here, where the build's end removes them.
+        return {**os.environ, "TMPDIR": str(self.path / "tmp")}
+
+    def buildah(self, *args: str, hint: str = "buildah could not make the image") -> str:
+        argv = [
+            "buildah",
+            f"--root={self.path / 'storage'}",
+            f"--runroot={self.path / 'run'}",
+            "--storage-driver=vfs",
+            *args,
+        ]
+        return _run(argv, env=self.env, hint=hint)
+
+
+def _produce(
+    recipe: Recipe, make: Callable[[_Work, ImageArchive], None], *, estimate: str
+) -> ImageArchive:
+    """The recipe's archive: the cached one, or one ``make`` builds into a work directory."""
+    directory = cache_dir()
+    image = recipe.image(directory)
+    if image.archive.is_file():
+        return image
+    if ":" in str(directory):
+        raise ImageError(
+            f"the cache directory {directory} contains ':', which buildah's docker-archive:PATH "
+            f"syntax cannot carry; set PLUMB_CACHE_DIR to a path without one"
+        )
+    directory.mkdir(parents=True, exist_ok=True)
+    with _locked(directory / f".{recipe.name}-{recipe.key}.lock"):
+        # Another process may have built it while this one waited for the lock.
+        if image.archive.is_file():
+            return image
+        print(
+            f"building image {recipe.name} (first time only, {estimate})...",
+            file=sys.stderr,
+            flush=True,
+        )
+        started = time.monotonic()
+        with _work_dir(directory, recipe.name) as work:
+            make(work, image)
+            partial = work.path / "image.tar"
+            work.buildah("push", "--quiet", image.ref, f"docker-archive:{partial}:{image.ref}")
+            os.replace(partial, image.archive)
+        size = image.archive.stat().st_size / 1e6
+        print(
+            f"built image {image.ref} in {time.monotonic() - started:.1f} s "
+            f"({size:.0f} MB, {image.archive})",
+            file=sys.stderr,
+            flush=True,
+        )
+    return image
+
+
+@contextlib.contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    """Holds an exclusive lock on ``path`` so that concurrent callers build an image only once.
+
+    The file is removed before the lock is released, so none are left behind. A caller that was
+    waiting on the removed file proceeds and finds the archive; at worst, after a failure, two
+    callers build at once, and the second rename replaces an archive with an equal one.
+    """
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            path.unlink(missing_ok=True)
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def _work_dir(directory: Path, name: str) -> Iterator[_Work]:
+    path = Path(tempfile.mkdtemp(prefix=f".build-{name}-", dir=directory))
+    (path / "tmp").mkdir()
+    try:
+        yield _Work(path=path)
+    finally:
+        _remove(path)
+
+
+def _remove(path: Path) -> None:
+    """Removes a work directory, unmounting first anything a killed tool left mounted in it.
+
+    Removing through a mount point would delete what is mounted there, which may be the host's.
+    """
+    for mount_point in sorted(_mounts_under(path), reverse=True):
+        subprocess.run(["umount", "--lazy", str(mount_point)], check=False, capture_output=True)
+    left = _mounts_under(path)
+    if left:
+        raise ImageError(
+            f"{path} still has mounts ({', '.join(map(str, left))}) that could not be unmounted; "
+            f"unmount them by hand, then remove {path}"
+        )
+    shutil.rmtree(path)
+
+
+def _mounts_under(path: Path) -> list[Path]:
+    found = []
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        # The fifth field is the mount point, with space, tab, newline and backslash escaped in
+        # octal.
+        raw = line.split(" ")[4]
+        point = Path(re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), raw))
+        if point == path or path in point.parents:
+            found.append(point)
+    return found
+
+
+# --- Loading into containerd --------------------------------------------------------------------
+
+
+def load(
+    image: ImageArchive, *, containerd_address: Path, namespace: str = "k8s.io", ctr: str = "ctr"
+) -> None:
+    """Imports the image into containerd's ``namespace`` unless its reference is there already.
+
+    A reference's tag is its content key, so a present reference is the same image.
+    """
+    if loaded(image.ref, containerd_address=containerd_address, namespace=namespace, ctr=ctr):
+        return
+    if not image.archive.is_file():
+        raise ImageError(
+            f"the archive {image.archive} of {image.ref} does not exist; build it again with "
+            f"the ensure_* function that made it"
+        )
+    _run(
+        _ctr_argv(ctr, containerd_address, namespace, "images", "import", str(image.archive)),
+        timeout=_CTR_TIMEOUT_SECONDS,
+        hint=f"containerd at {containerd_address} refused the archive",
+    )
+    if not loaded(image.ref, containerd_address=containerd_address, namespace=namespace, ctr=ctr):
+        raise ImageError(
+            f"{image.archive} was imported into containerd namespace {namespace!r} but "
+            f"{image.ref} is not listed there: the archive names another image; remove the "
+            f"archive so that it is built again"
+        )
+
+
+def loaded(
+    ref: str, *, containerd_address: Path, namespace: str = "k8s.io", ctr: str = "ctr"
+) -> bool:
+    """Whether containerd's ``namespace`` lists the image ``ref``."""
+    listing = _run(
+        _ctr_argv(ctr, containerd_address, namespace, "images", "list", "--quiet"),
+        timeout=_CTR_TIMEOUT_SECONDS,
+        hint=f"check that containerd is serving {containerd_address}",
+    )
+    return ref in listing.split()
+
+
+def _ctr_argv(ctr: str, address: Path, namespace: str, *args: str) -> list[str]:
+    # ctr waits for a socket that is not there; say so at once instead.
+    if not address.is_socket():
+        raise ImageError(
+            f"no containerd socket at {address}; start containerd first, or pass the address its "
+            f"configuration's [grpc] section names"
+        )
+    return [ctr, "--address", str(address), "--namespace", namespace, *args]
+
+
+# --- Running the tools --------------------------------------------------------------------------
+
+
+def _run(
+    argv: Sequence[str],
+    *,
+    hint: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = _BUILD_TIMEOUT_SECONDS,
+) -> str:
+    """Runs a command to completion and returns its stdout; raises ImageError if it fails."""
+    command = shlex.join(argv)
+    try:
+        process = subprocess.Popen(
+            argv,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            errors="replace",
+            env=env,
+            cwd=cwd,
+            # Its own process group, so that stopping it stops what it started (mmdebstrap runs
+            # apt and dpkg, buildah runs runc).
+            start_new_session=True,
+        )
+    except FileNotFoundError:
+        tool = Path(argv[0]).name
+        advice = _INSTALL.get(tool, f"install {tool} or pass the path to it")
+        raise ImageError(f"`{argv[0]}` was not found (running `{command}`); {advice}") from None
+    try:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        _stop(process)
+        raise ImageError(
+            f"`{command}` did not finish within {timeout:.0f} s and was stopped; {hint}"
+        ) from None
+    except BaseException:
+        # Interrupted (Ctrl-C): stop the tool before its work directory is removed under it.
+        _stop(process)
+        raise
+    if process.returncode != 0:
+        lines = (stderr.strip() or stdout.strip()).splitlines()[-_TAIL_LINES:]
+        output = "last lines of its output:\n" + "\n".join(lines) if lines else "it printed nothing"
+        raise ImageError(
+            f"`{command}` failed with exit code {process.returncode}; {hint}; {output}"
+        )
+    return stdout
+
+
+def _stop(process: subprocess.Popen[str]) -> None:
+    """Stops a command's process group: SIGTERM, so that it cleans up, then SIGKILL."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        try:
+            process.communicate(timeout=_STOP_WAIT_SECONDS)
+        except subprocess.TimeoutExpired:
+            continue
+        return

@@ -45,7 +45,7 @@ test: lint controlplane
 	$(BIN)/pytest -q
 
 demo: install controlplane
-	$(BIN)/plumb demo
+	$(BIN)/plumb demo $(if $(NODE),--node)
 
 run: install controlplane
 	$(BIN)/plumb demo --keep-running

@@ -166,7 +166,7 @@ def _parser() -> argparse.ArgumentParser:
         help="the local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler "
         "and, with --node, a real node (containerd, kubelet, kube-proxy)",
     )
-    cluster.add_argument("action", choices=["build", "up", "down", "env", "status"])
+    cluster.add_argument("action", choices=["build", "up", "down", "env", "status", "image"])
     cluster.add_argument(
         "--dir",
         type=Path,
@@ -180,6 +180,16 @@ def _parser() -> argparse.ArgumentParser:
         "CNI plugins and iptables from Debian's packages when missing)",
     )
     cluster.add_argument(
+        "--context",
+        type=Path,
+        default=None,
+        help="image: a build context with a Containerfile (ARG BASE, FROM ${BASE}) built on the "
+        "Debian base; without it, the small test image",
+    )
+    cluster.add_argument(
+        "--name", default="app", help="image: the image's name with --context (default: app)"
+    )
+    cluster.add_argument(
         "--no-scheduler",
         action="store_true",
         help="up: leave kube-scheduler out (by default it schedules the pods that do not ask "
@@ -191,6 +201,11 @@ def _parser() -> argparse.ArgumentParser:
         "--keep-running",
         action="store_true",
         help="keep plumb in the foreground after the tour (Ctrl-C stops)",
+    )
+    demo_cmd.add_argument(
+        "--node",
+        action="store_true",
+        help="also run a real node and a Job on it whose log is printed (needs root)",
     )
 
     bench_cmd = commands.add_parser(
@@ -234,6 +249,8 @@ def _cluster(args: argparse.Namespace, directory: Path) -> int:
         return 0
     if action == "up":
         return _cluster_up(directory, node=args.node, scheduler=not args.no_scheduler)
+    if action == "image":
+        return _cluster_image(directory, context=args.context, name=args.name)
     if action == "down":
         if localnode.recorded(directory):
             localnode.down(directory)
@@ -264,6 +281,33 @@ def _cluster(args: argparse.Namespace, directory: Path) -> int:
     for name, state in parts.items():
         print(f"{name:<24} {state}")
     return 0 if all(state == "running" for state in parts.values()) else 1
+
+
+def _cluster_image(directory: Path, *, context: Path | None, name: str) -> int:
+    """Builds an image with buildah (cached by content) and loads it into the real node."""
+    from plumb.localnode import images  # only the cluster commands need it
+    from plumb.localnode import running as localnode
+
+    try:
+        if context is None:
+            image = images.ensure_test_image()
+        else:
+            base = images.ensure_debian_base()
+            image = images.build(name, containerfile_dir=context, base=base)
+        node = localnode.load(directory)
+        if node is not None and localnode.status(directory).get("containerd") == "running":
+            images.load(image, containerd_address=node.containerd_address)
+            print(f"loaded into {node.name}'s containerd", file=sys.stderr)
+        else:
+            print(
+                f"no real node running in {directory} (plumb cluster up --node); built only",
+                file=sys.stderr,
+            )
+    except images.ImageError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    print(f"{image.ref}\t{image.archive}")
+    return 0
 
 
 def _cluster_up(directory: Path, *, node: bool, scheduler: bool) -> int:
@@ -302,7 +346,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 1
     if args.command == "demo":
-        return demo.main(keep_running=args.keep_running)
+        try:
+            return demo.main(keep_running=args.keep_running, node=args.node)
+        except (building.BuildError, controlplane.ControlPlaneError) as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
     if args.command == "explain":
         return explain.main(args.pod, source=args.source, endpoint=args.endpoint)
     if args.command == "replay":

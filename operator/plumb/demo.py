@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import json
 import signal
 import subprocess
@@ -21,6 +22,8 @@ from typing import Any
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.controlplane import building
 from plumb.controlplane import running as controlplane
+from plumb.localnode import images
+from plumb.localnode import running as localnode
 from plumb.testing import builders, crds, kube
 
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -195,10 +198,12 @@ def deployment(
 
 
 def job(namespace: str, name: str, *, completions: int, parallelism: int) -> dict[str, Any]:
+    """A Job for the scale nodes (those with a zone), whose pods ask for plumb."""
     pod = (
         builders.make_pod(name, namespace)
         .scheduler(DEFAULT_SCHEDULER_NAME)
         .req(cpu="250m", memory="128Mi")
+        .node_affinity(builders.expr(builders.ZONE_LABEL, "Exists"))
         .obj()
     )
     pod["spec"]["restartPolicy"] = "Never"
@@ -271,13 +276,65 @@ def _tour(client: kube.Kube, namespace: str) -> None:
     print(f"\n{namespace}/{name} stays {phase}: FailedScheduling: {message}")
 
 
-def main(*, keep_running: bool = False) -> int:
+def _real_node_act(client: kube.Kube, kubectl: crds.Kubectl, real: RealNode) -> None:
+    """With --node: a Job that plumb places on the real node, where it really runs."""
+    node, image = real.name, real.image
+    namespace = "hello"
+    client.create_namespace(namespace)
+    script = 'import os; print(f"hello from {os.uname().nodename}, placed by plumb")'
+    body = job(namespace, "hello", completions=2, parallelism=2)
+    spec = body["spec"]["template"]["spec"]
+    spec.pop("affinity")
+    spec["nodeSelector"] = {builders.HOSTNAME_LABEL: node}
+    spec["containers"][0].update(
+        image=image, imagePullPolicy="Never", command=["python3", "-c", script]
+    )
+    client.create_job(body)
+    print(f"\napplied Job {namespace}/hello (2 pods) for the real node {node}, image {image}")
+
+    def done() -> bool:
+        return (client.job(namespace, "hello").get("status") or {}).get("succeeded") == 2
+
+    kube.wait_for("Job hello to complete on the real node", done, timeout=120)
+    for pod in sorted(client.pods(namespace), key=lambda p: str(p["metadata"]["name"])):
+        name = pod["metadata"]["name"]
+        print(f"  {namespace}/{name} -> {_node_of(pod)}: {pod['status'].get('phase')}")
+        print(f"  $ kubectl logs -n {namespace} {name}")
+        print("    " + kubectl.check("logs", "-n", namespace, name).strip())
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RealNode:
+    """The real node's name and the test image loaded into its containerd."""
+
+    name: str
+    image: str
+
+
+def _start(
+    directory: Path, bin_dir: Path, node: bool
+) -> tuple[controlplane.ControlPlane, RealNode | None]:
+    """The cluster, and with node its real node."""
+    if not node:
+        print("starting etcd, kube-apiserver and kube-controller-manager on 127.0.0.1 ...")
+        return controlplane.start(directory, bin_dir=bin_dir), None
+    problem = localnode.preflight()
+    if problem is not None:
+        raise controlplane.ControlPlaneError(f"this machine cannot run the real node: {problem}")
+    print("building the test image (cached after the first time) ...")
+    image = images.ensure_test_image()
+    print("starting the control plane and a real node (containerd, kubelet, kube-proxy) ...")
+    plane, real = localnode.up(directory, bin_dir=bin_dir, parts=controlplane.Parts(scheduler=True))
+    images.load(image, containerd_address=real.containerd_address)
+    return plane, RealNode(name=real.name, image=image.ref)
+
+
+def main(*, keep_running: bool = False, node: bool = False) -> int:
     bin_dir = building.ensure_binaries()
     with tempfile.TemporaryDirectory(prefix="plumb-demo-") as scratch:
         directory = Path(scratch) / "cluster"
-        print("starting etcd, kube-apiserver and kube-controller-manager on 127.0.0.1 ...")
-        plane = controlplane.start(directory, bin_dir=bin_dir)
         try:
+            plane, real = _start(directory, bin_dir, node)
             client = kube.Kube(plane.kubeconfig)
             kubectl = crds.Kubectl.of(plane, cache_dir=Path(scratch) / "kubectl-cache")
             crds.install(kubectl)
@@ -286,6 +343,8 @@ def main(*, keep_running: bool = False) -> int:
                 try:
                     _tour(client, "demo")
                     _policy_tour(client, kubectl, "shop")
+                    if real is not None:
+                        _real_node_act(client, kubectl, real)
                 except (kube.WaitTimeout, crds.KubectlError) as error:
                     print(f"demo failed: {error}", file=sys.stderr)
                     if log is not None:
@@ -300,6 +359,9 @@ def main(*, keep_running: bool = False) -> int:
                         process.wait()
             client.close()
         finally:
-            controlplane.stop(directory)
-    print("\nstopped plumb and the control plane; nothing left running.")
+            if localnode.recorded(directory):
+                localnode.down(directory)
+            else:
+                controlplane.stop(directory)
+    print("\nstopped plumb and the cluster; nothing left running.")
     return 0

@@ -10,6 +10,8 @@ from __future__ import annotations
 import http.client
 import json
 import ssl
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -165,3 +167,36 @@ def test_status_reports_every_part_running(cluster: Cluster) -> None:
         "bridge": "running",
     }
     assert Path(cluster.node.containerd_address).is_socket()
+
+
+def test_plumb_cluster_status_and_image_report_on_the_node(cluster: Cluster) -> None:
+    """What a person types: `plumb cluster status` lists every part, `plumb cluster image`
+    builds (cached) and loads the test image into the node's containerd."""
+
+    def plumb(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "plumb", "cluster", *args, "--dir", str(cluster.cp.directory)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+
+    status = plumb("status")
+    assert status.returncode == 0, status.stdout + status.stderr
+    states = dict(line.split(None, 1) for line in status.stdout.splitlines()[1:])
+    assert states == {
+        "etcd": "running",
+        "kube-apiserver": "running",
+        "kube-controller-manager": "running",
+        "kube-scheduler": "running",
+        "containerd": "running",
+        "kubelet": "running",
+        "kube-proxy": "running",
+        "guard": "running",
+        "bridge": "running",
+    }
+    image = plumb("image")
+    assert image.returncode == 0, image.stderr
+    assert image.stdout.split("\t")[0] == cluster.image
+    assert "loaded into plumb-node's containerd" in image.stderr

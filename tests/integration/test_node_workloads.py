@@ -85,5 +85,8 @@ def test_a_job_runs_to_completion_on_the_real_node_reusing_freed_room(
         if failed:
             waited += 1
             assert "Insufficient cpu" in (failed[0].get("message") or ""), failed[0]
+    # What the containers printed comes back through the API server from the kubelet.
+    first = pods[0]["metadata"]["name"]
+    assert node_cluster.kubectl.check("logs", "-n", node_namespace, first).strip() == "done"
     # Some pods found the node full and were placed later, in room that finished pods freed.
     assert waited > 0, "no pod ever waited: the test did not fill the node"

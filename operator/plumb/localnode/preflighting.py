@@ -1,9 +1,10 @@
 """Whether this machine can run the real node, installing the Debian packages it lacks as root.
 
 The node needs root, cgroups, the overlay filesystem, and from Debian: containerd (with ctr and
-its runc shim), runc, the CNI plugins in /usr/lib/cni, iptables, iproute2 and buildah (which
-makes the pause image). Missing packages are installed with apt-get when that is possible;
-otherwise ``preflight`` names what is missing and how to get it.
+its runc shim), runc, the CNI plugins in /usr/lib/cni, iptables, iproute2, buildah (which
+makes the pause image and the node's other images) and mmdebstrap (their Debian base).
+Missing packages are installed with apt-get when that is possible; otherwise ``preflight``
+names what is missing and how to get it.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ REQUIRED: dict[str, str] = {
     "ip": "iproute2",
     "umount": "mount",
     "buildah": "buildah",
+    "mmdebstrap": "mmdebstrap",
 }
 _SEARCH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _APT_TIMEOUT_SECONDS = 600

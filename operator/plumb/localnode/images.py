@@ -33,14 +33,11 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import fcntl
-import hashlib
-import json
 import os
 import re
 import shlex
 import shutil
 import signal
-import stat
 import subprocess
 import sys
 import tempfile
@@ -49,6 +46,20 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from plumb.controlplane import building
+from plumb.localnode import recipes
+from plumb.localnode.recipes import (
+    MIRROR_ENV,
+    TEST_SCRIPT,
+    ImageArchive,
+    ImageError,
+    Recipe,
+    build_recipe,
+    cache_dir,
+    content_key,
+    debian_base_recipe,
+    directory_inputs,
+    pause_recipe,
+)
 
 __all__ = [
     "MIRROR_ENV",
@@ -70,251 +81,17 @@ __all__ = [
     "pause_recipe",
 ]
 
-PAUSE = "pause"
-DEBIAN_BASE = "debian-base"
-TEST = "test"
-REF_PREFIX = "localhost/plumb/"
-MIRROR_ENV = "PLUMB_DEBIAN_MIRROR"
-# Where the test image's script lives; tests that override command/args may call it themselves.
-TEST_SCRIPT = "/usr/local/bin/plumb-test-pod"
-
-_KEY_HEX_DIGITS = 12
 _TAIL_LINES = 20
 # A first base build takes under a minute; a stalled mirror should fail it, not hang it.
 _BUILD_TIMEOUT_SECONDS = 900.0
 _CTR_TIMEOUT_SECONDS = 120.0
 _STOP_WAIT_SECONDS = 30.0
-# A name is one path component of a reference: lowercase, digits and inner separators.
-_NAME = re.compile(r"[a-z0-9]+(?:[._-][a-z0-9]+)*")
 _INSTALL = {
     "buildah": "install it with `apt-get install -y --no-install-recommends buildah`",
     "mmdebstrap": "install it with `apt-get install -y --no-install-recommends mmdebstrap`",
     "ctr": "it comes with containerd: `apt-get install -y --no-install-recommends containerd`",
     "go": "install Go 1.24 or newer and put it on PATH",
 }
-
-_GO_ENV = {"CGO_ENABLED": "0", "GOFLAGS": "-mod=mod -buildvcs=false"}
-_GO_BUILD = ("go", "build", "-trimpath", "-ldflags=-s -w")
-# The upstream pause image runs as 65535 too: it needs no privilege to wait and reap.
-_PAUSE_CONFIG = ("--entrypoint", '["/pause"]', "--user", "65535:65535")
-
-_SUITE = "bookworm"
-_BASE_PACKAGES = ("python3-minimal",)
-_DPKG_OPTIONS = (
-    "path-exclude=/usr/share/man/*",
-    "path-exclude=/usr/share/info/*",
-    "path-exclude=/usr/share/locale/*",
-    "path-include=/usr/share/locale/locale.alias",
-    "path-exclude=/usr/share/doc/*",
-    "path-include=/usr/share/doc/*/copyright",
-)
-# mmdebstrap copies the host's resolv.conf and hostname into the tree; the runtime mounts its
-# own over them, so the image keeps empty files rather than this machine's settings.
-_FORGET_HOST = 'for f in etc/resolv.conf etc/hostname; do : > "$1/$f"; chmod 0644 "$1/$f"; done'
-_BASE_CONFIG = (
-    "--cmd",
-    '["/bin/sh"]',
-    "--env",
-    "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
-    # Locales are excluded; C.UTF-8 is built into glibc and keeps Python's I/O in UTF-8.
-    "--env",
-    "LANG=C.UTF-8",
-)
-# RUN steps get no network (no registry, no package index is reachable by design) and never a
-# pull: FROM names an image of ours that was pulled from its docker-archive beforehand.
-_BUD_FLAGS = ("--pull=never", "--network=none", "--layers=false", "--format=docker", "--quiet")
-
-_TEST_CONTAINERFILE = f"""\
-ARG BASE
-FROM ${{BASE}}
-COPY plumb-test-pod {TEST_SCRIPT}
-CMD ["{TEST_SCRIPT}"]
-"""
-_TEST_SCRIPT_SOURCE = '''\
-#!/usr/bin/python3
-"""Prints a numbered line to stdout every second until stopped: a pod whose logs tests read.
-
-Usage: plumb-test-pod [PREFIX [INTERVAL_SECONDS]]
-"""
-
-import signal
-import sys
-import time
-
-# As PID 1 of a container the process ignores SIGTERM unless it handles it: exit at once rather
-# than wait out the pod's grace period.
-signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(0))
-prefix = sys.argv[1] if len(sys.argv) > 1 else "plumb-test-pod"
-interval = float(sys.argv[2]) if len(sys.argv) > 2 else 1.0
-n = 0
-while True:
-    print(f"{prefix} {n}", flush=True)
-    n += 1
-    time.sleep(interval)
-'''
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ImageArchive:
-    """An image of ours: its reference and the docker-archive file that holds it."""
-
-    ref: str
-    archive: Path
-
-    @property
-    def key(self) -> str:
-        """The content key, which is also the reference's tag."""
-        return self.ref.rpartition(":")[2]
-
-
-class ImageError(RuntimeError):
-    """An image could not be built, found or loaded."""
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Recipe:
-    """What one image is made from: its name and every input its key covers, by label."""
-
-    name: str
-    inputs: Mapping[str, bytes]
-
-    @property
-    def key(self) -> str:
-        return content_key(self.inputs)
-
-    def image(self, directory: Path) -> ImageArchive:
-        """Where the image built from this recipe lives in ``directory``, and its reference."""
-        key = self.key
-        return ImageArchive(
-            ref=f"{REF_PREFIX}{self.name}:{key}", archive=directory / f"{self.name}-{key}.tar"
-        )
-
-
-def cache_dir() -> Path:
-    """Where image archives are kept: $PLUMB_CACHE_DIR/images, or ~/.cache/plumb/images."""
-    root = os.environ.get("PLUMB_CACHE_DIR") or str(Path.home() / ".cache" / "plumb")
-    return Path(root) / "images"
-
-
-# --- Recipes: pure, so that what a key covers can be tested without building anything ---------
-
-
-def content_key(inputs: Mapping[str, bytes]) -> str:
-    """The first 12 hex digits of a sha256 over labelled inputs, in label order.
-
-    Each label and value is length-prefixed, so moving bytes between them changes the key.
-    """
-    digest = hashlib.sha256()
-    for label in sorted(inputs):
-        for part in (label.encode(), inputs[label]):
-            digest.update(len(part).to_bytes(8, "big"))
-            digest.update(part)
-    return digest.hexdigest()[:_KEY_HEX_DIGITS]
-
-
-def directory_inputs(directory: Path, *, label: str) -> dict[str, bytes]:
-    """Every entry under ``directory`` as an input labelled ``label`` + its relative path.
-
-    A file counts by its permission bits and content, a symlink by its target, a directory by
-    its existence (an empty one can still be copied); timestamps and owners do not count.
-    """
-    if not directory.is_dir():
-        raise ImageError(
-            f"{directory} is not a directory; give the directory that holds the sources"
-        )
-    inputs: dict[str, bytes] = {}
-    for path in sorted(directory.rglob("*")):
-        relative = path.relative_to(directory).as_posix()
-        mode = path.lstat().st_mode
-        if stat.S_ISLNK(mode):
-            value = b"symlink\n" + os.readlink(path).encode()
-        elif stat.S_ISDIR(mode):
-            value = b"directory\n"
-        elif stat.S_ISREG(mode):
-            value = f"file {stat.S_IMODE(mode):o}\n".encode() + path.read_bytes()
-        else:
-            raise ImageError(
-                f"{path} is neither a file, a directory nor a symlink (mode {mode:o}); an image's "
-                f"sources may hold only those: move it out of {directory}"
-            )
-        inputs[label + relative] = value
-    return inputs
-
-
-def pause_recipe(source: Path) -> Recipe:
-    """The pause image from the Go program in ``source`` (main.go and go.mod)."""
-    for required in ("main.go", "go.mod"):
-        if not (source / required).is_file():
-            raise ImageError(
-                f"{source / required} does not exist; the pause image is built from the Go "
-                f"program in the repository's hack/images/pause"
-            )
-    inputs = directory_inputs(source, label="source/")
-    inputs["go build"] = _encode([*_GO_BUILD, *sorted(f"{k}={v}" for k, v in _GO_ENV.items())])
-    inputs["config"] = _encode(_PAUSE_CONFIG)
-    return Recipe(name=PAUSE, inputs=inputs)
-
-
-def debian_base_recipe(mirror: str | None) -> Recipe:
-    """The Debian base from mmdebstrap, with Debian's own mirrors or ``mirror``."""
-    inputs = {
-        "mmdebstrap": _encode(_mmdebstrap_argv(Path("OUTPUT"), mirror)),
-        "config": _encode(_BASE_CONFIG),
-    }
-    return Recipe(name=DEBIAN_BASE, inputs=inputs)
-
-
-def build_recipe(
-    name: str,
-    *,
-    containerfile_dir: Path,
-    base: ImageArchive | None,
-    build_args: Mapping[str, str],
-    containerfile: str | None,
-) -> Recipe:
-    """An image from a Containerfile: every file of its directory, the base and the arguments."""
-    _check_name(name)
-    inputs = directory_inputs(containerfile_dir, label="context/")
-    inputs["base"] = b"" if base is None else base.ref.encode()
-    inputs["build args"] = json.dumps(sorted(build_args.items())).encode()
-    inputs["containerfile"] = (containerfile or "").encode()
-    inputs["bud"] = _encode(_BUD_FLAGS)
-    return Recipe(name=name, inputs=inputs)
-
-
-def _encode(argv: Sequence[str]) -> bytes:
-    return json.dumps(list(argv)).encode()
-
-
-def _check_name(name: str) -> None:
-    if not _NAME.fullmatch(name):
-        raise ImageError(
-            f"image name {name!r} is not usable in a reference: use lowercase letters and digits, "
-            f"with '.', '_' or '-' between them (like 'plumb' or 'debian-base')"
-        )
-
-
-def _mmdebstrap_argv(output: Path, mirror: str | None) -> list[str]:
-    argv = [
-        "mmdebstrap",
-        "--mode=root",
-        "--variant=essential",
-        "--format=tar",
-        f"--include={','.join(_BASE_PACKAGES)}",
-        # Merged /usr through the usr-is-merged package: the usrmerge package, which apt picks
-        # otherwise, pulls in perl and makes the image half as big again.
-        "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",
-        f"--customize-hook={_FORGET_HOST}",
-        # No device nodes in the image: the runtime gives every container its own /dev.
-        "--skip=output/dev",
-        *(f"--dpkgopt={option}" for option in _DPKG_OPTIONS),
-        _SUITE,
-        str(output),
-    ]
-    # Without a mirror mmdebstrap uses deb.debian.org and adds the updates and security suites.
-    if mirror:
-        argv.append(mirror)
-    return argv
 
 
 # --- Building -----------------------------------------------------------------------------------
@@ -329,16 +106,16 @@ def ensure_pause() -> ImageArchive:
     recipe = pause_recipe(source)
 
     def make(work: _Work, image: ImageArchive) -> None:
-        binary = work.path / PAUSE
+        binary = work.path / recipes.PAUSE
         _run(
-            [*_GO_BUILD, "-o", str(binary), "."],
+            [*recipes.GO_BUILD, "-o", str(binary), "."],
             cwd=source,
-            env={**os.environ, **_GO_ENV},
+            env={**os.environ, **recipes.GO_ENV},
             hint=f"the Go program in {source} must build with CGO_ENABLED=0",
         )
         container = work.buildah("from", "--quiet", "scratch").strip()
         work.buildah("copy", "--quiet", container, str(binary), "/pause")
-        work.buildah("config", *_PAUSE_CONFIG, container)
+        work.buildah("config", *recipes.PAUSE_CONFIG, container)
         work.buildah("commit", "--rm", "--quiet", "--format=docker", container, image.ref)
 
     return _produce(recipe, make, estimate="~10 s")
@@ -357,17 +134,17 @@ def ensure_debian_base() -> ImageArchive:
         rootfs = work.path / "rootfs.tar"
         where = mirror or "deb.debian.org (bookworm, bookworm-updates, bookworm-security)"
         _run(
-            _mmdebstrap_argv(rootfs, mirror),
+            recipes.mmdebstrap_argv(rootfs, mirror),
             env=work.env,
             hint=(
                 f"mmdebstrap needs network access to Debian's mirror {where}: check that it is "
-                f"reachable, or set {MIRROR_ENV} to a mirror that is"
+                f"reachable, or set {recipes.MIRROR_ENV} to a mirror that is"
             ),
         )
         container = work.buildah("from", "--quiet", "scratch").strip()
         # buildah add unpacks a local tar archive into the destination, keeping owners and modes.
         work.buildah("add", "--quiet", container, str(rootfs), "/")
-        work.buildah("config", *_BASE_CONFIG, container)
+        work.buildah("config", *recipes.BASE_CONFIG, container)
         work.buildah("commit", "--rm", "--quiet", "--format=docker", container, image.ref)
 
     return _produce(recipe, make, estimate="~40 s")
@@ -381,11 +158,11 @@ def ensure_test_image() -> ImageArchive:
     base = ensure_debian_base()
     with tempfile.TemporaryDirectory(prefix="plumb-test-image-") as directory:
         context = Path(directory)
-        (context / "Containerfile").write_text(_TEST_CONTAINERFILE)
+        (context / "Containerfile").write_text(recipes.TEST_CONTAINERFILE)
         script = context / "plumb-test-pod"
-        script.write_text(_TEST_SCRIPT_SOURCE)
+        script.write_text(recipes.TEST_SCRIPT_SOURCE)
         script.chmod(0o755)
-        return build(TEST, containerfile_dir=context, base=base)
+        return build(recipes.TEST, containerfile_dir=context, base=base)
 
 
 def build(
@@ -438,7 +215,7 @@ def build(
         file_args = ["--file", str(containerfile_dir / containerfile)] if containerfile else []
         work.buildah(
             "bud",
-            *_BUD_FLAGS,
+            *recipes.BUD_FLAGS,
             f"--tag={image.ref}",
             *(f"--build-arg={key}={value}" for key, value in sorted(arguments.items())),
             *file_args,
@@ -573,7 +350,11 @@ def _mounts_under(path: Path) -> list[Path]:
 
 
 def load(
-    image: ImageArchive, *, containerd_address: Path, namespace: str = "k8s.io", ctr: str = "ctr"
+    image: ImageArchive,
+    *,
+    containerd_address: Path,
+    namespace: str = "k8s.io",
+    ctr: str = "ctr",
 ) -> None:
     """Imports the image into containerd's ``namespace`` unless its reference is there already.
 

@@ -62,7 +62,7 @@ def namespace(request: pytest.FixtureRequest, kube_client: kube.Kube) -> Iterato
     name = f"{slug}-{uuid.uuid4().hex[:6]}"
     kube_client.create_namespace(name)
     yield name
-    kube_client.delete_namespace(name)
+    kube_client.delete_workloads(name)
 
 
 NodeFactory = Callable[[builders.NodeBuilder], str]
@@ -142,7 +142,18 @@ def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeClust
         )
     finally:
         client.close()
-        localnode.down(directory)
+        # What a person types; it runs localnode.running.down.
+        down = subprocess.run(
+            [sys.executable, "-m", "plumb", "cluster", "down", "--dir", str(directory)],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=300,
+        )
+        if down.returncode != 0:
+            localnode.down(directory)
+        assert down.returncode == 0, down.stderr
+        assert "the host is as it was" in down.stderr
     left = hostrecord.left_behind(before, hostrecord.take(), cluster=directory.resolve())
     assert left == [], "down left this behind:\n" + "\n".join(left)
 
@@ -153,7 +164,7 @@ def node_namespace(request: pytest.FixtureRequest, node_cluster: NodeCluster) ->
     name = f"{slug}-{uuid.uuid4().hex[:6]}"
     node_cluster.client.create_namespace(name)
     yield name
-    node_cluster.client.delete_namespace(name)
+    node_cluster.client.delete_workloads(name)
 
 
 class Plumb:

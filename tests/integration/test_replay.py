@@ -106,6 +106,9 @@ def test_a_dumped_snapshot_replays_every_recorded_decision_of_a_mixed_workload(
     # The snapshot, from the debug endpoint and on SIGUSR1 (plumb logs the file it wrote).
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/debug/snapshot", timeout=60) as page:
         from_endpoint = json.load(page)
+    # Decisions logged before the dump: the dump must hold each of them. Any made later (a
+    # policy deleted with another test's namespace wakes unschedulable pods) are not in it.
+    decisions = {(r.uid, r.input_hash): r for r in _decided(plumb)}
     plumb.process.send_signal(signal.SIGUSR1)
     written = kube.wait_for(
         "plumb to log the snapshot file",
@@ -118,7 +121,6 @@ def test_a_dumped_snapshot_replays_every_recorded_decision_of_a_mixed_workload(
     # Every decision with a trace line, replayed from the signal's dump: same node, same plan.
     pods = [objects.parse_pod(body) for body in listed]
     document = runs.load(from_signal)
-    decisions = {(r.uid, r.input_hash): r for r in _decided(plumb)}
     assert len(decisions) >= 100
     results = {r.result for r in decisions.values()}
     assert results == {trace.SCHEDULED, trace.UNSCHEDULABLE}

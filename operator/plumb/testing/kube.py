@@ -119,6 +119,21 @@ class Kube:
                 raise
         self.delete_pods(name)
 
+    def delete_workloads(self, namespace: str) -> None:
+        """Delete a namespace's Deployments, ReplicaSets, StatefulSets and Jobs, then its pods.
+
+        The controllers go first, so none makes a pod again; the pods are then removed at once,
+        since pods on nodes with no kubelet would never finish terminating. The namespace
+        itself stays (as do its SchedulingPolicies), so that no deletion wakes pods in a
+        scheduler started by a later test.
+        """
+        background = {"propagation_policy": "Background"}
+        self.apps.delete_collection_namespaced_deployment(namespace, **background)
+        self.apps.delete_collection_namespaced_replica_set(namespace, **background)
+        self.apps.delete_collection_namespaced_stateful_set(namespace, **background)
+        self.batch.delete_collection_namespaced_job(namespace, **background)
+        self.delete_pods(namespace)
+
     def delete_pods(self, namespace: str) -> None:
         """Delete every pod of a namespace at once: there is no kubelet to wait for."""
         self.core.delete_collection_namespaced_pod(

@@ -211,7 +211,11 @@ def test_a_pod_disruption_budget_gets_its_status_from_the_disruption_controller(
         return status if status.get("expectedPods") == 3 else None
 
     status = kube.wait_for("the disruption controller to count the pods", counted, timeout=60)
-    assert all(p["spec"].get("nodeName") == node for p in kube_client.pods(namespace))
+    kube.wait_for(
+        "plumb to bind the three pods",
+        lambda: all(p["spec"].get("nodeName") == node for p in kube_client.pods(namespace)),
+        timeout=60,
+    )
     # Pods on a node with no kubelet never become Ready, so none may be disrupted.
     assert status["observedGeneration"] == 1
     assert status["desiredHealthy"] == 2

@@ -18,6 +18,7 @@ class Outcome(enum.Enum):
     GONE = "gone"  # 404: the pod (with this uid) no longer exists
     CONFLICT = "conflict"  # 409: already bound, or recreated under the same name
     RETRY = "retry"  # anything that may pass: 5xx, throttling that outlasted retries, timeout
+    NOT_LEADER = "not-leader"  # not sent: this replica may not bind now (leader election)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -34,16 +35,35 @@ class BindingApi(Protocol):
     ) -> k8s_client.ApiResponse: ...
 
 
-class Binder:
-    """POSTs Bindings; at most ``concurrency`` in flight so a burst cannot swamp the server."""
+class Gate(Protocol):
+    """Whether this replica may bind now (leader.Elector.may_act); asked before every POST."""
 
-    def __init__(self, api: BindingApi, *, concurrency: int = 64) -> None:
+    def __call__(self) -> bool: ...
+
+
+def _always() -> bool:
+    return True
+
+
+NOT_LEADER_MESSAGE = "not sent: this replica is not the leader (or its lease is not renewed)"
+
+
+class Binder:
+    """POSTs Bindings; at most ``concurrency`` in flight so a burst cannot swamp the server.
+
+    ``gate`` is asked right before each POST (after waiting for a slot, and before each retry
+    after a 429), so a leader whose lease went unrenewed sends nothing more."""
+
+    def __init__(self, api: BindingApi, *, concurrency: int = 64, gate: Gate = _always) -> None:
         self._api = api
         self._slots = asyncio.Semaphore(concurrency)
+        self._gate = gate
 
     async def bind(self, pod: objects.PodInfo, node: str) -> BindResult:
         async with self._slots:
             for _ in range(MAX_THROTTLED_RETRIES):
+                if not self._gate():
+                    return BindResult(outcome=Outcome.NOT_LEADER, message=NOT_LEADER_MESSAGE)
                 try:
                     response = await self._api.bind(
                         namespace=pod.namespace, name=pod.name, uid=pod.uid, node=node

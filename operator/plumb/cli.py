@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from plumb import DEFAULT_SCHEDULER_NAME, __version__, demo, explain, replay
+from plumb import DEFAULT_SCHEDULER_NAME, __version__, demo, explain, leader, replay
 from plumb.app import debug, running
 from plumb.bench import running as bench_running
 from plumb.bench import workloads as bench_workloads
@@ -26,6 +26,13 @@ def default_cluster_dir() -> Path:
     if configured:
         return Path(configured)
     return Path.home() / ".cache" / "plumb" / "cluster"
+
+
+def _duration(text: str) -> float:
+    try:
+        return leader.parse_duration(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from error
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,6 +106,46 @@ def _parser() -> argparse.ArgumentParser:
         default=running.RunSettings.journal,
         help="cache writes kept so a snapshot dump can replay decisions made before them "
         "(default: %(default)s)",
+    )
+
+    run.add_argument(
+        "--leader-elect",
+        action="store_true",
+        help="run with Lease leader election: every replica watches and keeps its cache warm, "
+        "only the one holding the Lease schedules (default: off, this process schedules)",
+    )
+    timings = running.RunSettings.leader_timings
+    for flag, default, what in (
+        (
+            "lease-duration",
+            timings.lease_duration,
+            "how long a standby waits after the last renewal it saw before taking the Lease",
+        ),
+        (
+            "renew-deadline",
+            timings.renew_deadline,
+            "how long the leader keeps trying to renew "
+            "before it stops scheduling and gives the Lease up",
+        ),
+        ("retry-period", timings.retry_period, "how often candidates try and the leader renews"),
+    ):
+        run.add_argument(
+            f"--leader-elect-{flag}",
+            type=_duration,
+            default=default,
+            metavar="DURATION",
+            help=f"{what}; Go-style, e.g. 15s, 500ms (default: {default:g}s)",
+        )
+    run.add_argument(
+        "--leader-elect-resource-name",
+        default=running.RunSettings.leader_name,
+        help="the Lease's name (default: %(default)s)",
+    )
+    run.add_argument(
+        "--leader-elect-resource-namespace",
+        default=None,
+        help="the Lease's namespace (default: the pod's namespace in a cluster, else "
+        f"{running.DEFAULT_LEADER_NAMESPACE})",
     )
 
     explain_cmd = commands.add_parser(
@@ -377,6 +424,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: {error}", file=sys.stderr)
             return 1
     logs.configure(args.log_level, args.log_format)
+    try:
+        leader_timings = leader.Timings(
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+        )
+    except ValueError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     settings = running.RunSettings(
         kubeconfig=args.kubeconfig,
         context=args.context,
@@ -388,6 +444,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         trace_candidates=args.trace_candidates,
         snapshot_dir=args.snapshot_dir,
         journal=args.journal,
+        leader_elect=args.leader_elect,
+        leader_timings=leader_timings,
+        leader_name=args.leader_elect_resource_name,
+        leader_namespace=args.leader_elect_resource_namespace,
     )
     try:
         asyncio.run(running.run(settings))

@@ -41,8 +41,21 @@ class EventsApi(Protocol):
     ) -> k8s_client.ApiResponse: ...
 
 
+class Gate(Protocol):
+    """Whether this replica may write now (leader.Elector.may_act): only the leader reports."""
+
+    def __call__(self) -> bool: ...
+
+
+def _always() -> bool:
+    return True
+
+
 class Recorder:
-    """Posts Scheduled / FailedScheduling events and patches the PodScheduled condition."""
+    """Posts Scheduled / FailedScheduling events and patches the PodScheduled condition.
+
+    Only while ``gate`` allows: a replica that lost the lease does not speak for the scheduler.
+    """
 
     def __init__(
         self,
@@ -51,8 +64,10 @@ class Recorder:
         instance: str,
         concurrency: int = 32,
         clock: Callable[[], float] = time.monotonic,
+        gate: Gate = _always,
     ) -> None:
         self._api = api
+        self._gate = gate
         self._instance = instance[:128]
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -102,6 +117,10 @@ class Recorder:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
 
     def _spawn(self, coroutine: Any) -> None:
+        if not self._gate():
+            coroutine.close()  # never awaited: nothing is sent
+            logger.debug("report dropped: this replica is not the leader")
+            return
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -8,19 +8,21 @@ import dataclasses
 import datetime
 import json
 import logging
+import os
 import signal
 import socket
 import tempfile
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 import kopf
 from aiohttp import web
 
-from plumb import binder, events
+from plumb import binder, events, leader
 from plumb import scheduler as scheduler_module
-from plumb.app import debug, handlers
+from plumb.app import debug, handlers, leading, probes
 from plumb.backend import cache as cache_module
 from plumb.backend import journal as journal_module
 from plumb.backend import queue as queue_module
@@ -46,6 +48,24 @@ class RunSettings:
     trace_candidates: int = trace.TOP  # top candidates each trace line shows (0 to TOP)
     snapshot_dir: Path = Path(tempfile.gettempdir())  # where SIGUSR1 writes snapshot dumps
     journal: int = journal_module.DEFAULT_LIMIT  # cache writes a snapshot dump can rewind
+    leader_elect: bool = False  # off: this process schedules on its own, no Lease
+    leader_timings: leader.Timings = leader.DEFAULT_TIMINGS
+    leader_name: str = "plumb"
+    # None: the pod's namespace in a cluster, else DEFAULT_LEADER_NAMESPACE
+    leader_namespace: str | None = None
+
+
+DEFAULT_LEADER_NAMESPACE = "plumb-system"
+
+
+def identity(environ: dict[str, str] | None = None) -> str:
+    """Who this replica is in the Lease: the pod's name (unique in its namespace), else the
+    hostname and a random suffix, as kube-scheduler does, so two processes on one host differ."""
+    env = os.environ if environ is None else environ
+    pod = env.get("POD_NAME")
+    if pod:
+        return pod
+    return f"{socket.gethostname()}_{uuid.uuid4()}"
 
 
 def operator_settings() -> kopf.OperatorSettings:
@@ -67,33 +87,58 @@ async def run(settings: RunSettings) -> None:
     await kernel.warm_up()
     logger.info("kernel ready in %.1f s", time.monotonic() - started)
     api = k8s_client.ApiClient(creds, user_agent=f"plumb/{settings.scheduler_name}")
-    recorder = events.Recorder(api, instance=f"{settings.scheduler_name}-{socket.gethostname()}")
+    elector = _elector(settings, api)
+    gate: scheduler_module.Gate = _always if elector is None else elector.may_act
+    # Events name the replica that posted them (kube-scheduler: its name and host).
+    who = socket.gethostname() if elector is None else elector.settings.identity
+    instance = f"{settings.scheduler_name}-{who}"
+    recorder = events.Recorder(api, instance=instance, gate=gate)
     tracer = tracing.Tracer(candidates=settings.trace_candidates)
     scheduler = scheduler_module.Scheduler(
         profile=scheduler_module.Profile(scheduler_name=settings.scheduler_name),
-        binder=binder.Binder(api, concurrency=settings.bind_concurrency),
+        binder=binder.Binder(api, concurrency=settings.bind_concurrency, gate=gate),
         recorder=recorder,
         kernel=kernel.run,
         tracer=tracer,
         journal=settings.journal,
         metrics=metrics.Metrics(),
+        may_act=gate,
     )
+    leadership = leading.Leadership(scheduler, api, elector)
+    health = probes.Probes(scheduler, api, leadership)
     registry = kopf.OperatorRegistry()
-    handlers.register(registry, scheduler=scheduler, api=api, creds=creds)
-    exporter = await _serve_metrics(scheduler, settings)
+    handlers.register(registry, scheduler=scheduler, api=api, creds=creds, probes=health)
+    exporter = await _serve_metrics(scheduler, settings, health)
     debug_server = await debug.start(tracer, settings.debug_port, dump=scheduler.dump)
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGUSR1, _write_snapshot, scheduler, settings.snapshot_dir)
-    loop_task = asyncio.create_task(scheduler.run(), name="plumb-scheduling-loop")
+    election_task: asyncio.Task[None] | None = None
+    if elector is None:
+        leadership.start()
+    else:
+        elector.on_change = leadership.on_change
+        logger.info(
+            "leader election on: %s campaigns for Lease %s/%s",
+            elector.settings.identity,
+            elector.settings.namespace,
+            elector.settings.name,
+        )
+        election_task = asyncio.create_task(elector.run(), name="plumb-leader-election")
+
+    async def stop_leading() -> None:
+        if election_task is not None:
+            election_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await election_task
+        await leadership.shutdown()
+        await scheduler.drain()
 
     @kopf.on.cleanup(registry=registry)
     async def stop_loop(**_: Any) -> None:
         # Stop our own tasks inside kopf's shutdown: left running, kopf would count them as
-        # hung and wait its 5 s grace period before exiting.
-        loop_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await loop_task
-        await scheduler.drain()
+        # hung and wait its 5 s grace period before exiting. The lease is released here, so
+        # a standby takes over while this process is still exiting.
+        await stop_leading()
 
     try:
         logger.info(
@@ -108,10 +153,7 @@ async def run(settings: RunSettings) -> None:
             clusterwide=True,
         )
     finally:
-        loop_task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await loop_task
-        await scheduler.drain()
+        await stop_leading()
         await api.close()
         if exporter is not None:
             await exporter.cleanup()
@@ -119,6 +161,28 @@ async def run(settings: RunSettings) -> None:
         loop.remove_signal_handler(signal.SIGUSR1)
         kernel.close()
         logger.info("plumb stopped")
+
+
+def _always() -> bool:
+    return True
+
+
+def _elector(settings: RunSettings, api: k8s_client.ApiClient) -> leader.Elector | None:
+    """The replica's side of the Lease election; None when ``--leader-elect`` is off."""
+    if not settings.leader_elect:
+        return None
+    namespace = (
+        settings.leader_namespace or credentials_module.pod_namespace() or DEFAULT_LEADER_NAMESPACE
+    )
+    return leader.Elector(
+        api,
+        leader.Settings(
+            namespace=namespace,
+            name=settings.leader_name,
+            identity=identity(),
+            timings=settings.leader_timings,
+        ),
+    )
 
 
 def _write_snapshot(scheduler: scheduler_module.Scheduler, directory: Path) -> None:
@@ -192,14 +256,14 @@ def _cache_size(cache: cache_module.Cache) -> dict[tuple[str, ...], float]:
 
 
 async def _serve_metrics(
-    scheduler: scheduler_module.Scheduler, settings: RunSettings
+    scheduler: scheduler_module.Scheduler, settings: RunSettings, health: probes.Probes
 ) -> web.AppRunner | None:
     if not settings.metrics_port:
         return None
     register_metrics(scheduler.metrics, scheduler)
     try:
         runner = await metrics.serve(
-            scheduler.metrics, settings.metrics_host, settings.metrics_port
+            scheduler.metrics, settings.metrics_host, settings.metrics_port, health.routes()
         )
     except OSError as error:
         # Scheduling matters more than its metrics: say so loudly and go on without them.
@@ -210,5 +274,9 @@ async def _serve_metrics(
             error,
         )
         return None
-    logger.info("metrics on http://%s:%d/metrics", settings.metrics_host, settings.metrics_port)
+    logger.info(
+        "metrics on http://%s:%d/metrics, probes on /healthz and /readyz",
+        settings.metrics_host,
+        settings.metrics_port,
+    )
     return runner

@@ -1,11 +1,16 @@
 """The hot API path: a small async client over one aiohttp session (bind, events, status, list,
-watch)."""
+watch, the leader Lease).
+
+The Authorization header is set per request from ``credentials.Tokens``, so a rotated token
+file is picked up without a new session; a 401 re-reads the file at once and, when the token
+changed, sends the request once more."""
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import json
+import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote
@@ -41,6 +46,15 @@ class ApiResponse:
         return str(self.body)
 
 
+@dataclasses.dataclass
+class StreamActivity:
+    """A streamed path's state, for liveness: streams open now, and when that last changed
+    or one was refused (monotonic seconds)."""
+
+    open: int = 0
+    changed_at: float = dataclasses.field(default_factory=time.monotonic)
+
+
 class ApiClient:
     """Async access to the few endpoints plumb calls per pod; one connection pool for all."""
 
@@ -56,7 +70,8 @@ class ApiClient:
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._connections = connections
         self._headers = {"User-Agent": user_agent, "Accept": "application/json"}
-        self._headers.update(creds.headers())
+        self.tokens = credentials_module.Tokens(creds)
+        self.streams: dict[str, StreamActivity] = {}
         self._session: aiohttp.ClientSession | None = None
 
     @property
@@ -68,7 +83,9 @@ class ApiClient:
                 base_url=self._creds.server,
                 connector=connector,
                 timeout=self._timeout,
-                headers=self._headers,
+                # The token as of now, for callers that use the session directly (the
+                # benchmark's watch); request() and stream() send the current one each time.
+                headers={**self._headers, **self.tokens.headers()},
             )
         return self._session
 
@@ -92,7 +109,24 @@ class ApiClient:
         ``request_timeout`` (seconds) overrides the client's for this request: a collection
         delete can take minutes."""
         data = None if body is None else json.dumps(body, separators=(",", ":"))
-        headers = {"Content-Type": content_type} if data is not None else None
+        response = await self._send(method, path, data, params, content_type, request_timeout)
+        if response.status == 401 and self.tokens.refresh():
+            # The token rotated under us: the new one is in the file now.
+            response = await self._send(method, path, data, params, content_type, request_timeout)
+        return response
+
+    async def _send(
+        self,
+        method: str,
+        path: str,
+        data: str | None,
+        params: Mapping[str, str] | None,
+        content_type: str,
+        request_timeout: float | None,
+    ) -> ApiResponse:
+        headers = self.tokens.headers()
+        if data is not None:
+            headers["Content-Type"] = content_type
         try:
             async with self.session.request(
                 method,
@@ -131,11 +165,22 @@ class ApiClient:
         timeout = aiohttp.ClientTimeout(
             total=None, sock_connect=self._timeout.total, sock_read=read_timeout
         )
+        activity = self.streams.setdefault(path, StreamActivity())
         try:
             async with self.session.request(
-                method, path, params=params, timeout=timeout
+                method, path, params=params, timeout=timeout, headers=self.tokens.headers()
             ) as response:
-                yield response
+                if response.status == 401:
+                    # The caller retries the watch; by then the rotated token is in use.
+                    self.tokens.refresh()
+                streaming = response.status == 200
+                activity.open += streaming
+                activity.changed_at = time.monotonic()
+                try:
+                    yield response
+                finally:
+                    activity.open -= streaming
+                    activity.changed_at = time.monotonic()
         except (aiohttp.ClientError, TimeoutError) as error:
             raise TransportError(f"{method} {path}: {type(error).__name__}: {error}") from error
 
@@ -158,6 +203,25 @@ class ApiClient:
         path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/status"
         return await self.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
 
+    async def get_lease(
+        self, *, namespace: str, name: str, request_timeout: float | None = None
+    ) -> ApiResponse:
+        path = _lease_path(namespace, name)
+        return await self.request("GET", path, request_timeout=request_timeout)
+
+    async def create_lease(
+        self, *, namespace: str, body: JSON, request_timeout: float | None = None
+    ) -> ApiResponse:
+        path = f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace)}/leases"
+        return await self.request("POST", path, body=body, request_timeout=request_timeout)
+
+    async def replace_lease(
+        self, *, namespace: str, name: str, body: JSON, request_timeout: float | None = None
+    ) -> ApiResponse:
+        """PUT the whole Lease; its metadata.resourceVersion makes a concurrent change a 409."""
+        path = _lease_path(namespace, name)
+        return await self.request("PUT", path, body=body, request_timeout=request_timeout)
+
     async def list_all(self, path: str, *, page: int = 500) -> tuple[list[JSON], str]:
         """Every item of a collection, page by page; returns the items and the resourceVersion."""
         items: list[JSON] = []
@@ -172,6 +236,10 @@ class ApiClient:
             if not token:
                 return items, str(metadata.get("resourceVersion", ""))
             params = {"limit": str(page), "continue": token}
+
+
+def _lease_path(namespace: str, name: str) -> str:
+    return f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace)}/leases/{quote(name)}"
 
 
 def _retry_after(value: str | None) -> float | None:

@@ -20,7 +20,7 @@ Grafana dashboard's test breaks when a metric is renamed.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import prometheus_client
 from aiohttp import web
@@ -195,7 +195,7 @@ class Metrics:
         self._bindings = {result: bindings.labels(result) for result in BIND_RESULTS}
         self._leader = prometheus_client.Gauge(
             LEADER,
-            "1 while this instance runs the scheduling loop, else 0.",
+            "1 while this replica runs the scheduling loop (the leader), else 0.",
             registry=self.registry,
         )
 
@@ -243,8 +243,11 @@ class Metrics:
         return bytes(prometheus_client.generate_latest(self.registry))
 
 
-async def serve(metrics: Metrics, host: str, port: int) -> web.AppRunner:
-    """Serve /metrics on ``host:port``; the caller cleans the runner up."""
+async def serve(
+    metrics: Metrics, host: str, port: int, routes: Sequence[web.RouteDef] = ()
+) -> web.AppRunner:
+    """Serve /metrics (and ``routes``: the probes) on ``host:port``; the caller cleans the
+    runner up."""
 
     async def page(_: web.Request) -> web.Response:
         return web.Response(
@@ -253,6 +256,7 @@ async def serve(metrics: Metrics, host: str, port: int) -> web.AppRunner:
 
     app = web.Application()
     app.router.add_get("/metrics", page)
+    app.router.add_routes(routes)
     runner = web.AppRunner(app, access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()

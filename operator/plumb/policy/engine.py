@@ -92,6 +92,28 @@ class PolicyEngine:
                 )
         return state
 
+    def take_over(self, obj: Any) -> store_module.PolicyState | None:
+        """This replica just became the leader: what the previous leader wrote in the policy's
+        status (budget used and window, revert, last status) is newer than anything this
+        replica holds, which at best is its startup copy. Take it up, so a budget spent before
+        the handover is not spent again."""
+        status = obj.get("status") if isinstance(obj, Mapping) else None
+        now = self._clock()
+        state = self._settle(self.store.resume(obj, status, now))
+        if state is None or not isinstance(status, Mapping):
+            return state
+        self._previous[state.key] = dict(status)
+        budget = self._budgets.get(state.key)
+        if budget is not None and budget.restore(status.get("budget"), now):
+            logger.info(
+                "policy %s/%s: budget taken over from status (%d used since %s)",
+                state.namespace,
+                state.name,
+                budget.used(now),
+                timestamps.format_time(budget.window_start(now)),
+            )
+        return state
+
     def delete(self, namespace: str, name: str) -> None:
         """A policy was deleted: its pods go back to the default behaviour."""
         if self.store.delete(namespace, name):

@@ -10,13 +10,22 @@ from plumb.scheduler.feed import (
     ClusterFeed,
     node_change_helps,
 )
-from plumb.scheduler.loop import DEFAULT_BATCH, KernelRunner, Profile, Scheduler
+from plumb.scheduler.loop import (
+    DEFAULT_BATCH,
+    STALLED_CYCLE_SECONDS,
+    Gate,
+    KernelRunner,
+    Profile,
+    Scheduler,
+)
 
 __all__ = [
     "DEFAULT_BATCH",
     "POD_ADDED_HELPS",
     "POD_REMOVED_HELPS",
+    "STALLED_CYCLE_SECONDS",
     "ClusterFeed",
+    "Gate",
     "KernelRunner",
     "Profile",
     "Scheduler",

@@ -2,6 +2,11 @@
 background, report. This file tells the main story; the parts live in backend/, framework/,
 binder.py and events.py, and cluster events come in through the ``ClusterFeed`` half
 (scheduler/feed.py).
+
+With leader election the loop runs only on the leader (the app layer starts ``run`` when the
+lease is gained and cancels it, then calls ``stand_down``, when it is lost); ``may_act`` is
+asked again before each batch, and the binder asks it before each POST, so nothing is decided
+or bound once the lease went unrenewed past its deadline.
 """
 
 from __future__ import annotations
@@ -11,7 +16,7 @@ import dataclasses
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from plumb.backend import cache as cache_module
 from plumb.backend import journal as journal_module
@@ -27,10 +32,23 @@ from plumb.kernel import contract
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
-from plumb.scheduler import feed
+from plumb.scheduler import counting, feed
 
 KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
 DEFAULT_BATCH = 32
+STALLED_CYCLE_SECONDS = 60.0
+"""A batch still being decided after this long means the loop is stuck (liveness fails)."""
+
+
+class Gate(Protocol):
+    """Whether this replica may schedule now (leader.Elector.may_act)."""
+
+    def __call__(self) -> bool: ...
+
+
+def _always() -> bool:
+    return True
+
 
 logger = logging.getLogger("plumb.scheduler")
 
@@ -57,6 +75,8 @@ class Scheduler(feed.ClusterFeed):
         tracer: tracing.Tracer | None = None,
         metrics: metrics_module.Metrics | None = None,
         journal: int = journal_module.DEFAULT_LIMIT,
+        may_act: Gate = _always,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
         super().__init__(
@@ -73,18 +93,31 @@ class Scheduler(feed.ClusterFeed):
         # Attempts, latencies and kernel runs, counted as they happen (a registry of its own
         # unless the app layer serves one).
         self.metrics = metrics if metrics is not None else metrics_module.Metrics()
-        self._kernel = self._timed(kernel)
+        self._kernel = counting.timed(kernel, self.metrics)
         self.batch_size = batch_size
         self._binder = binder
         self._binds: set[asyncio.Task[None]] = set()
         # The last kernel runs' inputs, for snapshot dumps that ``plumb replay`` reads.
         self.runs = runs.RunLog()
+        self._may_act = may_act
+        self._clock = clock
+        self._cycle_started: float | None = None  # when the batch being decided was popped
+
+    def stalled(self) -> str | None:
+        """Why the loop looks stuck (for liveness), or None: a batch decided for too long."""
+        started = self._cycle_started
+        if started is not None and self._clock() - started > STALLED_CYCLE_SECONDS:
+            return (
+                f"the scheduling loop has been deciding one batch for "
+                f"{self._clock() - started:.0f} s (more than {STALLED_CYCLE_SECONDS:.0f} s)"
+            )
+        return None
 
     # The loop ------------------------------------------------------------------------------
 
     async def run(self) -> None:
         """Schedule pods until cancelled; waits for the first resync before the first pod."""
-        # No leader election yet: the instance running this loop is the one that schedules.
+        # The replica running this loop is the one that schedules (the leader, with election).
         self.metrics.set_leader(True)
         try:
             await self.synced.wait()
@@ -92,6 +125,13 @@ class Scheduler(feed.ClusterFeed):
                 entries = await self.queue.pop_batch(
                     self.batch_size, alone=_needs_own_batch, group=self.policies.group
                 )
+                if not self._may_act():
+                    # The lease went unrenewed; the app layer is about to cancel this loop.
+                    for entry in entries:
+                        self.queue.requeue(entry)
+                    await asyncio.sleep(0.1)
+                    continue
+                self._cycle_started = self._clock()
                 try:
                     await self.schedule_batch(entries)
                 except Exception:
@@ -99,10 +139,13 @@ class Scheduler(feed.ClusterFeed):
                     logger.exception(
                         "scheduling %s failed unexpectedly", ", ".join(e.pod.key for e in entries)
                     )
-                    self._count_errors(entries)
+                    counting.count_errors(self.metrics, self.queue, entries)
                     for entry in entries:
                         self.queue.backoff(entry.pod.uid)
+                finally:
+                    self._cycle_started = None
         finally:
+            self._cycle_started = None
             self.metrics.set_leader(False)
 
     async def schedule_batch(self, entries: list[queue_module.Entry]) -> None:
@@ -291,9 +334,27 @@ class Scheduler(feed.ClusterFeed):
     async def _bind(self, entry: queue_module.Entry, node: str, record: trace.Trace) -> None:
         pod = entry.pod
         started = time.monotonic()
-        result = await self._binder.bind(pod, node)
+        try:
+            result = await self._binder.bind(pod, node)
+        except asyncio.CancelledError:
+            # Leadership lost (or shutdown) mid-request: whether the server got it or not, the
+            # watch will tell; until then the pod waits in the queue like any other. The trace
+            # line dates the attempt (its time less bind_ms), so no bind goes unaccounted for.
+            self._step_back(entry)
+            cancelled = dataclasses.replace(
+                record,
+                result=trace.BIND_FAILED,
+                message="binding cancelled: this replica stopped leading; the watch shows "
+                "whether the API server bound the pod",
+                bind_ms=trace.ms(time.monotonic() - started),
+            )
+            self.tracer.emit(cancelled, level=logging.INFO)
+            raise
+        if result.outcome is Outcome.NOT_LEADER:
+            self._step_back(entry)
+            return
         latency = time.monotonic() - started
-        self._count_bind(entry, result.outcome, latency)
+        counting.count_bind(self.metrics, self.queue, entry, result.outcome, latency)
         bound = result.outcome is Outcome.BOUND
         if result.outcome not in (Outcome.GONE, Outcome.CONFLICT):  # not the zone's doing
             self.policies.observe_bind(pod, node, success=bound, latency=latency)
@@ -319,6 +380,25 @@ class Scheduler(feed.ClusterFeed):
         )
         self.tracer.emit(failed, repeat_after=step, level=level)
 
+    def _step_back(self, entry: queue_module.Entry) -> None:
+        """Undo the assumption of a pod whose binding was not (knowingly) made."""
+        pod = entry.pod
+        self._recorder.forget(pod.uid)
+        if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
+            self.cache.forget(pod.uid)
+            self.queue.retry(entry)
+
+    async def stand_down(self) -> None:
+        """Leadership is lost: cancel the bindings in flight and forget their assumptions, so
+        the pods are back in the queue for whoever leads next (the watch drops those that were
+        bound after all)."""
+        tasks = list(self._binds)
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        if tasks:
+            logger.info("stood down: %d bindings in flight cancelled", len(tasks))
+
     def dump(self) -> dict[str, Any]:
         """The cache, its journal and the recent runs, for ``plumb replay`` (JSON values)."""
         return runs.snapshot(self.cache, self.runs, self.profile.scheduler_name)
@@ -328,45 +408,6 @@ class Scheduler(feed.ClusterFeed):
         while self._binds:
             await asyncio.gather(*list(self._binds), return_exceptions=True)
         await self._recorder.drain()
-
-    # Metrics (an attempt runs from its pop to its result: the binding's answer when placed) --
-
-    def _timed(self, kernel: KernelRunner) -> KernelRunner:
-        """``kernel``, each run's duration observed."""
-        observe = self.metrics.kernel_run
-
-        async def run(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
-            started = time.perf_counter()
-            result = await kernel(cluster, batch)
-            observe(time.perf_counter() - started)
-            return result
-
-        return run
-
-    def _count_bind(self, entry: queue_module.Entry, outcome: Outcome, seconds: float) -> None:
-        self.metrics.binding(_BIND_RESULTS.get(outcome, metrics_module.ERROR), seconds)
-        now = self.queue.now()
-        if outcome is Outcome.BOUND:
-            self.metrics.attempt(metrics_module.SCHEDULED, now - entry.popped_at)
-            self.metrics.pod_scheduled(now - entry.first_enqueued, entry.attempts)
-        else:  # kube-scheduler counts a binding the API server refused as an error
-            self.metrics.attempt(metrics_module.ERROR, now - entry.popped_at)
-
-    def _count_errors(self, entries: list[queue_module.Entry]) -> None:
-        """A batch failed unexpectedly: its pods still in flight ended their attempt in error
-        (the others were decided before the failure, and counted then)."""
-        now = self.queue.now()
-        for entry in entries:
-            if self.queue.where(entry.pod.uid) is queue_module.Where.IN_FLIGHT:
-                self.metrics.attempt(metrics_module.ERROR, now - entry.popped_at)
-
-
-_BIND_RESULTS = {
-    Outcome.BOUND: metrics_module.BOUND,
-    Outcome.CONFLICT: metrics_module.CONFLICT,
-    Outcome.GONE: metrics_module.GONE,
-}
-"""A binding's metric label by its outcome; any other outcome is an error."""
 
 
 def _ref(policy: spec.Policy | None) -> traces.PolicyRef | None:

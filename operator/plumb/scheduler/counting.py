@@ -1,0 +1,63 @@
+"""The scheduler's metrics as it goes: kernel runs, bindings and attempts. An attempt runs from
+its pop to its result: the binding's answer when the pod was placed."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+
+from plumb.backend import queue as queue_module
+from plumb.binder import Outcome
+from plumb.kernel import contract
+from plumb.observability import metrics as metrics_module
+
+KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
+
+BIND_RESULTS = {
+    Outcome.BOUND: metrics_module.BOUND,
+    Outcome.CONFLICT: metrics_module.CONFLICT,
+    Outcome.GONE: metrics_module.GONE,
+}
+"""A binding's metric label by its outcome; any other outcome is an error."""
+
+
+def timed(kernel: KernelRunner, metrics: metrics_module.Metrics) -> KernelRunner:
+    """``kernel``, each run's duration observed."""
+    observe = metrics.kernel_run
+
+    async def run(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
+        started = time.perf_counter()
+        result = await kernel(cluster, batch)
+        observe(time.perf_counter() - started)
+        return result
+
+    return run
+
+
+def count_bind(
+    metrics: metrics_module.Metrics,
+    queue: queue_module.SchedulingQueue,
+    entry: queue_module.Entry,
+    outcome: Outcome,
+    seconds: float,
+) -> None:
+    metrics.binding(BIND_RESULTS.get(outcome, metrics_module.ERROR), seconds)
+    now = queue.now()
+    if outcome is Outcome.BOUND:
+        metrics.attempt(metrics_module.SCHEDULED, now - entry.popped_at)
+        metrics.pod_scheduled(now - entry.first_enqueued, entry.attempts)
+    else:  # kube-scheduler counts a binding the API server refused as an error
+        metrics.attempt(metrics_module.ERROR, now - entry.popped_at)
+
+
+def count_errors(
+    metrics: metrics_module.Metrics,
+    queue: queue_module.SchedulingQueue,
+    entries: list[queue_module.Entry],
+) -> None:
+    """A batch failed unexpectedly: its pods still in flight ended their attempt in error
+    (the others were decided before the failure, and counted then)."""
+    now = queue.now()
+    for entry in entries:
+        if queue.where(entry.pod.uid) is queue_module.Where.IN_FLIGHT:
+            metrics.attempt(metrics_module.ERROR, now - entry.popped_at)

@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: help install controlplane lint unit test demo run cluster-up cluster-down clean
-.PHONY: bench bench-quick metrics-plot
+.PHONY: bench bench-quick metrics-plot image test-e2e
 
 help:
 	@echo "make demo          set up, start a local control plane, show plumb scheduling pods"
@@ -18,6 +18,8 @@ help:
 	@echo "make bench         plumb beside kube-scheduler, all workloads (5,000 nodes too); writes docs/benchmarks.md (~10 min)"
 	@echo "make bench-quick   the same, small: a smoke check (every pod placed, no violations)"
 	@echo "make metrics-plot  a short real run scraped every second; writes docs/observability/metrics.png (~1 min)"
+	@echo "make image         plumb's image from the Dockerfile, with buildah, no network (loaded into a running real node)"
+	@echo "make test-e2e      make image, then kubectl apply -k manifests/ on a local cluster with a real node (root)"
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -65,6 +67,16 @@ bench-quick: install controlplane
 # A short real run with plumb's metrics port on, drawn as the dashboard's main panels.
 metrics-plot: install controlplane
 	$(BIN)/python -m plumb.bench.metricsplot --out docs/observability/metrics.png
+
+# plumb's image: wheels staged from PyPI (pip's cache) and built on a Debian Python base with no
+# network (hack/image/build.sh); prints the reference. `docker build .` builds the same Dockerfile.
+image: install
+	@bash hack/image/build.sh
+
+# The install as a user does it, on a cluster with a real node: skipped, saying why, where this
+# machine cannot run one. Builds the image itself (make image) first.
+test-e2e: install controlplane
+	PLUMB_E2E=1 $(BIN)/pytest tests/e2e -q -rsP
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build *.egg-info

@@ -59,6 +59,8 @@ def test_the_public_surface_is_pinned() -> None:
         "directory_inputs",
         "ensure_debian_base",
         "ensure_pause",
+        "ensure_plumb_image",
+        "ensure_python_base",
         "ensure_test_image",
         "load",
         "loaded",

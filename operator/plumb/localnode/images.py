@@ -1,12 +1,16 @@
 """Container images for the real node: built with buildah, cached by content, loaded with ctr.
 
-Three images are made here, each at most once per content:
+These images are made here, each at most once per content:
 
 - ``pause``, the pod sandbox's process (``hack/images/pause``, a static Go program), FROM scratch;
 - ``debian-base``, Debian bookworm from mmdebstrap: the essential packages and python3-minimal
   (Python 3.11), without documentation, man pages or locales;
 - ``test``, a small script on the base that tests run as pods, so that "an image of ours built
-  on the base" is exercised by the same ``build`` that builds any Containerfile.
+  on the base" is exercised by the same ``build`` that builds any Containerfile;
+- ``python-base``, Debian bookworm with python3, python3-venv and libstdc++6 (the whole
+  standard library, venv's pip, the C++ runtime of numpy's and llvmlite's wheels);
+- ``plumb``, the repository's Dockerfile built on ``python-base`` from a context of staged
+  wheels (hack/image/stage.sh): what ``make image`` makes and the end-to-end tests run.
 
 An image is a docker-archive file ``cache_dir()/<name>-<key>.tar`` whose reference is
 ``localhost/plumb/<name>:<key>``, the key being a sha256 over every input of its recipe: a changed
@@ -21,7 +25,9 @@ behind, besides the Go build cache and the small blob-info cache that buildah 1.
 keeps in /var/lib/containers/cache whatever its ``--root`` (no flag moves it).
 
 python3-minimal carries part of the standard library only (no json, asyncio or http): enough for
-the test image's script, not for an application that needs more.
+the test image's script, not for an application that needs more; plumb's image is built on
+``python-base`` instead. The public surface below predates the last two images, whose
+functions (``ensure_python_base``, ``ensure_plumb_image``) are not yet in ``__all__``.
 
 The key covers the inputs, not the tools: go, buildah and mmdebstrap's versions and the Debian
 mirror's state at the first build are not part of it. Remove ``cache_dir()`` to rebuild with
@@ -75,6 +81,8 @@ __all__ = [
     "directory_inputs",
     "ensure_debian_base",
     "ensure_pause",
+    "ensure_plumb_image",
+    "ensure_python_base",
     "ensure_test_image",
     "load",
     "loaded",
@@ -128,13 +136,51 @@ def ensure_debian_base() -> ImageArchive:
     $PLUMB_DEBIAN_MIRROR names).
     """
     mirror = os.environ.get(MIRROR_ENV) or None
-    recipe = debian_base_recipe(mirror)
+    return _debian(debian_base_recipe(mirror), mirror, packages=None, estimate="~40 s")
+
+
+def ensure_python_base() -> ImageArchive:
+    """Debian bookworm with python3, python3-venv and libstdc++6 (Python 3.11 with its whole
+    standard library, the pip that venv bundles, and what numpy's and llvmlite's wheels link
+    against), no docs, FROM scratch: the BASE of plumb's image.
+
+    The first build downloads its packages from Debian's mirror, as ``ensure_debian_base``.
+    """
+    mirror = os.environ.get(MIRROR_ENV) or None
+    recipe = recipes.python_base_recipe(mirror)
+    return _debian(recipe, mirror, packages=recipes.PYTHON_PACKAGES, estimate="~60 s")
+
+
+def ensure_plumb_image(context: Path) -> ImageArchive:
+    """plumb's image from a staged build context: the repository's Dockerfile beside a wheels/
+    directory holding plumb's wheel and its runtime dependencies (hack/image/stage.sh), built on
+    ``ensure_python_base()`` with no network. The kernel is compiled during the build (~1 min).
+    """
+    for required in ("Dockerfile", "wheels"):
+        if not (context / required).exists():
+            raise ImageError(
+                f"{context / required} does not exist; stage the build context first with "
+                f"`hack/image/stage.sh {context}` (or `make image`)"
+            )
+    if not any((context / "wheels").glob("plumb-*.whl")):
+        raise ImageError(
+            f"{context / 'wheels'} holds no plumb-*.whl; stage the build context again with "
+            f"`hack/image/stage.sh {context}`"
+        )
+    return build(recipes.PLUMB, containerfile_dir=context, base=ensure_python_base())
+
+
+def _debian(
+    recipe: Recipe, mirror: str | None, *, packages: Sequence[str] | None, estimate: str
+) -> ImageArchive:
+    """A base image of Debian's packages from mmdebstrap, added to an image FROM scratch."""
 
     def make(work: _Work, image: ImageArchive) -> None:
         rootfs = work.path / "rootfs.tar"
         where = mirror or "deb.debian.org (bookworm, bookworm-updates, bookworm-security)"
+        extra = {} if packages is None else {"packages": packages}
         _run(
-            recipes.mmdebstrap_argv(rootfs, mirror),
+            recipes.mmdebstrap_argv(rootfs, mirror, **extra),
             env=work.env,
             hint=(
                 f"mmdebstrap needs network access to Debian's mirror {where}: check that it is "
@@ -147,7 +193,7 @@ def ensure_debian_base() -> ImageArchive:
         work.buildah("config", *recipes.BASE_CONFIG, container)
         work.buildah("commit", "--rm", "--quiet", "--format=docker", container, image.ref)
 
-    return _produce(recipe, make, estimate="~40 s")
+    return _produce(recipe, make, estimate=estimate)
 
 
 def ensure_test_image() -> ImageArchive:

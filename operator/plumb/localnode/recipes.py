@@ -17,7 +17,9 @@ from pathlib import Path
 
 PAUSE = "pause"
 DEBIAN_BASE = "debian-base"
+PYTHON_BASE = "python-base"
 TEST = "test"
+PLUMB = "plumb"
 REF_PREFIX = "localhost/plumb/"
 MIRROR_ENV = "PLUMB_DEBIAN_MIRROR"
 # Where the test image's script lives; tests that override command/args may call it themselves.
@@ -34,6 +36,11 @@ PAUSE_CONFIG = ("--entrypoint", '["/pause"]', "--user", "65535:65535")
 
 _SUITE = "bookworm"
 _BASE_PACKAGES = ("python3-minimal",)
+# The full standard library (json, asyncio, ssl, http) that an application like plumb needs, and
+# venv with its bundled pip wheel, so that a Dockerfile's builder stage can install wheels with
+# no network: Debian's python3 has no pip of its own. libstdc++6 for numpy's and llvmlite's
+# manylinux wheels, which link against it (python:3.12-slim has it too).
+PYTHON_PACKAGES = ("python3", "python3-venv", "libstdc++6")
 _DPKG_OPTIONS = (
     "path-exclude=/usr/share/man/*",
     "path-exclude=/usr/share/info/*",
@@ -195,6 +202,15 @@ def debian_base_recipe(mirror: str | None) -> Recipe:
     return Recipe(name=DEBIAN_BASE, inputs=inputs)
 
 
+def python_base_recipe(mirror: str | None) -> Recipe:
+    """The Python runtime base from mmdebstrap: python3 (3.11), python3-venv and libstdc++6."""
+    inputs = {
+        "mmdebstrap": _encode(mmdebstrap_argv(Path("OUTPUT"), mirror, packages=PYTHON_PACKAGES)),
+        "config": _encode(BASE_CONFIG),
+    }
+    return Recipe(name=PYTHON_BASE, inputs=inputs)
+
+
 def build_recipe(
     name: str,
     *,
@@ -225,13 +241,16 @@ def _check_name(name: str) -> None:
         )
 
 
-def mmdebstrap_argv(output: Path, mirror: str | None) -> list[str]:
+def mmdebstrap_argv(
+    output: Path, mirror: str | None, *, packages: Sequence[str] = _BASE_PACKAGES
+) -> list[str]:
+    """mmdebstrap's command line for a base of Debian's essential packages plus ``packages``."""
     argv = [
         "mmdebstrap",
         "--mode=root",
         "--variant=essential",
         "--format=tar",
-        f"--include={','.join(_BASE_PACKAGES)}",
+        f"--include={','.join(packages)}",
         # Merged /usr through the usr-is-merged package: the usrmerge package, which apt picks
         # otherwise, pulls in perl and makes the image half as big again.
         "--hook-dir=/usr/share/mmdebstrap/hooks/merged-usr",

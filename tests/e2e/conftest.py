@@ -1,0 +1,316 @@
+"""Fixtures for the end-to-end tests: plumb's image built by ``make image``, then installed with
+``kubectl apply -k manifests/`` on the local cluster with its real node, as a person would.
+
+The tests that build the image or start the node run only under ``make test-e2e`` (which sets
+PLUMB_E2E=1): ``make test`` collects them too, and would otherwise start a second real node
+beside the integration suite's, which this machine cannot have (the bridge has a fixed name).
+Where the machine cannot run a node, the node fixture skips them and says why. The static
+checks of the manifests run in both.
+"""
+
+from __future__ import annotations
+
+import calendar
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plumb.localnode import images
+from plumb.localnode import running as localnode
+from plumb.testing import crds, kube
+from tests.integration.conftest import NodeCluster, node_cluster
+
+__all__ = ["Installed", "node_cluster"]
+
+REPOSITORY = Path(__file__).resolve().parents[2]
+MANIFESTS = REPOSITORY / "manifests"
+NAMESPACE = "plumb-system"
+DEPLOYMENT = "plumb"
+SERVICE_ACCOUNT = "plumb"
+LEASE = "plumb"
+SELECTOR = "app.kubernetes.io/name=plumb"
+ENABLE = "PLUMB_E2E"
+LEADER_FLAG = "--leader-elect"
+# A first build here takes about 3 minutes (the Python base, the wheels, the kernel compiled).
+_IMAGE_TIMEOUT_SECONDS = 900
+# Both replicas Ready: the image is local, the kernel comes from the image's cache.
+_READY_TIMEOUT_SECONDS = 180
+
+
+# The fixtures that build the image or start the real node; tests without them (the static
+# checks of the manifests) run everywhere.
+_HEAVY = frozenset({"plumb_image", "node_cluster", "installed"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if os.environ.get(ENABLE) == "1":
+        return
+    here = Path(__file__).parent
+    skip = pytest.mark.skip(
+        reason=f"end-to-end: run by `make test-e2e` ({ENABLE}=1), which starts the real node "
+        f"alone; `make test`'s integration suite has one of its own"
+    )
+    for item in items:
+        fixtures = set(getattr(item, "fixturenames", ()))
+        if here in Path(str(item.path)).parents and fixtures & _HEAVY:
+            item.add_marker(skip)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Image:
+    """plumb's image as ``make image`` left it: reference, archive and how long it took."""
+
+    archive: images.ImageArchive
+    seconds: float
+
+    @property
+    def size_mb(self) -> float:
+        return self.archive.archive.stat().st_size / 1e6
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Installed:
+    """plumb installed from manifests/ on the node cluster, and what the install looked like."""
+
+    cluster: NodeCluster
+    image: Image
+    kubectl: crds.Kubectl
+    overlay: Path
+    leader_election: bool
+    replicas: int
+    # The pod created before the install, and when plumb bound it, from its container's start.
+    early_pod: str
+    first_pod_seconds: float
+
+    def json(self, *args: str) -> Any:
+        return json.loads(self.kubectl.check(*args, "-o", "json"))
+
+    def plumb_pods(self) -> list[dict[str, Any]]:
+        listing = self.json("get", "pods", "-n", NAMESPACE, "-l", SELECTOR)
+        return list(listing["items"])
+
+    def leader(self) -> str:
+        """The pod the Lease names (or the only replica, without leader election)."""
+        if not self.leader_election:
+            (pod,) = self.plumb_pods()
+            return str(pod["metadata"]["name"])
+        command = (
+            "get",
+            "lease",
+            LEASE,
+            "-n",
+            NAMESPACE,
+            "-o",
+            "jsonpath={.spec.holderIdentity}",
+        )
+        return kube.wait_for("the Lease to name a holder", lambda: self.kubectl.check(*command))
+
+    def logs(self, pod: str) -> str:
+        return self.kubectl.check("logs", "-n", NAMESPACE, pod, timeout=60)
+
+
+@pytest.fixture(scope="session")
+def plumb_image() -> Image:
+    """``make image``: staged wheels, the Python base and the Dockerfile, built with buildah."""
+    # buildah and mmdebstrap come with what the real node needs: without it, skip as it does.
+    problem = localnode.preflight()
+    if problem is not None:
+        pytest.skip(f"this machine cannot run the real node: {problem}")
+    started = time.monotonic()
+    result = subprocess.run(
+        ["make", "--no-print-directory", "image"],
+        cwd=REPOSITORY,
+        capture_output=True,
+        text=True,
+        timeout=_IMAGE_TIMEOUT_SECONDS,
+        check=False,
+    )
+    assert result.returncode == 0, f"make image failed:\n{result.stdout}\n{result.stderr}"
+    ref, _, archive = result.stdout.strip().splitlines()[-1].partition("\t")
+    image = Image(
+        archive=images.ImageArchive(ref=ref, archive=Path(archive)),
+        seconds=time.monotonic() - started,
+    )
+    print(f"make image: {ref}, {image.size_mb:.0f} MB, {image.seconds:.0f} s\n{result.stderr}")
+    return image
+
+
+def leader_election_available() -> bool:
+    """Whether this checkout's ``plumb run`` has the leader election flags the manifests use."""
+    help_text = subprocess.run(
+        [str(REPOSITORY / ".venv" / "bin" / "plumb"), "run", "--help"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    return LEADER_FLAG in help_text
+
+
+def overlay(directory: Path, *, kubectl: crds.Kubectl, image: str, leader_election: bool) -> Path:
+    """A kustomization over a copy of manifests/ (and crds/, which it takes the CRD from) that
+    only points the image at the local build: kustomize takes a base by a relative path only.
+
+    Without leader election in this checkout yet, it also runs one replica without the
+    leader flags and probes the metrics port's /metrics, which plumb serves today.
+    """
+    name, _, tag = image.rpartition(":")
+    kustomization: dict[str, Any] = {
+        "apiVersion": "kustomize.config.k8s.io/v1beta1",
+        "kind": "Kustomization",
+        "resources": ["../manifests"],
+        "images": [{"name": "plumb", "newName": name, "newTag": tag}],
+    }
+    if not leader_election:
+        container = "/spec/template/spec/containers/0"
+        probe = {"httpGet": {"path": "/metrics", "port": "metrics"}, "periodSeconds": 5}
+        args = [arg for arg in _manifest_args(kubectl) if not arg.startswith(LEADER_FLAG)]
+        patch = [
+            {"op": "replace", "path": "/spec/replicas", "value": 1},
+            {"op": "replace", "path": f"{container}/args", "value": args},
+            {"op": "replace", "path": f"{container}/readinessProbe", "value": probe},
+            {"op": "replace", "path": f"{container}/livenessProbe", "value": probe},
+        ]
+        kustomization["patches"] = [
+            {"target": {"kind": "Deployment", "name": DEPLOYMENT}, "patch": json.dumps(patch)}
+        ]
+    for source in (MANIFESTS, REPOSITORY / "crds"):
+        shutil.copytree(source, directory / source.name)
+    directory = directory / "overlay"
+    directory.mkdir()
+    # JSON is YAML: no YAML writer needed.
+    (directory / "kustomization.yaml").write_text(json.dumps(kustomization, indent=2) + "\n")
+    return directory
+
+
+def _manifest_args(kubectl: crds.Kubectl) -> list[str]:
+    """plumb's arguments in the Deployment that manifests/ renders."""
+    rendered = kubectl.check("kustomize", str(MANIFESTS))
+    for document in rendered.split("\n---\n"):
+        if "kind: Deployment" in document:
+            # kubectl renders YAML; ask it for the same object as JSON.
+            body = kubectl.check(
+                "create", "--dry-run=client", "-f", "-", "-o", "json", stdin=document
+            )
+            deployment = json.loads(body)
+            return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+    raise AssertionError(f"kubectl kustomize {MANIFESTS} rendered no Deployment")
+
+
+def early_pod(namespace: str, image: str) -> dict[str, Any]:
+    """A pod for plumb that waits from before the install: its bind time is plumb's first."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "first", "namespace": namespace},
+        "spec": {
+            "schedulerName": "plumb",
+            "terminationGracePeriodSeconds": 0,
+            "containers": [
+                {
+                    "name": "main",
+                    "image": image,
+                    "imagePullPolicy": "Never",
+                    "command": ["sleep", "infinity"],
+                    "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}},
+                }
+            ],
+        },
+    }
+
+
+def _timestamp(text: str) -> float:
+    return float(calendar.timegm(time.strptime(text, "%Y-%m-%dT%H:%M:%SZ")))
+
+
+def _condition_time(pod: dict[str, Any], kind: str) -> str | None:
+    for condition in pod.get("status", {}).get("conditions", []):
+        if condition.get("type") == kind and condition.get("status") == "True":
+            return str(condition["lastTransitionTime"])
+    return None
+
+
+@pytest.fixture(scope="session")
+def installed(
+    plumb_image: Image,
+    node_cluster: NodeCluster,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Installed]:
+    """plumb from manifests/ (image pinned to the local build), every replica Ready."""
+    cluster = node_cluster
+    images.load(plumb_image.archive, containerd_address=cluster.node.containerd_address)
+    kubectl = cluster.kubectl
+    leader_election = leader_election_available()
+    directory = overlay(
+        tmp_path_factory.mktemp("overlay"),
+        kubectl=kubectl,
+        image=plumb_image.archive.ref,
+        leader_election=leader_election,
+    )
+    waiting = "e2e-first"
+    cluster.client.create_namespace(waiting)
+    kubectl.check("apply", "-f", "-", stdin=json.dumps(early_pod(waiting, cluster.image)))
+    kubectl.check("apply", "-k", str(directory), timeout=120)
+    replicas = 2 if leader_election else 1
+    try:
+        kubectl.check(
+            "rollout",
+            "status",
+            f"deployment/{DEPLOYMENT}",
+            "-n",
+            NAMESPACE,
+            f"--timeout={_READY_TIMEOUT_SECONDS}s",
+            timeout=_READY_TIMEOUT_SECONDS + 10,
+        )
+        installation = Installed(
+            cluster=cluster,
+            image=plumb_image,
+            kubectl=kubectl,
+            overlay=directory,
+            leader_election=leader_election,
+            replicas=replicas,
+            early_pod=f"{waiting}/first",
+            first_pod_seconds=_first_pod_seconds(kubectl, waiting),
+        )
+    except BaseException:
+        print(kubectl.run("describe", "pods", "-n", NAMESPACE).stdout[-6000:])
+        print(kubectl.run("logs", "-n", NAMESPACE, "-l", SELECTOR, "--tail=80").stdout)
+        raise
+    yield installation
+    for pod in installation.plumb_pods():
+        name = pod["metadata"]["name"]
+        print(f"--- {name} ---\n{kubectl.run('logs', '-n', NAMESPACE, name).stdout[-4000:]}")
+    kubectl.run("delete", "-k", str(directory), "--wait=true", "--timeout=60s", timeout=90)
+    cluster.client.delete_namespace(waiting)
+
+
+def _first_pod_seconds(kubectl: crds.Kubectl, namespace: str) -> float:
+    """From the leader's container start to plumb's first binding (the early pod's)."""
+
+    def bound() -> dict[str, Any] | None:
+        pod: dict[str, Any] = json.loads(
+            kubectl.check("get", "pod", "first", "-n", namespace, "-o", "json")
+        )
+        return pod if _condition_time(pod, "PodScheduled") else None
+
+    pod = kube.wait_for("plumb to bind the pod waiting before the install", bound, timeout=60)
+    scheduled = _timestamp(str(_condition_time(pod, "PodScheduled")))
+    # The replica that bound it: its Scheduled event's reporting instance is plumb-<pod name>.
+    events = json.loads(kubectl.check("get", "events.events.k8s.io", "-n", namespace, "-o", "json"))
+    instances = {
+        event["reportingInstance"]
+        for event in events["items"]
+        if event.get("reason") == "Scheduled" and event["regarding"]["name"] == "first"
+    }
+    assert len(instances) == 1, f"expected one Scheduled event for {namespace}/first: {events}"
+    replica = instances.pop().removeprefix("plumb-")
+    status = json.loads(kubectl.check("get", "pod", replica, "-n", NAMESPACE, "-o", "json"))
+    (container,) = status["status"]["containerStatuses"]
+    return scheduled - _timestamp(container["state"]["running"]["startedAt"])

@@ -1,0 +1,131 @@
+"""manifests/ as kustomize renders it, checked without a cluster: what `kubectl apply -k`
+would install, its least-privilege RBAC, its pinned image and its one copy of the CRD."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml  # type: ignore[import-untyped]  # no stubs in the dev dependencies
+
+from plumb.controlplane import building
+from tests.e2e.conftest import MANIFESTS, NAMESPACE, REPOSITORY
+
+CRD_FILE = REPOSITORY / "crds" / "schedulingpolicies.scheduling.plumb.dev.yaml"
+# Every verb plumb's ClusterRole may carry, by (group, resource): README and docs/operations.md.
+CLUSTER_RULES = {
+    ("", "pods"): {"list", "watch"},
+    ("", "pods/binding"): {"create"},
+    ("", "pods/status"): {"patch"},
+    ("", "nodes"): {"list", "watch"},
+    ("", "namespaces"): {"list", "watch"},
+    ("", "services"): {"list", "watch"},
+    ("", "replicationcontrollers"): {"list", "watch"},
+    ("apps", "replicasets"): {"list", "watch"},
+    ("apps", "statefulsets"): {"list", "watch"},
+    ("events.k8s.io", "events"): {"create"},
+    ("scheduling.plumb.dev", "schedulingpolicies"): {"list", "watch", "patch"},
+    ("scheduling.plumb.dev", "schedulingpolicies/status"): {"patch"},
+}
+
+
+def _render(directory: Path) -> list[dict[str, Any]]:
+    kubectl = building.ensure_binaries() / "kubectl"
+    result = subprocess.run(
+        [str(kubectl), "kustomize", str(directory)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+@pytest.fixture(scope="module")
+def rendered() -> dict[tuple[str, str], dict[str, Any]]:
+    return {(doc["kind"], doc["metadata"]["name"]): doc for doc in _render(MANIFESTS)}
+
+
+def _one(rendered: dict[tuple[str, str], dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [doc for (k, _), doc in rendered.items() if k == kind]
+    return found
+
+
+def test_the_kustomization_installs_everything_plumb_needs(
+    rendered: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    kinds = sorted(kind for kind, _ in rendered)
+    assert kinds == [
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "ConfigMap",
+        "CustomResourceDefinition",
+        "Deployment",
+        "Namespace",
+        "PodDisruptionBudget",
+        "Role",
+        "RoleBinding",
+        "Service",
+        "ServiceAccount",
+    ]
+    for (kind, name), doc in rendered.items():
+        if kind not in {
+            "Namespace",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "CustomResourceDefinition",
+        }:
+            assert doc["metadata"]["namespace"] == NAMESPACE, f"{kind}/{name}"
+
+
+def test_the_crd_is_the_one_in_crds(rendered: dict[tuple[str, str], dict[str, Any]]) -> None:
+    assert _one(rendered, "CustomResourceDefinition") == yaml.safe_load(CRD_FILE.read_text())
+
+
+def test_the_deployment_pins_the_image_and_runs_restricted(
+    rendered: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    deployment = _one(rendered, "Deployment")
+    spec = deployment["spec"]["template"]["spec"]
+    assert deployment["spec"]["replicas"] == 2
+    images = {c["image"] for c in [*spec["initContainers"], *spec["containers"]]}
+    assert images == {"plumb:0.1.0"}, "the kustomization's images: entry pins both containers"
+    (container,) = spec["containers"]
+    settings = _one(rendered, "ConfigMap")
+    assert container["envFrom"] == [{"configMapRef": {"name": settings["metadata"]["name"]}}]
+    # Every $(VAR) in the arguments comes from the ConfigMap.
+    for arg in container["args"]:
+        if "$(" in arg:
+            assert arg.split("$(")[1].rstrip(")") in settings["data"], arg
+    assert "--leader-elect" in container["args"]
+    env = {e["name"]: e for e in container["env"]}
+    assert env["POD_NAME"]["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+
+
+def test_the_rbac_grants_exactly_what_plumb_uses(
+    rendered: dict[tuple[str, str], dict[str, Any]],
+) -> None:
+    granted: dict[tuple[str, str], set[str]] = {}
+    for rule in _one(rendered, "ClusterRole")["rules"]:
+        assert "resourceNames" not in rule
+        for group in rule["apiGroups"]:
+            for resource in rule["resources"]:
+                granted.setdefault((group, resource), set()).update(rule["verbs"])
+    assert granted == CLUSTER_RULES
+    role = _one(rendered, "Role")
+    assert role["metadata"]["namespace"] == NAMESPACE
+    leases = {
+        (tuple(rule.get("resourceNames", ())), verb)
+        for rule in role["rules"]
+        for verb in rule["verbs"]
+        if rule["apiGroups"] == ["coordination.k8s.io"] and rule["resources"] == ["leases"]
+    }
+    assert leases == {((), "create"), (("plumb",), "get"), (("plumb",), "update")}
+    for kind in ("ClusterRoleBinding", "RoleBinding"):
+        (subject,) = _one(rendered, kind)["subjects"]
+        assert subject == {"kind": "ServiceAccount", "name": "plumb", "namespace": NAMESPACE}

@@ -1,0 +1,252 @@
+"""The Grafana dashboard against a real Prometheus: Debian's ``prometheus``, started here on
+127.0.0.1 with a configuration of its own that scrapes both installed replicas at their pod
+addresses on the bridge, after a workload under a SchedulingPolicy with a spread, a budget and
+zone health. Every panel's query must evaluate without error and return at least one series,
+and ``plumb_leader`` must sum to 1: one leader, one standby.
+
+Traffic stays on this machine: Prometheus listens on loopback and scrapes the bridge only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from plumb.testing import builders, kube
+from tests.e2e.conftest import REPOSITORY, Installed
+
+DASHBOARD = REPOSITORY / "manifests" / "grafana" / "plumb-dashboard.json"
+ZONES = ("zone-a", "zone-b", "zone-c")
+TAINT = "e2e.plumb.dev/zoned"
+MAINTENANCE = "e2e.plumb.dev/maintenance"
+PODS = 5
+# Grafana's variables, as a person looking at every replica over the last minute would set them.
+VARIABLES = {"$instance": ".+", "$__rate_interval": "1m"}
+SCRAPE = "1s"
+
+
+def _queries() -> list[tuple[str, str]]:
+    """(panel title, PromQL) for every target of every panel."""
+    found = []
+    for panel in json.loads(DASHBOARD.read_text())["panels"]:
+        for target in panel.get("targets", []):
+            if "expr" in target:
+                found.append((panel["title"], str(target["expr"])))
+    assert found, f"no queries found in {DASHBOARD}"
+    return found
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+# No proxy, whatever the environment says: Prometheus is on this machine's loopback.
+_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+
+
+def _query(port: int, expr: str) -> dict[str, Any]:
+    """Prometheus's answer to an instant query; {} while it is not listening yet."""
+    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    try:
+        with _OPENER.open(url, timeout=10) as response:
+            answer: dict[str, Any] = json.load(response)
+    except urllib.error.HTTPError as error:
+        answer = json.load(error)
+    except urllib.error.URLError:
+        return {}
+    return answer
+
+
+def _prometheus_binary() -> str:
+    """Debian's prometheus: the installed one, else the package's binary unpacked into the
+    cache (``apt-get download`` and ``dpkg-deb -x``: no maintainer scripts, so no service is
+    started or user made, and nothing is left installed)."""
+    installed = shutil.which("prometheus")
+    if installed is not None:
+        return installed
+    root = Path(os.environ.get("PLUMB_CACHE_DIR") or Path.home() / ".cache" / "plumb")
+    unpacked = root / "prometheus-deb"
+    binary = unpacked / "usr" / "bin" / "prometheus"
+    if binary.is_file():
+        return str(binary)
+    with tempfile.TemporaryDirectory() as scratch:
+        download = subprocess.run(
+            ["apt-get", "download", "prometheus"],
+            cwd=scratch,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        debs = list(Path(scratch).glob("prometheus_*.deb"))
+        if download.returncode != 0 or not debs:
+            pytest.skip(
+                f"Debian's prometheus package could not be downloaded ({download.stderr.strip()}); "
+                f"install it with apt-get install --no-install-recommends prometheus"
+            )
+        partial = Path(tempfile.mkdtemp(prefix=".prometheus-", dir=root))
+        subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(partial)], check=True, timeout=120)
+        partial.rename(unpacked)
+    return str(binary)
+
+
+@pytest.fixture
+def prometheus(installed: Installed, tmp_path: Path) -> Iterator[int]:
+    """Prometheus on 127.0.0.1, scraping every replica's pod address every second."""
+    binary = _prometheus_binary()
+    targets = [f"{pod['status']['podIP']}:10251" for pod in installed.plumb_pods()]
+    config = {
+        "global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE},
+        "scrape_configs": [{"job_name": "plumb", "static_configs": [{"targets": targets}]}],
+    }
+    (tmp_path / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
+    port = _free_port()
+    log = (tmp_path / "prometheus.log").open("wb")
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={tmp_path / 'prometheus.yml'}",
+            f"--storage.tsdb.path={tmp_path / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+            "--log.level=warn",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        kube.wait_for(
+            f"Prometheus to scrape {targets}",
+            lambda: len(_query(port, "up == 1").get("data", {}).get("result", [])) == len(targets),
+            timeout=60,
+            interval=1.0,
+        )
+        yield port
+    finally:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        log.close()
+        print((tmp_path / "prometheus.log").read_text(errors="replace")[-3000:])
+
+
+@pytest.fixture
+def zoned_workload(installed: Installed) -> Iterator[str]:
+    """Pods under a SchedulingPolicy that spreads them over three zones with maxSkew 1, scores
+    zone health and allows 2 deviations, while zone-c is in maintenance: two placements in
+    zones a and b, then two on the budget (deviations), then one waits."""
+    client, kubectl = installed.cluster.client, installed.kubectl
+    namespace = "e2e-payments"
+    client.create_namespace(namespace)
+    nodes = []
+    for zone in ZONES:
+        node = builders.make_node(f"e2e-{zone}").zone(zone).capacity(cpu=8)
+        node = node.label(TAINT, "true").taint(TAINT)
+        if zone == ZONES[-1]:
+            node = node.taint(MAINTENANCE)
+        client.create_node(node.obj())
+        nodes.append(f"e2e-{zone}")
+    policy = {
+        "apiVersion": "scheduling.plumb.dev/v1alpha1",
+        "kind": "SchedulingPolicy",
+        "metadata": {"name": "api-spread", "namespace": namespace},
+        "spec": {
+            "selector": {"matchLabels": {"app": "api"}},
+            "topology": [{"topologyKey": builders.ZONE_LABEL, "maxSkew": 1}],
+            "scoring": {
+                "weights": {
+                    "resources": 1,
+                    "balance": 1,
+                    "spread": 2,
+                    "affinity": 2,
+                    "taints": 3,
+                    "zoneHealth": 10,
+                }
+            },
+            "zoneHealth": {"topologyKey": builders.ZONE_LABEL, "window": "5m", "staleAfter": "1m"},
+            "deviationBudget": {"maxViolations": 2, "window": "10m"},
+        },
+    }
+    kubectl.check("apply", "-f", "-", stdin=json.dumps(policy))
+    for i in range(PODS):
+        pod = {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": f"api-{i}", "namespace": namespace, "labels": {"app": "api"}},
+            "spec": {
+                "schedulerName": "plumb",
+                "tolerations": [{"key": TAINT, "operator": "Exists"}],
+                "nodeSelector": {TAINT: "true"},
+                "containers": [
+                    {
+                        "name": "api",
+                        "image": installed.cluster.image,
+                        "imagePullPolicy": "Never",
+                        "resources": {"requests": {"cpu": "100m"}},
+                    }
+                ],
+            },
+        }
+        kubectl.check("apply", "-f", "-", stdin=json.dumps(pod))
+        time.sleep(0.5)  # one at a time, so the spread sees each placement before the next
+    yield namespace
+    client.delete_namespace(namespace)
+    for name in nodes:
+        client.delete_node(name)
+
+
+def test_every_dashboard_query_returns_series_from_a_real_prometheus(
+    installed: Installed, prometheus: int, zoned_workload: str
+) -> None:
+    if not installed.leader_election:
+        pytest.skip("plumb run has no leader election in this checkout: one replica only")
+    kubectl = installed.kubectl
+
+    def deviations() -> bool:
+        events = kubectl.check(
+            "get", "events.events.k8s.io", "-n", zoned_workload, "-o", "jsonpath={..reason}"
+        )
+        return events.split().count("PolicyDeviation") >= 1
+
+    kube.wait_for("a PolicyDeviation event", deviations, timeout=60, interval=1.0)
+
+    queries = _queries()
+    empty: list[str] = []
+
+    def every_query_answers() -> bool:
+        empty.clear()
+        for title, expr in queries:
+            for variable, value in VARIABLES.items():
+                expr = expr.replace(variable, value)
+            answer = _query(prometheus, expr)
+            assert answer.get("status") == "success", f"{title}: {expr}: {answer}"
+            if not answer["data"]["result"]:
+                empty.append(f"{title}: {expr}")
+        return not empty
+
+    try:
+        kube.wait_for("every dashboard query to return a series", every_query_answers, timeout=90)
+    except kube.WaitTimeout:
+        raise AssertionError("queries with no series:\n" + "\n".join(empty)) from None
+    leaders = _query(prometheus, "sum(plumb_leader)")["data"]["result"]
+    assert float(leaders[0]["value"][1]) == 1.0, leaders
+    replicas = _query(prometheus, "count(plumb_leader)")["data"]["result"]
+    assert float(replicas[0]["value"][1]) == installed.replicas
+    print(f"{len(queries)} dashboard queries answered from {installed.replicas} replicas' pages")

@@ -97,17 +97,25 @@ def _wait_settled(
 
 
 def _scheduled_by_plumb(client: kube.Kube, namespace: str, pods: list[dict[str, Any]]) -> None:
-    by_pod = {
-        e["involvedObject"]["name"]: e
-        for e in client.events(namespace)
-        if e.get("reason") == "Scheduled"
-    }
+    """Each pod was made by a ReplicaSet and has plumb's Scheduled event (posted just after
+    the binding, so it may trail the bound pod by a moment)."""
     for pod in pods:
-        name = pod["metadata"]["name"]
         owner = pod["metadata"]["ownerReferences"][0]
-        assert owner["kind"] == "ReplicaSet", f"{name} not made by a ReplicaSet: {owner}"
-        assert name in by_pod, f"no Scheduled event for {name}"
-        assert by_pod[name].get("reportingComponent") == "plumb", by_pod[name]
+        assert owner["kind"] == "ReplicaSet", f"{pod['metadata']['name']} has owner {owner}"
+
+    def scheduled() -> dict[str, dict[str, Any]] | None:
+        by_pod = {
+            e["involvedObject"]["name"]: e
+            for e in client.events(namespace)
+            if e.get("reason") == "Scheduled"
+        }
+        names = [p["metadata"]["name"] for p in pods]
+        return by_pod if all(name in by_pod for name in names) else None
+
+    by_pod = kube.wait_for(f"Scheduled events for {len(pods)} pods", scheduled, timeout=30)
+    for pod in pods:
+        event = by_pod[pod["metadata"]["name"]]
+        assert event.get("reportingComponent") == "plumb", event
 
 
 def _skew(counts: Counter[str], zones: list[str]) -> int:

@@ -1,0 +1,342 @@
+"""Preemption's decision, kube-scheduler v1.34's DefaultPreemption PostFilter, as pure computation.
+
+Not yet called by the scheduler: this is the computation alone; carrying it out (nomination,
+DisruptionTarget, deletes, events) and wiring it after a failed cycle come later (issue 13).
+
+The story of one call to ``preempt``, after a pod fits nowhere:
+1. eligible? not with preemptionPolicy Never, nor while an earlier preemption's victims still
+   terminate on its nominated node;
+2. every node that failed only for reasons removing pods can cure (Unschedulable, never
+   UnschedulableAndUnresolvable) is searched, all of them (no sampling, unlike kube-scheduler);
+3. per node: remove every lower-priority pod, check the pod fits, then reprieve victims one by
+   one (PDB-violating ones first, each group most important first) while it still fits;
+4. the node with the fewest PDB violations, then the lowest highest-victim priority, the smallest
+   priority sum, the fewest victims, the latest start of its most important victims, then
+   plumb's stable hash of (pod uid, node name) — or, with no node, kube-scheduler's sentence.
+
+``fits`` stands in for "run the filters with only these pods on the node", so the kernel can be
+plugged in later. Purely computational; no I/O.
+
+One deliberate difference: a lower-priority pod that is already terminating is treated as gone.
+It is never a victim (not deleted again, not counted in the choice of node), where
+kube-scheduler would list it among the victims again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import enum
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from types import MappingProxyType
+from typing import Protocol
+
+import numpy as np
+
+from plumb.backend import hashing, specs
+from plumb.framework import status
+from plumb.kernel import reference
+
+# kube-scheduler's words (defaultpreemption/default_preemption.go, preemption/preemption.go).
+NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_NODES = "no nodes available"
+PREFIX = "preemption: "
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+NEVER = "Never"
+# Added to each victim's priority before summing, so all terms are >= 0 (pickOneNodeForPreemption).
+_PRIORITY_OFFSET = 2**31
+_EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
+_EMPTY: Mapping[str, int] = MappingProxyType({})
+
+
+class Code(enum.Enum):
+    """A node's filter verdict, as kube-scheduler's status codes: only Unschedulable nodes may be
+    cured by removing pods."""
+
+    UNSCHEDULABLE = "Unschedulable"
+    UNRESOLVABLE = "UnschedulableAndUnresolvable"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Pod:
+    """A preemptor or a pod on a node. ``start_time`` None means not started yet, which
+    kube-scheduler reads as now (later than any start). ``preempted`` is the DisruptionTarget
+    condition, True with reason PreemptionByScheduler; ``deleting`` a deletionTimestamp."""
+
+    uid: str
+    namespace: str
+    name: str
+    priority: int = 0
+    requests: Mapping[str, int] = dataclasses.field(default_factory=lambda: _EMPTY)
+    labels: Mapping[str, str] = dataclasses.field(default_factory=lambda: _EMPTY_LABELS)
+    start_time: datetime.datetime | None = None
+    deleting: bool = False
+    preempted: bool = False
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    nominated_node: str = ""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Node:
+    name: str
+    allocatable: Mapping[str, int] = dataclasses.field(default_factory=lambda: _EMPTY)
+    pods: tuple[Pod, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class DisruptionBudget:
+    """A PodDisruptionBudget as preemption reads it. A None or empty selector matches nothing
+    (policy/v1), as does one that failed to parse (pass None). ``disrupted`` are the names in
+    status.disruptedPods: already counted by the API server, so neither counted nor violated."""
+
+    namespace: str
+    selector: specs.LabelSelector | None
+    disruptions_allowed: int
+    disrupted: frozenset[str] = frozenset()
+
+    def matches(self, pod: Pod) -> bool:
+        if self.selector is None or not self.selector.requirements or not pod.labels:
+            return False
+        return self.namespace == pod.namespace and self.selector.matches(pod.labels)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class NodeStatus:
+    """Why the pod failed on a node in the cycle before: the code and the filter reasons."""
+
+    code: Code
+    reasons: tuple[str, ...] = ()
+
+
+class Fits(Protocol):
+    """Whether ``pod`` passes every filter on ``node`` holding only ``remaining`` of its pods.
+
+    As kube-scheduler's RunFilterPluginsWithNominatedPods, an implementation should also count
+    the pods nominated to the node with a priority at least the pod's."""
+
+    def __call__(self, pod: Pod, node: Node, remaining: Sequence[Pod], /) -> bool: ...
+
+
+class Explains(Protocol):
+    """The filter reasons ``pod`` does not fit ``node`` holding only ``remaining``."""
+
+    def __call__(self, pod: Pod, node: Node, remaining: Sequence[Pod], /) -> Sequence[str]: ...
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Candidate:
+    """A node where preemption makes room: its victims, most important first."""
+
+    node: str
+    victims: tuple[Pod, ...]
+    pdb_violations: int
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Outcome:
+    """The chosen node and its victims, or ``message`` (the PostFilter text the FailedScheduling
+    message ends with) when none. ``candidates`` are every node where preemption would work, in
+    name order; ``rejected`` the searched nodes where it would not, with why.
+    ``clear_nomination`` is kube-scheduler's "nominate no node" when no candidate exists."""
+
+    node: str | None
+    victims: tuple[Pod, ...] = ()
+    pdb_violations: int = 0
+    candidates: tuple[Candidate, ...] = ()
+    rejected: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    message: str = ""
+    clear_nomination: bool = False
+
+
+def importance(pod: Pod) -> tuple[int, float, str, str, str]:
+    """Sort key, most important first: higher priority, then earlier start (MoreImportantPod).
+    kube-scheduler's sort is unstable among equals; plumb falls back to namespace, name, uid."""
+    return (-pod.priority, _start(pod.start_time), pod.namespace, pod.name, pod.uid)
+
+
+def not_eligible(
+    pod: Pod, nodes: Mapping[str, Node], statuses: Mapping[str, NodeStatus]
+) -> str | None:
+    """Why ``pod`` may not preempt now, in kube-scheduler's words, or None when it may
+    (PodEligibleToPreemptOthers)."""
+    if pod.preemption_policy == NEVER:
+        return NOT_ELIGIBLE_NEVER
+    if not pod.nominated_node:
+        return None
+    nominated = statuses.get(pod.nominated_node)
+    # A node absent from the statuses counts as UnschedulableAndUnresolvable, as in kube-scheduler.
+    if nominated is None or nominated.code is Code.UNRESOLVABLE:
+        return None
+    node = nodes.get(pod.nominated_node)
+    if node is not None and any(
+        p.priority < pod.priority and p.deleting and p.preempted for p in node.pods
+    ):
+        return NOT_ELIGIBLE_TERMINATING
+    return None
+
+
+def split_by_budgets(
+    pods: Sequence[Pod], budgets: Sequence[DisruptionBudget]
+) -> tuple[list[Pod], list[Pod]]:
+    """(violating, non-violating), order kept (filterPodsWithPDBViolation): each matching budget
+    is spent one disruption per pod in the given order; a pod that overdraws one violates it."""
+    allowed = [b.disruptions_allowed for b in budgets]
+    violating: list[Pod] = []
+    keeping: list[Pod] = []
+    for pod in pods:
+        violates = False
+        for i, budget in enumerate(budgets):
+            if not budget.matches(pod) or pod.name in budget.disrupted:
+                continue
+            allowed[i] -= 1
+            violates |= allowed[i] < 0
+        (violating if violates else keeping).append(pod)
+    return violating, keeping
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class NodeSearch:
+    """One node searched: a candidate, or the reasons (or error) it is none."""
+
+    candidate: Candidate | None
+    reasons: tuple[str, ...] = ()
+    error: str = ""
+
+
+def select_victims(
+    pod: Pod,
+    node: Node,
+    budgets: Sequence[DisruptionBudget],
+    fits: Fits,
+    explains: Explains | None = None,
+    fallback: tuple[str, ...] = (),
+) -> NodeSearch:
+    """The fewest, least important victims on ``node`` (SelectVictimsOnNode)."""
+    lower = [p for p in node.pods if p.priority < pod.priority]
+    if not lower:
+        return NodeSearch(None, (NO_VICTIMS,))
+    remaining = [p for p in node.pods if p.priority >= pod.priority]
+    if not fits(pod, node, remaining):
+        reasons = tuple(explains(pod, node, remaining)) if explains is not None else fallback
+        return NodeSearch(None, reasons)
+    # Terminating pods are leaving anyway: out of every check, never victims (module docstring).
+    potential = sorted((p for p in lower if not p.deleting), key=importance)
+    violating, keeping = split_by_budgets(potential, budgets)
+    victims: list[Pod] = []
+    violations = 0
+    for group_violates, group in ((True, violating), (False, keeping)):
+        for victim in group:
+            if fits(pod, node, [*remaining, victim]):
+                remaining.append(victim)
+            else:
+                victims.append(victim)
+                violations += group_violates
+    if not victims and len(potential) == len(lower):
+        # The pod fits with every pod in place: the caller's status was wrong (kube-scheduler's
+        # error for a node that needs no victims).
+        return NodeSearch(None, error=f'expected at least one victim pod on node "{node.name}"')
+    victims.sort(key=importance)
+    return NodeSearch(Candidate(node=node.name, victims=tuple(victims), pdb_violations=violations))
+
+
+def choose(pod: Pod, candidates: Sequence[Candidate]) -> Candidate:
+    """The best candidate by kube-scheduler's order (pickOneNodeForPreemption), then the hash."""
+    names = np.array([hashing.stable_hash_u64(c.node) for c in candidates], dtype=np.uint64)
+    ties = reference.mix(names, hashing.stable_hash_u64(pod.uid))
+    ranked = sorted(range(len(candidates)), key=lambda i: (*_rank(candidates[i]), -int(ties[i])))
+    return candidates[ranked[0]]
+
+
+def _rank(candidate: Candidate) -> tuple[int, int, int, int, float]:
+    """Smaller is better. A candidate with no victims (only terminating pods to wait for) has
+    the lowest possible highest priority and the latest possible start."""
+    victims = candidate.victims
+    highest = max((v.priority for v in victims), default=-_PRIORITY_OFFSET - 1)
+    total = sum(v.priority + _PRIORITY_OFFSET for v in victims)
+    # GetEarliestPodStartTime: the earliest start among the highest-priority victims; later wins.
+    earliest = min(
+        (_start(v.start_time) for v in victims if v.priority == highest), default=math.inf
+    )
+    return (candidate.pdb_violations, highest, total, len(victims), -earliest)
+
+
+def preempt(
+    pod: Pod,
+    nodes: Sequence[Node],
+    statuses: Mapping[str, NodeStatus],
+    budgets: Sequence[DisruptionBudget],
+    fits: Fits,
+    explains: Explains | None = None,
+) -> Outcome:
+    """Where ``pod`` should preempt and whom (Evaluator.Preempt without its API calls).
+
+    ``nodes`` is every node of the snapshot with its pods; ``statuses`` each node's failure in
+    the cycle that just failed (nodes absent count as UnschedulableAndUnresolvable). Without
+    ``explains``, a node where the pod does not fit even with every lower-priority pod gone is
+    reported with its reasons from ``statuses``.
+    """
+    by_name = {node.name: node for node in nodes}
+    refusal = not_eligible(pod, by_name, statuses)
+    if refusal is not None:
+        return Outcome(node=None, message=PREFIX + refusal)
+    if not nodes:
+        return Outcome(node=None, message=PREFIX + NO_NODES)
+    candidates: list[Candidate] = []
+    rejected: dict[str, tuple[str, ...]] = {}
+    errors: list[str] = []
+    for node in sorted(nodes, key=lambda n: n.name):
+        verdict = statuses.get(node.name)
+        if verdict is None or verdict.code is not Code.UNSCHEDULABLE:
+            continue
+        result = select_victims(pod, node, budgets, fits, explains, verdict.reasons)
+        if result.candidate is not None:
+            candidates.append(result.candidate)
+        elif result.error:
+            errors.append(result.error)
+            rejected[node.name] = (result.error,)
+        else:
+            rejected[node.name] = result.reasons
+    if candidates:
+        best = choose(pod, candidates)
+        return Outcome(
+            node=best.node,
+            victims=best.victims,
+            pdb_violations=best.pdb_violations,
+            candidates=tuple(candidates),
+            rejected=rejected,
+        )
+    if errors:
+        return Outcome(node=None, rejected=rejected, message=PREFIX + _aggregate(errors))
+    return Outcome(
+        node=None,
+        rejected=rejected,
+        message=PREFIX + _sentence(len(nodes), rejected.values()),
+        clear_nomination=True,
+    )
+
+
+def _sentence(total: int, searched: Iterable[tuple[str, ...]]) -> str:
+    """ "0/N nodes are available: ..." over the searched nodes' reasons, the rest not helped."""
+    counter: Counter[str] = Counter()
+    searched_count = 0
+    for reasons in searched:
+        searched_count += 1
+        counter.update(reasons)
+    if total > searched_count:
+        counter[NOT_HELPFUL] += total - searched_count
+    return status.Diagnosis(total_nodes=total, reasons=dict(counter)).message()
+
+
+def _aggregate(errors: Sequence[str]) -> str:
+    """utilerrors.NewAggregate's text: one error as it is, several deduplicated in brackets."""
+    unique = list(dict.fromkeys(errors))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+
+
+def _start(when: datetime.datetime | None) -> float:
+    return math.inf if when is None else when.timestamp()

@@ -1,0 +1,476 @@
+"""Tests for plumb.framework.preemption: whom kube-scheduler's DefaultPreemption would evict and
+where, with a resource-sum ``fits`` standing in for the filters."""
+
+from __future__ import annotations
+
+import datetime
+import itertools
+from collections.abc import Sequence
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from plumb.backend import hashing, specs
+from plumb.framework import preemption as pre
+from plumb.kernel import reference
+
+T0 = datetime.datetime(2026, 1, 1, 10, 0, tzinfo=datetime.UTC)
+
+
+def at(hours: float) -> datetime.datetime:
+    return T0 + datetime.timedelta(hours=hours)
+
+
+def pod(
+    name: str,
+    priority: int = 0,
+    cpu: int = 1,
+    *,
+    start: float | None = 0,
+    ns: str = "default",
+    **extra: object,
+) -> pre.Pod:
+    """A pod asking ``cpu`` cores, started ``start`` hours after T0 (None: not started)."""
+    return pre.Pod(
+        uid=f"uid-{ns}-{name}",
+        namespace=ns,
+        name=name,
+        priority=priority,
+        requests={"cpu": cpu},
+        start_time=None if start is None else at(start),
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def node(name: str, *pods: pre.Pod, cpu: int = 4) -> pre.Node:
+    return pre.Node(name=name, allocatable={"cpu": cpu}, pods=pods)
+
+
+class SumFits:
+    """Fits when the pod's cpu plus the remaining pods' cpu stays within allocatable; records
+    every node it is asked about."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def __call__(self, p: pre.Pod, n: pre.Node, remaining: Sequence[pre.Pod]) -> bool:
+        self.asked.append(n.name)
+        used = sum(r.requests.get("cpu", 0) for r in remaining)
+        return used + p.requests.get("cpu", 0) <= n.allocatable.get("cpu", 0)
+
+
+def unschedulable(*nodes: pre.Node) -> dict[str, pre.NodeStatus]:
+    return {
+        n.name: pre.NodeStatus(code=pre.Code.UNSCHEDULABLE, reasons=("Insufficient cpu",))
+        for n in nodes
+    }
+
+
+def budget(
+    allowed: int, *, ns: str = "default", app: str = "db", **extra: object
+) -> pre.DisruptionBudget:
+    selector = specs.LabelSelector((specs.Requirement("app", "In", (app,)),))
+    return pre.DisruptionBudget(
+        namespace=ns,
+        selector=selector,
+        disruptions_allowed=allowed,
+        **extra,  # type: ignore[arg-type]
+    )
+
+
+def run(
+    preemptor: pre.Pod,
+    *nodes: pre.Node,
+    budgets: Sequence[pre.DisruptionBudget] = (),
+    statuses: dict[str, pre.NodeStatus] | None = None,
+) -> pre.Outcome:
+    return pre.preempt(
+        preemptor,
+        nodes,
+        unschedulable(*nodes) if statuses is None else statuses,
+        budgets,
+        SumFits(),
+    )
+
+
+def names(pods: Sequence[pre.Pod]) -> list[str]:
+    return [p.name for p in pods]
+
+
+# Victims on one node ---------------------------------------------------------------------------
+
+
+def test_fewest_victims_on_a_full_node() -> None:
+    outcome = run(pod("vip", 1000, cpu=2), node("n", *(pod(f"p{i}") for i in range(4))))
+    assert outcome.node == "n"
+    assert len(outcome.victims) == 2
+    assert outcome.message == ""
+    assert not outcome.clear_nomination
+
+
+def test_higher_priority_is_reprieved_first() -> None:
+    n = node("n", pod("low", 1, cpu=2), pod("mid", 2, cpu=2))
+    assert names(run(pod("vip", 10, cpu=2), n).victims) == ["low"]
+
+
+def test_earlier_start_is_reprieved_first_among_equal_priority() -> None:
+    n = node("n", pod("young", 1, cpu=2, start=5), pod("old", 1, cpu=2, start=1))
+    assert names(run(pod("vip", 10, cpu=2), n).victims) == ["young"]
+
+
+def test_a_pod_not_started_yet_counts_as_started_now() -> None:
+    n = node("n", pod("pending", 1, cpu=2, start=None), pod("old", 1, cpu=2, start=1))
+    assert names(run(pod("vip", 10, cpu=2), n).victims) == ["pending"]
+
+
+def test_equal_or_higher_priority_is_never_a_victim() -> None:
+    n = node("n", pod("same", 10, cpu=2), pod("above", 11, cpu=1), pod("low", 9, cpu=1))
+    outcome = run(pod("vip", 10, cpu=3), n)
+    assert outcome.node is None
+    assert outcome.rejected == {"n": ("Insufficient cpu",)}
+    only_equal = node("m", pod("same", 10, cpu=4))
+    outcome = run(pod("vip", 10, cpu=1), only_equal)
+    assert outcome.rejected == {"m": (pre.NO_VICTIMS,)}
+
+
+def test_victims_are_listed_most_important_first() -> None:
+    n = node("n", pod("a", 1, cpu=1), pod("b", 3, cpu=1), pod("c", 2, cpu=1), pod("d", 5, cpu=1))
+    outcome = run(pod("vip", 10, cpu=4), n)
+    assert names(outcome.victims) == ["d", "b", "c", "a"]
+
+
+# PodDisruptionBudgets --------------------------------------------------------------------------
+
+
+def test_pdb_violating_victims_are_reprieved_first() -> None:
+    # By importance alone "guarded" (priority 1) would go and "free" (priority 5) stay.
+    guarded = pod("guarded", 1, cpu=2, labels={"app": "db"})
+    n = node("n", guarded, pod("free", 5, cpu=2))
+    outcome = run(pod("vip", 10, cpu=2), n, budgets=[budget(0)])
+    assert names(outcome.victims) == ["free"]
+    assert outcome.pdb_violations == 0
+
+
+def test_budget_is_spent_by_the_most_important_pods_first() -> None:
+    # One disruption allowed: "x" (priority 2) spends it, "y" (priority 1) would violate, so "y"
+    # is offered back first and stays; "z" follows, and "x" goes.
+    x = pod("x", 2, cpu=2, labels={"app": "db"})
+    y = pod("y", 1, cpu=2, labels={"app": "db"})
+    n = node("n", x, y, pod("z", 3, cpu=2), cpu=6)
+    outcome = run(pod("vip", 10, cpu=2), n, budgets=[budget(1)])
+    assert names(outcome.victims) == ["x"]
+    assert outcome.pdb_violations == 0
+
+
+def test_violations_are_counted_per_victim_beyond_the_budget() -> None:
+    pods = [pod(f"db{i}", 1, cpu=1, labels={"app": "db"}) for i in range(4)]
+    outcome = run(pod("vip", 10, cpu=4), node("n", *pods), budgets=[budget(1)])
+    assert len(outcome.victims) == 4
+    assert outcome.pdb_violations == 3
+
+
+def test_budgets_that_do_not_apply() -> None:
+    db = pod("db", 1, cpu=2, labels={"app": "db"})
+    n = node("n", db, pod("other", 5, cpu=2))
+    empty = pre.DisruptionBudget(
+        namespace="default", selector=specs.LabelSelector(), disruptions_allowed=0
+    )
+    for unrelated in (
+        budget(0, ns="elsewhere"),
+        budget(0, app="web"),
+        budget(0, disrupted=frozenset({"db"})),
+        empty,
+        pre.DisruptionBudget(namespace="default", selector=None, disruptions_allowed=0),
+    ):
+        outcome = run(pod("vip", 10, cpu=2), n, budgets=[unrelated])
+        assert names(outcome.victims) == ["db"], unrelated
+        assert outcome.pdb_violations == 0
+
+
+# Choosing the node ------------------------------------------------------------------------------
+
+
+def test_fewest_pdb_violations_wins_over_lower_priority() -> None:
+    a = node("a", pod("guarded", 1, cpu=4, labels={"app": "db"}))
+    b = node("b", pod("important", 5, cpu=4))
+    outcome = run(pod("vip", 10, cpu=4), a, b, budgets=[budget(0)])
+    assert outcome.node == "b"
+    by_node = {c.node: c.pdb_violations for c in outcome.candidates}
+    assert by_node == {"a": 1, "b": 0}
+
+
+def test_lowest_highest_victim_priority_wins_over_the_sum() -> None:
+    a = node("a", pod("a1", 3, cpu=4))
+    b = node("b", pod("b1", 2, cpu=2), pod("b2", 2, cpu=2))
+    assert run(pod("vip", 10, cpu=4), a, b).node == "b"
+
+
+def test_smallest_priority_sum_wins() -> None:
+    a = node("a", pod("a1", 3, cpu=2), pod("a2", 1, cpu=2))
+    b = node("b", pod("b1", 3, cpu=2), pod("b2", 2, cpu=2))
+    assert run(pod("vip", 10, cpu=4), a, b).node == "a"
+
+
+def test_sum_counts_each_priority_above_minus_two_to_the_31() -> None:
+    # Plain sums would prefer two pods at -5 (-10) to one (-5); kube-scheduler does not.
+    a = node("a", pod("a1", -5, cpu=2), pod("a2", -5, cpu=2))
+    b = node("b", pod("b1", -5, cpu=4))
+    assert run(pod("vip", 10, cpu=4), a, b).node == "b"
+
+
+def test_fewest_victims_wins_when_sums_are_equal() -> None:
+    # 5 + 2^31 == (5 + 2^31) + (-2^31 + 2^31): equal sums; the start times favour "b".
+    a = node("a", pod("a1", 5, cpu=4, start=0))
+    b = node("b", pod("b1", 5, cpu=2, start=9), pod("b2", -(2**31), cpu=2, start=9))
+    assert run(pod("vip", 10, cpu=4), a, b).node == "a"
+
+
+def test_latest_start_of_the_most_important_victims_wins() -> None:
+    a = node("a", pod("a1", 3, cpu=4, start=1))
+    b = node("b", pod("b1", 3, cpu=4, start=2))
+    assert run(pod("vip", 10, cpu=4), a, b).node == "b"
+
+
+def test_start_compared_is_the_earliest_among_the_most_important() -> None:
+    # a's most important victims started at 12:00 and 09:00 (earliest 09:00), b's at 10:00.
+    a = node("a", pod("a1", 3, cpu=2, start=2), pod("a2", 3, cpu=2, start=-1))
+    b = node("b", pod("b1", 3, cpu=2, start=0), pod("b2", 3, cpu=2, start=0))
+    assert run(pod("vip", 10, cpu=4), a, b).node == "b"
+
+
+def test_start_of_less_important_victims_is_ignored() -> None:
+    # Over all victims b would win (its earliest is later); over the priority-3 ones, a wins.
+    a = node("a", pod("a1", 3, cpu=2, start=0), pod("a2", 1, cpu=2, start=-2))
+    b = node("b", pod("b1", 3, cpu=2, start=-1), pod("b2", 1, cpu=2, start=-1.5))
+    assert run(pod("vip", 10, cpu=4), a, b).node == "a"
+
+
+def _hash_winner(uid: str, node_names: Sequence[str]) -> str:
+    hashes = np.array([hashing.stable_hash_u64(n) for n in node_names], dtype=np.uint64)
+    ties = reference.mix(hashes, hashing.stable_hash_u64(uid))
+    return node_names[int(np.argmax(ties))]
+
+
+def test_full_tie_goes_to_the_kernels_stable_hash_not_list_order() -> None:
+    node_names = [f"node-{i}" for i in range(6)]
+    winners = set()
+    for uid in (f"vip-{i}" for i in range(20)):
+        preemptor = pre.Pod(
+            uid=uid, namespace="default", name="vip", priority=10, requests={"cpu": 4}
+        )
+        nodes = [node(n, pod(f"{n}-victim", 1, cpu=4)) for n in node_names]
+        chosen = {
+            run(preemptor, *order).node for order in (nodes, nodes[::-1], nodes[2:] + nodes[:2])
+        }
+        assert chosen == {_hash_winner(uid, node_names)}
+        winners |= chosen
+    assert len(winners) > 1  # the hash spreads ties, unlike "first in the list"
+
+
+# Terminating pods ------------------------------------------------------------------------------
+
+
+def test_terminating_pods_are_gone_but_not_victims() -> None:
+    n = node("n", pod("leaving", 1, cpu=2, deleting=True), pod("running", 1, cpu=2))
+    outcome = run(pod("vip", 10, cpu=4), n)
+    assert names(outcome.victims) == ["running"]
+
+
+def test_a_node_that_only_waits_for_terminating_pods_wins() -> None:
+    waiting = node("a", pod("leaving", 1, cpu=4, deleting=True))
+    evicting = node("b", pod("running", 0, cpu=4))
+    outcome = run(pod("vip", 10, cpu=4), waiting, evicting)
+    assert outcome.node == "a"
+    assert outcome.victims == ()
+
+
+def test_terminating_pods_of_higher_priority_still_take_room() -> None:
+    n = node("n", pod("leaving", 20, cpu=2, deleting=True), pod("low", 1, cpu=2))
+    outcome = run(pod("vip", 10, cpu=4), n)
+    assert outcome.node is None
+
+
+# Eligibility -----------------------------------------------------------------------------------
+
+
+def test_preemption_policy_never() -> None:
+    fits = SumFits()
+    n = node("n", pod("low", 0, cpu=4))
+    outcome = pre.preempt(
+        pod("vip", 10, cpu=4, preemption_policy=pre.NEVER), [n], unschedulable(n), [], fits
+    )
+    assert outcome.node is None
+    assert outcome.message == "preemption: not eligible due to preemptionPolicy=Never."
+    assert not outcome.clear_nomination
+    assert fits.asked == []
+
+
+def test_not_again_while_victims_terminate_on_the_nominated_node() -> None:
+    victim = pod("victim", 0, cpu=4, deleting=True, preempted=True)
+    nominated = node("nominated", victim)
+    other = node("other", pod("low", 0, cpu=4))
+    preemptor = pod("vip", 10, cpu=4, nominated_node="nominated")
+    outcome = run(preemptor, nominated, other)
+    assert outcome.node is None
+    assert outcome.message == (
+        "preemption: not eligible due to a terminating pod on the nominated node."
+    )
+    # Eligible again when the nominated node can no longer help ...
+    statuses = unschedulable(nominated, other)
+    statuses["nominated"] = pre.NodeStatus(code=pre.Code.UNRESOLVABLE)
+    assert run(preemptor, nominated, other, statuses=statuses).node == "other"
+    # ... or when the terminating pod was not preempted by a scheduler, or is not below it.
+    plain = node("nominated", pod("victim", 0, cpu=4, deleting=True))
+    assert run(preemptor, plain, other).node is not None
+    above = node("nominated", pod("victim", 10, cpu=4, deleting=True, preempted=True))
+    assert run(preemptor, above, other).node == "other"
+
+
+# Candidates and the message --------------------------------------------------------------------
+
+
+def test_only_unschedulable_nodes_are_searched() -> None:
+    fits = SumFits()
+    nodes = [node(n, pod(f"{n}-low", 0, cpu=4)) for n in ("a", "b", "c")]
+    statuses = {
+        "a": pre.NodeStatus(code=pre.Code.UNRESOLVABLE, reasons=("node(s) were unschedulable",)),
+        "b": pre.NodeStatus(code=pre.Code.UNSCHEDULABLE, reasons=("Insufficient cpu",)),
+    }
+    outcome = pre.preempt(pod("vip", 10, cpu=4), nodes, statuses, [], fits)
+    assert outcome.node == "b"
+    assert set(fits.asked) == {"b"}
+
+
+def test_every_candidate_is_searched_and_reported() -> None:
+    nodes = [node(f"n{i:02}", pod(f"low{i}", i % 3, cpu=4)) for i in range(30)]
+    outcome = run(pod("vip", 10, cpu=4), *nodes)
+    assert [c.node for c in outcome.candidates] == [n.name for n in nodes]
+    assert outcome.node is not None
+    assert names(outcome.victims)[0].startswith("low")
+    assert {c.victims[0].priority for c in outcome.candidates} == {0, 1, 2}
+    assert next(c for c in outcome.candidates if c.node == outcome.node).victims[0].priority == 0
+
+
+def test_no_candidate_message_in_kube_schedulers_words() -> None:
+    nodes = [
+        node("equal", pod("peer", 10, cpu=4)),
+        node("small", pod("low", 0, cpu=1), cpu=2),
+        node("tainted", pod("low", 0, cpu=4)),
+        node("cordoned", pod("low", 0, cpu=4)),
+    ]
+    statuses = unschedulable(nodes[0], nodes[1])
+    outcome = run(pod("vip", 10, cpu=4), *nodes, statuses=statuses)
+    assert outcome.node is None
+    assert outcome.clear_nomination
+    assert outcome.message == (
+        "preemption: 0/4 nodes are available: 1 Insufficient cpu, "
+        "1 No preemption victims found for incoming pod, "
+        "2 Preemption is not helpful for scheduling."
+    )
+
+
+def test_explains_gives_the_reasons_with_victims_removed() -> None:
+    def explains(p: pre.Pod, n: pre.Node, remaining: Sequence[pre.Pod]) -> Sequence[str]:
+        return ("Insufficient memory",)
+
+    n = node("n", pod("low", 0, cpu=1), cpu=2)
+    outcome = pre.preempt(pod("vip", 10, cpu=4), [n], unschedulable(n), [], SumFits(), explains)
+    assert outcome.message == "preemption: 0/1 nodes are available: 1 Insufficient memory."
+
+
+def test_no_unschedulable_node_at_all() -> None:
+    n = node("n", pod("low", 0, cpu=4))
+    outcome = run(pod("vip", 10, cpu=4), n, statuses={})
+    assert outcome.message == (
+        "preemption: 0/1 nodes are available: 1 Preemption is not helpful for scheduling."
+    )
+
+
+def test_a_node_that_needs_no_victim_is_an_error_as_in_kube_scheduler() -> None:
+    roomy = node("roomy", pod("low", 0, cpu=1), cpu=8)
+    outcome = run(pod("vip", 10, cpu=1), roomy)
+    assert outcome.node is None
+    assert outcome.message == 'preemption: expected at least one victim pod on node "roomy"'
+    # Another node with a real solution wins, and the error is only recorded.
+    full = node("full", pod("low", 0, cpu=4))
+    outcome = run(pod("vip", 10, cpu=4), roomy, full)
+    assert outcome.node == "full"
+
+
+def test_no_nodes() -> None:
+    assert run(pod("vip", 10)).message == "preemption: no nodes available"
+
+
+# Properties ------------------------------------------------------------------------------------
+
+_victim_pods = st.lists(
+    st.tuples(st.integers(-3, 12), st.integers(1, 4), st.integers(-5, 5), st.booleans()),
+    max_size=7,
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    cluster=st.lists(st.tuples(st.integers(4, 10), _victim_pods), min_size=1, max_size=4),
+    priority=st.integers(0, 10),
+    cpu=st.integers(1, 8),
+    allowed=st.integers(0, 2),
+)
+def test_chosen_victims_are_minimal_and_lower_priority(
+    cluster: list[tuple[int, list[tuple[int, int, int, bool]]]],
+    priority: int,
+    cpu: int,
+    allowed: int,
+) -> None:
+    nodes = [
+        node(
+            f"n{i}",
+            *(
+                pod(f"p{i}-{j}", prio, size, start=start, labels={"app": "db"} if db else {})
+                for j, (prio, size, start, db) in enumerate(pods)
+            ),
+            cpu=capacity,
+        )
+        for i, (capacity, pods) in enumerate(cluster)
+    ]
+    preemptor = pod("vip", priority, cpu)
+    outcome = run(preemptor, *nodes, budgets=[budget(allowed)])
+    fits = SumFits()
+    for candidate in outcome.candidates:
+        target = next(n for n in nodes if n.name == candidate.node)
+        assert all(v.priority < priority for v in candidate.victims)
+        kept = [p for p in target.pods if p not in candidate.victims]
+        assert fits(preemptor, target, kept)
+        for victim in candidate.victims:
+            assert not fits(preemptor, target, [*kept, victim]), victim.name
+    if outcome.node is None:
+        # No node can make room with victims: nothing below the pod, no fit even with all of it
+        # gone, or a fit with nothing gone (kube-scheduler's error).
+        for n in nodes:
+            lower = [p for p in n.pods if p.priority < priority]
+            kept = [p for p in n.pods if p.priority >= priority]
+            assert not lower or not fits(preemptor, n, kept) or fits(preemptor, n, n.pods)
+        return
+    chosen = next(c for c in outcome.candidates if c.node == outcome.node)
+    assert all(
+        (chosen.pdb_violations, chosen.victims[0].priority)
+        <= (c.pdb_violations, c.victims[0].priority)
+        for c in outcome.candidates
+    )
+
+
+def test_the_choice_does_not_depend_on_node_or_pod_order() -> None:
+    base = [
+        node("a", pod("a1", 1, cpu=2, start=1), pod("a2", 1, cpu=2, start=1)),
+        node("b", pod("b1", 1, cpu=2, start=1), pod("b2", 1, cpu=2, start=1)),
+    ]
+    results = set()
+    for order in itertools.permutations(base):
+        shuffled = [
+            pre.Node(name=n.name, allocatable=n.allocatable, pods=n.pods[::-1]) for n in order
+        ]
+        for nodes in (list(order), shuffled):
+            outcome = run(pod("vip", 10, cpu=2), *nodes)
+            results.add((outcome.node, tuple(names(outcome.victims))))
+    assert len(results) == 1

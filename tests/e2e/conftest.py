@@ -38,7 +38,6 @@ SERVICE_ACCOUNT = "plumb"
 LEASE = "plumb"
 SELECTOR = "app.kubernetes.io/name=plumb"
 ENABLE = "PLUMB_E2E"
-LEADER_FLAG = "--leader-elect"
 # A first build here takes about 3 minutes (the Python base, the wheels, the kernel compiled).
 _IMAGE_TIMEOUT_SECONDS = 900
 # Both replicas Ready: the image is local, the kernel comes from the image's cache.
@@ -84,7 +83,6 @@ class Installed:
     image: Image
     kubectl: crds.Kubectl
     overlay: Path
-    leader_election: bool
     replicas: int
     # The pod created before the install, and when plumb bound it, from its container's start.
     early_pod: str
@@ -98,10 +96,7 @@ class Installed:
         return list(listing["items"])
 
     def leader(self) -> str:
-        """The pod the Lease names (or the only replica, without leader election)."""
-        if not self.leader_election:
-            (pod,) = self.plumb_pods()
-            return str(pod["metadata"]["name"])
+        """The pod the Lease names."""
         command = (
             "get",
             "lease",
@@ -143,23 +138,9 @@ def plumb_image() -> Image:
     return image
 
 
-def leader_election_available() -> bool:
-    """Whether this checkout's ``plumb run`` has the leader election flags the manifests use."""
-    help_text = subprocess.run(
-        [str(REPOSITORY / ".venv" / "bin" / "plumb"), "run", "--help"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    return LEADER_FLAG in help_text
-
-
-def overlay(directory: Path, *, kubectl: crds.Kubectl, image: str, leader_election: bool) -> Path:
+def overlay(directory: Path, *, image: str) -> Path:
     """A kustomization over a copy of manifests/ (and crds/, which it takes the CRD from) that
     only points the image at the local build: kustomize takes a base by a relative path only.
-
-    Without leader election in this checkout yet, it also runs one replica without the
-    leader flags and probes the metrics port's /metrics, which plumb serves today.
     """
     name, _, tag = image.rpartition(":")
     kustomization: dict[str, Any] = {
@@ -168,19 +149,6 @@ def overlay(directory: Path, *, kubectl: crds.Kubectl, image: str, leader_electi
         "resources": ["../manifests"],
         "images": [{"name": "plumb", "newName": name, "newTag": tag}],
     }
-    if not leader_election:
-        container = "/spec/template/spec/containers/0"
-        probe = {"httpGet": {"path": "/metrics", "port": "metrics"}, "periodSeconds": 5}
-        args = [arg for arg in _manifest_args(kubectl) if not arg.startswith(LEADER_FLAG)]
-        patch = [
-            {"op": "replace", "path": "/spec/replicas", "value": 1},
-            {"op": "replace", "path": f"{container}/args", "value": args},
-            {"op": "replace", "path": f"{container}/readinessProbe", "value": probe},
-            {"op": "replace", "path": f"{container}/livenessProbe", "value": probe},
-        ]
-        kustomization["patches"] = [
-            {"target": {"kind": "Deployment", "name": DEPLOYMENT}, "patch": json.dumps(patch)}
-        ]
     for source in (MANIFESTS, REPOSITORY / "crds"):
         shutil.copytree(source, directory / source.name)
     directory = directory / "overlay"
@@ -188,20 +156,6 @@ def overlay(directory: Path, *, kubectl: crds.Kubectl, image: str, leader_electi
     # JSON is YAML: no YAML writer needed.
     (directory / "kustomization.yaml").write_text(json.dumps(kustomization, indent=2) + "\n")
     return directory
-
-
-def _manifest_args(kubectl: crds.Kubectl) -> list[str]:
-    """plumb's arguments in the Deployment that manifests/ renders."""
-    rendered = kubectl.check("kustomize", str(MANIFESTS))
-    for document in rendered.split("\n---\n"):
-        if "kind: Deployment" in document:
-            # kubectl renders YAML; ask it for the same object as JSON.
-            body = kubectl.check(
-                "create", "--dry-run=client", "-f", "-", "-o", "json", stdin=document
-            )
-            deployment = json.loads(body)
-            return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
-    raise AssertionError(f"kubectl kustomize {MANIFESTS} rendered no Deployment")
 
 
 def early_pod(namespace: str, image: str) -> dict[str, Any]:
@@ -247,18 +201,12 @@ def installed(
     cluster = node_cluster
     images.load(plumb_image.archive, containerd_address=cluster.node.containerd_address)
     kubectl = cluster.kubectl
-    leader_election = leader_election_available()
-    directory = overlay(
-        tmp_path_factory.mktemp("overlay"),
-        kubectl=kubectl,
-        image=plumb_image.archive.ref,
-        leader_election=leader_election,
-    )
+    directory = overlay(tmp_path_factory.mktemp("overlay"), image=plumb_image.archive.ref)
     waiting = "e2e-first"
     cluster.client.create_namespace(waiting)
     kubectl.check("apply", "-f", "-", stdin=json.dumps(early_pod(waiting, cluster.image)))
     kubectl.check("apply", "-k", str(directory), timeout=120)
-    replicas = 2 if leader_election else 1
+    replicas = 2  # manifests/deployment.yaml
     try:
         kubectl.check(
             "rollout",
@@ -274,7 +222,6 @@ def installed(
             image=plumb_image,
             kubectl=kubectl,
             overlay=directory,
-            leader_election=leader_election,
             replicas=replicas,
             early_pod=f"{waiting}/first",
             first_pod_seconds=_first_pod_seconds(kubectl, waiting),

@@ -182,15 +182,11 @@ def test_a_deployment_is_placed_and_the_leaders_log_explains_it(
     target = f"{workload_namespace}/{pod}"
     kubeconfig = shlex.quote(str(installed.cluster.cp.kubeconfig))
     kubectl_cmd = f"{shlex.quote(str(installed.kubectl.binary))} --kubeconfig {kubeconfig}"
-    if installed.leader_election:
-        # README's one-liner: the logs of the pod the Lease names.
-        holder = (
-            f"$({kubectl_cmd} get lease plumb -n {NAMESPACE} "
-            f"-o jsonpath='{{.spec.holderIdentity}}')"
-        )
-        source = f'{kubectl_cmd} logs -n {NAMESPACE} "{holder}"'
-    else:
-        source = f"{kubectl_cmd} logs -n {NAMESPACE} deploy/plumb"
+    # README's one-liner: the logs of the pod the Lease names.
+    holder = (
+        f"$({kubectl_cmd} get lease plumb -n {NAMESPACE} -o jsonpath='{{.spec.holderIdentity}}')"
+    )
+    source = f'{kubectl_cmd} logs -n {NAMESPACE} "{holder}"'
     pipeline = f"{source} | {shlex.quote(str(PLUMB))} explain {target}"
     result = subprocess.run(
         ["bash", "-o", "pipefail", "-c", pipeline],

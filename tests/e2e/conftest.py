@@ -53,10 +53,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if os.environ.get(ENABLE) == "1":
         return
     here = Path(__file__).parent
-    skip = pytest.mark.skip(
-        reason=f"end-to-end: run by `make test-e2e` ({ENABLE}=1), which starts the real node "
+    why = (
+        f"end-to-end: run by `make test-e2e` ({ENABLE}=1), which starts the real node "
         f"alone; `make test`'s integration suite has one of its own"
     )
+    skip = pytest.mark.skip(reason=why)
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
         if here in Path(str(item.path)).parents and fixtures & _HEAVY:
@@ -118,7 +119,7 @@ def plumb_image() -> Image:
     # buildah and mmdebstrap come with what the real node needs: without it, skip as it does.
     problem = localnode.preflight()
     if problem is not None:
-        pytest.skip(f"this machine cannot run the real node: {problem}")
+        pytest.skip(reason=f"this machine cannot run the real node: {problem}")
     started = time.monotonic()
     result = subprocess.run(
         ["make", "--no-print-directory", "image"],

@@ -95,10 +95,11 @@ def _prometheus_binary() -> str:
         )
         debs = list(Path(scratch).glob("prometheus_*.deb"))
         if download.returncode != 0 or not debs:
-            pytest.skip(
+            why = (
                 f"Debian's prometheus package could not be downloaded ({download.stderr.strip()}); "
                 f"install it with apt-get install --no-install-recommends prometheus"
             )
+            pytest.skip(reason=why)
         partial = Path(tempfile.mkdtemp(prefix=".prometheus-", dir=root))
         subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(partial)], check=True, timeout=120)
         partial.rename(unpacked)

@@ -119,7 +119,7 @@ def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeClust
     machine cannot run a node; at the end, down must leave the host as it found it."""
     problem = localnode.preflight()
     if problem is not None:
-        pytest.skip(f"this machine cannot run the real node: {problem}")
+        pytest.skip(reason=f"this machine cannot run the real node: {problem}")
     bin_dir = building.ensure_binaries()
     # Built before the record, so the image build's traces are not taken for the node's.
     image = images.ensure_test_image()
@@ -207,40 +207,51 @@ def node_plumb(node_cluster: NodeCluster, tmp_path: Path) -> Iterator[Plumb]:
         yield factory()
 
 
+def launch_plumb(kubeconfig: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+    """``plumb run`` against kubeconfig, its output in log; metrics and debug ports off unless
+    extra names ports (a later flag wins)."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "plumb",
+                "run",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--metrics-port",
+                "0",
+                "--debug-port",
+                "0",
+                *extra,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+
+def wait_synced(process: subprocess.Popen[bytes], output: Callable[[], str]) -> None:
+    """Until plumb says it has synced with the API server; fails if it exits first."""
+    kube.wait_for(
+        "plumb to sync with the API server",
+        lambda: "synced" in output() or process.poll() is not None,
+        # The first start on a fresh machine compiles the kernel (about 30 s here).
+        timeout=180,
+    )
+    assert process.poll() is None, f"plumb exited early:\n{output()}"
+
+
 def _plumb_factory(kubeconfig: Path, tmp_path: Path) -> Iterator[PlumbFactory]:
     started: list[Plumb] = []
 
     def start(*extra: str) -> Plumb:
         log = tmp_path / f"plumb-{len(started)}.log"
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "plumb",
-                    "run",
-                    "--kubeconfig",
-                    str(kubeconfig),
-                    # Tests that read metrics or the debug endpoint pass free ports of their own.
-                    "--metrics-port",
-                    "0",
-                    "--debug-port",
-                    "0",
-                    *extra,
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
+        # Tests that read metrics or the debug endpoint pass free ports of their own.
+        process = launch_plumb(kubeconfig, log, *extra)
         plumb = Plumb(process, log)
         started.append(plumb)
-        kube.wait_for(
-            "plumb to sync with the API server",
-            lambda: "synced" in plumb.output() or process.poll() is not None,
-            # The first start on a fresh machine compiles the kernel (about 30 s here).
-            timeout=180,
-        )
-        assert process.poll() is None, f"plumb exited early:\n{plumb.output()}"
+        wait_synced(process, plumb.output)
         return plumb
 
     yield start

@@ -12,13 +12,11 @@ from __future__ import annotations
 import contextlib
 import datetime
 import json
-import os
 import re
 import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 import urllib.error
@@ -34,7 +32,7 @@ from kubernetes import client as k8s
 from plumb.controlplane import config as controlplane_config
 from plumb.controlplane import running as controlplane
 from plumb.testing import builders, crds, kube
-from tests.integration.conftest import NodeFactory, events_of, free_port
+from tests.integration.conftest import NodeFactory, events_of, free_port, launch_plumb, wait_synced
 
 pytestmark = pytest.mark.integration
 
@@ -128,44 +126,27 @@ def replicas(
     def start(*, kubeconfig: Path | None = None, wait: bool = True) -> Replica:
         log = tmp_path / f"plumb-{len(started)}.log"
         port = free_port()
-        with log.open("wb") as out:
-            process = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "plumb",
-                    "run",
-                    "--kubeconfig",
-                    str(kubeconfig or control_plane.kubeconfig),
-                    "--metrics-port",
-                    str(port),
-                    "--metrics-address",
-                    "127.0.0.1",
-                    "--debug-port",
-                    "0",
-                    "--leader-elect",
-                    "--leader-elect-lease-duration",
-                    f"{LEASE:g}s",
-                    "--leader-elect-renew-deadline",
-                    f"{RENEW:g}s",
-                    "--leader-elect-retry-period",
-                    f"{RETRY * 1000:g}ms",
-                    "--leader-elect-resource-namespace",
-                    namespace,
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
+        process = launch_plumb(
+            kubeconfig or control_plane.kubeconfig,
+            log,
+            "--metrics-port",
+            str(port),
+            "--metrics-address",
+            "127.0.0.1",
+            "--leader-elect",
+            "--leader-elect-lease-duration",
+            f"{LEASE:g}s",
+            "--leader-elect-renew-deadline",
+            f"{RENEW:g}s",
+            "--leader-elect-retry-period",
+            f"{RETRY * 1000:g}ms",
+            "--leader-elect-resource-namespace",
+            namespace,
+        )
         replica = Replica(process, log, port)
         started.append(replica)
         if wait:
-            kube.wait_for(
-                "plumb to sync with the API server",
-                lambda: "synced" in replica.output() or process.poll() is not None,
-                timeout=180,
-            )
-            assert process.poll() is None, f"plumb exited early:\n{replica.output()}"
+            wait_synced(process, replica.output)
         return replica
 
     yield start

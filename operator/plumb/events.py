@@ -1,7 +1,10 @@
-"""Telling users what happened to a pod: events and the PodScheduled condition, as kube-scheduler.
+"""Telling users what happened to a pod: events and the PodScheduled condition, as kube-scheduler;
+and the writes of a preemption: the preemptor's nominated node, each victim's DisruptionTarget
+condition, deletion and Preempted event.
 
-Writes are fire-and-forget tasks, bounded in number; a failed write is logged, never raised into
-the scheduling loop.
+Reports are fire-and-forget tasks, bounded in number; a failed write is logged, never raised into
+the scheduling loop. The preemption writes the loop must wait for (``nominate``, ``preempt``) are
+awaited and say whether they were done.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import datetime
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from plumb.backend import objects, queue
 from plumb.k8s import client as k8s_client
@@ -22,6 +25,12 @@ REPORTING_CONTROLLER = "plumb"
 POLICY_API_VERSION = "scheduling.plumb.dev/v1alpha1"
 # events.k8s.io/v1 refuses a note longer than 1 kB.
 MAX_NOTE = 1024
+# A preemption victim's condition, as kube-scheduler v1.34 writes it
+# (pkg/scheduler/framework/preemption/preemption.go, NewEvaluator's PreemptPod).
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+PREEMPTION_MESSAGE = "{scheduler}: preempting to accommodate a higher priority pod"
+PREEMPTED_NOTE = "Preempted by pod {uid} on node {node}"
 
 
 def _now(precision: str = "microseconds") -> str:
@@ -41,6 +50,15 @@ class EventsApi(Protocol):
     ) -> k8s_client.ApiResponse: ...
 
 
+@runtime_checkable
+class PodsApi(EventsApi, Protocol):
+    """The recorder's API and pod deletion, which ``preempt`` needs (k8s.client.ApiClient)."""
+
+    async def delete_pod(
+        self, *, namespace: str, name: str, uid: str
+    ) -> k8s_client.ApiResponse: ...
+
+
 class Gate(Protocol):
     """Whether this replica may write now (leader.Elector.may_act): only the leader reports."""
 
@@ -52,7 +70,8 @@ def _always() -> bool:
 
 
 class Recorder:
-    """Posts Scheduled / FailedScheduling events and patches the PodScheduled condition.
+    """Posts Scheduled / FailedScheduling events and patches the PodScheduled condition; nominates
+    a preemptor's node and preempts its victims.
 
     Only while ``gate`` allows: a replica that lost the lease does not speak for the scheduler.
     """
@@ -107,6 +126,94 @@ class Recorder:
         if pod.scheduled_condition != ("False", "Unschedulable", message):
             self._spawn(self._unschedulable_condition(pod, message))
 
+    async def nominate(self, pod: objects.PodInfo, node: str) -> bool:
+        """Set the preemptor's status.nominatedNodeName to ``node``; awaited, since its victims
+        are deleted only once the nomination is written. False when this replica may not act
+        or the API server refused (logged)."""
+        if not self._may_act("nominatedNodeName", pod):
+            return False
+        patch = _status_patch(pod, {"nominatedNodeName": node})
+        response = await self._write(
+            "nominatedNodeName",
+            f"Pod {pod.key}",
+            self._api.patch_pod_status(namespace=pod.namespace, name=pod.name, patch=patch),
+            expected=_gone,
+        )
+        if response is not None and _gone(response):
+            logger.info("not nominating %s for %s: the pod is gone", node, pod.key)
+        return response is not None and response.ok
+
+    def clear_nomination(self, pod: objects.PodInfo) -> None:
+        """Remove the pod's status.nominatedNodeName (kube-scheduler's ClearNominatedNodeName),
+        in the background."""
+        self._spawn(self._clear_nomination(pod))
+
+    async def preempt(self, victim: objects.PodInfo, preemptor: objects.PodInfo, node: str) -> bool:
+        """Preempt one victim as kube-scheduler's PreemptPod does: the DisruptionTarget
+        condition, then the deletion (only of the pod with the victim's uid), then a Preempted
+        event regarding the victim and related to the preemptor.
+
+        True when the victim is deleted or was gone already (404, or the name now belongs to
+        another pod: see ``_gone``); then, as in kube-scheduler, no event is posted. False when this
+        replica may not act, or the API server refused the condition or the deletion (logged):
+        kube-scheduler does not delete a victim whose condition it could not write."""
+        subject = f"Pod {victim.key}"
+        condition = {
+            "type": DISRUPTION_TARGET,
+            "status": "True",
+            "reason": PREEMPTION_BY_SCHEDULER,
+            "message": PREEMPTION_MESSAGE.format(scheduler=preemptor.scheduler_name),
+            "lastProbeTime": None,
+            "lastTransitionTime": _now("seconds"),
+        }
+        if not isinstance(self._api, PodsApi):
+            logger.error("could not preempt %s: this API client cannot delete pods", subject)
+            return False
+        if not self._may_act("DisruptionTarget condition", victim):
+            return False
+        patched = await self._write(
+            "DisruptionTarget condition",
+            subject,
+            self._api.patch_pod_status(
+                namespace=victim.namespace,
+                name=victim.name,
+                patch=_status_patch(victim, {"conditions": [condition]}),
+            ),
+            expected=_gone,
+        )
+        if patched is None:
+            return False
+        if _gone(patched):
+            logger.info("preemption victim %s is gone already", victim.key)
+            return True
+        if not patched.ok:
+            return False
+        if not self._may_act("deletion", victim):
+            return False
+        deleted = await self._write(
+            "deletion",
+            subject,
+            self._api.delete_pod(namespace=victim.namespace, name=victim.name, uid=victim.uid),
+            expected=_gone,
+        )
+        if deleted is None:
+            return False
+        if _gone(deleted):
+            logger.info("preemption victim %s is gone already", victim.key)
+            return True
+        if not deleted.ok:
+            return False
+        logger.info(
+            "preempted %s on %s for %s (uid %s)", victim.key, node, preemptor.key, preemptor.uid
+        )
+        note = PREEMPTED_NOTE.format(uid=preemptor.uid, node=node)
+        self._spawn(
+            self._event(
+                _ref(victim), "Normal", "Preempted", "Preempting", note, related=_ref(preemptor)
+            )
+        )
+        return True
+
     def forget(self, uid: str) -> None:
         """The pod was scheduled or deleted: its failure history no longer matters."""
         self._last_failure.pop(uid, None)
@@ -115,6 +222,12 @@ class Recorder:
         """Wait for the writes already started (used at shutdown and by tests)."""
         while self._tasks:
             await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    def _may_act(self, what: str, pod: objects.PodInfo) -> bool:
+        if self._gate():
+            return True
+        logger.debug("%s for Pod %s not written: this replica is not the leader", what, pod.key)
+        return False
 
     def _spawn(self, coroutine: Any) -> None:
         if not self._gate():
@@ -126,7 +239,14 @@ class Recorder:
         task.add_done_callback(self._tasks.discard)
 
     async def _event(
-        self, regarding: dict[str, str], kind: str, reason: str, action: str, note: str
+        self,
+        regarding: dict[str, str],
+        kind: str,
+        reason: str,
+        action: str,
+        note: str,
+        *,
+        related: dict[str, str] | None = None,
     ) -> None:
         namespace, name = regarding["namespace"], regarding["name"]
         event = {
@@ -142,9 +262,21 @@ class Recorder:
             "note": note[:MAX_NOTE],
             "regarding": regarding,
         }
+        if related is not None:
+            event["related"] = related
         subject = f"{regarding['kind']} {namespace}/{name}"
         await self._write(
             "event", subject, self._api.create_event(namespace=namespace, event=event)
+        )
+
+    async def _clear_nomination(self, pod: objects.PodInfo) -> None:
+        # null removes the field (a strategic merge patch, like a JSON merge patch).
+        patch = _status_patch(pod, {"nominatedNodeName": None})
+        await self._write(
+            "nominatedNodeName",
+            f"Pod {pod.key}",
+            self._api.patch_pod_status(namespace=pod.namespace, name=pod.name, patch=patch),
+            expected=_gone,
         )
 
     async def _unschedulable_condition(self, pod: objects.PodInfo, message: str) -> None:
@@ -164,14 +296,23 @@ class Recorder:
             self._api.patch_pod_status(namespace=pod.namespace, name=pod.name, patch=patch),
         )
 
-    async def _write(self, what: str, subject: str, request: Any) -> None:
+    async def _write(
+        self,
+        what: str,
+        subject: str,
+        request: Any,
+        *,
+        expected: Callable[[k8s_client.ApiResponse], bool] = lambda r: r.status == 404,
+    ) -> k8s_client.ApiResponse | None:
+        """Send one write; a refusal is logged unless ``expected`` of it. None when the request
+        never got an answer."""
         async with self._slots:
             try:
                 response: k8s_client.ApiResponse = await request
             except k8s_client.TransportError as error:
                 logger.warning("could not write %s for %s: %s", what, subject, error)
-                return
-        if not response.ok and response.status != 404:
+                return None
+        if not response.ok and not expected(response):
             logger.warning(
                 "could not write %s for %s: HTTP %s: %s",
                 what,
@@ -179,6 +320,33 @@ class Recorder:
                 response.status,
                 response.message(),
             )
+        return response
+
+
+_UID_PRECONDITION = ("UID in the precondition", "UID in precondition")
+
+
+def _gone(response: k8s_client.ApiResponse) -> bool:
+    """Whether the API server said the pod addressed is no longer there: 404; or the name now
+    belongs to another pod, which a deletion's uid precondition answers with 409 and a patch's
+    metadata.uid with 422 (metadata.uid: field is immutable)."""
+    if response.status == 404:
+        return True
+    if response.status == 409:
+        # Not any conflict: the uid precondition's, worded by the registry ("the UID in the
+        # precondition (...) does not match the UID in record") or by the storage ("Precondition
+        # failed: UID in precondition: ...").
+        return any(words in response.message() for words in _UID_PRECONDITION)
+    if response.status != 422 or not isinstance(response.body, dict):
+        return False
+    causes = (response.body.get("details") or {}).get("causes") or []
+    return any(isinstance(c, dict) and c.get("field") == "metadata.uid" for c in causes)
+
+
+def _status_patch(pod: objects.PodInfo, status: dict[str, Any]) -> dict[str, Any]:
+    """A strategic merge patch of the pod's status, refused by the API server (422, metadata.uid
+    is immutable) when the pod of that name is no longer the one with the pod's uid."""
+    return {"metadata": {"uid": pod.uid}, "status": status}
 
 
 def _ref(pod: objects.PodInfo) -> dict[str, str]:

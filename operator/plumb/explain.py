@@ -139,7 +139,8 @@ def _error_text(error: urllib.error.HTTPError) -> str:
 
 
 def render(record: trace.Trace) -> str:
-    """The record for a person: verdict, node, policy, filters, candidates, hashes, timing."""
+    """The record for a person: verdict, node, policy, filters, candidates, hashes, timing,
+    and what preemption did when the pod fit nowhere."""
     lines = [_verdict(record)]
     if record.message:
         lines.append(f"  {record.message}")
@@ -161,6 +162,8 @@ def render(record: trace.Trace) -> str:
         )
     )
     lines.append(_row("latency", _latencies(record)))
+    if record.preemption is not None:
+        lines.extend(_preemption(record.preemption))
     return "\n".join(lines) + "\n"
 
 
@@ -226,6 +229,37 @@ def _candidates(record: trace.Trace) -> list[str]:
             "pod's uid and the node's name breaks it"
         )
     return lines
+
+
+def _preemption(preemption: trace.Preemption) -> list[str]:
+    if preemption.node is None:
+        # The sentence starts "preemption: " as kube-scheduler words it; the label says it.
+        message = preemption.message.removeprefix("preemption: ")
+        lines = [f"preemption: none: {message}" if message else "preemption: none"]
+        if preemption.searched or preemption.candidates:
+            lines.append(
+                f"  {_count(preemption.searched, 'node')} searched, "
+                f"{_count(preemption.candidates, 'candidate node')}"
+            )
+    else:
+        lines = [
+            f"preemption: nominated to {preemption.node}, "
+            f"{_count(len(preemption.victims), 'victim')} (1 of "
+            f"{_count(preemption.candidates, 'candidate node')}, {preemption.searched} searched, "
+            f"{_count(preemption.pdb_violations, 'PDB violation')})"
+        ]
+        lines.extend(
+            f"  evicts {victim.pod} (priority {victim.priority}, {victim.qos})"
+            for victim in preemption.victims
+        )
+    if preemption.rejected:
+        reasons = ", ".join(f"{count} {reason}" for reason, count in preemption.rejected.items())
+        lines.append(f"  could not free nodes: {reasons}")
+    return lines
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}" if number == 1 else f"{number} {noun}s"
 
 
 def _latencies(record: trace.Trace) -> str:

@@ -48,6 +48,7 @@ class Outcome:
     snapshot: int  # the snapshot generation the run saw (the trace line's "snapshot")
     batch: int
     changed: bool  # the pod given differs from the pod that was decided
+    preemption: runs.Replayed | None = None  # the preemption search that followed, made again
 
     def fields(self) -> dict[str, Any]:
         return {
@@ -60,6 +61,13 @@ class Outcome:
             "batch": self.batch,
             "changed": self.changed,
             "message": self.replayed.message,
+            "preemption": None
+            if self.preemption is None
+            else {
+                "node": self.preemption.node,
+                "victims": list(self.preemption.victims),
+                "message": self.preemption.message,
+            },
         }
 
     def line(self) -> str:
@@ -72,6 +80,12 @@ class Outcome:
             text += "; the pod differs from the pod that was decided: the given pod replayed"
         if self.replayed.node is None and self.replayed.message:
             text += f"\n  {self.replayed.message}"
+        searched = self.preemption
+        if searched is not None and searched.node is not None:
+            victims = ", ".join(searched.victims) or "none (victims already terminating)"
+            text += f"\n  preemption: nominated to {searched.node}, evicting {victims}"
+        elif searched is not None:
+            text += f"\n  {searched.message or 'preemption: the pod fit when searched again'}"
         return text
 
 
@@ -146,6 +160,7 @@ def replay_pods(
                     snapshot=run.generation,
                     batch=len(run.pods),
                     changed=recorded != pending,
+                    preemption=_preemption(document, run, pod.uid, cache, kernel),
                 )
                 break
         if chosen is None:
@@ -178,7 +193,11 @@ def check_log(
             unreachable += 1
             continue
         got = (outcome.replayed.node, outcome.replayed.plan_hash)
-        if got == (record.node, record.plan_hash):
+        preempted = _preemption_differs(record, outcome)
+        if preempted:
+            differ += 1
+            out.write(f"DIFFERS    {record.pod}: {preempted}\n")
+        elif got == (record.node, record.plan_hash):
             reproduced += 1
             out.write(f"reproduced {record.pod} {record.result} plan {record.plan_hash}\n")
         else:
@@ -194,6 +213,37 @@ def check_log(
         + f" ({len(decisions)} decisions of the given pods in the log)\n"
     )
     return 1 if differ else 0
+
+
+def _preemption(
+    document: runs.Snapshot,
+    decided: runs.Run,
+    uid: str,
+    caches: dict[int, cache_module.Cache],
+    kernel: cycle.Kernel,
+) -> runs.Replayed | None:
+    """The preemption search that followed ``decided`` for pod ``uid``, made again."""
+    search = document.preemption_after(decided, uid)
+    if search is None:
+        return None
+    if search.seq not in caches:
+        caches[search.seq] = document.cache.rewind(search.seq)
+    return runs.replay(search, caches[search.seq], kernel, search.pods)[uid]
+
+
+def _preemption_differs(record: trace.Trace, outcome: Outcome) -> str:
+    """How the line's preemption differs from the one made again ("" when it does not)."""
+    line, again = record.preemption, outcome.preemption
+    if line is None or again is None:
+        return ""
+    said = (line.node, tuple(v.pod for v in line.victims))
+    got = (again.node, again.victims)
+    if said == got:
+        return ""
+    return (
+        f"the line says preemption on {said[0]} evicting {list(said[1])}, replay gives "
+        f"{got[0]} evicting {list(got[1])}"
+    )
 
 
 def read_traces(source: str) -> list[trace.Trace]:

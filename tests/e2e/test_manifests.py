@@ -16,7 +16,7 @@ from tests.e2e.conftest import MANIFESTS, NAMESPACE, REPOSITORY
 CRD_FILE = REPOSITORY / "crds" / "schedulingpolicies.scheduling.plumb.dev.yaml"
 # Every verb plumb's ClusterRole may carry, by (group, resource): README and docs/operations.md.
 CLUSTER_RULES = {
-    ("", "pods"): {"list", "watch"},
+    ("", "pods"): {"list", "watch", "delete"},
     ("", "pods/binding"): {"create"},
     ("", "pods/status"): {"patch"},
     ("", "nodes"): {"list", "watch"},
@@ -25,6 +25,7 @@ CLUSTER_RULES = {
     ("", "replicationcontrollers"): {"list", "watch"},
     ("apps", "replicasets"): {"list", "watch"},
     ("apps", "statefulsets"): {"list", "watch"},
+    ("policy", "poddisruptionbudgets"): {"list", "watch"},
     ("events.k8s.io", "events"): {"create"},
     ("scheduling.plumb.dev", "schedulingpolicies"): {"list", "watch", "patch"},
     ("scheduling.plumb.dev", "schedulingpolicies/status"): {"patch"},

@@ -53,6 +53,12 @@ _VALID_SPEC: JSON = {
         "failureRateThreshold": 0.15,
         "onExhausted": "Block",
     },
+    "preemption": {
+        "exemptQoS": ["Guaranteed", "Burstable"],
+        "victimOrder": "QoSThenPriority",
+        "scope": "SameNamespace",
+        "maxVictimsPerPod": 3,
+    },
 }
 
 
@@ -292,6 +298,49 @@ INVALID = [
         field="spec.selector.matchLabels.app",
         says="should match",
     ),
+    # Preemption.
+    Invalid(
+        id="victimOrder-unknown",
+        edits={"preemption.victimOrder": "Random"},
+        field="spec.preemption.victimOrder",
+        says='Unsupported value: "Random"',
+    ),
+    Invalid(
+        id="scope-unknown",
+        edits={"preemption.scope": "Namespace"},
+        field="spec.preemption.scope",
+        says='Unsupported value: "Namespace"',
+    ),
+    Invalid(
+        id="exemptQoS-unknown",
+        edits={"preemption.exemptQoS.1": "Premium"},
+        field="spec.preemption.exemptQoS[1]",
+        says='Unsupported value: "Premium"',
+    ),
+    Invalid(
+        id="exemptQoS-duplicate",
+        edits={"preemption.exemptQoS.1": "Guaranteed"},
+        field="spec.preemption.exemptQoS[1]",
+        says='Duplicate value: "Guaranteed"',
+    ),
+    Invalid(
+        id="exemptQoS-too-many",
+        edits={"preemption.exemptQoS": ["Guaranteed", "Burstable", "BestEffort", "BestEffort"]},
+        field="spec.preemption.exemptQoS",
+        says="must have at most 3 items",
+    ),
+    Invalid(
+        id="maxVictimsPerPod-0",
+        edits={"preemption.maxVictimsPerPod": 0},
+        field="spec.preemption.maxVictimsPerPod",
+        says="should be greater than or equal to 1",
+    ),
+    Invalid(
+        id="maxVictimsPerPod-over-10000",
+        edits={"preemption.maxVictimsPerPod": 10001},
+        field="spec.preemption.maxVictimsPerPod",
+        says="should be less than or equal to 10000",
+    ),
     # Types and shape.
     Invalid(
         id="priority-not-a-number",
@@ -336,6 +385,17 @@ def test_the_valid_base_policy_is_accepted(policy_crd: crds.Kubectl, policy_name
 def test_the_table_has_twenty_or_more_distinct_cases() -> None:
     assert len(INVALID) >= 20
     assert len({case.id for case in INVALID}) == len(INVALID)
+
+
+def test_empty_preemption_rules_come_back_with_their_defaults(
+    policy_crd: crds.Kubectl, policy_namespace: str
+) -> None:
+    spec = {"selector": {"matchLabels": {"app": "tenant"}}, "preemption": {}}
+    applied = _apply(policy_crd, policy_namespace, _policy("preemption-defaults", spec))
+    assert applied.returncode == 0, applied.stderr
+    got = _get(policy_crd, policy_namespace, "preemption-defaults")["spec"]
+    # No exemptions and no cap unless written; the order and scope are kube-scheduler's.
+    assert got["preemption"] == {"victimOrder": "Priority", "scope": "Cluster"}
 
 
 @pytest.mark.parametrize("case", INVALID, ids=[case.id for case in INVALID])

@@ -27,6 +27,8 @@ class FakeApi:
         self.script = list(script)
         self.binds: list[tuple[str, str]] = []
         self.events: list[dict[str, Any]] = []
+        self.patches: list[tuple[str, dict[str, Any]]] = []
+        self.deletes: list[tuple[str, str]] = []
 
     async def bind(
         self, *, namespace: str, name: str, uid: str, node: str
@@ -46,6 +48,11 @@ class FakeApi:
     async def patch_pod_status(
         self, *, namespace: str, name: str, patch: dict[str, Any]
     ) -> k8s_client.ApiResponse:
+        self.patches.append((name, patch))
+        return k8s_client.ApiResponse(status=200, body={})
+
+    async def delete_pod(self, *, namespace: str, name: str, uid: str) -> k8s_client.ApiResponse:
+        self.deletes.append((name, uid))
         return k8s_client.ApiResponse(status=200, body={})
 
 

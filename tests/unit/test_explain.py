@@ -142,6 +142,80 @@ def test_a_deviation_says_so() -> None:
     assert "generation 3; a deviation on its budget" in text
 
 
+NOMINATED = trace.Preemption(
+    node="node-b",
+    victims=(
+        trace.Victim(pod="team-a/batch-1", priority=0, qos="BestEffort"),
+        trace.Victim(pod="team-a/batch-2", priority=0, qos="Burstable"),
+    ),
+    candidates=3,
+    searched=4,
+    rejected={"No preemption victims found for incoming pod": 1},
+)
+
+PREEMPTED = dataclasses.replace(
+    UNSCHEDULABLE,
+    pod="team-a/urgent",
+    uid="uid-urgent",
+    message=(
+        "0/6 nodes are available: 1 node(s) had untolerated taint(s), 5 Insufficient cpu. "
+        "preemption: nominated to node-b"
+    ),
+    preemption=NOMINATED,
+)
+
+NOT_PREEMPTED = dataclasses.replace(
+    UNSCHEDULABLE,
+    preemption=trace.Preemption(
+        searched=5,
+        rejected={"No preemption victims found for incoming pod": 5},
+        message=(
+            "preemption: 0/6 nodes are available: 5 No preemption victims found for incoming "
+            "pod, 1 Preemption is not helpful for scheduling."
+        ),
+    ),
+)
+
+
+def test_a_preempting_pod_reads_its_node_and_each_victim_after_the_decision() -> None:
+    lines = explain.render(PREEMPTED).splitlines()
+    latency = lines.index("latency:  queued 0.200 ms, kernel 0.900 ms (1 pod in its run)")
+    assert lines[latency + 1 :] == [
+        "preemption: nominated to node-b, 2 victims (1 of 3 candidate nodes, 4 searched, "
+        "0 PDB violations)",
+        "  evicts team-a/batch-1 (priority 0, BestEffort)",
+        "  evicts team-a/batch-2 (priority 0, Burstable)",
+        "  could not free nodes: 1 No preemption victims found for incoming pod",
+    ]
+    one = dataclasses.replace(
+        NOMINATED,
+        victims=NOMINATED.victims[:1],
+        candidates=1,
+        pdb_violations=1,
+        rejected={},
+    )
+    assert explain.render(dataclasses.replace(PREEMPTED, preemption=one)).endswith(
+        "preemption: nominated to node-b, 1 victim (1 of 1 candidate node, 4 searched, "
+        "1 PDB violation)\n"
+        "  evicts team-a/batch-1 (priority 0, BestEffort)\n"
+    )
+
+
+def test_a_pod_preemption_could_not_help_reads_why_and_the_nodes_it_could_not_free() -> None:
+    lines = explain.render(NOT_PREEMPTED).splitlines()
+    assert lines[-3:] == [
+        "preemption: none: 0/6 nodes are available: 5 No preemption victims found for "
+        "incoming pod, 1 Preemption is not helpful for scheduling.",
+        "  5 nodes searched, 0 candidate nodes",
+        "  could not free nodes: 5 No preemption victims found for incoming pod",
+    ]
+    ineligible = trace.Preemption(message="not eligible due to preemptionPolicy=Never.")
+    assert explain.render(dataclasses.replace(UNSCHEDULABLE, preemption=ineligible)).endswith(
+        "\npreemption: none: not eligible due to preemptionPolicy=Never.\n"
+    )
+    assert "preemption" not in explain.render(UNSCHEDULABLE)  # PostFilter did not run
+
+
 def _log(formatter: logging.Formatter, *records: trace.Trace) -> list[str]:
     lines: list[str] = []
 
@@ -169,12 +243,15 @@ def test_a_log_in_either_format_gives_the_text_of_the_record(
     other = dataclasses.replace(UNSCHEDULABLE, pod="shop/other", uid="uid-other")
     lines = [
         "a line that is not plumb's",
-        *_log(formatter, earlier, other, SCHEDULED),
+        *_log(formatter, earlier, other, SCHEDULED, PREEMPTED),
         '{"logger":"plumb.trace","msg":"suppressed 2 trace lines","suppressed":2}',
     ]
     record = explain.from_lines(lines, "shop/web-7")
     assert record == SCHEDULED  # the pod's last line counts
     assert explain.render(record) == explain.render(SCHEDULED)
+    preempting = explain.from_lines(lines, "team-a/urgent")
+    assert preempting == PREEMPTED
+    assert explain.render(preempting) == explain.render(PREEMPTED)
 
 
 def test_a_pod_without_a_line_is_an_error_that_says_where_else_to_look() -> None:

@@ -86,14 +86,18 @@ def test_the_names_are_kube_schedulers_under_plumb() -> None:
         "scheduler_pending_pods",
         "scheduler_pod_scheduling_sli_duration_seconds",
         "scheduler_cache_size",  # kube-scheduler's is scheduler_scheduler_cache_size
+        "scheduler_preemption_attempts_total",
+        "scheduler_preemption_victims",
     }
     ours = {name.replace("plumb_", "scheduler_", 1) for name in metrics.KINDS}
     assert kube_names <= ours
     assert all(name.startswith("plumb_") for name in metrics.KINDS)
     assert set(metrics.KINDS) == set(metrics.LABELS)
-    # Base units: durations in seconds, counters end in _total.
+    # Base units: durations in seconds, counters end in _total; the one histogram that is no
+    # duration counts victims, as kube-scheduler's does.
     for name, kind in metrics.KINDS.items():
-        assert (kind == metrics.HISTOGRAM) == name.endswith("_seconds"), name
+        duration = kind == metrics.HISTOGRAM and name != metrics.PREEMPTION_VICTIMS
+        assert duration == name.endswith("_seconds"), name
         assert (kind == metrics.COUNTER) == name.endswith("_total"), name
 
 
@@ -114,6 +118,8 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
     for result in metrics.BIND_RESULTS:
         m.binding(result, 0.01)
     m.set_leader(True)
+    m.preemption_attempt()
+    m.preemption_victims(2)
     families = {f.name: f for f in parser.text_string_to_metric_families(m.render().decode())}
     recorded = {
         metrics.SCHEDULE_ATTEMPTS,
@@ -122,6 +128,8 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
         metrics.KERNEL_DURATION,
         metrics.BINDING_DURATION,
         metrics.LEADER,
+        metrics.PREEMPTION_ATTEMPTS,
+        metrics.PREEMPTION_VICTIMS,
     }
     # The parser names a counter's family without _total.
     assert {f if f in metrics.KINDS else f"{f}_total" for f in families} == recorded
@@ -139,6 +147,41 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
         if f.name == metrics.LEADER
     )  # fmt: skip
     assert leader.samples[0].value == 0.0
+
+
+def test_preemption_metrics_are_kube_schedulers_with_their_help_and_victim_buckets() -> None:
+    assert metrics.VICTIM_BUCKETS == (1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0)
+    m = metrics.Metrics()
+    page = m.render().decode()
+    # On the page from the start, at 0 (rate() works from the first scrape).
+    assert (
+        "# HELP plumb_preemption_attempts_total Total preemption attempts in the cluster till now\n"
+        "# TYPE plumb_preemption_attempts_total counter\n"
+        "plumb_preemption_attempts_total 0.0\n"
+    ) in page
+    assert (
+        "# HELP plumb_preemption_victims Number of selected preemption victims\n"
+        "# TYPE plumb_preemption_victims histogram\n"
+    ) in page
+    assert "plumb_preemption_victims_count 0.0\n" in page
+    for _ in range(3):
+        m.preemption_attempt()  # one each time PostFilter's preemption runs
+    for victims in (1, 3, 64, 65):  # only for a chosen candidate
+        m.preemption_victims(victims)
+    page = m.render().decode()
+    assert "\nplumb_preemption_attempts_total 3.0\n" in page
+    assert _bucket_bounds(page, metrics.PREEMPTION_VICTIMS) == [
+        "1.0", "2.0", "4.0", "8.0", "16.0", "32.0", "64.0", "+Inf",
+    ]  # fmt: skip
+    families = {f.name: f for f in parser.text_string_to_metric_families(page)}
+    buckets = {
+        s.labels["le"]: s.value
+        for s in families[metrics.PREEMPTION_VICTIMS].samples
+        if s.name.endswith("_bucket")
+    }
+    assert (buckets["1.0"], buckets["2.0"], buckets["4.0"], buckets["64.0"]) == (1, 1, 2, 3)
+    assert buckets["+Inf"] == 4  # more than 64: the last bucket only, as kube-scheduler's
+    assert "plumb_preemption_victims_sum 133.0\n" in page
 
 
 def test_a_reader_that_fails_leaves_its_metric_empty_and_the_page_whole() -> None:

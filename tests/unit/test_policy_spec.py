@@ -30,6 +30,7 @@ def test_a_minimal_policy_gets_the_defaults() -> None:
     )
     assert policy.zone_health == spec.ZoneHealth(topology_key=ZONE, window=300, stale_after=120)
     assert policy.deviation_budget is None  # without a budget the policy never deviates
+    assert policy.preemption is spec.NO_PREEMPTION_RULES  # kube-scheduler's preemption as is
 
 
 def test_a_whole_policy_compiles_field_by_field() -> None:
@@ -216,6 +217,112 @@ def test_a_malformed_policy_is_refused_naming_the_field(body: dict[str, Any], me
     assert str(refused.value).startswith(message)
 
 
+# spec.preemption ---------------------------------------------------------------------------------
+
+
+def _preempting(preemption: Any) -> dict[str, Any]:
+    return make_policy("web").set("spec.preemption", preemption).obj()
+
+
+def test_preemption_rules_compile_field_by_field() -> None:
+    policy = spec.compile_policy(
+        _preempting(
+            {
+                "exemptQoS": ["Guaranteed", "Burstable"],
+                "victimOrder": "QoSThenPriority",
+                "scope": "SameNamespace",
+                "maxVictimsPerPod": 3,
+            }
+        )
+    )
+    assert policy.preemption == spec.Preemption(
+        exempt_qos=frozenset({spec.GUARANTEED, spec.BURSTABLE}),
+        victim_order=spec.QOS_THEN_PRIORITY,
+        same_namespace=True,
+        max_victims=3,
+    )
+    assert policy.preemption.qos_order
+    assert policy.preemption.scope == spec.SAME_NAMESPACE
+    assert policy.preemption.exempts("Guaranteed")
+    assert not policy.preemption.exempts("BestEffort")
+    assert not policy.preemption.exempts("")
+
+
+@pytest.mark.parametrize("preemption", [{}, None, {"exemptQoS": None, "victimOrder": None}])
+def test_empty_preemption_rules_are_the_defaults(preemption: Any) -> None:
+    rules = spec.compile_policy(_preempting(preemption)).preemption
+    assert rules == spec.NO_PREEMPTION_RULES
+    assert rules == spec.Preemption(
+        exempt_qos=frozenset(), victim_order="Priority", same_namespace=False, max_victims=None
+    )
+    assert not rules.qos_order
+    assert rules.scope == spec.CLUSTER
+
+
+def test_the_rules_are_part_of_the_compiled_generation() -> None:
+    base = make_policy("web").generation(1)
+    first = spec.compile_policy(base.obj())
+    second = spec.compile_policy(
+        base.generation(2).set("spec.preemption", {"maxVictimsPerPod": 1}).obj()
+    )
+    assert first.preemption != second.preemption
+    assert first != second
+    assert hash(second.preemption) == hash(spec.Preemption(max_victims=1))
+
+
+@pytest.mark.parametrize(
+    ("preemption", "message"),
+    [
+        (
+            {"maxVictimsPerPod": 0},
+            "spec.preemption.maxVictimsPerPod: must be at least 1, got 0",
+        ),
+        (
+            {"maxVictimsPerPod": 10001},
+            "spec.preemption.maxVictimsPerPod: must be at most 10000, got 10001",
+        ),
+        (
+            {"maxVictimsPerPod": "3"},
+            'spec.preemption.maxVictimsPerPod: must be an integer, got "3"',
+        ),
+        (
+            {"victimOrder": "QoS"},
+            'spec.preemption.victimOrder: must be one of Priority, QoSThenPriority, got "QoS"',
+        ),
+        (
+            {"scope": "Namespace"},
+            'spec.preemption.scope: must be one of Cluster, SameNamespace, got "Namespace"',
+        ),
+        (
+            {"exemptQoS": ["Guaranteed", "Premium"]},
+            "spec.preemption.exemptQoS[1]: must be one of Guaranteed, Burstable, BestEffort, "
+            'got "Premium"',
+        ),
+        (
+            {"exemptQoS": ["BestEffort", "Guaranteed", "BestEffort"]},
+            'spec.preemption.exemptQoS[2]: duplicate value "BestEffort" '
+            "(spec.preemption.exemptQoS[0] has it)",
+        ),
+        (
+            {"exemptQoS": ["Guaranteed", "Burstable", "BestEffort", "Guaranteed"]},
+            "spec.preemption.exemptQoS: at most 3 entries, got 4",
+        ),
+        (
+            {"exemptQoS": "Guaranteed"},
+            'spec.preemption.exemptQoS: must be a list, got "Guaranteed"',
+        ),
+        ({"maxVictims": 3}, "spec.preemption.maxVictims: unknown field"),
+        ("SameNamespace", 'spec.preemption: must be an object, got "SameNamespace"'),
+    ],
+)
+def test_malformed_preemption_rules_are_refused_naming_the_field(
+    preemption: Any, message: str
+) -> None:
+    with pytest.raises(spec.PolicyError) as refused:
+        spec.compile_policy(_preempting(preemption))
+    assert str(refused.value).startswith(message)
+
+
 # Nothing but Policy or PolicyError -----------------------------------------------------------
 
 _scalars = st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=12)
@@ -232,6 +339,7 @@ _fields = st.sampled_from(
         "matchLabels", "matchExpressions", "key", "operator", "values", "topologyKey",
         "maxSkew", "minDomains", "whenUnsatisfiable", "strategy", "weights", "window",
         "staleAfter", "maxViolations", "failureRateThreshold", "onExhausted", "spread",
+        "preemption", "exemptQoS", "victimOrder", "scope", "maxVictimsPerPod",
     ]
 )  # fmt: skip
 
@@ -265,7 +373,9 @@ _PATHS = [
     "spec.scoring.weights", "spec.scoring.weights.spread", "spec.zoneHealth",
     "spec.zoneHealth.window", "spec.deviationBudget", "spec.deviationBudget.window",
     "spec.deviationBudget.failureRateThreshold", "metadata", "metadata.generation",
-    "metadata.uid", "metadata.name",
+    "metadata.uid", "metadata.name", "spec.preemption", "spec.preemption.exemptQoS",
+    "spec.preemption.exemptQoS[0]", "spec.preemption.victimOrder", "spec.preemption.scope",
+    "spec.preemption.maxVictimsPerPod",
 ]  # fmt: skip
 
 
@@ -281,5 +391,14 @@ def test_any_value_in_any_field_of_a_valid_policy_compiles_or_is_refused(
         .scoring("MostAllocated", spread=3)
         .zone_health()
         .budget()
+        .set(
+            "spec.preemption",
+            {
+                "exemptQoS": ["Guaranteed"],
+                "victimOrder": "QoSThenPriority",
+                "scope": "SameNamespace",
+                "maxVictimsPerPod": 3,
+            },
+        )
     )
     _compiles_or_refuses(builder.set(path, value).obj())

@@ -3,11 +3,13 @@ where, with a resource-sum ``fits`` standing in for the filters."""
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import itertools
 from collections.abc import Sequence
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -84,6 +86,7 @@ def run(
     *nodes: pre.Node,
     budgets: Sequence[pre.DisruptionBudget] = (),
     statuses: dict[str, pre.NodeStatus] | None = None,
+    rules: pre.Rules = pre.NO_RULES,
 ) -> pre.Outcome:
     return pre.preempt(
         preemptor,
@@ -91,6 +94,7 @@ def run(
         unschedulable(*nodes) if statuses is None else statuses,
         budgets,
         SumFits(),
+        rules=rules,
     )
 
 
@@ -402,6 +406,157 @@ def test_no_nodes() -> None:
     assert run(pod("vip", 10)).message == "preemption: no nodes available"
 
 
+# The policy's rules (spec.preemption) -----------------------------------------------------------
+
+TEAM = "SchedulingPolicy team-a/web"
+
+
+def test_an_exempt_pod_is_never_a_victim() -> None:
+    # Without the rule "guaranteed" (priority 0) goes; exempt, it stays and "burstable" (priority
+    # 5) goes in its place.
+    guaranteed = pod("guaranteed", 0, cpu=2, qos=pre.GUARANTEED)
+    burstable = pod("burstable", 5, cpu=2, qos=pre.BURSTABLE)
+    n = node("n", guaranteed, burstable)
+    assert names(run(pod("vip", 10, cpu=2), n).victims) == ["guaranteed"]
+    exempt = node("n", dataclasses.replace(guaranteed, exempt=True), burstable)
+    assert names(run(pod("vip", 10, cpu=2), exempt).victims) == ["burstable"]
+
+
+def test_exempt_pods_take_their_room_in_the_fit_check() -> None:
+    n = node("n", pod("kept", 0, cpu=3, exempt=True), pod("low", 0, cpu=1))
+    outcome = run(pod("vip", 10, cpu=2), n)
+    assert outcome.node is None
+    assert outcome.rejected == {"n": ("Insufficient cpu",)}
+    # Without the exemption both go and the pod fits.
+    plain = node("n", pod("kept", 0, cpu=3), pod("low", 0, cpu=1))
+    assert names(run(pod("vip", 10, cpu=2), plain).victims) == ["kept"]
+
+
+def test_a_node_of_only_exempt_lower_pods_has_no_victims() -> None:
+    n = node("n", pod("a", 0, cpu=2, exempt=True), pod("b", 1, cpu=2, exempt=True))
+    outcome = run(pod("vip", 10, cpu=4), n)
+    assert outcome.rejected == {"n": (pre.NO_VICTIMS,)}
+    assert outcome.message == (
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
+    )
+
+
+def test_same_namespace_keeps_other_tenants_pods() -> None:
+    mine = pod("mine", 5, cpu=2, ns="team-a")
+    theirs = pod("theirs", 0, cpu=2, ns="team-b")
+    n = node("n", mine, theirs)
+    preemptor = pod("vip", 10, cpu=2, ns="team-a")
+    assert names(run(preemptor, n).victims) == ["theirs"]
+    scoped = pre.Rules(same_namespace=True, source=TEAM)
+    assert names(run(preemptor, n, rules=scoped).victims) == ["mine"]
+    # A node holding only other tenants' pods is no candidate under the rule.
+    other = node("other", pod("t1", 0, cpu=4, ns="team-b"))
+    assert run(preemptor, other).node == "other"
+    assert run(preemptor, other, rules=scoped).rejected == {"other": (pre.NO_VICTIMS,)}
+
+
+def test_same_namespace_counts_other_tenants_pods_as_staying() -> None:
+    n = node("n", pod("mine", 0, cpu=1, ns="team-a"), pod("theirs", 0, cpu=2, ns="team-b"))
+    preemptor = pod("vip", 10, cpu=3, ns="team-a")
+    assert run(preemptor, n).node == "n"
+    outcome = run(preemptor, n, rules=pre.Rules(same_namespace=True))
+    assert outcome.node is None
+    assert outcome.rejected == {"n": ("Insufficient cpu",)}
+
+
+def test_qos_order_evicts_best_effort_before_guaranteed() -> None:
+    # Two priority-0 pods, either of which frees enough room. By kube-scheduler's order the one
+    # started later goes ("guaranteed"); with QoSThenPriority the BestEffort one does.
+    guaranteed = pod("guaranteed", 0, cpu=2, start=5, qos=pre.GUARANTEED)
+    best_effort = pod("best-effort", 0, cpu=2, start=1, qos=pre.BEST_EFFORT)
+    n = node("n", guaranteed, best_effort)
+    assert names(run(pod("vip", 10, cpu=2), n).victims) == ["guaranteed"]
+    ordered = run(pod("vip", 10, cpu=2), n, rules=pre.Rules(qos_order=True))
+    assert names(ordered.victims) == ["best-effort"]
+
+
+def test_qos_order_puts_the_class_before_priority() -> None:
+    # A higher-priority BestEffort pod goes before a lower-priority Burstable one, which goes
+    # before Guaranteed; an unknown class ranks as Burstable.
+    pods = [
+        pod("g", 1, cpu=1, qos=pre.GUARANTEED),
+        pod("b", 2, cpu=1, qos=pre.BURSTABLE),
+        pod("u", 1, cpu=1, qos=""),
+        pod("e", 5, cpu=1, qos=pre.BEST_EFFORT),
+    ]
+    n = node("n", *pods)
+    assert names(run(pod("vip", 10, cpu=1), n).victims) == ["u"]
+    assert names(run(pod("vip", 10, cpu=1), n, rules=pre.Rules(qos_order=True)).victims) == ["e"]
+    assert names(run(pod("vip", 10, cpu=2), n).victims) == ["g", "u"]
+    assert names(run(pod("vip", 10, cpu=2), n, rules=pre.Rules(qos_order=True)).victims) == [
+        "u",
+        "e",
+    ]
+    # Listed most important first by the same key.
+    every = run(pod("vip", 10, cpu=4), n, rules=pre.Rules(qos_order=True))
+    assert names(every.victims) == ["g", "b", "u", "e"]
+    assert names(run(pod("vip", 10, cpu=4), n).victims) == ["e", "b", "g", "u"]
+
+
+def test_qos_order_keeps_pdb_violating_pods_first_in_line_for_reprieve() -> None:
+    # "guarded" is BestEffort but its budget allows no disruption: it is offered back first and
+    # stays, so the Guaranteed pod goes even under QoSThenPriority.
+    guarded = pod("guarded", 0, cpu=2, qos=pre.BEST_EFFORT, labels={"app": "db"})
+    n = node("n", guarded, pod("guaranteed", 0, cpu=2, qos=pre.GUARANTEED))
+    outcome = run(pod("vip", 10, cpu=2), n, budgets=[budget(0)], rules=pre.Rules(qos_order=True))
+    assert names(outcome.victims) == ["guaranteed"]
+    assert outcome.pdb_violations == 0
+
+
+def test_max_victims_rules_out_a_node_that_needs_more() -> None:
+    many = node("many", *(pod(f"m{i}", 0, cpu=1) for i in range(4)))
+    few = node("few", pod("f0", 3, cpu=2), pod("f1", 3, cpu=2))
+    # kube-scheduler prefers the lower highest priority: 4 victims of priority 0 on "many".
+    assert run(pod("vip", 10, cpu=4), many, few).node == "many"
+    capped = run(pod("vip", 10, cpu=4), many, few, rules=pre.Rules(max_victims=2, source=TEAM))
+    assert capped.node == "few"
+    assert names(capped.victims) == ["f0", "f1"]
+    assert capped.rejected == {"many": (pre.cap_reason(pre.Rules(max_victims=2, source=TEAM)),)}
+
+
+def test_beyond_the_cap_the_pod_waits_with_a_message_naming_it() -> None:
+    nodes = [node(f"n{i}", *(pod(f"p{i}-{j}", 0, cpu=1) for j in range(4))) for i in range(3)]
+    nodes.append(node("small", pod("s", 0, cpu=1), cpu=2))
+    rules = pre.Rules(max_victims=3, source=TEAM)
+    outcome = run(pod("vip", 10, cpu=4), *nodes, rules=rules)
+    assert outcome.node is None
+    assert outcome.clear_nomination
+    assert outcome.message == (
+        "preemption: 0/4 nodes are available: 1 Insufficient cpu, "
+        "3 node(s) would need more than 3 victims "
+        "(maxVictimsPerPod of SchedulingPolicy team-a/web)."
+    )
+    assert run(pod("vip", 10, cpu=4), *nodes, rules=pre.Rules(max_victims=4)).node is not None
+
+
+def test_the_cap_counts_victims_after_the_reprieve() -> None:
+    # 6 lower pods on the node, but only 2 must go.
+    n = node("n", *(pod(f"p{i}", 0, cpu=1) for i in range(6)), cpu=6)
+    outcome = run(pod("vip", 10, cpu=2), n, rules=pre.Rules(max_victims=2))
+    assert len(outcome.victims) == 2
+    assert run(pod("vip", 10, cpu=3), n, rules=pre.Rules(max_victims=2)).node is None
+
+
+def test_cap_reason_without_a_source_and_a_cap_below_one() -> None:
+    assert pre.cap_reason(pre.Rules(max_victims=1)) == (
+        "node(s) would need more than 1 victims (maxVictimsPerPod)"
+    )
+    with pytest.raises(ValueError, match="max_victims"):
+        pre.Rules(max_victims=0)
+
+
+def test_no_rules_changes_nothing() -> None:
+    n = node("n", pod("a", 0, cpu=2, start=1, qos=pre.GUARANTEED), pod("b", 0, cpu=2, start=2))
+    assert run(pod("vip", 10, cpu=2), n, rules=pre.NO_RULES) == run(pod("vip", 10, cpu=2), n)
+    search = pre.select_victims(pod("vip", 10, cpu=2), n, [], SumFits())
+    assert search == pre.select_victims(pod("vip", 10, cpu=2), n, [], SumFits(), rules=pre.NO_RULES)
+
+
 # Properties ------------------------------------------------------------------------------------
 
 _victim_pods = st.lists(
@@ -474,3 +629,104 @@ def test_the_choice_does_not_depend_on_node_or_pod_order() -> None:
             outcome = run(pod("vip", 10, cpu=2), *nodes)
             results.add((outcome.node, tuple(names(outcome.victims))))
     assert len(results) == 1
+
+
+_QOS = st.sampled_from(["", *pre.QOS_CLASSES])
+_rule_pods = st.lists(
+    st.tuples(
+        st.integers(-3, 12),  # priority
+        st.integers(1, 4),  # cpu
+        st.integers(-5, 5),  # start
+        st.booleans(),  # PDB-guarded
+        _QOS,
+        st.booleans(),  # exempt
+        st.sampled_from(["team-a", "team-b"]),
+        st.booleans(),  # deleting
+    ),
+    max_size=7,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cluster=st.lists(st.tuples(st.integers(4, 10), _rule_pods), min_size=1, max_size=4),
+    priority=st.integers(0, 10),
+    cpu=st.integers(1, 8),
+    allowed=st.integers(0, 2),
+    qos_order=st.booleans(),
+    same_namespace=st.booleans(),
+    cap=st.none() | st.integers(1, 4),
+)
+def test_under_any_rules_victims_are_minimal_allowed_and_within_the_cap(
+    cluster: list[tuple[int, list[tuple[int, int, int, bool, str, bool, str, bool]]]],
+    priority: int,
+    cpu: int,
+    allowed: int,
+    qos_order: bool,
+    same_namespace: bool,
+    cap: int | None,
+) -> None:
+    nodes = [
+        node(
+            f"n{i}",
+            *(
+                pod(
+                    f"p{i}-{j}",
+                    prio,
+                    size,
+                    start=start,
+                    ns=ns,
+                    labels={"app": "db"} if db else {},
+                    qos=qos,
+                    exempt=exempt,
+                    deleting=deleting,
+                )
+                for j, (prio, size, start, db, qos, exempt, ns, deleting) in enumerate(pods)
+            ),
+            cpu=capacity,
+        )
+        for i, (capacity, pods) in enumerate(cluster)
+    ]
+    rules = pre.Rules(
+        qos_order=qos_order, same_namespace=same_namespace, max_victims=cap, source=TEAM
+    )
+    preemptor = pod("vip", priority, cpu, ns="team-a")
+    outcome = run(preemptor, *nodes, budgets=[budget(allowed, ns="team-a")], rules=rules)
+    fits = SumFits()
+    key = pre.victim_order(rules)
+    for candidate in outcome.candidates:
+        target = next(n for n in nodes if n.name == candidate.node)
+        assert cap is None or len(candidate.victims) <= cap
+        for victim in candidate.victims:
+            assert victim.priority < priority
+            assert not victim.exempt
+            assert not victim.deleting
+            assert not same_namespace or victim.namespace == "team-a"
+        assert list(candidate.victims) == sorted(candidate.victims, key=key)
+        # Minimal: the terminating lower-priority pods are gone, every other non-victim stays,
+        # and no victim could be given back.
+        kept = [
+            p
+            for p in target.pods
+            if p not in candidate.victims and not (p.deleting and p.priority < priority)
+        ]
+        assert fits(preemptor, target, kept)
+        for victim in candidate.victims:
+            assert not fits(preemptor, target, [*kept, victim]), victim.name
+    if outcome.node is not None:
+        assert outcome.node in {c.node for c in outcome.candidates}
+    cap_text = pre.cap_reason(rules)
+    for name, reasons in outcome.rejected.items():
+        if cap_text in reasons:
+            assert cap is not None, name
+    # The rules only ever take nodes away: every candidate is one without them too.
+    unruled = [
+        pre.Node(
+            name=n.name,
+            allocatable=n.allocatable,
+            pods=tuple(dataclasses.replace(p, exempt=False) for p in n.pods),
+        )
+        for n in nodes
+    ]
+    free = run(preemptor, *unruled, budgets=[budget(allowed, ns="team-a")])
+    assert {c.node for c in outcome.candidates} <= {c.node for c in free.candidates}

@@ -163,6 +163,121 @@ def test_lines_that_are_not_traces_are_none() -> None:
         trace.from_log_line('{"logger":"plumb.trace","pod":"ns/p","uid":"u","result":3}')
 
 
+# Preemption ----------------------------------------------------------------------------------
+
+PREEMPTED = dataclasses.replace(
+    RECORD,
+    result=trace.UNSCHEDULABLE,
+    node=None,
+    message="0/4 nodes are available: 4 Insufficient cpu. preemption: nominated to node-b",
+    candidates=(),
+    bind_ms=None,
+    preemption=trace.Preemption(
+        node="node-b",
+        victims=(
+            trace.Victim(pod="team-a/batch-1", priority=0, qos="BestEffort"),
+            trace.Victim(pod="team-a/batch 2", priority=-5, qos="Burstable"),
+        ),
+        candidates=3,
+        searched=4,
+        pdb_violations=1,
+        rejected={"No preemption victims found for incoming pod": 1, 'x="y" z': 2},
+        message="",
+    ),
+)
+PREEMPTION_FIELDS = {
+    "node": "node-b",
+    "victims": [
+        {"pod": "team-a/batch-1", "priority": 0, "qos": "BestEffort"},
+        {"pod": "team-a/batch 2", "priority": -5, "qos": "Burstable"},
+    ],
+    "candidates": 3,
+    "searched": 4,
+    "pdb_violations": 1,
+    "rejected": {"No preemption victims found for incoming pod": 1, 'x="y" z': 2},
+    "message": "",
+}
+
+
+def test_a_json_line_carries_the_preemption_after_the_budget_and_reads_back_whole(
+    json_lines: tuple[logging.Logger, Lines],
+) -> None:
+    log, handler = json_lines
+    tracing.Tracer(log=log).emit(PREEMPTED)
+    (line,) = handler.lines
+    entry = json.loads(line)
+    assert entry["preemption"] == PREEMPTION_FIELDS
+    keys = list(entry)
+    assert keys[keys.index("budget") + 1] == "preemption"
+    assert trace.from_log_line(line) == PREEMPTED
+
+
+def test_a_plain_line_carries_the_preemption_as_one_json_value_and_reads_back_whole(
+    plain_lines: tuple[logging.Logger, Lines],
+) -> None:
+    log, handler = plain_lines
+    tracing.Tracer(log=log).emit(PREEMPTED)
+    (line,) = handler.lines
+    assert (
+        ' preemption={"node":"node-b","victims":[{"pod":"team-a/batch-1","priority":0,'
+        '"qos":"BestEffort"},{"pod":"team-a/batch 2","priority":-5,"qos":"Burstable"}],'
+        '"candidates":3,"searched":4,"pdb_violations":1,'
+        '"rejected":{"No preemption victims found for incoming pod":1,"x=\\"y\\" z":2},'
+        '"message":""} snapshot=41 '
+    ) in line
+    assert trace.from_log_line(line) == PREEMPTED
+
+
+def test_no_preemption_is_null_and_a_line_from_before_preemption_still_reads(
+    json_lines: tuple[logging.Logger, Lines],
+) -> None:
+    log, handler = json_lines
+    tracing.Tracer(log=log).emit(RECORD)
+    assert json.loads(handler.lines[0])["preemption"] is None
+    empty = dataclasses.replace(RECORD, preemption=trace.Preemption())
+    assert trace.Trace.from_fields(empty.fields()) == empty  # ran, found nothing, said nothing
+    # A line written before the field existed (docs/observability.md's, abridged).
+    old = (
+        '{"time":"2026-11-30T11:42:24.342Z","level":"INFO","logger":"plumb.trace",'
+        '"msg":"Unschedulable demo/too-big","pod":"demo/too-big",'
+        '"uid":"24c4ad8a-603c-46e8-8384-1737ac69cba6","result":"Unschedulable","node":null,'
+        '"message":"0/4 nodes are available: 4 Insufficient cpu.","attempts":1,"feasible":0,'
+        '"total":4,"rejected":{"NodeResourcesFit":{"nodes":4,"reasons":{"Insufficient cpu":4}}},'
+        '"candidates":[],"weights":{},"policy":null,"generation":null,"deviation":false,'
+        '"budget":null,"snapshot":7,"input_hash":"ae8d778ec8dd17208048ebdd463916c1",'
+        '"plan_hash":"268ea3414854a2a909515d3c3b78c133","queue_wait_ms":0.059,"kernel_ms":2.122,'
+        '"bind_ms":null,"batch":1}'
+    )
+    record = trace.from_log_line(old)
+    assert record is not None
+    assert record.preemption is None
+    assert record.fields()["preemption"] is None
+    plain = (
+        '2026-11-30 11:42:24,342 INFO plumb.trace: Unschedulable demo/too-big pod="demo/too-big" '
+        'uid="u" result="Unschedulable" node=null budget=null snapshot=7 batch=1'
+    )
+    assert trace.from_log_line(plain) == trace.Trace(
+        pod="demo/too-big", uid="u", result=trace.UNSCHEDULABLE, snapshot=7, batch=1
+    )
+
+
+@pytest.mark.parametrize(
+    "preemption",
+    [
+        "nominated",
+        {"node": 3},
+        {"victims": {"pod": "a/b"}},
+        {"victims": [{"pod": "a/b", "priority": "high", "qos": "BestEffort"}]},
+        {"victims": [{"pod": "a/b", "priority": 0}]},
+        {"rejected": {"reason": "two"}},
+    ],
+)
+def test_a_preemption_that_is_not_one_is_refused(preemption: object) -> None:
+    fields = {**PREEMPTED.fields(), "preemption": preemption}
+    with pytest.raises(trace.TraceError, match="not a trace record"):
+        trace.Trace.from_fields(fields)
+
+
 # Volume control ------------------------------------------------------------------------------
 
 
@@ -359,6 +474,28 @@ def test_the_same_cluster_and_pod_give_the_same_trace_hashes() -> None:
     assert first.candidates[0].node == first.node
 
 
+def test_a_preemption_leaves_the_hashes_of_the_decision_it_followed() -> None:
+    nodes = [make_node(f"n{i}").capacity(cpu="2") for i in range(3)]
+    c = scenarios.cluster(nodes)
+    pod = objects.parse_pod(_pod_body(cpu="3", affinity=False))  # fits nowhere
+    snap = c.snapshot()
+    prepared = cycle.prepare([pod], snap, c)
+    assert prepared.compiled is not None
+    result = reference.run(prepared.compiled.cluster, prepared.compiled.batch)
+    decisions = cycle.explain(prepared.compiled, result)
+    entry = queue_module.Entry(pod=pod, where=queue_module.Where.IN_FLIGHT, attempts=1)
+    built = traces.build(decisions, {pod.uid: entry}, snap, scoring.DEFAULT, None, prepared, 0.001)
+    decided = built[pod.uid]
+    assert decided.node is None
+    preempted = dataclasses.replace(decided, preemption=PREEMPTED.preemption)
+    read = trace.Trace.from_fields(json.loads(json.dumps(preempted.fields())))
+    assert read == preempted
+    assert (read.input_hash, read.plan_hash) == (decided.input_hash, decided.plan_hash)
+    # What replay recomputes from the line: the node (none: a nomination is not a placement)
+    # and the candidates, never the preemption.
+    assert read.plan_hash == trace.plan_hash(read.uid, read.node, read.candidates)
+
+
 # From decisions ------------------------------------------------------------------------------
 
 
@@ -430,7 +567,23 @@ async def test_the_scheduler_writes_one_line_per_decision_that_matches_what_it_d
     waiting = records["ns/huge"]
     failed = [e for e in api.events if e["reason"] == "FailedScheduling"]
     assert waiting.result == trace.UNSCHEDULABLE
-    assert waiting.message == failed[0]["note"] == "0/3 nodes are available: 3 Insufficient cpu."
+    # kube-scheduler v1.34's words: the filters' histogram, then its PostFilter plugins'
+    # (DynamicResources' and DefaultPreemption's), joined.
+    assert (
+        waiting.message
+        == failed[0]["note"]
+        == (
+            "0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, "
+            "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+        )
+    )
+    assert waiting.preemption == trace.Preemption(
+        searched=3,
+        rejected={"No preemption victims found for incoming pod": 3},
+        message=(
+            "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+        ),
+    )
     assert waiting.rejected == {
         "NodeResourcesFit": trace.Rejection(nodes=3, reasons={"Insufficient cpu": 3})
     }

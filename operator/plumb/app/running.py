@@ -103,6 +103,7 @@ async def run(settings: RunSettings) -> None:
         journal=settings.journal,
         metrics=metrics.Metrics(),
         may_act=gate,
+        offload=kernel.offload,
     )
     leadership = leading.Leadership(scheduler, api, elector)
     health = probes.Probes(scheduler, api, leadership)

@@ -1,9 +1,10 @@
 """The cluster feed: list every collection the scheduler reads once, then watch each from its
 list's resourceVersion, so the loop starts on a full picture and no object is replayed or missed.
 
-Pods, nodes, namespaces, Services and controllers are watched with k8s/watching.py rather than
-kopf's on.event: kopf's per-object machinery cost more CPU and memory than the scheduling
-itself (docs/architecture.md has the measurements). kopf runs the operator around it.
+Pods, nodes, namespaces, Services, controllers and PodDisruptionBudgets are watched with
+k8s/watching.py rather than kopf's on.event: kopf's per-object machinery cost more CPU and memory
+than the scheduling itself (docs/architecture.md has the measurements). kopf runs the operator
+around it.
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ WORKLOAD_PATHS = (
 NAMESPACES = "/api/v1/namespaces"
 NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"
+# Preemption counts the victims whose eviction a budget would refuse.
+BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -63,6 +66,7 @@ def feeds(scheduler: scheduler_module.Scheduler) -> list[Feed]:
             scheduler.on_namespace,
             lambda _mark, items: scheduler.relist_namespaces(items),
         ),
+        Feed(BUDGETS, scheduler.on_budget, lambda _mark, items: scheduler.relist_budgets(items)),
         Feed(NODES, scheduler.on_node, scheduler.relist_nodes),
         Feed(PODS, scheduler.on_pod, scheduler.relist_pods),
     ]

@@ -228,6 +228,10 @@ class Cache:
         """Pods decided and assumed whose binding the watch has not shown yet."""
         return self._assumed
 
+    def pods_on(self, node: str) -> list[journal_module.Placed]:
+        """The pods placed (assumed or added) on ``node``, in uid order."""
+        return [self._pods[uid] for uid in sorted(self._by_node.get(node, ()))]
+
     def placed(self) -> Iterator[journal_module.Placed]:
         """Every pod in the cache with its node and state (snapshot dumps)."""
         return iter(self._pods.values())

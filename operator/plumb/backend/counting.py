@@ -99,6 +99,15 @@ def carried(pod: objects.PodInfo) -> Iterator[Carrier]:
 RowKey = Selection | Carrier
 
 
+def belongs(
+    key: RowKey, pod: objects.PodInfo, namespace_labels: Mapping[str, Mapping[str, str]]
+) -> bool:
+    """Whether ``pod`` counts in the row ``key``."""
+    if isinstance(key, Carrier):
+        return key in set(carried(pod))
+    return key.matches(pod, namespace_labels)
+
+
 class CountRows:
     """Per-node-slot counts for registered rows, plus every carrier present in the cluster."""
 
@@ -114,9 +123,7 @@ class CountRows:
         return [carrier for carrier, count in self._carriers.items() if count > 0]
 
     def belongs(self, key: RowKey, pod: objects.PodInfo) -> bool:
-        if isinstance(key, Carrier):
-            return key in set(carried(pod))
-        return key.matches(pod, self.namespace_labels)
+        return belongs(key, pod, self.namespace_labels)
 
     def row(
         self,

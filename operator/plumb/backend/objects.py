@@ -22,6 +22,12 @@ DEFAULT_MILLI_CPU = 100
 DEFAULT_MEMORY = 200 * 1024 * 1024
 _NONZERO_DEFAULTS = {CPU: DEFAULT_MILLI_CPU, MEMORY: DEFAULT_MEMORY}
 _EMPTY: Mapping[str, int] = MappingProxyType({})
+PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
+GUARANTEED, BURSTABLE, BEST_EFFORT = "Guaranteed", "Burstable", "BestEffort"
+QOS_CLASSES = (GUARANTEED, BURSTABLE, BEST_EFFORT)
+_QOS_RESOURCES = (CPU, MEMORY)
+DISRUPTION_TARGET = "DisruptionTarget"
+PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 _EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
@@ -61,6 +67,16 @@ class PodInfo:
     scheduled_condition: tuple[str, str, str] | None = dataclasses.field(
         default=None, compare=False
     )
+    # What preemption reads. spec.preemptionPolicy (the Priority admission plugin copies the
+    # PriorityClass's); the QoS class (status.qosClass, else computed from the spec).
+    preemption_policy: str = PREEMPT_LOWER_PRIORITY
+    qos: str = BURSTABLE
+    # Status, so not compared (a status change alone is no update): status.nominatedNodeName,
+    # status.startTime (RFC 3339, "" before the kubelet starts it) and whether the pod carries
+    # DisruptionTarget=True with reason PreemptionByScheduler (a victim being preempted).
+    nominated_node: str = dataclasses.field(default="", compare=False)
+    start_time: str = dataclasses.field(default="", compare=False)
+    preempted: bool = dataclasses.field(default=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -185,6 +201,54 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         owner=owner,
         problem="; ".join(problems) or None,
         scheduled_condition=_pod_scheduled(status),
+        preemption_policy=str(spec.get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY),
+        qos=_qos(spec, status),
+        nominated_node=str(status.get("nominatedNodeName") or ""),
+        start_time=str(status.get("startTime") or ""),
+        preempted=_preempted(status),
+    )
+
+
+def _qos(spec: Mapping[str, Any], status: Mapping[str, Any]) -> str:
+    """The pod's QoS class: status.qosClass (set by the API server), else as the API server
+    computes it from the containers' cpu and memory requests and limits (GetPodQOS)."""
+    listed = status.get("qosClass")
+    if listed in QOS_CLASSES:
+        return str(listed)
+    try:
+        return qos_class(spec)
+    except quantities.QuantityError:
+        return BURSTABLE
+
+
+def qos_class(spec: Mapping[str, Any]) -> str:
+    """BestEffort without any cpu or memory request or limit; Guaranteed when every container
+    limits both and requests what it limits (an unset request defaults to the limit);
+    Burstable otherwise."""
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    anything = False
+    guaranteed = True
+    for container in containers:
+        resources = container.get("resources") or {}
+        requests = _resource_list(resources.get("requests"))
+        limits = _resource_list(resources.get("limits"))
+        for name in _QOS_RESOURCES:
+            if requests.get(name) or limits.get(name):
+                anything = True
+            limit = limits.get(name)
+            if not limit or requests.get(name, limit) != limit:
+                guaranteed = False
+    if not anything:
+        return BEST_EFFORT
+    return GUARANTEED if guaranteed else BURSTABLE
+
+
+def _preempted(status: Mapping[str, Any]) -> bool:
+    return any(
+        condition.get("type") == DISRUPTION_TARGET
+        and condition.get("status") == "True"
+        and condition.get("reason") == PREEMPTION_BY_SCHEDULER
+        for condition in status.get("conditions") or ()
     )
 
 

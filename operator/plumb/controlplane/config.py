@@ -140,8 +140,9 @@ def apiserver_args(
     service_accounts: bool,
 ) -> list[str]:
     # As Kubernetes' own scheduler performance tests: nodes get no not-ready taints on creation
-    # (the scale nodes have no kubelet to lift them), and pods need no PriorityClass objects.
-    disabled = ["TaintNodesByCondition", "Priority"]
+    # (the scale nodes have no kubelet to lift them). Priority admission is on, as in a user's
+    # cluster: a pod's priority and preemptionPolicy come from its PriorityClass.
+    disabled = ["TaintNodesByCondition"]
     if not service_accounts:
         disabled.append("ServiceAccount")
     return [

@@ -9,7 +9,7 @@ the kernel evaluates and updates pod after pod.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -49,6 +49,12 @@ class Compiled:
     cluster: contract.Cluster
     batch: contract.Batch
     deferred: tuple[objects.PodInfo, ...] = ()  # did not fit this batch's columns; try again
+    row_keys: tuple[counting.RowKey, ...] = ()  # what each of the cluster's count rows counts
+
+    @property
+    def index(self) -> Mapping[str, int]:
+        """Node name to its column (names are the snapshot's, in name order)."""
+        return {name: n for n, name in enumerate(self.names)}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -306,9 +312,10 @@ def compile_batch(
     cache: cache_module.Cache,
     *,
     profile: scoring.Profile = scoring.DEFAULT,
+    nominated: Sequence[tuple[objects.PodInfo, str]] = (),
 ) -> Compiled:
     """Compile ``pods`` (in queue order) for the kernel against ``snap``, scored by
-    ``profile``."""
+    ``profile``. ``nominated`` pods count as placed on their node (room held for them)."""
     statics = snap.statics
     nodes = len(statics)
     base = [objects.CPU, objects.MEMORY, objects.PODS]
@@ -323,8 +330,15 @@ def compile_batch(
         columns.extend(extra)
         taken.append(pod)
     tables = _Tables()
+    held = [(pod, node) for pod, node in nominated if node in snap.statics.index]
     carriers = list(
-        dict.fromkeys([*cache.carriers(), *(c for pod in taken for c in counting.carried(pod))])
+        dict.fromkeys(
+            [
+                *cache.carriers(),
+                *(c for pod, _node in held for c in counting.carried(pod)),
+                *(c for pod in taken for c in counting.carried(pod)),
+            ]
+        )
     )
     size = len(taken)
     requests = np.zeros((size, len(columns)), dtype=np.int64)
@@ -384,14 +398,25 @@ def compile_batch(
         if name in snap_column:
             allocatable[i] = snap.allocatable[:, snap_column[name]]
             requested[i] = snap.requested[:, snap_column[name]]
+    nonzero_requested = np.array(snap.nonzero_requested.T, dtype=np.int64, order="C")
+    counts = cache.count_rows(row_keys)
+    for pod, node in held:
+        n = statics.index[node]
+        for name, amount in pod.requests.items():
+            if name in column:
+                requested[column[name], n] += amount
+        requested[column[objects.PODS], n] += 1
+        nonzero_requested[:, n] += pod.nonzero
+        for t, key in enumerate(row_keys):
+            counts[t, n] += cache.rows.belongs(key, pod)
     cluster = contract.Cluster(
         allocatable=allocatable,
         requested=requested,
-        nonzero_requested=np.array(snap.nonzero_requested.T, dtype=np.int64, order="C"),
+        nonzero_requested=nonzero_requested,
         name_hashes=np.array(snap.name_hashes, dtype=np.uint64),
         domains=domains,
         domain_counts=domain_counts,
-        counts=cache.count_rows(row_keys),
+        counts=counts,
         pods_column=column[objects.PODS],
         cpu_column=column[objects.CPU],
         memory_column=column[objects.MEMORY],
@@ -446,4 +471,5 @@ def compile_batch(
         cluster=cluster,
         batch=batch,
         deferred=tuple(deferred),
+        row_keys=tuple(row_keys),
     )

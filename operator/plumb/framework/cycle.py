@@ -8,7 +8,8 @@ kube-scheduler's FailedScheduling wording for the pods that fit nowhere.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from types import MappingProxyType
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopol
 from plumb.kernel import contract, reference
 
 Kernel = Callable[[contract.Cluster, contract.Batch], contract.Result]
+_NONE: Mapping[str, str] = MappingProxyType({})
 
 _DYNAMIC_PLUGINS = {
     contract.RESOURCES: noderesourcesfit.NAME,
@@ -29,7 +31,7 @@ _DYNAMIC_PLUGINS = {
     contract.EXISTING_ANTI_AFFINITY: interpodaffinity.NAME,
 }
 # Failures preemption could not cure (kube-scheduler's UnschedulableAndUnresolvable).
-_UNRESOLVABLE_CODES = frozenset({contract.SPREAD_LABEL, contract.AFFINITY})
+UNRESOLVABLE_CODES = frozenset({contract.SPREAD_LABEL, contract.AFFINITY})
 _DYNAMIC_REASONS = {
     contract.SPREAD_LABEL: podtopologyspread.MISSING_LABEL,
     contract.SPREAD_SKEW: podtopologyspread.CONSTRAINTS_NOT_MATCH,
@@ -70,7 +72,7 @@ def unschedulable_as_written(pod: objects.PodInfo, total: int) -> Decision:
     )
 
 
-def _node_reasons(compiled: compiling.Compiled, code: int, detail: int) -> list[str]:
+def node_reasons(compiled: compiling.Compiled, code: int, detail: int) -> list[str]:
     if code == contract.STATIC:
         return [compiled.static_reasons[detail - 1].message]
     if code == contract.RESOURCES:
@@ -78,11 +80,23 @@ def _node_reasons(compiled: compiling.Compiled, code: int, detail: int) -> list[
     return [_DYNAMIC_REASONS[code]]
 
 
-def explain(compiled: compiling.Compiled, result: contract.Result) -> list[Decision]:
+def explain(
+    compiled: compiling.Compiled,
+    result: contract.Result,
+    nominated: Mapping[str, str] = _NONE,
+) -> list[Decision]:
+    """A decision per pod. A pod nominated to a node (by an earlier preemption) goes there when
+    that node passes every filter, unscored, as kube-scheduler's evaluateNominatedNode does
+    (such a pod is decided alone, so no later pod of its batch saw another placement)."""
     names = compiled.names
     decisions = []
     for b, pod in enumerate(compiled.pods):
         chosen = int(result.chosen[b])
+        held = nominated.get(pod.uid)
+        if chosen >= 0 and held is not None and held in compiled.index:
+            n = compiled.index[held]
+            if int(result.code[b, n]) == contract.PASS:
+                chosen = n
         candidates = tuple(
             Candidate(
                 node=names[int(n)],
@@ -105,7 +119,7 @@ def explain(compiled: compiling.Compiled, result: contract.Result) -> list[Decis
             continue
         codes, details = result.code[b], result.detail[b]
         per_node = [
-            _node_reasons(compiled, int(codes[n]), int(details[n])) for n in range(len(names))
+            node_reasons(compiled, int(codes[n]), int(details[n])) for n in range(len(names))
         ]
         diagnosis = status.Diagnosis.count(len(names), per_node)
         decisions.append(
@@ -143,7 +157,7 @@ def _all_unresolvable(compiled: compiling.Compiled, codes: np.ndarray, details: 
             static = np.unique(details[codes == contract.STATIC])
             if not all(compiled.static_reasons[int(d) - 1].unresolvable for d in static):
                 return False
-        elif int(code) not in _UNRESOLVABLE_CODES:
+        elif int(code) not in UNRESOLVABLE_CODES:
             return False
     return True
 
@@ -162,9 +176,10 @@ def prepare(
     snap: snapshot.Snapshot,
     cache: cache_module.Cache,
     profile: scoring.Profile = scoring.DEFAULT,
+    nominated: Sequence[tuple[objects.PodInfo, str]] = (),
 ) -> Prepared:
-    """Compile ``pods`` (in queue order) for the kernel, scored by ``profile``; pods that need
-    no kernel are decided at once."""
+    """Compile ``pods`` (in queue order) for the kernel, scored by ``profile``, with room held
+    for the ``nominated`` pods; pods that need no kernel are decided at once."""
     total = len(snap)
     early: list[Decision] = []
     ready = []
@@ -193,7 +208,7 @@ def prepare(
             ready.append(pod)
     if not ready:
         return Prepared(early=early, compiled=None)
-    compiled = compiling.compile_batch(ready, snap, cache, profile=profile)
+    compiled = compiling.compile_batch(ready, snap, cache, profile=profile, nominated=nominated)
     return Prepared(early=early, compiled=compiled, deferred=compiled.deferred)
 
 

@@ -20,6 +20,23 @@ plugged in later. Purely computational; no I/O.
 One deliberate difference: a lower-priority pod that is already terminating is treated as gone.
 It is never a victim (not deleted again, not counted in the choice of node), where
 kube-scheduler would list it among the victims again.
+
+A SchedulingPolicy's ``spec.preemption`` narrows this for the pods it governs (docs/policy.md);
+the caller turns it into ``Rules`` for the preemptor and marks the pods on the nodes. With
+``NO_RULES`` and no pod ``exempt``, everything above holds unchanged.
+
+- ``Pod.exempt`` (the pod's own policy lists its QoS class in ``exemptQoS``): never a victim. It
+  stays on the node like a pod of equal or higher priority and takes its room in every fit check.
+- ``Rules.same_namespace`` (``scope: SameNamespace``): pods of other namespaces than the
+  preemptor's are never victims, in the same way.
+- ``Rules.qos_order`` (``victimOrder: QoSThenPriority``): importance is the QoS class first
+  (Guaranteed > Burstable > BestEffort; an unknown class counts as Burstable), then
+  kube-scheduler's (priority, start). Step 3 reprieves in that order, so BestEffort pods go
+  first; the PDB-violating-first grouping stays, and the victims are listed in that order. The
+  choice of node (step 4) stays kube-scheduler's.
+- ``Rules.max_victims`` (``maxVictimsPerPod``): a node whose victims, after the reprieve, outnumber
+  the cap is no candidate; its reason (``cap_reason``, one text for every such node, so the
+  sentence counts them together) names the cap and ``Rules.source``.
 """
 
 from __future__ import annotations
@@ -29,7 +46,7 @@ import datetime
 import enum
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from types import MappingProxyType
 from typing import Protocol
 
@@ -48,6 +65,12 @@ NO_NODES = "no nodes available"
 PREFIX = "preemption: "
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 NEVER = "Never"
+# A pod's QoS class (status.qosClass), as ``Pod.qos``; "" is unknown and ranks as Burstable.
+GUARANTEED = "Guaranteed"
+BURSTABLE = "Burstable"
+BEST_EFFORT = "BestEffort"
+QOS_CLASSES = (GUARANTEED, BURSTABLE, BEST_EFFORT)  # most important first
+_QOS_RANK: Mapping[str, int] = MappingProxyType({GUARANTEED: 0, BURSTABLE: 1, BEST_EFFORT: 2})
 # Added to each victim's priority before summing, so all terms are >= 0 (pickOneNodeForPreemption).
 _PRIORITY_OFFSET = 2**31
 _EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
@@ -66,7 +89,9 @@ class Code(enum.Enum):
 class Pod:
     """A preemptor or a pod on a node. ``start_time`` None means not started yet, which
     kube-scheduler reads as now (later than any start). ``preempted`` is the DisruptionTarget
-    condition, True with reason PreemptionByScheduler; ``deleting`` a deletionTimestamp."""
+    condition, True with reason PreemptionByScheduler; ``deleting`` a deletionTimestamp.
+    ``qos`` is the QoS class (``QOS_CLASSES``, "" unknown); ``exempt`` that the policy governing
+    this pod lists its class in exemptQoS, so no preemptor may evict it."""
 
     uid: str
     namespace: str
@@ -79,6 +104,8 @@ class Pod:
     preempted: bool = False
     preemption_policy: str = PREEMPT_LOWER_PRIORITY
     nominated_node: str = ""
+    qos: str = ""
+    exempt: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -103,6 +130,36 @@ class DisruptionBudget:
         if self.selector is None or not self.selector.requirements or not pod.labels:
             return False
         return self.namespace == pod.namespace and self.selector.matches(pod.labels)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Rules:
+    """The preemptor's policy's ``spec.preemption`` (module docstring). ``source`` names the
+    policy in messages, e.g. "SchedulingPolicy team-a/web"."""
+
+    qos_order: bool = False
+    same_namespace: bool = False
+    max_victims: int | None = None
+    source: str = ""
+
+    def __post_init__(self) -> None:
+        if self.max_victims is not None and self.max_victims < 1:
+            raise ValueError(f"max_victims must be at least 1 or None, got {self.max_victims}")
+
+    def may_evict(self, preemptor: Pod, pod: Pod) -> bool:
+        """Whether the rules let ``preemptor`` evict ``pod``, priority aside."""
+        if pod.exempt:
+            return False
+        return not self.same_namespace or pod.namespace == preemptor.namespace
+
+
+NO_RULES = Rules()
+
+
+def cap_reason(rules: Rules) -> str:
+    """The reason a node is no candidate because its victims outnumber ``rules.max_victims``."""
+    of = f" of {rules.source}" if rules.source else ""
+    return f"node(s) would need more than {rules.max_victims} victims (maxVictimsPerPod{of})"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -157,6 +214,17 @@ def importance(pod: Pod) -> tuple[int, float, str, str, str]:
     """Sort key, most important first: higher priority, then earlier start (MoreImportantPod).
     kube-scheduler's sort is unstable among equals; plumb falls back to namespace, name, uid."""
     return (-pod.priority, _start(pod.start_time), pod.namespace, pod.name, pod.uid)
+
+
+def qos_importance(pod: Pod) -> tuple[int, int, float, str, str, str]:
+    """Sort key for ``victimOrder: QoSThenPriority``, most important first: the QoS class
+    (Guaranteed, then Burstable or unknown, then BestEffort), then ``importance``."""
+    return (_QOS_RANK.get(pod.qos, _QOS_RANK[BURSTABLE]), *importance(pod))
+
+
+def victim_order(rules: Rules) -> Callable[[Pod], tuple[int | float | str, ...]]:
+    """The sort key, most important first, that reprieves and lists victims under ``rules``."""
+    return qos_importance if rules.qos_order else importance
 
 
 def not_eligible(
@@ -215,17 +283,24 @@ def select_victims(
     fits: Fits,
     explains: Explains | None = None,
     fallback: tuple[str, ...] = (),
+    rules: Rules = NO_RULES,
 ) -> NodeSearch:
-    """The fewest, least important victims on ``node`` (SelectVictimsOnNode)."""
-    lower = [p for p in node.pods if p.priority < pod.priority]
-    if not lower:
+    """The fewest, least important victims on ``node`` (SelectVictimsOnNode), within ``rules``."""
+
+    def stays(p: Pod) -> bool:
+        # Equal or higher priority, or shielded by the rules: on the node whatever happens.
+        # Terminating pods are leaving anyway: out of every check, never victims (module
+        # docstring), shielded or not.
+        return p.priority >= pod.priority or (not p.deleting and not rules.may_evict(pod, p))
+
+    remaining = [p for p in node.pods if stays(p)]
+    if len(remaining) == len(node.pods):
         return NodeSearch(None, (NO_VICTIMS,))
-    remaining = [p for p in node.pods if p.priority >= pod.priority]
     if not fits(pod, node, remaining):
         reasons = tuple(explains(pod, node, remaining)) if explains is not None else fallback
         return NodeSearch(None, reasons)
-    # Terminating pods are leaving anyway: out of every check, never victims (module docstring).
-    potential = sorted((p for p in lower if not p.deleting), key=importance)
+    key = victim_order(rules)
+    potential = sorted((p for p in node.pods if not stays(p) and not p.deleting), key=key)
     violating, keeping = split_by_budgets(potential, budgets)
     victims: list[Pod] = []
     violations = 0
@@ -236,11 +311,13 @@ def select_victims(
             else:
                 victims.append(victim)
                 violations += group_violates
-    if not victims and len(potential) == len(lower):
+    if not victims and len(remaining) == len(node.pods):
         # The pod fits with every pod in place: the caller's status was wrong (kube-scheduler's
         # error for a node that needs no victims).
         return NodeSearch(None, error=f'expected at least one victim pod on node "{node.name}"')
-    victims.sort(key=importance)
+    if rules.max_victims is not None and len(victims) > rules.max_victims:
+        return NodeSearch(None, (cap_reason(rules),))
+    victims.sort(key=key)
     return NodeSearch(Candidate(node=node.name, victims=tuple(victims), pdb_violations=violations))
 
 
@@ -272,13 +349,15 @@ def preempt(
     budgets: Sequence[DisruptionBudget],
     fits: Fits,
     explains: Explains | None = None,
+    rules: Rules = NO_RULES,
 ) -> Outcome:
     """Where ``pod`` should preempt and whom (Evaluator.Preempt without its API calls).
 
     ``nodes`` is every node of the snapshot with its pods; ``statuses`` each node's failure in
     the cycle that just failed (nodes absent count as UnschedulableAndUnresolvable). Without
     ``explains``, a node where the pod does not fit even with every lower-priority pod gone is
-    reported with its reasons from ``statuses``.
+    reported with its reasons from ``statuses``. ``rules`` are the preemptor's policy's
+    ``spec.preemption`` (``NO_RULES`` for a pod no policy governs).
     """
     by_name = {node.name: node for node in nodes}
     refusal = not_eligible(pod, by_name, statuses)
@@ -293,7 +372,7 @@ def preempt(
         verdict = statuses.get(node.name)
         if verdict is None or verdict.code is not Code.UNSCHEDULABLE:
             continue
-        result = select_victims(pod, node, budgets, fits, explains, verdict.reasons)
+        result = select_victims(pod, node, budgets, fits, explains, verdict.reasons, rules)
         if result.candidate is not None:
             candidates.append(result.candidate)
         elif result.error:

@@ -17,8 +17,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from plumb.backend import cache as cache_module
-from plumb.backend import codec, dumps, objects, specs
-from plumb.framework import cycle, deviation, scoring, traces
+from plumb.backend import codec, dumps, nominations, objects, specs
+from plumb.framework import cycle, deviation, preempting, preemption, scoring, traces
 from plumb.framework.plugins import podtopologyspread
 
 FORMAT = "plumb.dev/snapshot/v1"
@@ -39,6 +39,22 @@ class Run:
     # A deviation run: one pod decided without the policy's rules, sent to the node that
     # raises these hard rules' skew least.
     deviation: tuple[specs.SpreadConstraint, ...] | None = None
+    # Room held for nominated pods of at least the batch's priority, and the batch pods' own
+    # nominations (such a pod goes to its node when that node fits it).
+    held: tuple[nominations.Nomination, ...] = ()
+    nominated: tuple[nominations.Nomination, ...] = ()
+    # A preemption search (PostFilter) for the run's one pod, already governed.
+    preemption: PreemptionInputs | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PreemptionInputs:
+    """What a preemption search read besides the cache and the run."""
+
+    budgets: tuple[preemption.DisruptionBudget, ...] = ()
+    rules: preemption.Rules = preemption.NO_RULES
+    exempt: frozenset[str] = frozenset()  # uids of pods a SchedulingPolicy protects
+    nominated_node: str = ""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -51,6 +67,7 @@ class Replayed:
     input_hash: str
     plan_hash: str
     message: str
+    victims: tuple[str, ...] = ()  # a preemption run's: namespace/name, most important first
 
 
 class RunLog:
@@ -87,8 +104,22 @@ class Snapshot:
     runs: tuple[Run, ...]
 
     def runs_of(self, uid: str) -> list[Run]:
-        """The runs that decided pod ``uid``, oldest first."""
-        return [run for run in self.runs if any(pod.uid == uid for pod in run.pods)]
+        """The runs that decided pod ``uid``, oldest first (preemption searches aside)."""
+        return [
+            run
+            for run in self.runs
+            if run.preemption is None and any(pod.uid == uid for pod in run.pods)
+        ]
+
+    def preemption_after(self, decided: Run, uid: str) -> Run | None:
+        """The preemption search for pod ``uid`` that followed the run ``decided``, if any."""
+        later = False
+        for run in self.runs:
+            if run is decided:
+                later = True
+            elif later and any(pod.uid == uid for pod in run.pods):
+                return run if run.preemption is not None else None
+        return None
 
 
 def load(data: Mapping[str, Any]) -> Snapshot:
@@ -109,13 +140,18 @@ def replay(
     ``cache`` (rewound to ``run.seq``); each pod's decision and hashes, by uid."""
     if run.deviation is not None:
         return _replay_deviation(run, cache, kernel, pods[0])
+    if run.preemption is not None:
+        return _replay_preemption(run, cache, kernel, pods[0])
     snap = cache.snapshot()
     governed = [podtopologyspread.with_constraints(pod, run.rules) for pod in pods]
-    prepared = cycle.prepare(governed, snap, cache, run.profile)
+    held = [(h.pod, h.node) for h in run.held]
+    prepared = cycle.prepare(governed, snap, cache, run.profile, nominated=held)
     decisions = list(prepared.early)
     if prepared.compiled is not None:
         compiled = prepared.compiled
-        decisions.extend(cycle.explain(compiled, kernel(compiled.cluster, compiled.batch)))
+        own = {h.pod.uid: h.node for h in run.nominated}
+        result = kernel(compiled.cluster, compiled.batch)
+        decisions.extend(cycle.explain(compiled, result, own))
     hashed = traces.hashes(decisions, prepared, run.generation, run.nodes, run.profile, run.policy)
     return {
         d.pod.uid: Replayed(
@@ -152,5 +188,38 @@ def _replay_deviation(
             ),
             plan_hash="" if node is None else traces.deviation_plan_hash(pod.uid, node),
             message="" if found is None else found.describe(),
+        )
+    }
+
+
+def _replay_preemption(
+    run: Run, cache: cache_module.Cache, kernel: cycle.Kernel, pod: objects.PodInfo
+) -> dict[str, Replayed]:
+    """A preemption search again: the nominated node and the victims, or the sentence."""
+    assert run.preemption is not None
+    inputs = run.preemption
+    exempt = inputs.exempt
+    found = preempting.search(
+        pod,
+        cache.snapshot(),
+        cache,
+        kernel,
+        profile=run.profile,
+        held=run.held,
+        budgets=inputs.budgets,
+        rules=inputs.rules,
+        exempt=lambda p: p.uid in exempt,
+        nominated_node=inputs.nominated_node,
+    )
+    node = None if found is None else found.outcome.node
+    return {
+        pod.uid: Replayed(
+            uid=pod.uid,
+            pod=pod.key,
+            node=node,
+            input_hash="",
+            plan_hash="",
+            message="" if found is None else found.outcome.message,
+            victims=() if found is None else tuple(v.key for v in found.victims),
         )
     }

@@ -1,5 +1,5 @@
-"""The hot API path: a small async client over one aiohttp session (bind, events, status, list,
-watch, the leader Lease).
+"""The hot API path: a small async client over one aiohttp session (bind, events, status, a
+preemption victim's deletion, list, watch, the leader Lease).
 
 The Authorization header is set per request from ``credentials.Tokens``, so a rotated token
 file is picked up without a new session; a 401 re-reads the file at once and, when the token
@@ -202,6 +202,15 @@ class ApiClient:
     async def patch_pod_status(self, *, namespace: str, name: str, patch: JSON) -> ApiResponse:
         path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/status"
         return await self.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
+
+    async def delete_pod(self, *, namespace: str, name: str, uid: str) -> ApiResponse:
+        """DELETE pods/{name}, on the condition that the pod is still the one with ``uid``.
+
+        A pod recreated under the same name answers 409 (the precondition failed) and is left
+        alone; a pod gone already answers 404."""
+        options = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+        path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}"
+        return await self.request("DELETE", path, body=options)
 
     async def get_lease(
         self, *, namespace: str, name: str, request_timeout: float | None = None

@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+from collections.abc import Callable
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from plumb.kernel import compiled, contract
+
+T = TypeVar("T")
 
 
 class Kernel(Protocol):
@@ -40,6 +43,12 @@ class KernelExecutor:
         """Decide ``batch`` over ``cluster`` off the event loop."""
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, self._kernel, cluster, batch)
+
+    async def offload(self, work: Callable[[Kernel], T]) -> T:
+        """Run ``work`` with the kernel on the kernel's thread (a preemption search asks the
+        kernel many times; it reads only what it was given, never the cache)."""
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._pool, work, self._kernel)
 
     async def warm_up(self) -> None:
         """Compile or load the kernel now, on its thread, so the first real pod does not wait."""

@@ -3,8 +3,9 @@
 Two kinds, so that scheduling pays only for what must be counted as it happens:
 
 - recorded as things happen (``Metrics.attempt``, ``pod_scheduled``, ``kernel_run``,
-  ``binding``, ``set_leader``): prometheus_client counters and histograms whose labelled
-  children are looked up once, here, so the scheduler's hot path only increments and observes;
+  ``binding``, ``set_leader``, ``preemption_attempt``, ``preemption_victims``):
+  prometheus_client counters and histograms whose labelled children are looked up once, here,
+  so the scheduler's hot path only increments and observes;
 - read from the scheduler's state at scrape time (``gauge_from``, ``counter_from``): pending
   pods, cache size, policy budgets, zone health. They cost nothing between scrapes.
 
@@ -40,6 +41,8 @@ LEADER = "plumb_leader"
 POLICY_BUDGET_REMAINING = "plumb_policy_budget_remaining"
 POLICY_DEVIATIONS = "plumb_policy_deviations_total"
 ZONE_HEALTH = "plumb_zone_health"
+PREEMPTION_ATTEMPTS = "plumb_preemption_attempts_total"
+PREEMPTION_VICTIMS = "plumb_preemption_victims"
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 KINDS: Mapping[str, str] = {
@@ -54,6 +57,8 @@ KINDS: Mapping[str, str] = {
     POLICY_BUDGET_REMAINING: GAUGE,
     POLICY_DEVIATIONS: COUNTER,
     ZONE_HEALTH: GAUGE,
+    PREEMPTION_ATTEMPTS: COUNTER,
+    PREEMPTION_VICTIMS: HISTOGRAM,
 }
 """Every metric plumb exports, by kind."""
 
@@ -69,6 +74,8 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     POLICY_BUDGET_REMAINING: ("namespace", "policy"),
     POLICY_DEVIATIONS: ("namespace", "policy"),
     ZONE_HEALTH: ("zone",),
+    PREEMPTION_ATTEMPTS: (),
+    PREEMPTION_VICTIMS: (),
 }
 """Each metric's labels (histograms add ``le`` to their buckets)."""
 
@@ -105,6 +112,8 @@ ATTEMPT_BUCKETS = exponential(0.001, 2, 15)
 """1 ms doubling to 16.384 s: kube-scheduler's buckets, for attempts, kernel runs and binds."""
 SLI_BUCKETS = exponential(0.01, 2, 20)
 """10 ms doubling to ~87 min: kube-scheduler's SLI buckets (a pod may wait minutes)."""
+VICTIM_BUCKETS = exponential(1, 2, 7)
+"""1 doubling to 64 victims: kube-scheduler's (more than 64 is rare: one bucket, +Inf)."""
 
 
 def attempts_label(attempts: int) -> str:
@@ -198,6 +207,18 @@ class Metrics:
             "1 while this replica runs the scheduling loop (the leader), else 0.",
             registry=self.registry,
         )
+        # kube-scheduler's help texts, word for word (pkg/scheduler/metrics/metrics.go).
+        self._preemption_attempts = prometheus_client.Counter(
+            PREEMPTION_ATTEMPTS,
+            "Total preemption attempts in the cluster till now",
+            registry=self.registry,
+        )
+        self._preemption_victims = prometheus_client.Histogram(
+            PREEMPTION_VICTIMS,
+            "Number of selected preemption victims",
+            buckets=VICTIM_BUCKETS,
+            registry=self.registry,
+        )
 
     # Recorded as it happens ----------------------------------------------------------------
 
@@ -223,6 +244,21 @@ class Metrics:
 
     def set_leader(self, leading: bool) -> None:
         self._leader.set(1.0 if leading else 0.0)
+
+    def preemption_attempt(self) -> None:
+        """PostFilter's preemption ran for a pod that fit no node: one per such attempt,
+        whatever came of it (a node nominated, no candidate, a pod not eligible to preempt, an
+        error), as kube-scheduler's DefaultPreemption.PostFilter counts it (deferred, so on
+        every return)."""
+        self._preemption_attempts.inc()
+
+    def preemption_victims(self, count: int) -> None:
+        """A candidate node was chosen and its ``count`` victims are being evicted: observed
+        only when a candidate was chosen, never for an attempt that found none (a candidate
+        always has at least one victim). kube-scheduler observes it when it acts on the chosen
+        candidate: as the evictions start (async preemption, its default since v1.33), or once
+        they all succeeded (synchronous preemption)."""
+        self._preemption_victims.observe(count)
 
     # Read at scrape time -------------------------------------------------------------------
 

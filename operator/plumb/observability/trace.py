@@ -4,9 +4,12 @@ A ``Trace`` is what a decision was and why: the pod, the result (``Scheduled``,
 ``Unschedulable``, ``BindFailed``), the node, the FailedScheduling message, how many nodes each
 filter plugin rejected (with the reasons that add up to the message's histogram), the top
 candidates with their per-plugin scores and the weights that summed them, the SchedulingPolicy
-and generation in force, whether the pod was placed beyond it (deviation) and its budget, the
-snapshot generation, two hashes and the latencies (queue wait, kernel, bind). The scheduler
-builds it from its decision; this module never imports the scheduler's layers.
+and generation in force, whether the pod was placed beyond it (deviation) and its budget, what
+preemption did when the pod fit nowhere (the node it was nominated to and the victims, or why
+none), the snapshot generation, two hashes and the latencies (queue wait, kernel, bind). The
+scheduler builds it from its decision; this module never imports the scheduler's layers. The
+hashes cover what the kernel decided from and what it decided, never the preemption that
+followed (an outcome, not an input).
 
 Hashes (blake2b, 16 bytes, hex) over *canonical JSON*: keys sorted, no spaces, UTF-8; a
 dataclass is the object of its fields that take part in equality (``compare=True``: a pod's
@@ -89,6 +92,60 @@ class Budget:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Victim:
+    """One pod a preemption evicts."""
+
+    pod: str  # namespace/name
+    priority: int
+    qos: str  # Guaranteed, Burstable or BestEffort
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Preemption:
+    """What PostFilter (kube-scheduler's DefaultPreemption) did for a pod that fit nowhere.
+
+    An outcome, not an input: it takes no part in the hashes."""
+
+    node: str | None = None  # the node the pod was nominated to; None: no victims chosen
+    victims: tuple[Victim, ...] = ()
+    candidates: int = 0  # nodes where preemption would make room
+    searched: int = 0  # nodes searched (those failing only for reasons evictions cure)
+    pdb_violations: int = 0  # of the victims, those a PodDisruptionBudget does not allow to go
+    # reason -> searched nodes that preemption could not free, with that reason
+    rejected: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    message: str = ""  # the "preemption: ..." sentence when it found nothing
+
+    def fields(self) -> dict[str, Any]:
+        """JSON-ready, in a fixed order (the ``preemption`` value of a trace line)."""
+        return {
+            "node": self.node,
+            "victims": [{"pod": v.pod, "priority": v.priority, "qos": v.qos} for v in self.victims],
+            "candidates": self.candidates,
+            "searched": self.searched,
+            "pdb_violations": self.pdb_violations,
+            "rejected": dict(self.rejected),
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Any) -> Preemption:
+        """The record back from ``fields()``; raises TypeError or KeyError when it is not one."""
+        record = _mapping(fields)
+        return cls(
+            node=_optional(_text, record.get("node")),
+            victims=tuple(
+                Victim(pod=_text(v["pod"]), priority=_integer(v["priority"]), qos=_text(v["qos"]))
+                for v in _sequence(record.get("victims", []))
+            ),
+            candidates=_integer(record.get("candidates", 0)),
+            searched=_integer(record.get("searched", 0)),
+            pdb_violations=_integer(record.get("pdb_violations", 0)),
+            rejected=_counts(record.get("rejected", {})),
+            message=_text(record.get("message", "")),
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Trace:
     """One decision, as its log line and the debug endpoint show it (see the module doc)."""
 
@@ -107,6 +164,7 @@ class Trace:
     generation: int | None = None
     deviation: bool = False
     budget: Budget | None = None
+    preemption: Preemption | None = None  # set when PostFilter ran (the pod fit nowhere)
     snapshot: int = 0
     input_hash: str = ""
     plan_hash: str = ""
@@ -145,6 +203,7 @@ class Trace:
             "generation": self.generation,
             "deviation": self.deviation,
             "budget": None if self.budget is None else dataclasses.asdict(self.budget),
+            "preemption": None if self.preemption is None else self.preemption.fields(),
             "snapshot": self.snapshot,
             "input_hash": self.input_hash,
             "plan_hash": self.plan_hash,
@@ -160,6 +219,7 @@ class Trace:
         as a log line's time and level, are ignored. Raises TraceError when it is not a trace."""
         try:
             budget = fields.get("budget")
+            preemption = fields.get("preemption")  # absent from lines before preemption
             return cls(
                 pod=_text(fields["pod"]),
                 uid=_text(fields["uid"]),
@@ -196,6 +256,7 @@ class Trace:
                     open=bool(budget["open"]),
                     text=_text(budget["text"]),
                 ),
+                preemption=None if preemption is None else Preemption.from_fields(preemption),
                 snapshot=_integer(fields.get("snapshot", 0)),
                 input_hash=_text(fields.get("input_hash", "")),
                 plan_hash=_text(fields.get("plan_hash", "")),

@@ -10,6 +10,7 @@ from typing import Any
 
 __all__ = [
     "PolicyError",
+    "enum_set",
     "enum_value",
     "integer",
     "known",
@@ -98,6 +99,23 @@ def enum_value(value: Any, where: str, allowed: list[str]) -> str:
     if not isinstance(value, str) or value not in allowed:
         raise PolicyError(f"{where}: must be one of {', '.join(allowed)}, got {show(value)}")
     return value
+
+
+def enum_set(value: Any, where: str, allowed: list[str]) -> frozenset[str]:
+    """A list of distinct values from ``allowed`` (an x-kubernetes-list-type set of an enum); a
+    duplicate is refused naming both positions."""
+    entries = listing(value, where)
+    if len(entries) > len(allowed):
+        raise PolicyError(f"{where}: at most {len(allowed)} entries, got {len(entries)}")
+    seen: dict[str, int] = {}
+    for i, entry in enumerate(entries):
+        text = enum_value(entry, f"{where}[{i}]", allowed)
+        if text in seen:
+            raise PolicyError(
+                f"{where}[{i}]: duplicate value {show(text)} ({where}[{seen[text]}] has it)"
+            )
+        seen[text] = i
+    return frozenset(seen)
 
 
 def label_key(value: Any, where: str) -> str:

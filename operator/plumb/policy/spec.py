@@ -21,12 +21,24 @@ from plumb.policy import fields
 from plumb.policy.fields import PolicyError
 
 __all__ = [
+    "BEST_EFFORT",
+    "BURSTABLE",
+    "CLUSTER",
     "DEFAULT_ZONE_KEY",
+    "GUARANTEED",
+    "NO_PREEMPTION_RULES",
+    "PRIORITY",
+    "QOS_CLASSES",
+    "QOS_THEN_PRIORITY",
+    "SAME_NAMESPACE",
+    "SCOPES",
+    "VICTIM_ORDERS",
     "DeviationBudget",
     "Key",
     "OnExhausted",
     "Policy",
     "PolicyError",
+    "Preemption",
     "Scoring",
     "Strategy",
     "TopologyRule",
@@ -47,6 +59,20 @@ MAX_TOPOLOGY = 8
 MAX_LABELS = 32
 MAX_EXPRESSIONS = 32
 MAX_VALUES = 64
+MAX_VICTIMS = 10_000
+
+# spec.preemption's enums. The QoS class names are a pod's status.qosClass; framework/preemption
+# spells them too (it may not import this layer).
+GUARANTEED = "Guaranteed"
+BURSTABLE = "Burstable"
+BEST_EFFORT = "BestEffort"
+QOS_CLASSES = (GUARANTEED, BURSTABLE, BEST_EFFORT)
+PRIORITY = "Priority"  # victimOrder: kube-scheduler's order (priority, then start time)
+QOS_THEN_PRIORITY = "QoSThenPriority"  # victimOrder: BestEffort, Burstable, Guaranteed first
+VICTIM_ORDERS = (PRIORITY, QOS_THEN_PRIORITY)
+CLUSTER = "Cluster"  # scope: victims from any namespace
+SAME_NAMESPACE = "SameNamespace"  # scope: victims from the preemptor's namespace only
+SCOPES = (CLUSTER, SAME_NAMESPACE)
 
 Key = tuple[str, str]
 """(namespace, name) of a policy."""
@@ -116,6 +142,35 @@ class DeviationBudget:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Preemption:
+    """``spec.preemption``: how the governed pods take part in preemption. ``exempt_qos``: the
+    QoS classes of governed pods no preemptor may evict; ``victim_order``: ``PRIORITY`` or
+    ``QOS_THEN_PRIORITY``; ``same_namespace``: a governed preemptor evicts only pods of its own
+    namespace (scope SameNamespace); ``max_victims``: at most this many victims per preemption
+    (maxVictimsPerPod), None for no cap. The defaults are kube-scheduler's behaviour."""
+
+    exempt_qos: frozenset[str] = frozenset()
+    victim_order: str = PRIORITY
+    same_namespace: bool = False
+    max_victims: int | None = None
+
+    @property
+    def qos_order(self) -> bool:
+        return self.victim_order == QOS_THEN_PRIORITY
+
+    @property
+    def scope(self) -> str:
+        return SAME_NAMESPACE if self.same_namespace else CLUSTER
+
+    def exempts(self, qos_class: str) -> bool:
+        """Whether a governed pod of ``qos_class`` is never a victim."""
+        return qos_class in self.exempt_qos
+
+
+NO_PREEMPTION_RULES = Preemption()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Policy:
     """One compiled generation of a SchedulingPolicy."""
 
@@ -129,6 +184,7 @@ class Policy:
     scoring: Scoring = Scoring()
     zone_health: ZoneHealth = ZoneHealth()
     deviation_budget: DeviationBudget | None = None
+    preemption: Preemption = NO_PREEMPTION_RULES
 
     @property
     def key(self) -> Key:
@@ -193,7 +249,15 @@ def _compile(obj: Any) -> Policy:
     fields.known(
         raw,
         "spec",
-        ("selector", "priority", "topology", "scoring", "zoneHealth", "deviationBudget"),
+        (
+            "selector",
+            "priority",
+            "topology",
+            "scoring",
+            "zoneHealth",
+            "deviationBudget",
+            "preemption",
+        ),
     )
     budget = raw.get("deviationBudget")
     return Policy(
@@ -209,6 +273,7 @@ def _compile(obj: Any) -> Policy:
         scoring=_scoring(raw.get("scoring"), "spec.scoring"),
         zone_health=_zone_health(raw.get("zoneHealth"), "spec.zoneHealth"),
         deviation_budget=None if budget is None else _budget(budget, "spec.deviationBudget"),
+        preemption=_preemption(raw.get("preemption"), "spec.preemption"),
     )
 
 
@@ -390,4 +455,31 @@ def _budget(value: Any, where: str) -> DeviationBudget:
         window=fields.parse_duration(raw.get("window", "10m"), f"{where}.window"),
         failure_rate_threshold=float(threshold),
         on_exhausted=OnExhausted(on_exhausted),
+    )
+
+
+def _preemption(value: Any, where: str) -> Preemption:
+    if value is None:
+        return NO_PREEMPTION_RULES
+    raw = fields.mapping(value, where)
+    fields.known(raw, where, ("exemptQoS", "victimOrder", "scope", "maxVictimsPerPod"))
+    exempt = fields.enum_set(
+        fields.or_default(raw.get("exemptQoS"), []), f"{where}.exemptQoS", list(QOS_CLASSES)
+    )
+    order = fields.enum_value(
+        fields.or_default(raw.get("victimOrder"), PRIORITY),
+        f"{where}.victimOrder",
+        list(VICTIM_ORDERS),
+    )
+    scope = fields.enum_value(
+        fields.or_default(raw.get("scope"), CLUSTER), f"{where}.scope", list(SCOPES)
+    )
+    cap = raw.get("maxVictimsPerPod")
+    if cap is not None:
+        cap = fields.integer(cap, f"{where}.maxVictimsPerPod", low=1, high=MAX_VICTIMS)
+    return Preemption(
+        exempt_qos=exempt,
+        victim_order=order,
+        same_namespace=scope == SAME_NAMESPACE,
+        max_victims=cap,
     )

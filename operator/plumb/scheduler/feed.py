@@ -14,9 +14,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from plumb.backend import cache as cache_module
-from plumb.backend import objects
+from plumb.backend import nominations, objects
 from plumb.backend import queue as queue_module
 from plumb.events import Recorder
+from plumb.framework import preempting, preemption
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,
@@ -52,6 +53,10 @@ class ClusterFeed:
         self._recorder = recorder
         self.tracer = tracer
         self.synced = asyncio.Event()  # set by the first full list
+        # Pods nominated by preemption (room held for them), and the PodDisruptionBudgets
+        # preemption honours, by (namespace, name).
+        self.nominations = nominations.Nominations()
+        self.budgets: dict[tuple[str, str], preemption.DisruptionBudget] = {}
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A pod was listed, added, modified or deleted."""
@@ -59,6 +64,8 @@ class ClusterFeed:
 
     def _pod_event(self, event_type: str | None, pod: objects.PodInfo) -> None:
         if event_type == "DELETED":
+            if self.nominations.remove(pod.uid) is not None:
+                self.queue.move_all(POD_REMOVED_HELPS)  # the room it held is free
             self.queue.delete(pod.uid)
             self._recorder.forget(pod.uid)
             self.tracer.forget(pod.key, pod.uid)
@@ -68,6 +75,7 @@ class ClusterFeed:
                 self.queue.move_all(POD_REMOVED_HELPS)  # freed room may fit a waiting pod
             return
         if pod.node_name:
+            self.nominations.remove(pod.uid)
             self.queue.delete(pod.uid)
             before = self.cache.state(pod.uid)
             self.cache.add_pod(pod)
@@ -81,9 +89,31 @@ class ClusterFeed:
         if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
             return  # being bound by us; the watch has not caught up yet
         if pod.scheduler_name != self.scheduler_name or pod.deleting or pod.terminal:
+            if self.nominations.remove(pod.uid) is not None:
+                self.queue.move_all(POD_REMOVED_HELPS)
             self.queue.delete(pod.uid)
             return
+        if pod.uid in self.nominations:
+            self.nominations.update(pod)
+        elif pod.nominated_node:
+            # Nominated before this replica saw it (a restart, a new leader): hold its room.
+            self.nominations.nominate(pod, pod.nominated_node)
         self.queue.add(pod)
+
+    def on_budget(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A PodDisruptionBudget was listed, added, modified or deleted."""
+        metadata = body.get("metadata") or {}
+        key = (str(metadata.get("namespace", "")), str(metadata.get("name", "")))
+        if event_type == "DELETED":
+            self.budgets.pop(key, None)
+        else:
+            self.budgets[key] = preempting.parse_budget(body)
+
+    def relist_budgets(self, bodies: Iterable[Mapping[str, Any]]) -> None:
+        """Every PodDisruptionBudget, after a (re)list: the ones missing are gone."""
+        self.budgets.clear()
+        for body in bodies:
+            self.on_budget("ADDED", body)
 
     def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A node was listed, added, modified or deleted."""

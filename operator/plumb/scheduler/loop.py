@@ -15,7 +15,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Hashable
 from typing import Any, Protocol
 
 from plumb.backend import cache as cache_module
@@ -32,7 +32,7 @@ from plumb.kernel import contract
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
-from plumb.scheduler import counting, feed
+from plumb.scheduler import counting, feed, preempting
 
 KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
 DEFAULT_BATCH = 32
@@ -77,6 +77,7 @@ class Scheduler(feed.ClusterFeed):
         journal: int = journal_module.DEFAULT_LIMIT,
         may_act: Gate = _always,
         clock: Callable[[], float] = time.monotonic,
+        offload: preempting.Offload | None = None,
     ) -> None:
         cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
         super().__init__(
@@ -102,6 +103,18 @@ class Scheduler(feed.ClusterFeed):
         self._may_act = may_act
         self._clock = clock
         self._cycle_started: float | None = None  # when the batch being decided was popped
+        # Preemption after a failed cycle; its kernel runs go where ``offload`` sends them
+        # (the kernel's thread in the app; at once with the reference kernel by default).
+        self.post_filter = preempting.PostFilter(
+            cache=self.cache,
+            nominations=self.nominations,
+            budgets=self.budgets,
+            policies=self.policies,
+            recorder=recorder,
+            metrics=self.metrics,
+            offload=offload if offload is not None else preempting.inline,
+            runs=self.runs,
+        )
 
     def stalled(self) -> str | None:
         """Why the loop looks stuck (for liveness), or None: a batch decided for too long."""
@@ -123,7 +136,7 @@ class Scheduler(feed.ClusterFeed):
             await self.synced.wait()
             while True:
                 entries = await self.queue.pop_batch(
-                    self.batch_size, alone=_needs_own_batch, group=self.policies.group
+                    self.batch_size, alone=self._needs_own_batch, group=self._group
                 )
                 if not self._may_act():
                     # The lease went unrenewed; the app layer is about to cancel this loop.
@@ -162,7 +175,13 @@ class Scheduler(feed.ClusterFeed):
         snap = self.cache.snapshot()
         if policy is not None:
             profile = self.policies.profile(policy, snap)
-        prepared = cycle.prepare(pods, snap, self.cache, profile)
+        # Room held for nominated pods of at least the batch's priority (one per batch), and
+        # the batch pods' own nominations.
+        held = self.nominations.holding(pods[0].priority, excluding=by_uid)
+        own = tuple(n for pod in pods if (n := self.nominations.get(pod.uid)) is not None)
+        prepared = cycle.prepare(
+            pods, snap, self.cache, profile, nominated=[(h.pod, h.node) for h in held]
+        )
         self.runs.record(
             runs.Run(
                 seq=self.cache.journal.seq,
@@ -172,6 +191,8 @@ class Scheduler(feed.ClusterFeed):
                 rules=() if policy is None else self.policies.constraints(policy),
                 profile=profile,
                 policy=_ref(policy),
+                held=tuple(held),
+                nominated=own,
             )
         )
         decisions = list(prepared.early)
@@ -182,17 +203,22 @@ class Scheduler(feed.ClusterFeed):
             started = time.perf_counter()
             result = await self._kernel(compiled.cluster, compiled.batch)
             kernel_seconds = time.perf_counter() - started
-            decisions.extend(cycle.explain(compiled, result))
+            nominated = {n.pod.uid: n.node for n in own}
+            decisions.extend(cycle.explain(compiled, result, nominated))
         for pod in prepared.deferred:
             self.queue.requeue(by_uid[pod.uid])
         records = traces.build(
             decisions, by_uid, snap, profile, _ref(policy), prepared, kernel_seconds
         )
+        early = {decision.pod.uid for decision in prepared.early}
         blocked: list[cycle.Decision] = []
+        failed: list[cycle.Decision] = []
         for decision in decisions:
             uid = decision.pod.uid
             if policy is not None and self._may_deviate(policy, decision):
                 blocked.append(decision)
+            elif decision.node is None and uid not in early:
+                failed.append(decision)  # a filter rejected every node: PostFilter may help
             else:
                 self._apply(by_uid[uid], decision, records[uid], policy)
         for decision in blocked:
@@ -200,6 +226,27 @@ class Scheduler(feed.ClusterFeed):
             assert policy is not None
             uid = decision.pod.uid
             await self._deviate(by_uid[uid], decision, records[uid], policy)
+        for decision in failed:
+            uid = decision.pod.uid
+            await self._fail(by_uid[uid], decision, records[uid], policy, profile)
+
+    async def _fail(
+        self,
+        entry: queue_module.Entry,
+        decision: cycle.Decision,
+        record: trace.Trace,
+        policy: spec.Policy | None,
+        profile: scoring.Profile,
+    ) -> None:
+        """A pod no node fits: preemption (PostFilter) first, then the failure is reported."""
+        if self.queue.where(entry.pod.uid) is not queue_module.Where.IN_FLIGHT:
+            return
+        outcome = await self.post_filter.run(decision, policy, profile)
+        if outcome.retry:
+            self.queue.requeue(entry)  # room appeared since the cycle: a new attempt
+            return
+        record = dataclasses.replace(record, preemption=outcome.preemption)
+        self._apply(entry, outcome.decision, record, policy)
 
     def _report_revert(self, policy: spec.Policy, reverted: store.Reversion) -> None:
         self._recorder.policy_event(
@@ -257,7 +304,7 @@ class Scheduler(feed.ClusterFeed):
             deviated = traces.rerun(record, entry.pod, snap, profile, _ref(policy), seconds)
             found = deviation.least_skew(entry.pod, rules, snap, compiled, result, self.cache)
         if found is None or not self.policies.may_deviate(policy):
-            self._apply(entry, blocked, record, policy)
+            await self._fail(entry, blocked, record, policy, profile)
             return
         if self.queue.where(entry.pod.uid) is not queue_module.Where.IN_FLIGHT:
             return
@@ -314,6 +361,7 @@ class Scheduler(feed.ClusterFeed):
             self.queue.requeue(entry)  # the node went away while the kernel ran
             return
         self.cache.assume(pod, decision.node)
+        self.post_filter.forget(pod.uid)  # placed: its nomination, if any, holds nothing now
         self.queue.done(pod.uid)
         task = asyncio.get_running_loop().create_task(self._bind(entry, decision.node, record))
         self._binds.add(task)
@@ -392,12 +440,23 @@ class Scheduler(feed.ClusterFeed):
         """Leadership is lost: cancel the bindings in flight and forget their assumptions, so
         the pods are back in the queue for whoever leads next (the watch drops those that were
         bound after all)."""
-        tasks = list(self._binds)
+        tasks = [*self._binds, *self.post_filter.tasks]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
         if tasks:
             logger.info("stood down: %d bindings in flight cancelled", len(tasks))
+
+    def _needs_own_batch(self, pod: objects.PodInfo) -> bool:
+        # Host ports are checked before the kernel, against pods already placed: a pod wanting
+        # them is decided alone so an earlier pod of its batch cannot take the same port. A
+        # nominated pod is too: it goes to its nominated node when that node fits it.
+        return bool(pod.scheduling.host_ports) or pod.uid in self.nominations
+
+    def _group(self, pod: objects.PodInfo) -> Hashable:
+        # One policy generation per batch, and one priority: the room nominated pods hold
+        # depends on the priority of the pod being decided.
+        return (self.policies.group(pod), pod.priority)
 
     def dump(self) -> dict[str, Any]:
         """The cache, its journal and the recent runs, for ``plumb replay`` (JSON values)."""
@@ -407,14 +466,9 @@ class Scheduler(feed.ClusterFeed):
         """Wait for binds and report writes in flight (shutdown, tests)."""
         while self._binds:
             await asyncio.gather(*list(self._binds), return_exceptions=True)
+        await self.post_filter.drain()
         await self._recorder.drain()
 
 
 def _ref(policy: spec.Policy | None) -> traces.PolicyRef | None:
     return None if policy is None else (policy.namespace, policy.name, policy.generation)
-
-
-def _needs_own_batch(pod: objects.PodInfo) -> bool:
-    # Host ports are checked before the kernel, against pods already placed: a pod wanting
-    # them is decided alone so an earlier pod of its batch cannot take the same port.
-    return bool(pod.scheduling.host_ports)

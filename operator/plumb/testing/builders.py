@@ -130,8 +130,26 @@ class PodBuilder:
         self._body["metadata"]["labels"][key] = value
         return self
 
-    def priority(self, value: int) -> Self:
+    def priority(self, value: int, *, preemption_policy: str | None = None) -> Self:
+        """A priority as a user's cluster gives it: through a PriorityClass (the Priority
+        admission plugin resolves ``priorityClassName``; ``Kube.create_pod`` makes the class
+        named by ``priority_class_name`` when missing). ``spec.priority`` is set too, equal to
+        the class's value, so that bodies parsed without an API server carry it."""
+        self._spec["priorityClassName"] = priority_class_name(value, preemption_policy)
         self._spec["priority"] = value
+        if preemption_policy is not None:
+            self._spec["preemptionPolicy"] = preemption_policy
+        return self
+
+    def grace(self, seconds: int) -> Self:
+        """spec.terminationGracePeriodSeconds: 0 lets a pod on a node without a kubelet (the
+        scale nodes) be deleted at once instead of waiting for a kubelet that never comes."""
+        self._spec["terminationGracePeriodSeconds"] = seconds
+        return self
+
+    def finalizer(self, name: str) -> Self:
+        """A finalizer: the pod stays, terminating, until the test removes it."""
+        self._body["metadata"].setdefault("finalizers", []).append(name)
         return self
 
     def gate(self, name: str) -> Self:
@@ -357,3 +375,27 @@ def make_pod(name: str, namespace: str = "default") -> PodBuilder:
 
 def make_node(name: str) -> NodeBuilder:
     return NodeBuilder(name)
+
+
+PRIORITY_CLASS_PREFIX = "plumb-test-priority-"
+
+
+def priority_class_name(value: int, preemption_policy: str | None = None) -> str:
+    """The test PriorityClass of a value (and a preemptionPolicy other than the default)."""
+    sign = "minus-" if value < 0 else ""
+    suffix = "" if preemption_policy in (None, "PreemptLowerPriority") else "-never"
+    return f"{PRIORITY_CLASS_PREFIX}{sign}{abs(value)}{suffix}"
+
+
+def priority_class(value: int, preemption_policy: str | None = None) -> dict[str, Any]:
+    """The PriorityClass ``priority_class_name(value, preemption_policy)`` names."""
+    body: dict[str, Any] = {
+        "apiVersion": "scheduling.k8s.io/v1",
+        "kind": "PriorityClass",
+        "metadata": {"name": priority_class_name(value, preemption_policy)},
+        "value": value,
+        "description": "made by plumb's tests",
+    }
+    if preemption_policy is not None:
+        body["preemptionPolicy"] = preemption_policy
+    return body

@@ -11,6 +11,8 @@ from typing import Any, TypeVar
 from kubernetes import client as k8s
 from kubernetes import config as k8s_config
 
+from plumb.testing import builders
+
 T = TypeVar("T")
 JSON = dict[str, Any]
 
@@ -42,6 +44,8 @@ class Kube:
         self.apps = k8s.AppsV1Api(self.api)
         self.batch = k8s.BatchV1Api(self.api)
         self.policy = k8s.PolicyV1Api(self.api)
+        self.scheduling = k8s.SchedulingV1Api(self.api)
+        self._classes: set[str] = set()
 
     def close(self) -> None:
         self.api.close()
@@ -90,8 +94,47 @@ class Kube:
                 raise
 
     def create_pod(self, body: JSON) -> JSON:
+        """Create a pod, and first the test PriorityClass it names (builders.priority)."""
         namespace = body["metadata"].get("namespace", "default")
-        return self._raw(self.core.create_namespaced_pod(namespace, body, _preload_content=False))
+        spec = body.get("spec") or {}
+        name = str(spec.get("priorityClassName") or "")
+        if name.startswith(builders.PRIORITY_CLASS_PREFIX) and name not in self._classes:
+            self.ensure_priority_class(int(spec["priority"]), spec.get("preemptionPolicy"))
+        deadline = time.monotonic() + 15.0
+        while True:
+            try:
+                created = self.core.create_namespaced_pod(namespace, body, _preload_content=False)
+            except k8s.ApiException as error:
+                # The admission plugin reads classes from its informer: a class just created
+                # may take a moment to reach it.
+                unseen = error.status == 403 and "no PriorityClass" in str(error.body)
+                if not unseen or time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+                continue
+            return self._raw(created)
+
+    def ensure_priority_class(self, value: int, preemption_policy: str | None = None) -> None:
+        """Create the test PriorityClass of ``value`` unless it exists (classes are cluster
+        objects: they outlive namespaces and are shared by tests)."""
+        body = builders.priority_class(value, preemption_policy)
+        try:
+            self.scheduling.create_priority_class(body)
+        except k8s.ApiException as error:
+            if error.status != 409:
+                raise
+        self._classes.add(body["metadata"]["name"])
+
+    def patch_pod(self, namespace: str, name: str, patch: JSON) -> None:
+        self.core.patch_namespaced_pod(name, namespace, patch)
+
+    def release(self, namespace: str, name: str) -> None:
+        """Remove a pod's finalizers (builders.finalizer), letting its deletion finish."""
+        try:
+            self.patch_pod(namespace, name, {"metadata": {"finalizers": None}})
+        except k8s.ApiException as error:
+            if error.status != 404:
+                raise
 
     def pod(self, namespace: str, name: str) -> JSON:
         return self._raw(self.core.read_namespaced_pod(name, namespace, _preload_content=False))

@@ -1,0 +1,337 @@
+"""Preemption over the cache: whom to evict for a pod that fits nowhere, checked by the kernel.
+
+The bridge between the scheduler's records and ``preemption.preempt`` (the decision itself):
+the pod is compiled alone against the snapshot, with room held for nominated pods of at least
+its priority; one kernel run gives each node's verdict (Unschedulable, or
+UnschedulableAndUnresolvable as kube-scheduler's filters return them); every node of the
+first kind is searched. "Does the pod fit on node n without these pods" is asked of the same
+kernel (``WhatIf``): node n's requested resources and count rows less the removed pods', its
+host ports recomputed without theirs, every other node masked out, so the answer has exactly
+the kernel's semantics (resources, pod count, spread skew, inter-pod anti-affinity, ports).
+
+The work is split in two: ``prepare`` reads the cache (on the event loop, which owns it) into
+a ``Plan`` that holds everything it needs; ``Plan.decide`` runs the kernel over the plan alone,
+so it may run on the kernel's thread while the loop goes on changing the cache.
+
+Purely computational; no I/O. The scheduler (scheduler/preempting.py) carries the outcome out.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from plumb.backend import cache as cache_module
+from plumb.backend import counting, nominations, objects, snapshot, specs
+from plumb.framework import compiling, cycle, preemption, scoring
+from plumb.framework.plugins import nodeports
+from plumb.kernel import contract
+
+# DynamicResources' PostFilter runs before DefaultPreemption in kube-scheduler v1.34 and, for a
+# pod without resource claims, says this; the FailedScheduling message joins both with ", ".
+NO_CLAIMS = "no new claims to deallocate"
+_MASKED = 1  # a static code that rejects a node the what-if does not ask about
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Search:
+    """A preemption search's outcome, with the records of the chosen victims."""
+
+    outcome: preemption.Outcome
+    victims: tuple[objects.PodInfo, ...] = ()
+    searched: int = 0  # nodes whose victims were looked for
+
+    def post_filter_message(self) -> str:
+        """The text kube-scheduler appends to the FailedScheduling message, "" on success."""
+        if self.outcome.node is not None:
+            return ""
+        return f"{NO_CLAIMS}, {self.outcome.message}"
+
+
+def parse_budget(body: Mapping[str, Any]) -> preemption.DisruptionBudget:
+    """A policy/v1 PodDisruptionBudget as preemption reads it (a selector that does not parse
+    matches nothing, as in kube-scheduler)."""
+    metadata = body.get("metadata") or {}
+    spec = body.get("spec") or {}
+    status = body.get("status") or {}
+    try:
+        selector = specs.label_selector(spec.get("selector"), "spec.selector")
+    except (specs.SpecError, ValueError, TypeError, KeyError):
+        selector = None
+    try:
+        allowed = int(status.get("disruptionsAllowed") or 0)
+    except (TypeError, ValueError):
+        allowed = 0
+    return preemption.DisruptionBudget(
+        namespace=str(metadata.get("namespace", "")),
+        selector=selector,
+        disruptions_allowed=allowed,
+        disrupted=frozenset(str(name) for name in status.get("disruptedPods") or {}),
+    )
+
+
+def victim_record(
+    pod: objects.PodInfo, exempt: Callable[[objects.PodInfo], bool] | None = None
+) -> preemption.Pod:
+    """A cached pod as preemption reads it."""
+    return preemption.Pod(
+        uid=pod.uid,
+        namespace=pod.namespace,
+        name=pod.name,
+        priority=pod.priority,
+        requests=pod.requests,
+        labels=pod.labels,
+        start_time=_time(pod.start_time),
+        deleting=pod.deleting,
+        preempted=pod.preempted,
+        preemption_policy=pod.preemption_policy,
+        nominated_node=pod.nominated_node,
+        qos=pod.qos,
+        exempt=exempt(pod) if exempt is not None else False,
+    )
+
+
+class WhatIf:
+    """The kernel's verdict for one compiled pod on one node with some of its pods removed."""
+
+    def __init__(
+        self,
+        compiled: compiling.Compiled,
+        kernel: cycle.Kernel,
+        pods_on: Mapping[str, Sequence[objects.PodInfo]],
+        namespace_labels: Mapping[str, Mapping[str, str]],
+    ) -> None:
+        self._compiled = compiled
+        self._kernel = kernel
+        self._pods_on = pods_on
+        self._labels = namespace_labels
+        self._index = compiled.index
+        batch = compiled.batch
+        row = int(batch.static_row[0])
+        self._static = batch.static_code[row]
+        self._taint = batch.taint_raw[row : row + 1]
+        self._affinity = batch.node_affinity_raw[row : row + 1]
+        self._column = {name: i for i, name in enumerate(compiled.resources)}
+        self._membership: dict[str, np.ndarray] = {}
+        self.runs = 0
+
+    def verdict(self, node: str, removed: Sequence[objects.PodInfo]) -> tuple[int, int]:
+        """(code, detail) of the pod on ``node`` once ``removed`` are gone (contract codes)."""
+        compiled, n = self._compiled, self._index[node]
+        cluster, batch = compiled.cluster, compiled.batch
+        requested = cluster.requested.copy()
+        nonzero = cluster.nonzero_requested.copy()
+        counts = cluster.counts.copy()
+        for pod in removed:
+            for name, amount in pod.requests.items():
+                column = self._column.get(name)
+                if column is not None:
+                    requested[column, n] -= amount
+            requested[cluster.pods_column, n] -= 1
+            nonzero[:, n] -= pod.nonzero
+            if counts.shape[0]:
+                counts[:, n] -= self._member(pod)
+        static = np.full((1, len(compiled.names)), _MASKED, dtype=np.int32)
+        static[0, n] = self._static_code(node, n, removed)
+        self.runs += 1
+        result = self._kernel(
+            dataclasses.replace(
+                cluster, requested=requested, nonzero_requested=nonzero, counts=counts
+            ),
+            dataclasses.replace(
+                batch,
+                static_row=np.zeros(1, dtype=np.int32),
+                static_code=static,
+                taint_raw=self._taint,
+                node_affinity_raw=self._affinity,
+            ),
+        )
+        return int(result.code[0, n]), int(result.detail[0, n])
+
+    def fits(self, node: str, removed: Sequence[objects.PodInfo]) -> bool:
+        return self.verdict(node, removed)[0] == contract.PASS
+
+    def reasons(self, node: str, removed: Sequence[objects.PodInfo]) -> list[str]:
+        code, detail = self.verdict(node, removed)
+        return [] if code == contract.PASS else cycle.node_reasons(self._compiled, code, detail)
+
+    def _member(self, pod: objects.PodInfo) -> np.ndarray:
+        """What ``pod`` adds to each count row (worked out once per pod)."""
+        found = self._membership.get(pod.uid)
+        if found is None:
+            found = np.array(
+                [counting.belongs(key, pod, self._labels) for key in self._compiled.row_keys],
+                dtype=np.int32,
+            )
+            self._membership[pod.uid] = found
+        return found
+
+    def _static_code(self, node: str, n: int, removed: Sequence[objects.PodInfo]) -> int:
+        """The static verdict on ``node``; NodePorts is asked again without ``removed``'s ports
+        (it is the last static filter, so every other one passed when it is the reason)."""
+        code = int(self._static[n])
+        if code == 0:
+            return 0
+        if self._compiled.static_reasons[code - 1].plugin != nodeports.NAME:
+            return code
+        gone = {pod.uid for pod in removed}
+        used = [
+            port
+            for pod in self._pods_on.get(node, ())
+            if pod.uid not in gone
+            for port in pod.scheduling.host_ports
+        ]
+        pod = self._compiled.pods[0]
+        return code if bool(nodeports.filter(pod, [used])[0]) else 0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Plan:
+    """One pod's preemption search, with all it reads copied out of the cache."""
+
+    pod: objects.PodInfo
+    compiled: compiling.Compiled
+    pods_on: Mapping[str, Sequence[objects.PodInfo]]
+    namespace_labels: Mapping[str, Mapping[str, str]]
+    budgets: Sequence[preemption.DisruptionBudget]
+    rules: preemption.Rules
+    exempt: frozenset[str]  # uids of pods their SchedulingPolicy protects
+    nominated_node: str
+
+    def decide(self, kernel: cycle.Kernel) -> Search | None:
+        """Where the pod should preempt, and whom; None when it fits as things are now (try it
+        again as a new attempt). Touches nothing but the plan: may run on any thread."""
+        compiled = self.compiled
+        result = kernel(compiled.cluster, compiled.batch)
+        if int(result.chosen[0]) >= 0:
+            return None
+        statuses = _statuses(compiled, result)
+        searched = {
+            name
+            for name, status in statuses.items()
+            if status.code is preemption.Code.UNSCHEDULABLE
+        }
+        listed = searched | {self.nominated_node}
+        by_uid = {p.uid: p for name in compiled.names if name in listed for p in self.pods_on[name]}
+        records = {
+            uid: dataclasses.replace(victim_record(p), exempt=uid in self.exempt)
+            for uid, p in by_uid.items()
+        }
+        nodes = [
+            preemption.Node(
+                name=name,
+                pods=tuple(records[p.uid] for p in self.pods_on[name]) if name in listed else (),
+            )
+            for name in compiled.names
+        ]
+        whatif = WhatIf(compiled, kernel, self.pods_on, self.namespace_labels)
+
+        def removed(
+            node: preemption.Node, remaining: Sequence[preemption.Pod]
+        ) -> list[objects.PodInfo]:
+            keep = {p.uid for p in remaining}
+            return [by_uid[p.uid] for p in node.pods if p.uid not in keep]
+
+        def fits(
+            _pod: preemption.Pod, node: preemption.Node, remaining: Sequence[preemption.Pod]
+        ) -> bool:
+            return whatif.fits(node.name, removed(node, remaining))
+
+        def explains(
+            _pod: preemption.Pod, node: preemption.Node, remaining: Sequence[preemption.Pod]
+        ) -> list[str]:
+            return whatif.reasons(node.name, removed(node, remaining))
+
+        preemptor = dataclasses.replace(victim_record(self.pod), nominated_node=self.nominated_node)
+        outcome = preemption.preempt(
+            preemptor, nodes, statuses, self.budgets, fits, explains, rules=self.rules
+        )
+        return Search(
+            outcome=outcome,
+            victims=tuple(by_uid[v.uid] for v in outcome.victims),
+            searched=len(searched),
+        )
+
+
+def prepare(
+    pod: objects.PodInfo,
+    snap: snapshot.Snapshot,
+    cache: cache_module.Cache,
+    *,
+    profile: scoring.Profile = scoring.DEFAULT,
+    held: Sequence[nominations.Nomination] = (),
+    budgets: Sequence[preemption.DisruptionBudget] = (),
+    rules: preemption.Rules = preemption.NO_RULES,
+    exempt: Callable[[objects.PodInfo], bool] | None = None,
+    nominated_node: str = "",
+) -> Plan | None:
+    """The search for ``pod`` (which just fit nowhere), read from the cache now; None when it
+    cannot be compiled alone.
+
+    ``held`` are the nominations of other pods of at least its priority (room they keep);
+    ``nominated_node`` the node this pod is nominated to, if any; ``exempt`` tells the pods
+    a SchedulingPolicy protects; ``rules`` are the preemptor's policy's.
+    """
+    compiled = compiling.compile_batch(
+        [pod], snap, cache, profile=profile, nominated=[(h.pod, h.node) for h in held]
+    )
+    if compiled.deferred or not compiled.pods:
+        return None
+    pods_on = {name: tuple(p.pod for p in cache.pods_on(name)) for name in compiled.names}
+    protected = frozenset(
+        p.uid for placed in pods_on.values() for p in placed if exempt is not None and exempt(p)
+    )
+    return Plan(
+        pod=pod,
+        compiled=compiled,
+        pods_on=pods_on,
+        namespace_labels=dict(cache.namespace_labels),
+        budgets=tuple(budgets),
+        rules=rules,
+        exempt=protected,
+        nominated_node=nominated_node,
+    )
+
+
+def search(
+    pod: objects.PodInfo,
+    snap: snapshot.Snapshot,
+    cache: cache_module.Cache,
+    kernel: cycle.Kernel,
+    **options: Any,
+) -> Search | None:
+    """``prepare`` and ``decide`` in one go (tests, replay)."""
+    plan = prepare(pod, snap, cache, **options)
+    return None if plan is None else plan.decide(kernel)
+
+
+def _statuses(
+    compiled: compiling.Compiled, result: contract.Result
+) -> dict[str, preemption.NodeStatus]:
+    """Each node's verdict for the pod (row 0), as kube-scheduler's status codes."""
+    statuses = {}
+    codes, details = result.code[0], result.detail[0]
+    for n, name in enumerate(compiled.names):
+        code, detail = int(codes[n]), int(details[n])
+        if code == contract.STATIC:
+            unresolvable = compiled.static_reasons[detail - 1].unresolvable
+        else:
+            unresolvable = code in cycle.UNRESOLVABLE_CODES
+        statuses[name] = preemption.NodeStatus(
+            code=preemption.Code.UNRESOLVABLE if unresolvable else preemption.Code.UNSCHEDULABLE,
+            reasons=tuple(cycle.node_reasons(compiled, code, detail)),
+        )
+    return statuses
+
+
+def _time(text: str) -> datetime.datetime | None:
+    if not text:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return None

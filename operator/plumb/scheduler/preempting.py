@@ -1,0 +1,239 @@
+"""PostFilter: when a pod fits nowhere, make room by preemption and carry it out (kube-scheduler).
+
+The story of one failed pod (``PostFilter.run``):
+1. the search (framework/preempting.py) is read from the cache on the loop and decided on the
+   kernel's thread: every node where evicting lower-priority pods would let the pod fit, the
+   fewest and least important victims on each, the best node by kube-scheduler's order;
+2. nothing found: the FailedScheduling message goes on with kube-scheduler's PostFilter text
+   ("no new claims to deallocate, preemption: 0/N nodes are available: ..."), and a nomination
+   that no longer helps is cleared;
+3. found: the pod is nominated (``status.nominatedNodeName``, written and confirmed before any
+   victim is touched), lower-priority pods nominated to the same node lose their nomination,
+   and the victims are preempted in the background (DisruptionTarget condition, delete with a
+   uid precondition, Preempted event). Until those writes are done, the pod does not search
+   again ("not eligible due to a terminating pod on the nominated node"). The pod waits as
+   unschedulable; the victims' deletion moves it back, and its next cycle holds it to the
+   nominated node while that node fits it.
+
+Meanwhile every cycle of a pod of lower or equal priority counts the nominated pod as placed on
+its node (backend/nominations.py), so the freed room is not taken.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+
+from plumb.backend import cache as cache_module
+from plumb.backend import nominations, objects
+from plumb.events import Recorder
+from plumb.framework import cycle, preempting, preemption, scoring, traces
+from plumb.framework import runs as runs_module
+from plumb.kernel import reference
+from plumb.observability import metrics as metrics_module
+from plumb.observability import trace
+from plumb.policy import engine, spec
+
+logger = logging.getLogger("plumb.scheduler")
+
+Offload = Callable[
+    [Callable[[cycle.Kernel], preempting.Search | None]], Awaitable[preempting.Search | None]
+]
+
+
+async def inline(
+    work: Callable[[cycle.Kernel], preempting.Search | None],
+) -> preempting.Search | None:
+    """An ``Offload`` that runs the search at once with the reference kernel (tests)."""
+    return work(reference.run)
+
+
+_IN_PROGRESS = preemption.PREFIX + preemption.NOT_ELIGIBLE_TERMINATING
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """What PostFilter did for a failed decision: its message now, and the trace's part."""
+
+    decision: cycle.Decision
+    preemption: trace.Preemption | None = None
+    retry: bool = False  # the pod fits as things are now: try it again at once
+
+
+class PostFilter:
+    """Preemption for the pods the loop could not place (one instance per Scheduler)."""
+
+    def __init__(
+        self,
+        *,
+        cache: cache_module.Cache,
+        nominations: nominations.Nominations,
+        budgets: Mapping[tuple[str, str], preemption.DisruptionBudget],
+        policies: engine.PolicyEngine,
+        recorder: Recorder,
+        metrics: metrics_module.Metrics,
+        offload: Offload,
+        runs: runs_module.RunLog | None = None,
+    ) -> None:
+        self._cache = cache
+        self._nominations = nominations
+        self._budgets = budgets
+        self._policies = policies
+        self._recorder = recorder
+        self._metrics = metrics
+        self._offload = offload
+        self._runs = runs
+        self._evicting: dict[str, str] = {}  # preemptor uid -> node, while victims are written
+        self.tasks: set[asyncio.Task[None]] = set()
+
+    async def run(
+        self,
+        decision: cycle.Decision,
+        policy: spec.Policy | None,
+        profile: scoring.Profile,
+    ) -> Outcome:
+        """PostFilter for ``decision`` (a pod that fit nowhere)."""
+        pod = decision.pod
+        if pod.uid in self._evicting:
+            return self._failed(decision, _IN_PROGRESS)
+        nominated = self._nominations.node_of(pod.uid) or ""
+        snap = self._cache.snapshot()
+        held = self._nominations.holding(pod.priority, excluding=(pod.uid,))
+        plan = preempting.prepare(
+            pod,
+            snap,
+            self._cache,
+            profile=profile,
+            held=held,
+            budgets=list(self._budgets.values()),
+            rules=self._rules(policy),
+            exempt=self._exempt,
+            nominated_node=nominated,
+        )
+        if plan is None:
+            return Outcome(decision=decision, retry=True)
+        if self._runs is not None:
+            # For replay: the search's inputs besides the cache, where the cache stood.
+            self._runs.record(
+                runs_module.Run(
+                    seq=self._cache.journal.seq,
+                    generation=snap.generation,
+                    nodes=len(snap),
+                    pods=(pod,),
+                    profile=profile,
+                    policy=None if policy is None else policy_ref(policy),
+                    held=tuple(held),
+                    preemption=runs_module.PreemptionInputs(
+                        budgets=tuple(plan.budgets),
+                        rules=plan.rules,
+                        exempt=plan.exempt,
+                        nominated_node=nominated,
+                    ),
+                )
+            )
+        found = await self._offload(plan.decide)
+        if found is None:
+            return Outcome(decision=decision, retry=True)
+        outcome = found.outcome
+        if outcome.message != _IN_PROGRESS:  # kube-scheduler counts each evaluation
+            self._metrics.preemption_attempt()
+        part = _trace_part(found)
+        if outcome.node is None:
+            if outcome.clear_nomination and nominated:
+                self.clear(pod)
+            return dataclasses.replace(
+                self._failed(decision, found.post_filter_message()), preemption=part
+            )
+        if not await self._recorder.nominate(pod, outcome.node):
+            note = "preemption: the nomination could not be written; retrying after a backoff"
+            return dataclasses.replace(self._failed(decision, note), preemption=part)
+        self._nominations.nominate(pod, outcome.node)
+        for other in self._nominations.on(outcome.node):
+            if other.pod.priority < pod.priority:
+                self.clear(other.pod)  # the room it was promised is taken by a more important pod
+        self._metrics.preemption_victims(len(found.victims))
+        logger.info(
+            "pod %s preempts %s on node %s",
+            pod.key,
+            ", ".join(v.key for v in found.victims) or "nothing (victims terminating)",
+            outcome.node,
+        )
+        self._evicting[pod.uid] = outcome.node
+        task = asyncio.get_running_loop().create_task(self._evict(pod, outcome.node, found.victims))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return Outcome(decision=decision, preemption=part)
+
+    def clear(self, pod: objects.PodInfo) -> None:
+        """Drop ``pod``'s nomination here and in its status."""
+        if self._nominations.remove(pod.uid) is not None or pod.nominated_node:
+            self._recorder.clear_nomination(pod)
+
+    def forget(self, uid: str) -> None:
+        """The pod is gone or bound: its nomination, if any, holds nothing any more."""
+        self._nominations.remove(uid)
+
+    async def _evict(
+        self, pod: objects.PodInfo, node: str, victims: tuple[objects.PodInfo, ...]
+    ) -> None:
+        try:
+            done = await asyncio.gather(
+                *(self._recorder.preempt(victim, pod, node) for victim in victims),
+                return_exceptions=True,
+            )
+            for victim, result in zip(victims, done, strict=True):
+                if result is not True:
+                    logger.warning(
+                        "preempting %s for %s on %s failed: %s", victim.key, pod.key, node, result
+                    )
+        finally:
+            self._evicting.pop(pod.uid, None)
+
+    async def drain(self) -> None:
+        while self.tasks:
+            await asyncio.gather(*list(self.tasks), return_exceptions=True)
+
+    def _failed(self, decision: cycle.Decision, post_filter: str) -> Outcome:
+        message = f"{decision.message} {post_filter}" if post_filter else decision.message
+        return Outcome(decision=dataclasses.replace(decision, message=message))
+
+    def _rules(self, policy: spec.Policy | None) -> preemption.Rules:
+        if policy is None:
+            return preemption.NO_RULES
+        rules = policy.preemption
+        return preemption.Rules(
+            qos_order=rules.qos_order,
+            same_namespace=rules.same_namespace,
+            max_victims=rules.max_victims,
+            source=f"SchedulingPolicy {policy.namespace}/{policy.name}",
+        )
+
+    def _exempt(self, pod: objects.PodInfo) -> bool:
+        """Whether the SchedulingPolicy governing ``pod`` exempts its QoS class."""
+        policy = self._policies.governing(pod)
+        return policy is not None and pod.qos in policy.preemption.exempt_qos
+
+
+def _trace_part(found: preempting.Search) -> trace.Preemption:
+    outcome = found.outcome
+    rejected: dict[str, int] = {}
+    for reasons in outcome.rejected.values():
+        for reason in reasons:
+            rejected[reason] = rejected.get(reason, 0) + 1
+    return trace.Preemption(
+        node=outcome.node,
+        victims=tuple(
+            trace.Victim(pod=v.key, priority=v.priority, qos=v.qos) for v in found.victims
+        ),
+        candidates=len(outcome.candidates),
+        searched=found.searched,
+        pdb_violations=outcome.pdb_violations,
+        rejected=rejected,
+        message=outcome.message,
+    )
+
+
+def policy_ref(policy: spec.Policy) -> traces.PolicyRef:
+    return (policy.namespace, policy.name, policy.generation)

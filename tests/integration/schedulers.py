@@ -37,6 +37,27 @@ _LOG_TAIL_LINES = 40
 _NEVER = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+
+
+def without_victims(histogram: str, total: int, searched: int) -> str:
+    """A FailedScheduling message as kube-scheduler v1.34.4 writes it for a pod no pod of lower
+    priority stands in the way of: the node histogram, then its PostFilter plugins' words —
+    DynamicResources' "no new claims to deallocate", then preemption's own "0/N nodes are
+    available" over the ``searched`` nodes (those a filter rejected for reasons evicting pods
+    could cure: none of lower priority there) and the rest (not helpful)."""
+    reasons = sorted(
+        f"{count} {reason}"
+        for reason, count in ((NO_VICTIMS, searched), (NOT_HELPFUL, total - searched))
+        if count
+    )
+    return (
+        f"{histogram} no new claims to deallocate, preemption: 0/{total} nodes are available: "
+        f"{', '.join(reasons)}."
+    )
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Runner:
     """A scheduler running for one test."""

@@ -10,6 +10,7 @@ import pytest
 from kubernetes.client import ApiException
 
 from plumb.testing import builders, kube
+from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory, Plumb, events_of
 
 pytestmark = pytest.mark.integration
@@ -118,16 +119,23 @@ def test_odd_but_valid_specs_are_scheduled_or_explained(
         kube_client,
         namespace,
         "intolerant",
-        "0/1 nodes are available: 1 node(s) had untolerated taint(s).",
+        schedulers.without_victims(
+            "0/1 nodes are available: 1 node(s) had untolerated taint(s).", 1, 0
+        ),
     )
     _latest_failure(
         kube_client,
         namespace,
         "widget",
-        "0/1 nodes are available: 1 Insufficient example.com/widget.",
+        schedulers.without_victims(
+            "0/1 nodes are available: 1 Insufficient example.com/widget.", 1, 0
+        ),
     )
     _latest_failure(
-        kube_client, namespace, "vast", "0/1 nodes are available: 1 Insufficient memory."
+        kube_client,
+        namespace,
+        "vast",
+        schedulers.without_victims("0/1 nodes are available: 1 Insufficient memory.", 1, 0),
     )
     kube_client.create_pod(
         builders.make_pod("after", namespace)

@@ -126,7 +126,9 @@ def _in_view(client: kube.Kube, namespace: str, cluster: str, count: int) -> Non
     The node watch is one ordered stream, so what plumb saw then, it saw before any later pod.
     A new probe each time rather than a retry, which plumb can miss.
     """
-    expected = f"0/{count} nodes are available: {count} Insufficient cpu."
+    expected = schedulers.without_victims(
+        f"0/{count} nodes are available: {count} Insufficient cpu.", count, 0
+    )
     messages = []
     for attempt in range(20):
         probe = f"probe-{attempt}"

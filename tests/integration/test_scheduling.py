@@ -9,6 +9,7 @@ import pytest
 
 from plumb.backend import objects
 from plumb.testing import builders, kube
+from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory, Plumb, events_of
 
 pytestmark = pytest.mark.integration
@@ -100,7 +101,10 @@ def test_twenty_pods_bound_within_allocatable_and_a_huge_one_waits(
         assert scheduled[0]["reportingComponent"] == "plumb"
 
     message = _failed_scheduling(
-        kube_client, namespace, "huge", "0/3 nodes are available: 3 Insufficient cpu."
+        kube_client,
+        namespace,
+        "huge",
+        schedulers.without_victims("0/3 nodes are available: 3 Insufficient cpu.", 3, 0),
     )
     huge = kube_client.pod(namespace, "huge")
     assert huge["status"]["phase"] == "Pending"
@@ -158,7 +162,10 @@ def test_kopf_leaves_no_marks_on_pods_or_nodes(
     )
     _wait_bound(kube_client, namespace, ["p0", "p1", "p2"])
     _failed_scheduling(
-        kube_client, namespace, "waits", "0/1 nodes are available: 1 Insufficient cpu."
+        kube_client,
+        namespace,
+        "waits",
+        schedulers.without_victims("0/1 nodes are available: 1 Insufficient cpu.", 1, 0),
     )
 
     bodies = [kube_client.pod(namespace, n) for n in ("p0", "p1", "p2", "waits")]
@@ -184,13 +191,18 @@ def test_a_waiting_pod_schedules_when_a_node_joins_and_bad_pods_do_not_block_oth
         .obj()
     )
     _failed_scheduling(
-        kube_client, namespace, "big", "0/1 nodes are available: 1 Insufficient cpu."
+        kube_client,
+        namespace,
+        "big",
+        schedulers.without_victims("0/1 nodes are available: 1 Insufficient cpu.", 1, 0),
     )
     _failed_scheduling(
         kube_client,
         namespace,
         "widget",
-        "0/1 nodes are available: 1 Insufficient example.com/widget.",
+        schedulers.without_victims(
+            "0/1 nodes are available: 1 Insufficient example.com/widget.", 1, 0
+        ),
     )
     # Unschedulable pods do not stop the loop: a schedulable pod created after them binds.
     kube_client.create_pod(

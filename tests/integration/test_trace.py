@@ -18,6 +18,7 @@ import pytest
 
 from plumb.observability import trace
 from plumb.testing import builders, crds, kube
+from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, events_of, free_port
 
 pytestmark = pytest.mark.integration
@@ -110,7 +111,10 @@ def test_trace_lines_say_what_happened_and_explain_reads_them_alike(
         builders.make_pod("huge", namespace).scheduler("plumb").req(cpu="64").obj()
     )
     message = _failed_scheduling(
-        kube_client, namespace, "huge", "0/3 nodes are available: 3 Insufficient cpu."
+        kube_client,
+        namespace,
+        "huge",
+        schedulers.without_victims("0/3 nodes are available: 3 Insufficient cpu.", 3, 0),
     )
     kube_client.create_pod(
         builders.make_pod("web", namespace).scheduler("plumb").req(cpu="500m").obj()

@@ -60,17 +60,25 @@ def test_no_lower_priority_pods_gives_kube_schedulers_sentence() -> None:
 def test_unresolvable_nodes_are_not_searched() -> None:
     c = cluster(
         [
-            make_node("a").capacity(cpu="2").taint("dedicated", "x"),
-            make_node("b").capacity(cpu="2"),
+            make_node("a").capacity(cpu="4").taint("dedicated", "x"),
+            make_node("b").capacity(cpu="4"),
+            make_node("c").capacity(cpu="2"),
         ],
-        bound=[make_pod("low").node("a").req(cpu="2")],
+        bound=[
+            make_pod("low").node("a").req(cpu="2"),
+            make_pod("peer").node("b").req(cpu="2").priority(HIGH),
+            make_pod("low-c").node("c").req(cpu="1"),
+        ],
     )
     found = _search(c, pod(make_pod("vip").req(cpu="4").priority(HIGH), "vip"))
     assert found.outcome.node is None
-    # b is too small even when empty; a has a taint evicting nobody can cure.
+    # a has a taint evicting nobody can cure; c has less cpu than vip asks, even empty (kube-
+    # scheduler's NodeResourcesFit says UnschedulableAndUnresolvable); b is searched but holds
+    # no pod of lower priority.
+    assert found.searched == 1
     assert found.post_filter_message() == (
-        "no new claims to deallocate, preemption: 0/2 nodes are available: "
-        "1 No preemption victims found for incoming pod, 1 Preemption is not helpful for "
+        "no new claims to deallocate, preemption: 0/3 nodes are available: "
+        "1 No preemption victims found for incoming pod, 2 Preemption is not helpful for "
         "scheduling."
     )
 

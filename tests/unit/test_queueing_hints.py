@@ -76,8 +76,11 @@ def test_an_unrelated_event_during_the_attempt_still_parks_the_pod() -> None:
 
 def test_a_decision_names_the_plugins_that_rejected_nodes_and_if_preemption_could_help() -> None:
     c = cache.Cache()
-    c.upsert_node(objects.parse_node(make_node("small").capacity(cpu="1").obj()))
+    c.upsert_node(objects.parse_node(make_node("small").capacity(cpu="2").obj()))
     c.upsert_node(objects.parse_node(make_node("tainted").taint("dedicated", "gpu").obj()))
+    resident = make_pod("resident").node("small").req(cpu="1").obj()
+    resident["metadata"]["uid"] = "resident"
+    c.add_pod(objects.parse_pod(resident))
 
     def decide(builder: PodBuilder) -> cycle.Decision:
         body = builder.obj()
@@ -87,6 +90,8 @@ def test_a_decision_names_the_plugins_that_rejected_nodes_and_if_preemption_coul
     big = decide(make_pod("big").req(cpu="2"))
     assert big.plugins == {noderesourcesfit.NAME, tainttoleration.NAME}
     assert not big.unresolvable  # freeing cpu on "small" could make room
+    # More cpu than "small" has at all: no eviction helps (kube-scheduler's NodeResourcesFit).
+    assert decide(make_pod("huge").req(cpu="3")).unresolvable
     pinned = decide(make_pod("pinned").node_selector("zone", "nowhere"))
     assert pinned.plugins == {nodeaffinity.NAME, tainttoleration.NAME}
     assert pinned.unresolvable

@@ -574,14 +574,14 @@ async def test_the_scheduler_writes_one_line_per_decision_that_matches_what_it_d
         == failed[0]["note"]
         == (
             "0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, "
-            "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
         )
     )
+    # It asks more cpu than any node has: no node is worth searching.
     assert waiting.preemption == trace.Preemption(
-        searched=3,
-        rejected={"No preemption victims found for incoming pod": 3},
+        searched=0,
         message=(
-            "preemption: 0/3 nodes are available: 3 No preemption victims found for incoming pod."
+            "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
         ),
     )
     assert waiting.rejected == {

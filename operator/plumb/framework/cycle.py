@@ -131,7 +131,7 @@ def explain(
                 message=diagnosis.message(),
                 reasons=dict(diagnosis.reasons),
                 plugins=_rejecting_plugins(compiled, codes, details),
-                unresolvable=_all_unresolvable(compiled, codes, details),
+                unresolvable=_all_unresolvable(compiled, b, codes, details),
             )
         )
     return decisions
@@ -149,13 +149,33 @@ def _rejecting_plugins(
     return frozenset(plugins)
 
 
-def _all_unresolvable(compiled: compiling.Compiled, codes: np.ndarray, details: np.ndarray) -> bool:
+def beyond_allocatable(compiled: compiling.Compiled, b: int, n: int, bits: int) -> bool:
+    """Whether pod ``b`` is short on node ``n`` of a resource it asks more of than the node has
+    at all: NodeResourcesFit's UnschedulableAndUnresolvable (no eviction can make room). The
+    pod count is never such a resource."""
+    cluster = compiled.cluster
+    wanted = compiled.batch.requests[b]
+    for r in range(wanted.shape[0]):
+        if r == cluster.pods_column or not bits & (1 << r):
+            continue
+        if int(wanted[r]) > int(cluster.allocatable[r, n]):
+            return True
+    return False
+
+
+def _all_unresolvable(
+    compiled: compiling.Compiled, b: int, codes: np.ndarray, details: np.ndarray
+) -> bool:
     """Whether no node could be freed up by preemption: every rejection is unresolvable
     (kube-scheduler's UnschedulableAndUnresolvable)."""
     for code in np.unique(codes):
         if int(code) == contract.STATIC:
             static = np.unique(details[codes == contract.STATIC])
             if not all(compiled.static_reasons[int(d) - 1].unresolvable for d in static):
+                return False
+        elif int(code) == contract.RESOURCES:
+            short = np.flatnonzero(codes == contract.RESOURCES)
+            if not all(beyond_allocatable(compiled, b, int(n), int(details[n])) for n in short):
                 return False
         elif int(code) not in UNRESOLVABLE_CODES:
             return False

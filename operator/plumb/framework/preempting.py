@@ -135,8 +135,15 @@ class WhatIf:
             nonzero[:, n] -= pod.nonzero
             if counts.shape[0]:
                 counts[:, n] -= self._member(pod)
+        own = self._static_code(node, n, removed)
+        if own:
+            return contract.STATIC, own
+        short = self._short(requested[:, n], cluster.allocatable[:, n], cluster.pods_column)
+        if short:
+            # The kernel's next check, answered here: most nodes that cannot be freed fail it.
+            return contract.RESOURCES, short
         static = np.full((1, len(compiled.names)), _MASKED, dtype=np.int32)
-        static[0, n] = self._static_code(node, n, removed)
+        static[0, n] = own
         self.runs += 1
         result = self._kernel(
             dataclasses.replace(
@@ -151,6 +158,17 @@ class WhatIf:
             ),
         )
         return int(result.code[0, n]), int(result.detail[0, n])
+
+    def _short(self, requested: np.ndarray, allocatable: np.ndarray, pods_column: int) -> int:
+        """NodeResourcesFit as the kernel checks it: the bit of every column the pod asks for
+        (and the pod count) that does not fit beside ``requested``."""
+        need = self._compiled.batch.requests[0]
+        bits = 0
+        for r in range(need.shape[0]):
+            wanted = 1 if r == pods_column else int(need[r])
+            if (wanted > 0 or r == pods_column) and wanted > allocatable[r] - requested[r]:
+                bits |= 1 << r
+        return bits
 
     def fits(self, node: str, removed: Sequence[objects.PodInfo]) -> bool:
         return self.verdict(node, removed)[0] == contract.PASS
@@ -319,6 +337,8 @@ def _statuses(
         code, detail = int(codes[n]), int(details[n])
         if code == contract.STATIC:
             unresolvable = compiled.static_reasons[detail - 1].unresolvable
+        elif code == contract.RESOURCES:
+            unresolvable = cycle.beyond_allocatable(compiled, 0, n, detail)
         else:
             unresolvable = code in cycle.UNRESOLVABLE_CODES
         statuses[name] = preemption.NodeStatus(

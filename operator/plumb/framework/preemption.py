@@ -1,7 +1,8 @@
 """Preemption's decision, kube-scheduler v1.34's DefaultPreemption PostFilter, as pure computation.
 
-Not yet called by the scheduler: this is the computation alone; carrying it out (nomination,
-DisruptionTarget, deletes, events) and wiring it after a failed cycle come later (issue 13).
+The computation alone: framework/preempting.py feeds it from the cache with the kernel as
+``fits``, and scheduler/preempting.py carries the outcome out (nomination, DisruptionTarget,
+deletes, events).
 
 The story of one call to ``preempt``, after a pod fits nowhere:
 1. eligible? not with preemptionPolicy Never, nor while an earlier preemption's victims still
@@ -14,8 +15,8 @@ The story of one call to ``preempt``, after a pod fits nowhere:
    priority sum, the fewest victims, the latest start of its most important victims, then
    plumb's stable hash of (pod uid, node name) — or, with no node, kube-scheduler's sentence.
 
-``fits`` stands in for "run the filters with only these pods on the node", so the kernel can be
-plugged in later. Purely computational; no I/O.
+``fits`` stands for "run the filters with only these pods on the node" (the kernel, in the
+scheduler; a resource sum in some tests). Purely computational; no I/O.
 
 One deliberate difference: a lower-priority pod that is already terminating is treated as gone.
 It is never a victim (not deleted again, not counted in the choice of node), where

@@ -51,6 +51,7 @@ async def inline(
 
 
 _IN_PROGRESS = preemption.PREFIX + preemption.NOT_ELIGIBLE_TERMINATING
+_IN_PROGRESS_TEXT = f"{preempting.NO_CLAIMS}, {_IN_PROGRESS}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -97,7 +98,7 @@ class PostFilter:
         """PostFilter for ``decision`` (a pod that fit nowhere)."""
         pod = decision.pod
         if pod.uid in self._evicting:
-            return self._failed(decision, _IN_PROGRESS)
+            return self._failed(decision, _IN_PROGRESS_TEXT)
         nominated = self._nominations.node_of(pod.uid) or ""
         snap = self._cache.snapshot()
         held = self._nominations.holding(pod.priority, excluding=(pod.uid,))

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from plumb import DEFAULT_SCHEDULER_NAME
+from plumb import DEFAULT_SCHEDULER_NAME, demo_preemption
 from plumb.controlplane import building
 from plumb.controlplane import running as controlplane
 from plumb.localnode import images
@@ -343,6 +343,7 @@ def main(*, keep_running: bool = False, node: bool = False) -> int:
                 try:
                     _tour(client, "demo")
                     _policy_tour(client, kubectl, "shop")
+                    demo_preemption.act(client, "urgent")
                     if real is not None:
                         _real_node_act(client, kubectl, real)
                 except (kube.WaitTimeout, crds.KubectlError) as error:

@@ -104,6 +104,12 @@ def test_demo_places_pods_reports_the_misfit_and_leaves_nothing_running() -> Non
     table = demo.stdout.split("kubectl get spol -n shop\n", 1)[1].splitlines()
     assert table[0].split() == ["NAME", "READY", "MATCHED", "SKEW", "BUDGET", "AGE"]
     assert table[1].split()[:5] == ["api-spread", "True", "4", "2/1", "0"]
+    # Act three: a priority-1000 pod preempts two of four pods on a full node and lands there.
+    preempted = re.findall(
+        r"urgent/filler-\d: Preempted: Preempted by pod \S+ on node (\S+)", demo.stdout
+    )
+    assert preempted == ["node-urgent", "node-urgent"], demo.stdout
+    assert "urgent/critical -> node-urgent, after 2 of 4 pods were preempted" in demo.stdout
     assert _processes(*parts) == before
 
 

@@ -52,6 +52,7 @@ class Cache:
         self.workloads = workloads.Workloads(self.journal)
         self._ports: dict[str, collections.Counter[specs.HostPort]] = {}
         self._assumed = 0
+        self._priorities: collections.Counter[int] = collections.Counter()
         self._tick = 0
         self._pod_ticks: dict[str, int] = {}
         self._node_ticks: dict[str, int] = {}
@@ -228,6 +229,11 @@ class Cache:
         """Pods decided and assumed whose binding the watch has not shown yet."""
         return self._assumed
 
+    def lowest_priority(self) -> int | None:
+        """The lowest priority of any placed pod (None: no pod), which tells preemption at once
+        whether a pod could have any victim at all."""
+        return min(self._priorities) if self._priorities else None
+
     def pods_on(self, node: str) -> list[journal_module.Placed]:
         """The pods placed (assumed or added) on ``node``, in uid order."""
         return [self._pods[uid] for uid in sorted(self._by_node.get(node, ()))]
@@ -250,6 +256,7 @@ class Cache:
         self._touch_pod(pod.uid)
         self._pods[pod.uid] = journal_module.Placed(pod=pod, node=node, state=state)
         self._assumed += state is PodState.ASSUMED
+        self._priorities[pod.priority] += 1
         self._by_node.setdefault(node, set()).add(pod.uid)
         self.nodes.add_request(node, pod.requests, +1, pod.nonzero)
         self.rows.track(pod, +1)
@@ -263,6 +270,9 @@ class Cache:
         self._touch_pod(uid)
         placed = self._pods.pop(uid)
         self._assumed -= placed.state is PodState.ASSUMED
+        self._priorities[placed.pod.priority] -= 1
+        if not self._priorities[placed.pod.priority]:
+            del self._priorities[placed.pod.priority]
         if not noted:
             self.journal.note(journal_module.Replace(placed=placed))
         on_node = self._by_node.get(placed.node)

@@ -299,7 +299,12 @@ def prepare(
     )
     if compiled.deferred or not compiled.pods:
         return None
-    pods_on = {name: tuple(p.pod for p in cache.pods_on(name)) for name in compiled.names}
+    lowest = cache.lowest_priority()
+    if lowest is None or lowest >= pod.priority:
+        # No pod anywhere is less important: no node has a victim (nor one terminating).
+        pods_on: dict[str, tuple[objects.PodInfo, ...]] = dict.fromkeys(compiled.names, ())
+    else:
+        pods_on = {name: tuple(p.pod for p in cache.pods_on(name)) for name in compiled.names}
     protected = frozenset(
         p.uid for placed in pods_on.values() for p in placed if exempt is not None and exempt(p)
     )

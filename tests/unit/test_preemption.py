@@ -275,18 +275,19 @@ def test_full_tie_goes_to_the_kernels_stable_hash_not_list_order() -> None:
 # Terminating pods ------------------------------------------------------------------------------
 
 
-def test_terminating_pods_are_gone_but_not_victims() -> None:
+def test_terminating_pods_are_victims_again_as_in_kube_scheduler() -> None:
     n = node("n", pod("leaving", 1, cpu=2, deleting=True), pod("running", 1, cpu=2))
     outcome = run(pod("vip", 10, cpu=4), n)
+    assert names(outcome.victims) == ["leaving", "running"]
+
+
+def test_a_terminating_pod_counts_with_its_priority_when_nodes_are_compared() -> None:
+    leaving = node("a", pod("leaving", 1, cpu=4, deleting=True))
+    running = node("b", pod("running", 0, cpu=4))
+    outcome = run(pod("vip", 10, cpu=4), leaving, running)
+    # kube-scheduler's order: the lower highest victim priority wins, terminating or not.
+    assert outcome.node == "b"
     assert names(outcome.victims) == ["running"]
-
-
-def test_a_node_that_only_waits_for_terminating_pods_wins() -> None:
-    waiting = node("a", pod("leaving", 1, cpu=4, deleting=True))
-    evicting = node("b", pod("running", 0, cpu=4))
-    outcome = run(pod("vip", 10, cpu=4), waiting, evicting)
-    assert outcome.node == "a"
-    assert outcome.victims == ()
 
 
 def test_terminating_pods_of_higher_priority_still_take_room() -> None:
@@ -700,16 +701,10 @@ def test_under_any_rules_victims_are_minimal_allowed_and_within_the_cap(
         for victim in candidate.victims:
             assert victim.priority < priority
             assert not victim.exempt
-            assert not victim.deleting
             assert not same_namespace or victim.namespace == "team-a"
         assert list(candidate.victims) == sorted(candidate.victims, key=key)
-        # Minimal: the terminating lower-priority pods are gone, every other non-victim stays,
-        # and no victim could be given back.
-        kept = [
-            p
-            for p in target.pods
-            if p not in candidate.victims and not (p.deleting and p.priority < priority)
-        ]
+        # Minimal: every non-victim stays, and no victim could be given back.
+        kept = [p for p in target.pods if p not in candidate.victims]
         assert fits(preemptor, target, kept)
         for victim in candidate.victims:
             assert not fits(preemptor, target, [*kept, victim]), victim.name

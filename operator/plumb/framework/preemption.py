@@ -18,9 +18,10 @@ The story of one call to ``preempt``, after a pod fits nowhere:
 ``fits`` stands for "run the filters with only these pods on the node" (the kernel, in the
 scheduler; a resource sum in some tests). Purely computational; no I/O.
 
-One deliberate difference: a lower-priority pod that is already terminating is treated as gone.
-It is never a victim (not deleted again, not counted in the choice of node), where
-kube-scheduler would list it among the victims again.
+A lower-priority pod that is already terminating is a victim like any other, as in
+kube-scheduler: it still holds its room until it is gone, it counts with its priority when
+nodes are compared, and it is marked and deleted again (the API server keeps the first
+deletion's deadline).
 
 A SchedulingPolicy's ``spec.preemption`` narrows this for the pods it governs (docs/policy.md);
 the caller turns it into ``Rules`` for the preemptor and marks the pods on the nodes. With
@@ -290,9 +291,7 @@ def select_victims(
 
     def stays(p: Pod) -> bool:
         # Equal or higher priority, or shielded by the rules: on the node whatever happens.
-        # Terminating pods are leaving anyway: out of every check, never victims (module
-        # docstring), shielded or not.
-        return p.priority >= pod.priority or (not p.deleting and not rules.may_evict(pod, p))
+        return p.priority >= pod.priority or not rules.may_evict(pod, p)
 
     remaining = [p for p in node.pods if stays(p)]
     if len(remaining) == len(node.pods):
@@ -301,7 +300,7 @@ def select_victims(
         reasons = tuple(explains(pod, node, remaining)) if explains is not None else fallback
         return NodeSearch(None, reasons)
     key = victim_order(rules)
-    potential = sorted((p for p in node.pods if not stays(p) and not p.deleting), key=key)
+    potential = sorted((p for p in node.pods if not stays(p)), key=key)
     violating, keeping = split_by_budgets(potential, budgets)
     victims: list[Pod] = []
     violations = 0

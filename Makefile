@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: help install controlplane lint unit test demo run cluster-up cluster-down clean
-.PHONY: bench bench-quick metrics-plot image test-e2e
+.PHONY: bench bench-quick metrics-plot image test-e2e test-long
 
 help:
 	@echo "make demo          set up, start a local control plane, show plumb scheduling pods"
@@ -20,6 +20,7 @@ help:
 	@echo "make metrics-plot  a short real run scraped every second; writes docs/observability/metrics.png (~1 min)"
 	@echo "make image         plumb's image from the Dockerfile, with buildah, no network (loaded into a running real node)"
 	@echo "make test-e2e      make image, then kubectl apply -k manifests/ on a local cluster with a real node (root)"
+	@echo "make test-long     the longer side-by-side suites (every preemption scenario under both schedulers, ~4 min)"
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,7 +45,10 @@ unit: install
 	$(BIN)/pytest tests/unit -q
 
 test: lint controlplane
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -m "not long"
+
+test-long: install controlplane
+	$(BIN)/pytest -q -m long
 
 demo: install controlplane
 	$(BIN)/plumb demo $(if $(NODE),--node)

@@ -27,8 +27,8 @@ POLICY_API_VERSION = "scheduling.plumb.dev/v1alpha1"
 MAX_NOTE = 1024
 # A preemption victim's condition, as kube-scheduler v1.34 writes it
 # (pkg/scheduler/framework/preemption/preemption.go, NewEvaluator's PreemptPod).
-DISRUPTION_TARGET = "DisruptionTarget"
-PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+DISRUPTION_TARGET = objects.DISRUPTION_TARGET
+PREEMPTION_BY_SCHEDULER = objects.PREEMPTION_BY_SCHEDULER
 PREEMPTION_MESSAGE = "{scheduler}: preempting to accommodate a higher priority pod"
 PREEMPTED_NOTE = "Preempted by pod {uid} on node {node}"
 

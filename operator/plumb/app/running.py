@@ -112,6 +112,7 @@ async def run(settings: RunSettings) -> None:
     exporter = await _serve_metrics(scheduler, settings, health)
     debug_server = await debug.start(tracer, settings.debug_port, dump=scheduler.dump)
     loop = asyncio.get_running_loop()
+    loop.set_exception_handler(_exception_handler)
     loop.add_signal_handler(signal.SIGUSR1, _write_snapshot, scheduler, settings.snapshot_dir)
     election_task: asyncio.Task[None] | None = None
     if elector is None:
@@ -166,6 +167,19 @@ async def run(settings: RunSettings) -> None:
 
 def _always() -> bool:
     return True
+
+
+def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """asyncio's handler, except for kopf's watch generator closed at exit: when the process
+    stops while a watch request is still open, ``asyncio.run`` finalises kopf's
+    ``infinite_watch`` generator and its ``streaming_block`` raises "generator didn't stop
+    after athrow()". Nothing is lost (the process is exiting); it is logged without a
+    traceback."""
+    generator = context.get("asyncgen")
+    if generator is not None and getattr(generator, "__name__", "") == "infinite_watch":
+        logger.info("kopf's watch stream closed at exit: %s", context.get("exception"))
+        return
+    loop.default_exception_handler(context)
 
 
 def _elector(settings: RunSettings, api: k8s_client.ApiClient) -> leader.Elector | None:

@@ -34,6 +34,8 @@ SCHEDULERS = (PLUMB, KUBE_SCHEDULER)
 PLUMB_SCHEDULER_NAME = "plumb"
 FAILED_SCHEDULING = "FailedScheduling"
 _LOG_TAIL_LINES = 40
+_PROBE = "probe-"
+_PROBES = 20
 _NEVER = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 
@@ -109,6 +111,37 @@ def scheduler_fixture(request: pytest.FixtureRequest) -> Iterator[Runner]:
 
 
 # --- what the scheduler decided ------------------------------------------------------------------
+
+
+def in_view(client: kube.Kube, scheduler: Runner, namespace: str, nodes: list[str]) -> None:
+    """Waits until the scheduler has every node of the test in view.
+
+    Node and pod watches are separate streams, so a pod created right after the nodes may be
+    placed before the last nodes arrive, and a placement, unlike a failure, is never retried.
+    The node watch is one ordered stream: a pod that fits nowhere and is judged against all the
+    test's nodes proves every node has been seen. Each probe is a new pod, not a retry of the
+    last one: plumb loses the retry a node should trigger when the node arrives while the pod's
+    attempt is in flight, and a helper must not hang on that. Probes stay pending with priority
+    0, holding nothing, so they are never victims. The pod watch is one ordered stream too: a
+    probe judged also proves the scheduler has seen every pod change made before it, so the
+    helper may be called again (its probes get new names).
+    """
+    prefix = f"0/{len(nodes)} nodes are available"
+    taken = sum(p["metadata"]["name"].startswith(_PROBE) for p in client.pods(namespace))
+    messages = []
+    for attempt in range(taken, taken + _PROBES):
+        probe = f"{_PROBE}{attempt}"
+        client.create_pod(
+            scheduler.pod(probe, namespace).node_selector("plumb.test/probe", "nowhere").obj()
+        )
+        wait_settled(client, namespace, [probe])
+        message = failed_scheduling(client, namespace, probe)
+        if message is not None and message.startswith(prefix):
+            return
+        messages.append(message)
+    raise AssertionError(
+        f"{scheduler.name} never judged a pod against {len(nodes)} nodes: {messages}"
+    )
 
 
 def wait_settled(

@@ -33,42 +33,10 @@ from tests.integration.schedulers import scheduler_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
-_PROBE = "probe"
-_PROBES = 20
 _UNSCHEDULABLE_TAINT = "node.kubernetes.io/unschedulable"
 # Where plumb is known to differ from kube-scheduler. Each is marked just before the assertion
 # it concerns, so that anything failing before that still fails the test.
 # --- helpers ---------------------------------------------------------------------------------
-
-
-def _in_view(
-    client: kube.Kube, scheduler: schedulers.Runner, namespace: str, nodes: list[str]
-) -> None:
-    """Waits until the scheduler has every node of the test in view.
-
-    Node and pod watches are separate streams, so a pod created right after the nodes may be
-    placed before the last nodes arrive, and a placement, unlike a failure, is never retried.
-    The node watch is one ordered stream: a pod that fits nowhere and is judged against all the
-    test's nodes proves every node has been seen. Each probe is a new pod, not a retry of the
-    last one: plumb loses the retry a node should trigger when the node arrives while the pod's
-    attempt is in flight, and a helper must not hang on that. Probes stay pending, holding
-    nothing.
-    """
-    prefix = f"0/{len(nodes)} nodes are available"
-    messages = []
-    for attempt in range(_PROBES):
-        probe = f"{_PROBE}-{attempt}"
-        client.create_pod(
-            scheduler.pod(probe, namespace).node_selector("plumb.test/probe", "nowhere").obj()
-        )
-        schedulers.wait_settled(client, namespace, [probe])
-        message = schedulers.failed_scheduling(client, namespace, probe)
-        if message is not None and message.startswith(prefix):
-            return
-        messages.append(message)
-    raise AssertionError(
-        f"{scheduler.name} never judged a pod against {len(nodes)} nodes: {messages}"
-    )
 
 
 def _create(client: kube.Kube, pods: Iterable[builders.PodBuilder]) -> list[str]:
@@ -128,7 +96,7 @@ def test_requests_are_the_largest_of_the_app_with_sidecars_and_each_init_contain
 ) -> None:
     node = add_node(builders.make_node(f"{namespace}-n").capacity(cpu="3"))
     nodes = [node]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     pods = _create(
         kube_client,
         [
@@ -173,7 +141,7 @@ def test_cordoned_node_takes_only_pods_that_tolerate_it(
     )
     open_ = add_node(builders.make_node(f"{namespace}-open").capacity(cpu="2"))
     nodes = [cordoned, open_]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     pods = _create(
         kube_client,
         [
@@ -219,7 +187,7 @@ def test_no_schedule_and_no_execute_taints_admit_only_pods_that_tolerate_them(
     )
     plain = add_node(builders.make_node(f"{namespace}-plain").capacity(cpu="2"))
     nodes = [gpu, draining, plain]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     pods = _create(
         kube_client,
         [
@@ -262,7 +230,7 @@ def test_prefer_no_schedule_taint_steers_pods_away_while_other_nodes_fit(
     )
     plain = add_node(builders.make_node(f"{namespace}-plain").capacity(cpu="4", memory="32Gi"))
     nodes = [soft, plain]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     _create(kube_client, [scheduler.pod("steered", namespace).req(cpu="1", memory="1Gi")])
     assert _settle(kube_client, namespace, ["steered"], nodes) == {"steered": plain}
     # PreferNoSchedule is no filter: a pod that fits only there goes there.
@@ -287,7 +255,7 @@ def test_node_selector_and_required_node_affinity_pick_the_nodes(
         for disk, gen in (("ssd", "3"), ("hdd", "5"), ("ssd", "7"))
     )
     nodes = [ssd3, hdd5, ssd7]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     pods = _create(
         kube_client,
         [
@@ -349,7 +317,7 @@ def test_preferred_node_affinity_picks_the_node_with_the_heaviest_matching_terms
         .label("disk", "ssd")
     )
     nodes = [big, light, heavy]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     _create(
         kube_client,
         [
@@ -374,7 +342,7 @@ def test_a_host_port_is_taken_once_per_node_and_protocol(
 ) -> None:
     node = add_node(builders.make_node(f"{namespace}-n"))
     nodes = [node]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     _create(kube_client, [scheduler.pod("first", namespace).req(cpu="100m").host_port(8080)])
     assert _settle(kube_client, namespace, ["first"], nodes) == {"first": node}
     pods = _create(
@@ -428,7 +396,7 @@ def test_spread_with_max_skew_one_fills_three_zones_evenly(
         for zone in "abc"
         for i in range(2)
     ]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     pods = _create(
         kube_client,
         (
@@ -465,7 +433,7 @@ def test_spread_with_a_full_zone_makes_do_not_schedule_wait_and_schedule_anyway_
     # Zone c takes no 1-cpu pod, yet it is a domain of the constraint, counting 0 pods.
     full = add_node(builders.make_node(f"{namespace}-c").zone("c").capacity(cpu="500m"))
     nodes = [a, b, full]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     strict = _create(
         kube_client,
         (
@@ -528,7 +496,7 @@ def test_schedule_anyway_spread_outweighs_free_room(
     kube_client.create_pod(
         builders.make_pod("filler", namespace).node(cramped).req(cpu="2", memory="128Mi").obj()
     )
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     # No tie, and the spread decides: zone a holds 2 matching pods and zone b none, which
     # PodTopologySpread scores 0 and 100, times its weight 2. Free room alone would pick the
     # roomy node: LeastAllocated 97 against 67, BalancedAllocation 99 against 69.
@@ -555,7 +523,7 @@ def test_required_hostname_anti_affinity_puts_one_pod_per_node(
     scheduler: schedulers.Runner,
 ) -> None:
     nodes = [add_node(builders.make_node(f"{namespace}-n{i}")) for i in range(3)]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     pods = _create(
         kube_client,
         (
@@ -597,7 +565,7 @@ def test_required_zone_affinity_follows_an_existing_pod_into_its_zone(
 ) -> None:
     zones = _two_zones(namespace, add_node)
     nodes = zones["a"] + zones["b"]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     _create(
         kube_client,
         [
@@ -646,7 +614,7 @@ def test_a_pod_waiting_for_its_affinity_target_follows_it_once_the_target_is_sch
 ) -> None:
     zones = _two_zones(namespace, add_node)
     nodes = zones["a"] + zones["b"]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     _create(
         kube_client,
         [
@@ -686,7 +654,7 @@ def test_an_existing_pods_anti_affinity_keeps_matching_pods_out_of_its_zone(
 ) -> None:
     zones = _two_zones(namespace, add_node)
     nodes = zones["a"] + zones["b"]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     _create(
         kube_client,
         [
@@ -739,7 +707,7 @@ def test_preferred_pod_affinity_draws_a_pod_to_its_peer_and_anti_affinity_away(
     # No tie: the peer's node gets InterPodAffinity's whole 2 x 100 (or loses it), while the
     # peer's own requests make LeastAllocated and BalancedAllocation differ by 5 at most.
     nodes = [add_node(builders.make_node(f"{namespace}-n{i}")) for i in range(3)]
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     _create(
         kube_client,
         [
@@ -786,7 +754,7 @@ def test_least_allocated_sends_a_pod_to_the_emptier_node(
     kube_client.create_pod(
         builders.make_pod("hog", namespace).node(busy).req(cpu="2", memory="4Gi").obj()
     )
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     # No tie: both nodes stay perfectly balanced (BalancedAllocation 100 each), and
     # LeastAllocated gives 25 on busy against 75 on empty.
     _create(kube_client, [scheduler.pod("newcomer", namespace).req(cpu="1", memory="2Gi")])
@@ -811,7 +779,7 @@ def test_balanced_allocation_sends_a_pod_where_it_evens_out_cpu_and_memory(
     kube_client.create_pod(
         builders.make_pod("cache", namespace).node(memory_bound).req(cpu="1", memory="4Gi").obj()
     )
-    _in_view(kube_client, scheduler, namespace, nodes)
+    schedulers.in_view(kube_client, scheduler, namespace, nodes)
     # With the newcomer (1 cpu, 1Gi) cpu-bound would be at 3/4 cpu and 3/8 memory, memory-bound
     # at 2/4 and 5/8: LeastAllocated ties at (25 + 62) / 2 = (50 + 37) / 2 = 43, and
     # BalancedAllocation, 100 x (1 - |cpu - memory| / 2), gives 81 against 93.

@@ -19,6 +19,7 @@ room with the node's pod count (``capacity(pods=...)``, "Too many pods") instead
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Iterator
@@ -29,12 +30,13 @@ import pytest
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.framework import preemption
 from plumb.testing import builders, crds, kube
-from tests.integration.conftest import NodeFactory, Plumb, events_of
+from tests.integration import preempting
+from tests.integration.conftest import NodeFactory, Plumb
+from tests.integration.preempting import PREEMPTED
+from tests.integration.preempting import PREEMPTOR_PRIORITY as HIGH
 
 pytestmark = pytest.mark.integration
 
-HOLD = "plumb.test/hold"
-HIGH = 1000
 APP = "app"
 TENANT = "tenant"  # the label value every policy here selects
 POLICY = "tenant"  # the policy's name
@@ -76,75 +78,83 @@ def _guaranteed(pod: builders.PodBuilder, *, cpu: str, memory: str = "256Mi") ->
     return body
 
 
-def _place(client: kube.Kube, node: str, *bodies: builders.PodBuilder | JSON) -> None:
-    """Pods already running on ``node`` (bound at creation), holding a finalizer."""
-    for item in bodies:
-        body = item.obj() if isinstance(item, builders.PodBuilder) else item
-        body["spec"]["nodeName"] = node
-        body["metadata"].setdefault("finalizers", []).append(HOLD)
-        client.create_pod(body)
-
-
-def _qos(client: kube.Kube, namespace: str) -> dict[str, str]:
-    """Each pod's QoS class as the API server set it."""
-    return {
-        p["metadata"]["name"]: (p.get("status") or {}).get("qosClass", "")
-        for p in client.pods(namespace)
-    }
-
-
-def _terminating(client: kube.Kube, namespace: str) -> dict[str, str]:
-    """Pods being deleted, by name, with the reason of their DisruptionTarget condition."""
-    found = {}
-    for pod in client.pods(namespace):
-        if pod["metadata"].get("deletionTimestamp"):
-            conditions = pod["status"].get("conditions") or []
-            reasons = [c.get("reason", "") for c in conditions if c["type"] == "DisruptionTarget"]
-            found[pod["metadata"]["name"]] = reasons[0] if reasons else ""
-    return found
-
-
-def _release_all(client: kube.Kube, namespace: str) -> None:
-    for pod in client.pods(namespace):
-        if pod["metadata"].get("finalizers"):
-            client.release(namespace, pod["metadata"]["name"])
-
-
-def _victims(
-    client: kube.Kube, namespaces: tuple[str, ...], preemptor: str, count: int
-) -> tuple[str, dict[str, str]]:
-    """The preemptor's nominated node and, once ``count`` pods terminate, every terminating pod
-    of ``namespaces`` as "namespace/name" with its DisruptionTarget reason."""
-    home = namespaces[0]
-    node = kube.wait_for(
-        f"{preemptor}'s nomination",
-        lambda: (client.pod(home, preemptor).get("status") or {}).get("nominatedNodeName"),
-    )
-
-    def all_terminating() -> dict[str, str] | None:
-        found = {
-            f"{ns}/{name}": reason
-            for ns in namespaces
-            for name, reason in _terminating(client, ns).items()
-        }
-        return found if len(found) >= count else None
-
-    return str(node), kube.wait_for(f"{count} victim(s) to be terminating", all_terminating)
-
-
-def _failed_with_preemption(client: kube.Kube, namespace: str, name: str) -> str:
-    """The newest FailedScheduling message of the pod that carries the PostFilter's text."""
-
-    def newest() -> str | None:
-        events = events_of(client, namespace, name, "FailedScheduling")
-        texts = [str(e.get("note") or e.get("message")) for e in events]
-        texts = [text for text in texts if preemption.PREFIX in text]
-        return texts[-1] if texts else None
-
-    return kube.wait_for(f"a FailedScheduling event with preemption's text on {name}", newest)
-
-
 # Policies --------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Tenant:
+    """The test's namespace on a cluster where plumb runs with the SchedulingPolicy CRD."""
+
+    client: kube.Kube
+    namespace: str
+    add_node: NodeFactory
+    kubectl: crds.Kubectl
+
+    def node(self, name: str, **capacity: str) -> str:
+        """Adds a node called ``<namespace>-<name>`` with this capacity."""
+        return self.add_node(builders.make_node(f"{self.namespace}-{name}").capacity(**capacity))
+
+    def pod(
+        self, name: str, *, cpu: str | None = None, priority: int = 0, governed: bool = True
+    ) -> builders.PodBuilder:
+        """A pod of the tenant's (see ``_pod``)."""
+        return _pod(self.namespace, name, cpu=cpu, priority=priority, governed=governed)
+
+    def place(self, node: str, *pods: builders.PodBuilder | JSON) -> None:
+        """Pods already running on ``node``, holding a finalizer."""
+        preempting.place(self.client, node, *pods)
+
+    def qos(self) -> dict[str, str]:
+        """Each pod's QoS class as the API server set it."""
+        return {
+            p["metadata"]["name"]: (p.get("status") or {}).get("qosClass", "")
+            for p in self.client.pods(self.namespace)
+        }
+
+    def apply(self, rules: JSON) -> None:
+        """Applies the policy with these preemption rules and waits until plumb has it."""
+        _apply_policy(self.kubectl, self.namespace, rules)
+
+    def preempt(
+        self, vip: builders.PodBuilder, count: int, *others: str
+    ) -> tuple[str, dict[str, str]]:
+        """Creates the preemptor ``vip``; returns its nominated node and, once ``count`` pods
+        terminate, every terminating pod of the tenant's namespace and ``others`` as
+        "namespace/name" with its DisruptionTarget reason."""
+        name = self.create(vip)
+        node = kube.wait_for(
+            f"{name}'s nomination",
+            lambda: preempting.nominated(self.client.pod(self.namespace, name)),
+        )
+
+        def all_terminating() -> dict[str, str] | None:
+            found = {
+                f"{ns}/{pod}": reason
+                for ns in (self.namespace, *others)
+                for pod, reason in preempting.terminating(self.client, ns).items()
+            }
+            return found if len(found) >= count else None
+
+        return str(node), kube.wait_for(f"{count} victim(s) to be terminating", all_terminating)
+
+    def create(self, pod: builders.PodBuilder) -> str:
+        """Creates the pod; returns its name."""
+        body = pod.obj()
+        self.client.create_pod(body)
+        return str(body["metadata"]["name"])
+
+
+@pytest.fixture
+def tenant(
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    policy_crd: crds.Kubectl,
+    plumb: Plumb,
+) -> Iterator[Tenant]:
+    """The test's Tenant; its pods lose their finalizers at the end, whatever the outcome."""
+    yield Tenant(kube_client, namespace, add_node, policy_crd)
+    preempting.release_all(kube_client, namespace)
 
 
 def _apply_policy(kubectl: crds.Kubectl, namespace: str, rules: JSON) -> None:
@@ -176,28 +186,15 @@ def other_namespace(kube_client: kube.Kube) -> Iterator[str]:
     name = f"other-tenant-{uuid.uuid4().hex[:6]}"
     kube_client.create_namespace(name)
     yield name
-    _release_all(kube_client, name)
+    preempting.release_all(kube_client, name)
     kube_client.delete_workloads(name)
-
-
-@pytest.fixture
-def released(kube_client: kube.Kube, namespace: str) -> Iterator[None]:
-    """The test's pods lose their finalizers at the end, whatever the outcome."""
-    yield
-    _release_all(kube_client, namespace)
 
 
 # The rules -------------------------------------------------------------------------------------
 
 
 def test_exempt_qos_keeps_a_governed_guaranteed_pod_from_being_a_victim(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    policy_crd: crds.Kubectl,
-    plumb: Plumb,
-    released: None,
-    rule: bool,
+    tenant: Tenant, rule: bool
 ) -> None:
     """exemptQoS: [Guaranteed]. One 4-cpu node holds two governed 2-cpu pods: ``guaranteed``
     (priority 0, limits = requests) and ``burstable`` (priority 5). A 2-cpu pod of priority
@@ -208,31 +205,21 @@ def test_exempt_qos_keeps_a_governed_guaranteed_pod_from_being_a_victim(
     (2 + 2 = 4 cpu fits), ``guaranteed`` (0) no longer fits back: it is the victim.
     With the rule: ``guaranteed`` stays like a pod of equal priority, so ``burstable``, of
     higher priority, is the only pod whose eviction makes room: it is the victim."""
-    _apply_policy(policy_crd, namespace, {"exemptQoS": ["Guaranteed"]} if rule else {})
-    node = add_node(builders.make_node(f"{namespace}-n").capacity(cpu="4"))
-    _place(
-        kube_client,
+    tenant.apply({"exemptQoS": ["Guaranteed"]} if rule else {})
+    node = tenant.node("n", cpu="4")
+    tenant.place(
         node,
-        _guaranteed(_pod(namespace, "guaranteed"), cpu="2"),
-        _pod(namespace, "burstable", cpu="2", priority=5),
+        _guaranteed(tenant.pod("guaranteed"), cpu="2"),
+        tenant.pod("burstable", cpu="2", priority=5),
     )
-    assert _qos(kube_client, namespace) == {"guaranteed": "Guaranteed", "burstable": "Burstable"}
-    kube_client.create_pod(_pod(namespace, "vip", cpu="2", priority=HIGH, governed=False).obj())
-
-    nominated, victims = _victims(kube_client, (namespace,), "vip", 1)
-    assert nominated == node
-    expected = "burstable" if rule else "guaranteed"
-    assert victims == {f"{namespace}/{expected}": "PreemptionByScheduler"}
+    assert tenant.qos() == {"guaranteed": "Guaranteed", "burstable": "Burstable"}
+    vip = tenant.pod("vip", cpu="2", priority=HIGH, governed=False)
+    victim = "burstable" if rule else "guaranteed"
+    assert tenant.preempt(vip, 1) == (node, {f"{tenant.namespace}/{victim}": PREEMPTED})
 
 
 def test_victim_order_qos_then_priority_evicts_best_effort_before_burstable_before_guaranteed(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    policy_crd: crds.Kubectl,
-    plumb: Plumb,
-    released: None,
-    rule: bool,
+    tenant: Tenant, rule: bool
 ) -> None:
     """victimOrder: QoSThenPriority. One node with room for 3 pods (and 4 cpu) holds three
     governed pods: ``guaranteed`` (1 cpu, priority 0), ``burstable`` (1 cpu, priority 3) and
@@ -243,37 +230,26 @@ def test_victim_order_qos_then_priority_evicts_best_effort_before_burstable_befo
     (3) are kept, which fills the slots: ``guaranteed`` (0) is the victim.
     With the rule: importance is the QoS class first, so ``guaranteed`` then ``burstable`` are
     kept whatever their priority: ``besteffort`` is the victim."""
-    _apply_policy(policy_crd, namespace, {"victimOrder": "QoSThenPriority"} if rule else {})
-    node = add_node(builders.make_node(f"{namespace}-n").capacity(cpu="4", pods="3"))
-    _place(
-        kube_client,
+    tenant.apply({"victimOrder": "QoSThenPriority"} if rule else {})
+    node = tenant.node("n", cpu="4", pods="3")
+    tenant.place(
         node,
-        _guaranteed(_pod(namespace, "guaranteed"), cpu="1"),
-        _pod(namespace, "burstable", cpu="1", priority=3),
-        _pod(namespace, "besteffort", priority=5),
+        _guaranteed(tenant.pod("guaranteed"), cpu="1"),
+        tenant.pod("burstable", cpu="1", priority=3),
+        tenant.pod("besteffort", priority=5),
     )
-    assert _qos(kube_client, namespace) == {
+    assert tenant.qos() == {
         "guaranteed": "Guaranteed",
         "burstable": "Burstable",
         "besteffort": "BestEffort",
     }
-    kube_client.create_pod(_pod(namespace, "vip", cpu="1", priority=HIGH).obj())
-
-    nominated, victims = _victims(kube_client, (namespace,), "vip", 1)
-    assert nominated == node
-    expected = "besteffort" if rule else "guaranteed"
-    assert victims == {f"{namespace}/{expected}": "PreemptionByScheduler"}
+    victim = "besteffort" if rule else "guaranteed"
+    vip = tenant.pod("vip", cpu="1", priority=HIGH)
+    assert tenant.preempt(vip, 1) == (node, {f"{tenant.namespace}/{victim}": PREEMPTED})
 
 
 def test_scope_same_namespace_evicts_only_pods_of_the_preemptors_namespace(
-    kube_client: kube.Kube,
-    namespace: str,
-    other_namespace: str,
-    add_node: NodeFactory,
-    policy_crd: crds.Kubectl,
-    plumb: Plumb,
-    released: None,
-    rule: bool,
+    tenant: Tenant, other_namespace: str, rule: bool
 ) -> None:
     """scope: SameNamespace. One 4-cpu node holds ``mine`` (2 cpu, priority 5, the
     preemptor's namespace) and ``theirs`` (2 cpu, priority 0, another namespace, no policy).
@@ -282,27 +258,16 @@ def test_scope_same_namespace_evicts_only_pods_of_the_preemptors_namespace(
     Default (Cluster): ``mine`` (5) is reprieved first and still leaves room: ``theirs`` (0)
     is the victim.
     With the rule: ``theirs`` stays as if it had higher priority, so ``mine`` is the victim."""
-    _apply_policy(policy_crd, namespace, {"scope": "SameNamespace"} if rule else {})
-    node = add_node(builders.make_node(f"{namespace}-n").capacity(cpu="4"))
-    _place(kube_client, node, _pod(namespace, "mine", cpu="2", priority=5))
-    _place(kube_client, node, _pod(other_namespace, "theirs", cpu="2", governed=False))
-    kube_client.create_pod(_pod(namespace, "vip", cpu="2", priority=HIGH).obj())
-
-    nominated, victims = _victims(kube_client, (namespace, other_namespace), "vip", 1)
-    assert nominated == node
-    expected = f"{namespace}/mine" if rule else f"{other_namespace}/theirs"
-    assert victims == {expected: "PreemptionByScheduler"}
+    tenant.apply({"scope": "SameNamespace"} if rule else {})
+    node = tenant.node("n", cpu="4")
+    tenant.place(node, tenant.pod("mine", cpu="2", priority=5))
+    tenant.place(node, _pod(other_namespace, "theirs", cpu="2", governed=False))
+    victim = f"{tenant.namespace}/mine" if rule else f"{other_namespace}/theirs"
+    vip = tenant.pod("vip", cpu="2", priority=HIGH)
+    assert tenant.preempt(vip, 1, other_namespace) == (node, {victim: PREEMPTED})
 
 
-def test_max_victims_per_pod_skips_a_node_needing_more_victims(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    policy_crd: crds.Kubectl,
-    plumb: Plumb,
-    released: None,
-    rule: bool,
-) -> None:
+def test_max_victims_per_pod_skips_a_node_needing_more_victims(tenant: Tenant, rule: bool) -> None:
     """maxVictimsPerPod: 1. Node a (4 cpu) holds ``a0`` and ``a1``, 2 cpu each, priority 0:
     a 4-cpu pod needs both gone (2 victims, highest priority 0). Node b (4 cpu) holds ``b0``,
     4 cpu, priority 10: 1 victim, highest priority 10. The preemptor is governed, priority
@@ -311,31 +276,20 @@ def test_max_victims_per_pod_skips_a_node_needing_more_victims(
     Default: the node whose most important victim has the lower priority wins: a (0 < 10),
     victims ``a0`` and ``a1``.
     With the rule: a would need 2 > 1 victims and is no candidate: b, victim ``b0``."""
-    _apply_policy(policy_crd, namespace, {"maxVictimsPerPod": 1} if rule else {})
-    a = add_node(builders.make_node(f"{namespace}-a").capacity(cpu="4"))
-    b = add_node(builders.make_node(f"{namespace}-b").capacity(cpu="4"))
-    _place(kube_client, a, _pod(namespace, "a0", cpu="2"), _pod(namespace, "a1", cpu="2"))
-    _place(kube_client, b, _pod(namespace, "b0", cpu="4", priority=10))
-    kube_client.create_pod(_pod(namespace, "vip", cpu="4", priority=HIGH).obj())
-
-    nominated, victims = _victims(kube_client, (namespace,), "vip", 1 if rule else 2)
-    reason = "PreemptionByScheduler"
+    tenant.apply({"maxVictimsPerPod": 1} if rule else {})
+    a, b = tenant.node("a", cpu="4"), tenant.node("b", cpu="4")
+    tenant.place(a, tenant.pod("a0", cpu="2"), tenant.pod("a1", cpu="2"))
+    tenant.place(b, tenant.pod("b0", cpu="4", priority=10))
+    vip = tenant.pod("vip", cpu="4", priority=HIGH)
+    ns = tenant.namespace
     if rule:
-        assert nominated == b
-        assert victims == {f"{namespace}/b0": reason}
+        assert tenant.preempt(vip, 1) == (b, {f"{ns}/b0": PREEMPTED})
     else:
-        assert nominated == a
-        assert victims == {f"{namespace}/a0": reason, f"{namespace}/a1": reason}
+        assert tenant.preempt(vip, 2) == (a, {f"{ns}/a0": PREEMPTED, f"{ns}/a1": PREEMPTED})
 
 
 def test_max_victims_per_pod_with_no_node_left_the_pod_waits_naming_the_cap(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    policy_crd: crds.Kubectl,
-    plumb: Plumb,
-    released: None,
-    rule: bool,
+    tenant: Tenant, rule: bool
 ) -> None:
     """maxVictimsPerPod: 1. One 4-cpu node holds four 1-cpu priority-0 pods; a governed 2-cpu
     pod of priority 1000 needs two of them gone.
@@ -344,29 +298,29 @@ def test_max_victims_per_pod_with_no_node_left_the_pod_waits_naming_the_cap(
     plumb's fallback order by name keeps ``p0`` and ``p1`` and evicts ``p2`` and ``p3``).
     With the rule: 2 > 1, the only node is no candidate: nothing is evicted, the pod waits
     nominated nowhere, and its FailedScheduling message names the cap and the policy."""
-    _apply_policy(policy_crd, namespace, {"maxVictimsPerPod": 1} if rule else {})
-    node = add_node(builders.make_node(f"{namespace}-n").capacity(cpu="4"))
-    _place(kube_client, node, *(_pod(namespace, f"p{i}", cpu="1") for i in range(4)))
-    kube_client.create_pod(_pod(namespace, "vip", cpu="2", priority=HIGH).obj())
-
+    tenant.apply({"maxVictimsPerPod": 1} if rule else {})
+    node = tenant.node("n", cpu="4")
+    tenant.place(node, *(tenant.pod(f"p{i}", cpu="1") for i in range(4)))
+    vip = tenant.pod("vip", cpu="2", priority=HIGH)
+    ns = tenant.namespace
     if not rule:
-        nominated, victims = _victims(kube_client, (namespace,), "vip", 2)
-        assert nominated == node
-        reason = "PreemptionByScheduler"
-        assert victims == {f"{namespace}/p2": reason, f"{namespace}/p3": reason}
+        assert tenant.preempt(vip, 2) == (node, {f"{ns}/p2": PREEMPTED, f"{ns}/p3": PREEMPTED})
         return
-    message = _failed_with_preemption(kube_client, namespace, "vip")
+    tenant.create(vip)
+    message = preempting.newest_failed_scheduling(
+        tenant.client, ns, "vip", containing=preemption.PREFIX
+    )
     cap = preemption.cap_reason(
-        preemption.Rules(max_victims=1, source=f"SchedulingPolicy {namespace}/{POLICY}")
+        preemption.Rules(max_victims=1, source=f"SchedulingPolicy {ns}/{POLICY}")
     )
     assert cap == (
         "node(s) would need more than 1 victims "
-        f"(maxVictimsPerPod of SchedulingPolicy {namespace}/{POLICY})"
+        f"(maxVictimsPerPod of SchedulingPolicy {ns}/{POLICY})"
     )
     assert message == (
         "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
         f"preemption: 0/1 nodes are available: 1 {cap}."
     )
-    assert not _terminating(kube_client, namespace)
-    assert not (kube_client.pod(namespace, "vip").get("status") or {}).get("nominatedNodeName")
-    assert kube_client.pod(namespace, "vip")["spec"].get("nodeName") is None
+    assert not preempting.terminating(tenant.client, ns)
+    assert not preempting.nominated(tenant.client.pod(ns, "vip"))
+    assert tenant.client.pod(ns, "vip")["spec"].get("nodeName") is None

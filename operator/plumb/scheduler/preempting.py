@@ -114,7 +114,7 @@ class PostFilter:
             nominated_node=nominated,
         )
         if plan is None:
-            return Outcome(decision=decision, retry=True)
+            return Outcome(decision=decision)  # it cannot be compiled alone: nothing to search
         if self._runs is not None:
             # For replay: the search's inputs besides the cache, where the cache stood.
             self._runs.record(

@@ -274,9 +274,15 @@ def test_sigterm_releases_the_lease_and_the_standby_takes_it_within_one_retry_pe
 
     _pods(kube_client, namespace, 20, first=20)
     kube.wait_for("40 pods bound", lambda: _bound(kube_client, namespace) == 40, timeout=60)
-    instances = Counter(
-        e.get("reportingInstance") for e in _scheduled_events(kube_client, namespace)
-    )
+
+    def reported() -> Counter[str | None] | None:
+        # The Scheduled event is posted after the binding: the last ones may trail the watch.
+        found = Counter(
+            e.get("reportingInstance") for e in _scheduled_events(kube_client, namespace)
+        )
+        return found if sum(found.values()) >= 40 else None
+
+    instances = kube.wait_for("40 Scheduled events", reported, timeout=30)
     assert instances == {_instance(first): 20, _instance(standby): 20}
 
 

@@ -74,10 +74,8 @@ def parse_budget(body: Mapping[str, Any]) -> preemption.DisruptionBudget:
     )
 
 
-def victim_record(
-    pod: objects.PodInfo, exempt: Callable[[objects.PodInfo], bool] | None = None
-) -> preemption.Pod:
-    """A cached pod as preemption reads it."""
+def victim_record(pod: objects.PodInfo, *, exempt: bool = False) -> preemption.Pod:
+    """A cached pod as preemption reads it; ``exempt``: a SchedulingPolicy protects it."""
     return preemption.Pod(
         uid=pod.uid,
         namespace=pod.namespace,
@@ -91,7 +89,7 @@ def victim_record(
         preemption_policy=pod.preemption_policy,
         nominated_node=pod.nominated_node,
         qos=pod.qos,
-        exempt=exempt(pod) if exempt is not None else False,
+        exempt=exempt,
     )
 
 
@@ -235,10 +233,7 @@ class Plan:
         }
         listed = searched | {self.nominated_node}
         by_uid = {p.uid: p for name in compiled.names if name in listed for p in self.pods_on[name]}
-        records = {
-            uid: dataclasses.replace(victim_record(p), exempt=uid in self.exempt)
-            for uid, p in by_uid.items()
-        }
+        records = {uid: victim_record(p, exempt=uid in self.exempt) for uid, p in by_uid.items()}
         nodes = [
             preemption.Node(
                 name=name,

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from plumb import DEFAULT_SCHEDULER_NAME, __version__, demo, explain, leader, replay
-from plumb.app import debug, running
+from plumb import scheduler as scheduler_module
+from plumb.app import configuring, debug, running
 from plumb.bench import running as bench_running
 from plumb.bench import workloads as bench_workloads
 from plumb.controlplane import building
@@ -49,8 +50,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--context", help="kubeconfig context to use")
     run.add_argument(
         "--scheduler-name",
-        default=DEFAULT_SCHEDULER_NAME,
-        help="schedule pods whose spec.schedulerName is this (default: %(default)s)",
+        help="schedule pods whose spec.schedulerName is this, with kube-scheduler's default "
+        f"profile (default: {DEFAULT_SCHEDULER_NAME}); not with --config",
+    )
+    run.add_argument(
+        "--config",
+        type=Path,
+        help="a kube-scheduler KubeSchedulerConfiguration file "
+        "(kubescheduler.config.k8s.io/v1): one profile per schedulerName; reloaded when it "
+        "changes or on SIGHUP (docs/configuration.md)",
     )
     run.add_argument(
         "--bind-concurrency",
@@ -433,10 +441,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.config is not None and args.scheduler_name is not None:
+        print(
+            "error: --scheduler-name and --config are exclusive: name the profiles in the "
+            "file's profiles[].schedulerName",
+            file=sys.stderr,
+        )
+        return 2
+    served = scheduler_module.defaults(args.scheduler_name or DEFAULT_SCHEDULER_NAME)
+    config_bytes = b""
+    if args.config is not None:
+        try:
+            config_bytes, served = configuring.read(args.config)
+        except configuring.ConfigFileError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
     settings = running.RunSettings(
         kubeconfig=args.kubeconfig,
         context=args.context,
-        scheduler_name=args.scheduler_name,
+        served=served,
+        config=args.config,
+        config_bytes=config_bytes,
         bind_concurrency=args.bind_concurrency,
         metrics_host=args.metrics_address,
         metrics_port=args.metrics_port,

@@ -31,6 +31,9 @@ DISRUPTION_TARGET = objects.DISRUPTION_TARGET
 PREEMPTION_BY_SCHEDULER = objects.PREEMPTION_BY_SCHEDULER
 PREEMPTION_MESSAGE = "{scheduler}: preempting to accommodate a higher priority pod"
 PREEMPTED_NOTE = "Preempted by pod {uid} on node {node}"
+UNSCHEDULABLE = "Unschedulable"
+SCHEDULER_ERROR = "SchedulerError"
+"""PodScheduled=False reasons: no node fits; the scheduler itself failed (kube-scheduler's)."""
 
 
 def _now(precision: str = "microseconds") -> str:
@@ -114,17 +117,25 @@ class Recorder:
         }
         self._spawn(self._event(regarding, kind, reason, "Reconciling", note))
 
-    def failed_scheduling(self, pod: objects.PodInfo, message: str, *, attempts: int = 1) -> None:
-        """FailedScheduling, unless the same message went out within this pod's backoff step."""
+    def failed_scheduling(
+        self,
+        pod: objects.PodInfo,
+        message: str,
+        *,
+        step: float = queue.INITIAL_BACKOFF,
+        reason: str = UNSCHEDULABLE,
+    ) -> None:
+        """FailedScheduling, unless the same message went out within ``step`` (the pod's
+        backoff); the PodScheduled=False condition with ``reason`` (Unschedulable, or
+        SchedulerError for plumb's own failure, as kube-scheduler)."""
         now = self._clock()
         last = self._last_failure.get(pod.uid)
-        step = queue.SchedulingQueue.backoff_duration(attempts)
         if last is not None and last[0] == message and now - last[1] < step:
             return
         self._last_failure[pod.uid] = (message, now)
         self._spawn(self._event(_ref(pod), "Warning", "FailedScheduling", "Scheduling", message))
-        if pod.scheduled_condition != ("False", "Unschedulable", message):
-            self._spawn(self._unschedulable_condition(pod, message))
+        if pod.scheduled_condition != ("False", reason, message):
+            self._spawn(self._unschedulable_condition(pod, message, reason))
 
     async def nominate(self, pod: objects.PodInfo, node: str) -> bool:
         """Set the preemptor's status.nominatedNodeName to ``node``; awaited, since its victims
@@ -279,12 +290,14 @@ class Recorder:
             expected=_gone,
         )
 
-    async def _unschedulable_condition(self, pod: objects.PodInfo, message: str) -> None:
+    async def _unschedulable_condition(
+        self, pod: objects.PodInfo, message: str, reason: str
+    ) -> None:
         # cluster-autoscaler reads PodScheduled=False/Unschedulable to decide on scale-up.
         condition = {
             "type": "PodScheduled",
             "status": "False",
-            "reason": "Unschedulable",
+            "reason": reason,
             "message": message,
             "lastProbeTime": None,
             "lastTransitionTime": _now("seconds"),

@@ -3,6 +3,7 @@ would install, its least-privilege RBAC, its pinned image and its one copy of th
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs in the dev dependencies
 
 from plumb.controlplane import building
+from plumb.framework import schedconfig, scoring
 from tests.e2e.conftest import MANIFESTS, NAMESPACE, REPOSITORY
 
 CRD_FILE = REPOSITORY / "crds" / "schedulingpolicies.scheduling.plumb.dev.yaml"
@@ -26,6 +28,10 @@ CLUSTER_RULES = {
     ("apps", "replicasets"): {"list", "watch"},
     ("apps", "statefulsets"): {"list", "watch"},
     ("policy", "poddisruptionbudgets"): {"list", "watch"},
+    ("", "persistentvolumes"): {"get", "list", "watch", "patch"},
+    ("", "persistentvolumeclaims"): {"get", "list", "watch", "patch"},
+    ("storage.k8s.io", "storageclasses"): {"list", "watch"},
+    ("storage.k8s.io", "csinodes"): {"list", "watch"},
     ("events.k8s.io", "events"): {"create"},
     ("scheduling.plumb.dev", "schedulingpolicies"): {"list", "watch", "patch"},
     ("scheduling.plumb.dev", "schedulingpolicies/status"): {"patch"},
@@ -130,3 +136,26 @@ def test_the_rbac_grants_exactly_what_plumb_uses(
     for kind in ("ClusterRoleBinding", "RoleBinding"):
         (subject,) = _one(rendered, kind)["subjects"]
         assert subject == {"kind": "ServiceAccount", "name": "plumb", "namespace": NAMESPACE}
+
+
+def test_the_config_component_runs_plumb_from_a_kube_scheduler_configuration(
+    tmp_path: Path,
+) -> None:
+    overlay = tmp_path / "overlay"
+    overlay.mkdir()
+    relative = Path(os.path.relpath(MANIFESTS, overlay))
+    (overlay / "kustomization.yaml").write_text(
+        f"resources:\n  - {relative}\ncomponents:\n  - {relative / 'components' / 'config'}\n"
+    )
+    docs = {(doc["kind"], doc["metadata"]["name"]): doc for doc in _render(overlay)}
+    container = docs[("Deployment", "plumb")]["spec"]["template"]["spec"]["containers"][0]
+    assert "--config=/etc/plumb/scheduler-config.yaml" in container["args"]
+    assert not [arg for arg in container["args"] if arg.startswith("--scheduler-name")]
+    mounts = {m["name"]: m for m in container["volumeMounts"]}
+    assert mounts["config"]["mountPath"] == "/etc/plumb"
+    assert mounts["config"]["readOnly"]
+    # A fixed name, so that an edit reaches the mounted file (and plumb reloads it).
+    text = docs[("ConfigMap", "plumb-config")]["data"]["scheduler-config.yaml"]
+    config = schedconfig.parse(text)
+    assert [profile.name for profile in config.profiles] == ["plumb", "plumb-binpack"]
+    assert config.profiles[1].strategy == scoring.MOST_ALLOCATED

@@ -237,7 +237,7 @@ def test_placement_does_not_depend_on_the_order_nodes_and_pods_are_created_in(
             waiting = schedulers.wait_settled(kube_client, ns, pods, cluster_nodes=len(nodes))
             assert set(waiting.values()) == {None}, f"no pod may go before the anchor: {waiting}"
             # A pod sent back within its backoff waits it out and would be decided alone, later.
-            time.sleep(queue_module.SchedulingQueue.backoff_duration(1) * 1.5)
+            time.sleep(queue_module.DEFAULT_BACKOFF.duration(1) * 1.5)
             kube_client.create_pod(anchor(ns, f"{prefix}{ANCHOR_NODE}").obj())
 
             placed = _wait_bound(kube_client, ns, pods)

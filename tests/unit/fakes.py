@@ -81,7 +81,7 @@ def make_scheduler(
 ) -> scheduler_module.Scheduler:
     """A scheduler over ``api`` on ``clock``; its trace lines go to ``log`` when given."""
     return scheduler_module.Scheduler(
-        profile=scheduler_module.Profile(scheduler_name="plumb"),
+        served=scheduler_module.defaults("plumb"),
         binder=binder.Binder(api),
         recorder=events.Recorder(api, instance="test", clock=clock),
         kernel=kernel,

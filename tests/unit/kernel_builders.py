@@ -16,7 +16,7 @@ from plumb.kernel import contract as c
 CPU, MEMORY, PODS, GPU = range(4)
 RESOURCES = 4
 GI = 1 << 30
-DEFAULT_WEIGHTS = (1, 1, 3, 2, 2, 2, 0)
+DEFAULT_WEIGHTS = (1, 1, 3, 2, 2, 2, 0, 1)
 RESULT_FIELDS = ("chosen", "code", "detail", "total", "feasible", "top", "top_scores")
 
 
@@ -28,6 +28,7 @@ class _Pod:
     static: list[int]
     taint: list[int]
     node_affinity: list[int]
+    image: list[int] = dataclasses.field(default_factory=list)
     member: dict[str, int] = dataclasses.field(default_factory=dict)
     spread: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     affinity: list[tuple[str, str, bool]] = dataclasses.field(default_factory=list)
@@ -57,6 +58,7 @@ class Case:
         self._hashes = [1000 + n for n in range(nodes)]
         self._strategy = c.LEAST_ALLOCATED
         self._zone_score = [c.MAX_NODE_SCORE] * nodes
+        self._resources = c.default_resources(CPU, MEMORY)
 
     # Nodes ------------------------------------------------------------------------------------
 
@@ -97,6 +99,41 @@ class Case:
         self._strategy = strategy
         return self
 
+    def fit_resources(
+        self,
+        columns: Sequence[int],
+        weights: Sequence[int],
+        *,
+        shape: Sequence[tuple[int, int]] = (),
+        optional: Sequence[bool] | None = None,
+    ) -> Self:
+        """NodeResourcesFit's resources (cpu and memory read their non-zero requests) and, for
+        RequestedToCapacityRatio, its shape as (utilization, score 0-100) points."""
+        self._resources["fit_columns"] = np.array(columns, dtype=np.int32)
+        self._resources["fit_weights"] = np.array(weights, dtype=np.int64)
+        self._resources["fit_nonzero"] = np.array(
+            [column if column in (CPU, MEMORY) else c.NO_NONZERO for column in columns],
+            dtype=np.int32,
+        )
+        flags = optional if optional is not None else [col == GPU for col in columns]
+        self._resources["fit_optional"] = np.array(flags, dtype=np.bool_)
+        self._resources["fit_shape_utilization"] = np.array([u for u, _ in shape], dtype=np.int64)
+        self._resources["fit_shape_score"] = np.array([s for _, s in shape], dtype=np.int64)
+        return self
+
+    def balanced_resources(self, columns: Sequence[int]) -> Self:
+        """NodeResourcesBalancedAllocation's resources (the gpu column optional)."""
+        self._resources["balanced_columns"] = np.array(columns, dtype=np.int32)
+        self._resources["balanced_optional"] = np.array(
+            [column == GPU for column in columns], dtype=np.bool_
+        )
+        return self
+
+    def no_fit_filter(self) -> Self:
+        """NodeResourcesFit disabled as a filter."""
+        self._resources["fit_filter"] = False
+        return self
+
     def zone_scores(self, values: Sequence[int]) -> Self:
         """ZoneHealth's score per node (100 unless told)."""
         self._zone_score = list(values)
@@ -135,6 +172,11 @@ class Case:
 
     def node_affinity(self, raw: Sequence[int]) -> Self:
         self._pod.node_affinity = list(raw)
+        return self
+
+    def image(self, scores: Sequence[int]) -> Self:
+        """ImageLocality's score of the pod per node (0 unless told)."""
+        self._pod.image = list(scores)
         return self
 
     def member(self, row: str, value: int = 1) -> Self:
@@ -229,6 +271,9 @@ class Case:
             static_code=np.array([p.static for p in pods], dtype=np.int32),
             taint_raw=np.array([p.taint for p in pods], dtype=np.int64),
             node_affinity_raw=np.array([p.node_affinity for p in pods], dtype=np.int64),
+            image_score=np.array(
+                [p.image or [0] * self.nodes for p in pods], dtype=np.int64
+            ).reshape(len(pods), self.nodes),
             member=np.array(
                 [[p.member.get(r, 0) for r in rows] for p in pods], dtype=np.int32
             ).reshape(len(pods), len(rows)),
@@ -258,6 +303,7 @@ class Case:
             balanced_skip=b1([p.balanced_skip for p in pods]),
             fit_strategy=self._strategy,
             zone_score=np.array(self._zone_score, dtype=np.int64),
+            **self._resources,
         )
         return cluster, batch
 

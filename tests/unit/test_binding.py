@@ -158,14 +158,14 @@ async def test_failed_scheduling_events_at_most_once_per_backoff_step() -> None:
     pod["metadata"]["uid"] = "uid-waits"
     info = objects.parse_pod(pod)
     message = "0/3 nodes are available: 3 Insufficient cpu."
-    recorder.failed_scheduling(info, message, attempts=1)
-    recorder.failed_scheduling(info, message, attempts=1)  # same step: suppressed
+    recorder.failed_scheduling(info, message, step=1.0)
+    recorder.failed_scheduling(info, message, step=1.0)  # same step: suppressed
     clock.now += 0.5
-    recorder.failed_scheduling(info, "0/4 nodes are available: 4 Insufficient cpu.", attempts=1)
+    recorder.failed_scheduling(info, "0/4 nodes are available: 4 Insufficient cpu.", step=1.0)
     clock.now += 1.0
-    recorder.failed_scheduling(info, "0/4 nodes are available: 4 Insufficient cpu.", attempts=2)
+    recorder.failed_scheduling(info, "0/4 nodes are available: 4 Insufficient cpu.", step=2.0)
     clock.now += 2.0  # the second step is 2 s
-    recorder.failed_scheduling(info, "0/4 nodes are available: 4 Insufficient cpu.", attempts=2)
+    recorder.failed_scheduling(info, "0/4 nodes are available: 4 Insufficient cpu.", step=2.0)
     await recorder.drain()
     notes = [e["note"] for e in api.events]
     assert notes == [message] + ["0/4 nodes are available: 4 Insufficient cpu."] * 2

@@ -132,6 +132,7 @@ def kernel_inputs(
     domains = np.stack([menu(nodes, [*range(int(dc))] * 4 + [-1]) for dc in domain_counts]).astype(
         np.int32
     )
+    profile = _profile(draw, columns)
     big = (1 << 50, (1 << 50) + 1, 2**63 - 1) if huge else ()
     menus = (_ALLOCATABLE[0] + big, _ALLOCATABLE[1] + big, *_ALLOCATABLE[2:])
     cluster = c.Cluster(
@@ -176,6 +177,7 @@ def kernel_inputs(
         node_affinity_raw=menu(
             (distinct, nodes), (0, 10, 30, 45, 100) + ((-20, -5) if exotic else ())
         ),
+        image_score=menu((distinct, nodes), (0, 0, 100, 37, 1, 64)),
         member=ints((pods, rows), 0, 1).astype(i32),
         spread_pod=np.array(spread_pod, dtype=i32),
         spread_row=ints(n_spread, 0, rows - 1).astype(i32),
@@ -203,8 +205,43 @@ def kernel_inputs(
         balanced_skip=flags(pods, 0.2),
         fit_strategy=draw(st.sampled_from(c.FIT_STRATEGIES)),
         zone_score=menu(nodes, (100, 100, 14, 37, 61, 0)),  # factors 1, e^-2, ...
+        **profile,
     )
     return cluster, batch
+
+
+def _profile(draw: st.DrawFn, columns: Sequence[int]) -> dict[str, Any]:
+    """The resource plugins' arrays of a random profile: kube-scheduler's defaults (cpu and
+    memory weighing 1) most often, else resources drawn among cpu, memory, gpu (optional: an
+    extended resource) and pods (a plain column), with weights, a RequestedToCapacityRatio
+    shape of increasing points and NodeResourcesFit's filter on or off."""
+    cpu, memory, pods_column, gpu = columns
+    fields = c.default_resources(cpu, memory)
+    fields["fit_filter"] = draw(st.sampled_from((True, True, True, False)))
+    if draw(st.booleans()):
+        return fields
+    names = st.sampled_from((cpu, memory, gpu, pods_column))
+    chosen = draw(st.lists(names, min_size=0, max_size=4, unique=True))
+    nonzero = {cpu: 0, memory: 1}
+    fields["fit_columns"] = np.array(chosen, dtype=np.int32)
+    fields["fit_weights"] = np.array([draw(st.integers(1, 5)) for _ in chosen], dtype=np.int64)
+    # cpu and memory read their non-zero requests for NodeResourcesFit; sometimes not (a
+    # column of plain requests, as ephemeral-storage is).
+    plain = draw(st.booleans()) and draw(st.booleans())
+    fields["fit_nonzero"] = np.array(
+        [c.NO_NONZERO if plain else nonzero.get(col, c.NO_NONZERO) for col in chosen],
+        dtype=np.int32,
+    )
+    fields["fit_optional"] = np.array([col == gpu for col in chosen], dtype=np.bool_)
+    utilization = sorted(draw(st.sets(st.integers(0, 100), min_size=1, max_size=4)))
+    fields["fit_shape_utilization"] = np.array(utilization, dtype=np.int64)
+    fields["fit_shape_score"] = np.array(
+        [10 * draw(st.integers(0, 10)) for _ in utilization], dtype=np.int64
+    )
+    balanced = draw(st.lists(names, min_size=0, max_size=4, unique=True))
+    fields["balanced_columns"] = np.array(balanced, dtype=np.int32)
+    fields["balanced_optional"] = np.array([col == gpu for col in balanced], dtype=np.bool_)
+    return fields
 
 
 # Properties -----------------------------------------------------------------------------------
@@ -248,7 +285,9 @@ def test_numba_decides_as_the_reference_on_huge_quantities(
 
 
 @pytest.mark.parametrize(
-    "strategy", c.FIT_STRATEGIES, ids=["LeastAllocated", "MostAllocated", "BalancedAllocation"]
+    "strategy",
+    c.FIT_STRATEGIES,
+    ids=["LeastAllocated", "MostAllocated", "BalancedAllocation", "RequestedToCapacityRatio"],
 )
 @settings(max_examples=60, deadline=None)
 @given(inputs=kernel_inputs(max_pods=6), replicas=st.booleans(), zone_weight=st.integers(0, 10))
@@ -362,8 +401,8 @@ def test_quantities_beyond_the_exact_range_go_to_the_reference(
             "cpu_column 7 is not one of the 4 resource columns",
         ),
         (
-            lambda cl, b: (cl, dataclasses.replace(b, fit_strategy=3)),
-            "fit_strategy 3 is not one of (0, 1, 2)",
+            lambda cl, b: (cl, dataclasses.replace(b, fit_strategy=4)),
+            "fit_strategy 4 is not one of (0, 1, 2, 3)",
         ),
         (
             lambda cl, b: (cl, dataclasses.replace(b, zone_score=b.zone_score[:5])),
@@ -371,7 +410,7 @@ def test_quantities_beyond_the_exact_range_go_to_the_reference(
         ),
         (
             lambda cl, b: (cl, dataclasses.replace(b, weights=b.weights[:6])),
-            "weights has shape (6,), not (7,)",
+            "weights has shape (6,), not (8,)",
         ),
     ],
 )

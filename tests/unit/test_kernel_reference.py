@@ -262,6 +262,113 @@ def test_most_allocated_leaves_out_a_resource_the_node_has_none_of(kernel: Kerne
 
 
 @KERNELS
+def test_requested_to_capacity_ratio_follows_its_shape_and_rounds_as_go(kernel: Kernel) -> None:
+    case = (
+        Case(3)
+        .requested(CPU, [1000, 0, 3000])
+        .requested(MEMORY, [0, 0, 6 * GI])
+        .strategy(c.REQUESTED_TO_CAPACITY_RATIO)
+        .fit_resources([CPU, MEMORY], [1, 2], shape=[(0, 0), (30, 80), (100, 100)])
+        .weights(*only(c.FIT))
+        .pod(cpu=1000, memory=GI)
+    )
+    result = kernel(*case.build())
+    # Node 0: cpu 2000/4000 = 50% -> 80 + 20 * 20 // 70 = 85; memory 1/8 = 12% ->
+    # 80 * 12 // 30 = 32; round((85 + 2 * 32) / 3 = 49.67) = 50.
+    # Node 1: cpu 25% -> 80 * 25 // 30 = 66; memory 12% -> 32; round(130 / 3 = 43.33) = 43.
+    # Node 2: cpu 100% -> 100; memory 7/8 = 87% -> 80 + 20 * 57 // 70 = 96;
+    # round(292 / 3 = 97.33) = 97.
+    assert result.total[0].tolist() == [50, 43, 97]
+
+
+@KERNELS
+def test_requested_to_capacity_ratio_counts_only_resources_scoring_above_zero(
+    kernel: Kernel,
+) -> None:
+    case = (
+        Case(2)
+        .requested(CPU, [3000, 0])
+        .strategy(c.REQUESTED_TO_CAPACITY_RATIO)
+        .fit_resources([CPU, MEMORY], [1, 1], shape=[(0, 0), (50, 0), (100, 100)])
+        .weights(*only(c.FIT))
+        .pod(cpu=500, memory=GI)
+    )
+    # Node 0: cpu 87% -> 0 + 100 * 37 // 50 = 74; memory 12% -> 0, left out: 74 / 1.
+    # Node 1: cpu 12% -> 0 and memory 0: no resource counts, 0. A round half: none.
+    assert kernel(*case.build()).total[0].tolist() == [74, 0]
+    half = (
+        Case(1)
+        .strategy(c.REQUESTED_TO_CAPACITY_RATIO)
+        .fit_resources([CPU, MEMORY], [1, 1], shape=[(0, 0), (100, 100)])
+        .weights(*only(c.FIT))
+        .pod(cpu=1000, memory=GI)
+    )
+    # cpu 25, memory 12: 37 / 2 = 18.5 rounds away from zero to 19 (Go's math.Round).
+    assert kernel(*half.build()).total[0].tolist() == [19]
+
+
+@KERNELS
+def test_an_optional_resource_the_pod_does_not_request_is_left_out(kernel: Kernel) -> None:
+    def totals(gpu: int) -> list[int]:
+        case = (
+            Case(2)
+            .allocatable(GPU, [4, 0])
+            .requested(GPU, [2, 0])
+            .strategy(c.MOST_ALLOCATED)
+            .fit_resources([CPU, GPU], [1, 3])
+            .weights(*only(c.FIT))
+            .pod(cpu=1000, gpu=gpu)
+        )
+        return list(kernel(*case.build()).total[0].tolist())
+
+    # Without a gpu request: cpu alone, 25 on both. With one: node 0 (25 + 3 * 75) // 4 = 62;
+    # node 1 has no gpu (and fails the filter).
+    assert totals(0) == [25, 25]
+    assert totals(1) == [62, 0]
+
+
+@KERNELS
+def test_balanced_allocation_over_three_resources_is_their_standard_deviation(
+    kernel: Kernel,
+) -> None:
+    case = (
+        Case(1)
+        .allocatable(GPU, [4])
+        .requested(GPU, [1])
+        .balanced_resources([CPU, MEMORY, GPU])
+        .weights(*only(c.BALANCED))
+        .pod(cpu=1000, memory=2 * GI, gpu=1)
+    )
+    # Fractions .25, .25, .5: mean 1/3, deviation sqrt((2 / 144 + 4 / 144) / 3) = .1178;
+    # (1 - .1178) * 100 = 88.
+    assert kernel(*case.build()).total[0].tolist() == [88]
+
+
+@KERNELS
+def test_without_the_fit_filter_a_pod_too_big_is_placed_and_counted(kernel: Kernel) -> None:
+    case = (
+        Case(2)
+        .no_fit_filter()
+        .weights(*only(c.FIT))
+        .pod(cpu=6000, memory=GI, pod_hash=1)
+        .pod(cpu=6000, memory=GI, pod_hash=2)
+    )
+    result = kernel(*case.build())
+    assert result.feasible.tolist() == [2, 2]
+    # Both nodes over on cpu score only memory; the second pod goes where the first did not.
+    assert sorted(result.chosen.tolist()) == [0, 1]
+
+
+@KERNELS
+def test_image_locality_is_each_nodes_own_score_weighed(kernel: Kernel) -> None:
+    case = Case(3).weights(*only(c.IMAGE_LOCALITY)).pod(cpu=100).image([0, 48, 23])
+    result = kernel(*case.build())
+    assert result.total[0].tolist() == [0, 48, 23]
+    assert result.chosen.tolist() == [1]
+    assert result.top_scores[0, :, c.IMAGE_LOCALITY].tolist() == [48, 23, 0]
+
+
+@KERNELS
 def test_most_allocated_packs_a_batch_onto_the_fuller_node(kernel: Kernel) -> None:
     def chosen(strategy: int) -> list[int]:
         case = Case(2).requested(CPU, [500, 0]).strategy(strategy).weights(*only(c.FIT))
@@ -282,7 +389,7 @@ def test_balanced_allocation_as_the_fit_strategy_scores_as_balanced_allocation(
         .requested(CPU, [1000, 1000, 5000])
         .requested(MEMORY, [GI, 6 * GI, 0])
         .strategy(c.BALANCED_ALLOCATION)
-        .weights(1, 1, 0, 0, 0, 0, 0)
+        .weights(1, 1, 0, 0, 0, 0, 0, 0)
         .pod(cpu=1000, memory=GI)
         .pod(memory=2 * GI)
         .pod()  # requests nothing: BalancedAllocation skips it, and so does Fit
@@ -302,7 +409,7 @@ def test_zone_health_is_each_nodes_own_score_weighed(kernel: Kernel) -> None:
     # Not normalised over the feasible nodes: a factor of 1 is 100 wherever the others are.
     assert result.total[0].tolist() == [100, 14, 61]
     assert result.top_scores[0, :, c.ZONE_HEALTH].tolist() == [100, 61, 14]
-    case = Case(3).zone_scores([100, 14, 61]).weights(0, 0, 0, 0, 0, 0, 3).pod(cpu=100)
+    case = Case(3).zone_scores([100, 14, 61]).weights(0, 0, 0, 0, 0, 0, 3, 0).pod(cpu=100)
     assert kernel(*case.build()).total[0].tolist() == [300, 42, 183]
 
 
@@ -310,7 +417,7 @@ def test_zone_health_is_each_nodes_own_score_weighed(kernel: Kernel) -> None:
 @pytest.mark.parametrize("pod_hash", range(8))
 def test_a_low_factor_zone_loses_to_a_neutral_one(kernel: Kernel, pod_hash: int) -> None:
     # Alike nodes tie on every other score; without zone health the hash picks either.
-    weights = (1, 1, 3, 2, 2, 2, 1)
+    weights = (1, 1, 3, 2, 2, 2, 1, 1)
     case = Case(2).zone_scores([14, 100]).weights(*weights).pod(cpu=100, pod_hash=pod_hash)
     result = kernel(*case.build())
     assert result.chosen.tolist() == [1]
@@ -325,7 +432,7 @@ def test_a_neutral_zone_scores_exactly_as_without_zone_health(kernel: Kernel) ->
             .key("zone", [0, 1, 1])
             .row("web", [1, 0, 0])
             .requested(CPU, [0, 1000, 0])
-            .weights(1, 1, 3, 2, 2, 2, weight)
+            .weights(1, 1, 3, 2, 2, 2, weight, 1)
             .pod(cpu=500, memory=GI)
             .spread("web", "zone", hard=False)
             .member("web")
@@ -490,11 +597,11 @@ def test_the_default_weights_add_up(kernel: Kernel) -> None:
     result = kernel(*built)
     # Fit 75 and balanced 100 on both; taint 0 / 100; node affinity 100 / 0; spread raw
     # round(log 4) = 1 / 0 -> 0 / 100; no inter-pod terms; ZoneHealth neutral (100) and
-    # weighed 0. Weights 1, 1, 3, 2, 2, 2, 0.
+    # weighed 0; no image on either node. Weights 1, 1, 3, 2, 2, 2, 0, 1.
     assert result.top_scores[0].tolist() == [
-        [75, 100, 100, 0, 100, 0, 100],
-        [75, 100, 0, 100, 0, 0, 100],
-        [0, 0, 0, 0, 0, 0, 0],
+        [75, 100, 100, 0, 100, 0, 100, 0],
+        [75, 100, 0, 100, 0, 0, 100, 0],
+        [0, 0, 0, 0, 0, 0, 0, 0],
     ]
     assert result.total[0].tolist() == [75 + 100 + 2 * 100, 75 + 100 + 3 * 100 + 2 * 100]
     assert result.chosen.tolist() == [1]

@@ -46,7 +46,7 @@ class HangingApi(FakeApi):
 
 def _scheduler(api: FakeApi, gate: Gate, clock: Clock) -> scheduler_module.Scheduler:
     return scheduler_module.Scheduler(
-        profile=scheduler_module.Profile(scheduler_name="plumb"),
+        served=scheduler_module.defaults("plumb"),
         binder=binder.Binder(api, gate=gate),
         recorder=events.Recorder(api, instance="test", clock=clock, gate=gate),
         kernel=reference_kernel,
@@ -160,7 +160,7 @@ async def test_a_loop_stuck_on_one_batch_fails_liveness_but_an_idle_one_does_not
         raise RuntimeError("never answers")
 
     s = scheduler_module.Scheduler(
-        profile=scheduler_module.Profile(scheduler_name="plumb"),
+        served=scheduler_module.defaults("plumb"),
         binder=binder.Binder(api),
         recorder=events.Recorder(api, instance="test", clock=clock),
         kernel=hanging_kernel,

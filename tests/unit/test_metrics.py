@@ -120,6 +120,8 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
     m.set_leader(True)
     m.preemption_attempt()
     m.preemption_victims(2)
+    m.config_reload(success=True)
+    m.config_reload(success=False)
     families = {f.name: f for f in parser.text_string_to_metric_families(m.render().decode())}
     recorded = {
         metrics.SCHEDULE_ATTEMPTS,
@@ -130,6 +132,8 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
         metrics.LEADER,
         metrics.PREEMPTION_ATTEMPTS,
         metrics.PREEMPTION_VICTIMS,
+        metrics.CONFIG_RELOAD_SUCCESSFUL,
+        metrics.CONFIG_RELOADS,
     }
     # The parser names a counter's family without _total.
     assert {f if f in metrics.KINDS else f"{f}_total" for f in families} == recorded
@@ -201,3 +205,24 @@ def test_a_reader_that_fails_leaves_its_metric_empty_and_the_page_whole() -> Non
     assert [(s.name, s.labels, s.value) for s in deviations.samples] == [
         (metrics.POLICY_DEVIATIONS, {"namespace": "ns", "policy": "p"}, 2.0)
     ]
+
+
+def test_a_refused_reload_sets_the_gauge_to_0_and_a_good_one_back_to_1() -> None:
+    m = metrics.Metrics()
+
+    def read() -> dict[str, float]:
+        families = parser.text_string_to_metric_families(m.render().decode())
+        return {
+            f"{s.name}{s.labels.get('result', '')}": s.value
+            for f in families
+            if f.name.startswith("plumb_config")
+            for s in f.samples
+        }
+
+    assert read()[metrics.CONFIG_RELOAD_SUCCESSFUL] == 1.0  # no reload tried yet
+    m.config_reload(success=False)
+    assert read()[metrics.CONFIG_RELOAD_SUCCESSFUL] == 0.0
+    assert read()[f"{metrics.CONFIG_RELOADS}failure"] == 1.0
+    m.config_reload(success=True)
+    assert read()[metrics.CONFIG_RELOAD_SUCCESSFUL] == 1.0
+    assert read()[f"{metrics.CONFIG_RELOADS}success"] == 1.0

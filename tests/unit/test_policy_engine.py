@@ -7,7 +7,7 @@ from typing import Any
 
 from plumb.backend import cache as cache_module
 from plumb.backend import objects
-from plumb.framework import cycle, deviation
+from plumb.framework import cycle, deviation, scoring
 from plumb.kernel import contract, reference
 from plumb.policy import engine as engine_module
 from plumb.testing.builders import make_node, make_pod
@@ -68,10 +68,10 @@ def test_a_policys_weights_and_strategy_become_the_batch_profile() -> None:
     state = engine.apply(body.obj())
     assert state is not None
     assert state.active is not None
-    profile = engine.profile(state.active, cache.snapshot())
+    profile = engine.profile(state.active, cache.snapshot(), scoring.DEFAULT)
     # SCORE_PLUGINS order: fit, balanced, taints, node affinity, spread, inter-pod affinity,
-    # zone health.
-    assert profile.weights == (5, 1, 3, 2, 0, 2, 1)
+    # zone health, image locality (the profile's: a policy has no weight for it).
+    assert profile.weights == (5, 1, 3, 2, 0, 2, 1, 1)
     assert dict(zip(contract.SCORE_PLUGINS, profile.weights, strict=True))["ZoneHealth"] == 1
     assert profile.strategy == "MostAllocated"
 
@@ -95,7 +95,7 @@ def test_a_zone_of_not_ready_nodes_scores_lower_and_a_silent_zone_exactly_neutra
     engine.observe_node("n-b", _ready("n-b", "b", "True", "2027-01-15T07:59:50Z"))
     engine.observe_node("n-c", _ready("n-c", "c", "False", "2027-01-15T07:50:00Z"))  # stale
 
-    profile = engine.profile(state.active, cache.snapshot())
+    profile = engine.profile(state.active, cache.snapshot(), scoring.DEFAULT)
     assert profile.zone_key == ZONE
     assert profile.zone_factors["a"] < 0.2  # exp(-2): every node of the zone is NotReady
     assert profile.zone_factors["b"] == 1.0
@@ -103,7 +103,9 @@ def test_a_zone_of_not_ready_nodes_scores_lower_and_a_silent_zone_exactly_neutra
     assert engine.zone_healths() == {"a": 0.0, "b": 1.0, "c": 1.0}
 
     clock.now += 300  # nothing heard since: every zone is neutral again
-    assert set(engine.profile(state.active, cache.snapshot()).zone_factors.values()) == {1.0}
+    assert set(
+        engine.profile(state.active, cache.snapshot(), scoring.DEFAULT).zone_factors.values()
+    ) == {1.0}
 
 
 def test_a_policy_that_weighs_zone_health_zero_tracks_no_zones() -> None:
@@ -113,7 +115,7 @@ def test_a_policy_that_weighs_zone_health_zero_tracks_no_zones() -> None:
     assert state is not None
     assert state.active is not None
     engine.observe_node("n-a", _ready("n-a", "a", "False", "2027-01-15T07:59:50Z"))
-    assert engine.profile(state.active, cache.snapshot()).zone_factors == {}
+    assert engine.profile(state.active, cache.snapshot(), scoring.DEFAULT).zone_factors == {}
 
 
 def test_a_deviating_pod_goes_where_the_skew_rises_least() -> None:

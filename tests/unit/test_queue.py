@@ -198,7 +198,7 @@ async def test_delete_then_add_again_gives_one_entry(q: SchedulingQueue) -> None
     ("attempts", "seconds"), [(1, 1.0), (2, 2.0), (3, 4.0), (4, 8.0), (5, 10.0), (30, 10.0)]
 )
 def test_backoff_doubles_up_to_ten_seconds(attempts: int, seconds: float) -> None:
-    assert SchedulingQueue.backoff_duration(attempts) == seconds
+    assert SchedulingQueue().backoff_duration(attempts) == seconds
     assert queueing.MAX_BACKOFF == 10.0
 
 
@@ -380,3 +380,10 @@ async def test_a_batch_ends_where_the_group_changes(q: SchedulingQueue, clock: F
 
     batches = [[e.pod.name for e in await q.pop_batch(8, group=group)] for _ in range(3)]
     assert batches == [["web-1", "web-2"], ["db-1"], ["web-3"]]
+
+
+def test_a_configured_backoff_starts_and_stops_where_it_says() -> None:
+    q = SchedulingQueue(backoff=queueing.Backoff(initial=0.5, maximum=3.0))
+    assert [q.backoff_duration(n) for n in (1, 2, 3, 4, 9)] == [0.5, 1.0, 2.0, 3.0, 3.0]
+    q.backoff_policy = queueing.Backoff(initial=2.0, maximum=2.0)  # a reload
+    assert q.backoff_duration(5) == 2.0

@@ -76,10 +76,11 @@ def _zones() -> cache_module.Cache:
 
 
 def _zone_profile(weight: int) -> scoring.Profile:
-    weights = (*scoring.DEFAULT_WEIGHTS[:-1], weight)
+    weights = list(scoring.DEFAULT_WEIGHTS)
+    weights[contract.ZONE_HEALTH] = weight
     # c has no factor: no fresh data, as the zone feed leaves it, or a zone it never saw.
     factors = {"a": NOT_READY, "b": 1.0}
-    return scoring.Profile(weights=weights, zone_key=ZONE_LABEL, zone_factors=factors)
+    return scoring.Profile(weights=tuple(weights), zone_key=ZONE_LABEL, zone_factors=factors)
 
 
 def test_zone_scores_are_the_factor_in_percent_and_100_where_nothing_is_known() -> None:

@@ -298,7 +298,7 @@ def test_ten_thousand_failed_attempts_of_one_pod_write_a_handful_of_lines(
     clock = Clock()
     tracer = tracing.Tracer(log=log, clock=clock)
     for attempt in range(1, 10_001):
-        step = queue_module.SchedulingQueue.backoff_duration(attempt)
+        step = queue_module.DEFAULT_BACKOFF.duration(attempt)
         tracer.emit(_failed(attempts=attempt), repeat_after=step)
         clock.now += 0.01  # a storm: 100 attempts a second for 100 s
     tracer.flush()

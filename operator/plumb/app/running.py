@@ -22,7 +22,7 @@ from aiohttp import web
 
 from plumb import binder, events, leader
 from plumb import scheduler as scheduler_module
-from plumb.app import debug, handlers, leading, probes
+from plumb.app import configuring, debug, handlers, leading, probes
 from plumb.backend import cache as cache_module
 from plumb.backend import journal as journal_module
 from plumb.backend import queue as queue_module
@@ -40,7 +40,9 @@ class RunSettings:
 
     kubeconfig: Path | None
     context: str | None
-    scheduler_name: str
+    served: scheduler_module.Served  # the profiles (kube-scheduler's defaults, or --config's)
+    config: Path | None = None  # --config: watched for changes, reloaded on SIGHUP
+    config_bytes: bytes = b""  # its content as read at start
     bind_concurrency: int = 64
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 10251  # 0: no metrics endpoint
@@ -86,16 +88,18 @@ async def run(settings: RunSettings) -> None:
     started = time.monotonic()
     await kernel.warm_up()
     logger.info("kernel ready in %.1f s", time.monotonic() - started)
-    api = k8s_client.ApiClient(creds, user_agent=f"plumb/{settings.scheduler_name}")
+    names = ",".join(profile.name for profile in settings.served.profiles)
+    first = settings.served.profiles[0].name
+    api = k8s_client.ApiClient(creds, user_agent=f"plumb/{first}")
     elector = _elector(settings, api)
     gate: scheduler_module.Gate = _always if elector is None else elector.may_act
     # Events name the replica that posted them (kube-scheduler: its name and host).
     who = socket.gethostname() if elector is None else elector.settings.identity
-    instance = f"{settings.scheduler_name}-{who}"
+    instance = f"{first}-{who}"
     recorder = events.Recorder(api, instance=instance, gate=gate)
     tracer = tracing.Tracer(candidates=settings.trace_candidates)
     scheduler = scheduler_module.Scheduler(
-        profile=scheduler_module.Profile(scheduler_name=settings.scheduler_name),
+        served=settings.served,
         binder=binder.Binder(api, concurrency=settings.bind_concurrency, gate=gate),
         recorder=recorder,
         kernel=kernel.run,
@@ -104,6 +108,7 @@ async def run(settings: RunSettings) -> None:
         metrics=metrics.Metrics(),
         may_act=gate,
         offload=kernel.offload,
+        volume_api=api,
     )
     leadership = leading.Leadership(scheduler, api, elector)
     health = probes.Probes(scheduler, api, leadership)
@@ -114,6 +119,13 @@ async def run(settings: RunSettings) -> None:
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_exception_handler)
     loop.add_signal_handler(signal.SIGUSR1, _write_snapshot, scheduler, settings.snapshot_dir)
+    reload_task: asyncio.Task[None] | None = None
+    if settings.config is not None:
+        reloader = configuring.Reloader(
+            settings.config, scheduler, scheduler.metrics, settings.config_bytes
+        )
+        loop.add_signal_handler(signal.SIGHUP, reloader.request)
+        reload_task = asyncio.create_task(reloader.run(), name="plumb-config-reload")
     election_task: asyncio.Task[None] | None = None
     if elector is None:
         leadership.start()
@@ -128,6 +140,10 @@ async def run(settings: RunSettings) -> None:
         election_task = asyncio.create_task(elector.run(), name="plumb-leader-election")
 
     async def stop_leading() -> None:
+        if reload_task is not None:
+            reload_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await reload_task
         if election_task is not None:
             election_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -144,9 +160,10 @@ async def run(settings: RunSettings) -> None:
 
     try:
         logger.info(
-            "plumb scheduling pods with schedulerName=%s on %s",
-            settings.scheduler_name,
+            "plumb scheduling pods with schedulerName=%s on %s: %s",
+            names,
             creds.server,
+            settings.served.describe(),
         )
         await kopf.operator(
             registry=registry,
@@ -161,6 +178,7 @@ async def run(settings: RunSettings) -> None:
             await exporter.cleanup()
         await debug.stop(debug_server, tracer)
         loop.remove_signal_handler(signal.SIGUSR1)
+        loop.remove_signal_handler(signal.SIGHUP)
         kernel.close()
         logger.info("plumb stopped")
 

@@ -1,7 +1,8 @@
 """The cluster feed: list every collection the scheduler reads once, then watch each from its
 list's resourceVersion, so the loop starts on a full picture and no object is replayed or missed.
 
-Pods, nodes, namespaces, Services, controllers and PodDisruptionBudgets are watched with
+Pods, nodes, namespaces, Services, controllers, PodDisruptionBudgets and the volume plugins'
+objects (PersistentVolumes, claims, StorageClasses, CSINodes) are watched with
 k8s/watching.py rather than kopf's on.event: kopf's per-object machinery cost more CPU and memory
 than the scheduling itself (docs/architecture.md has the measurements). kopf runs the operator
 around it.
@@ -36,6 +37,13 @@ NODES = "/api/v1/nodes"
 PODS = "/api/v1/pods"
 # Preemption counts the victims whose eviction a budget would refuse.
 BUDGETS = "/apis/policy/v1/poddisruptionbudgets"
+# The volume plugins' objects, by kind.
+VOLUME_PATHS = (
+    ("/api/v1/persistentvolumes", scheduler_module.PERSISTENT_VOLUME),
+    ("/api/v1/persistentvolumeclaims", scheduler_module.PERSISTENT_VOLUME_CLAIM),
+    ("/apis/storage.k8s.io/v1/storageclasses", scheduler_module.STORAGE_CLASS),
+    ("/apis/storage.k8s.io/v1/csinodes", scheduler_module.CSI_NODE),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -59,8 +67,16 @@ def feeds(scheduler: scheduler_module.Scheduler) -> list[Feed]:
             lambda _mark, items: scheduler.relist_workloads(kind, items),
         )
 
+    def volume(path: str, kind: str) -> Feed:
+        return Feed(
+            path,
+            lambda event_type, body: scheduler.on_volume(kind, event_type, body),
+            lambda _mark, items: scheduler.relist_volumes(kind, items),
+        )
+
     return [
         *(workload(kind) for _path, kind in WORKLOAD_PATHS),
+        *(volume(path, kind) for path, kind in VOLUME_PATHS),
         Feed(
             NAMESPACES,
             scheduler.on_namespace,

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend import counting, nodetable, objects, snapshot, specs, workloads
+from plumb.backend import counting, nodetable, objects, snapshot, specs, volumes, workloads
 from plumb.backend import journal as journal_module
 
 
@@ -50,6 +50,9 @@ class Cache:
         self.rows = counting.CountRows()
         self.journal = journal_module.Journal(journal_limit)
         self.workloads = workloads.Workloads(self.journal)
+        # PersistentVolumes, claims, StorageClasses and CSINodes, for the volume plugins (not
+        # journalled: a replayed pod with claims reads them as they are now).
+        self.volumes = volumes.Volumes()
         self._ports: dict[str, collections.Counter[specs.HostPort]] = {}
         self._assumed = 0
         self._priorities: collections.Counter[int] = collections.Counter()
@@ -237,6 +240,10 @@ class Cache:
     def pods_on(self, node: str) -> list[journal_module.Placed]:
         """The pods placed (assumed or added) on ``node``, in uid order."""
         return [self._pods[uid] for uid in sorted(self._by_node.get(node, ()))]
+
+    def claim_use(self) -> volumes.InUse:
+        """The claims the placed pods use, by node (VolumeRestrictions, NodeVolumeLimits)."""
+        return volumes.InUse.of((placed.node, placed.pod) for placed in self._pods.values())
 
     def placed(self) -> Iterator[journal_module.Placed]:
         """Every pod in the cache with its node and state (snapshot dumps)."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
@@ -29,6 +30,15 @@ _QOS_RESOURCES = (CPU, MEMORY)
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 _EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PodClaim:
+    """A PersistentVolumeClaim a pod's volume names: ``spec.volumes[].persistentVolumeClaim``,
+    or a generic ephemeral volume, whose claim is ``<pod>-<volume>`` and must be the pod's own."""
+
+    name: str
+    ephemeral: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -62,6 +72,9 @@ class PodInfo:
     scheduling: specs.Scheduling = specs.NO_CONSTRAINTS
     # (kind, name) of the controller owning the pod, for the default spread constraints.
     owner: tuple[str, str] | None = None
+    # The image of every init and app container, normalised as ImageLocality matches them
+    # (":latest" added to a name without a tag), interned: replicas share the strings.
+    images: tuple[str, ...] = ()
     problem: str | None = None
     # (status, reason, message) of the PodScheduled condition, to skip patches that change nothing.
     scheduled_condition: tuple[str, str, str] | None = dataclasses.field(
@@ -77,6 +90,8 @@ class PodInfo:
     nominated_node: str = dataclasses.field(default="", compare=False)
     start_time: str = dataclasses.field(default="", compare=False)
     preempted: bool = dataclasses.field(default=False, compare=False)
+    # The claims of its volumes, in spec order (the volume plugins read them).
+    claims: tuple[PodClaim, ...] = ()
 
     @property
     def key(self) -> str:
@@ -85,7 +100,9 @@ class PodInfo:
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class NodeInfo:
-    """What scheduling needs of a node: name, allocatable, labels, taints, cordon."""
+    """What scheduling needs of a node: name, allocatable, labels, taints, cordon, and the
+    images it holds (``images``: (name, size in bytes) for every name of every image of
+    status.images, names interned: thousands of nodes share the strings)."""
 
     name: str
     allocatable: Mapping[str, int]
@@ -93,6 +110,7 @@ class NodeInfo:
     taints: tuple[specs.Taint, ...] = ()
     unschedulable: bool = False
     problem: str | None = None
+    images: tuple[tuple[str, int], ...] = ()
 
 
 def amount(resource: str, text: Any) -> int:
@@ -199,6 +217,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         labels=_labels(metadata),
         scheduling=scheduling,
         owner=owner,
+        images=_images(spec),
         problem="; ".join(problems) or None,
         scheduled_condition=_pod_scheduled(status),
         preemption_policy=str(spec.get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY),
@@ -206,7 +225,20 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         nominated_node=str(status.get("nominatedNodeName") or ""),
         start_time=str(status.get("startTime") or ""),
         preempted=_preempted(status),
+        claims=_claims(spec, str(metadata.get("name", ""))),
     )
+
+
+def _claims(spec: Mapping[str, Any], pod_name: str) -> tuple[PodClaim, ...]:
+    """The pod's PersistentVolumeClaims: named ones, and ``<pod>-<volume>`` per ephemeral volume."""
+    claims = []
+    for volume in spec.get("volumes") or ():
+        claim = volume.get("persistentVolumeClaim")
+        if claim is not None:
+            claims.append(PodClaim(str(claim.get("claimName") or "")))
+        elif volume.get("ephemeral") is not None:
+            claims.append(PodClaim(f"{pod_name}-{volume.get('name', '')}", ephemeral=True))
+    return tuple(claims)
 
 
 def _qos(spec: Mapping[str, Any], status: Mapping[str, Any]) -> str:
@@ -270,6 +302,33 @@ def _pod_scheduled(status: Mapping[str, Any]) -> tuple[str, str, str] | None:
     return None
 
 
+def normalized_image(name: str) -> str:
+    """An image name as kube-scheduler's ImageLocality looks it up in a node's images:
+    ":latest" added when the name has no tag (no ":" after its last "/")."""
+    if name.rfind(":") <= name.rfind("/"):
+        name += ":latest"
+    return sys.intern(name)
+
+
+def _images(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The normalised image of every init container, then every app container."""
+    containers = [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]
+    return tuple(normalized_image(str(c.get("image") or "")) for c in containers)
+
+
+def _node_images(status: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
+    """(name, size) for every name of every image in status.images, names interned."""
+    images: list[tuple[str, int]] = []
+    for image in status.get("images") or ():
+        try:
+            size = int(image.get("sizeBytes") or 0)
+        except (TypeError, ValueError):
+            size = 0
+        for name in image.get("names") or ():
+            images.append((sys.intern(str(name)), size))
+    return tuple(images)
+
+
 def parse_node(body: Mapping[str, Any]) -> NodeInfo:
     """A NodeInfo from a node body; allocatable falls back to capacity, as the kubelet reports."""
     metadata = body.get("metadata") or {}
@@ -288,4 +347,5 @@ def parse_node(body: Mapping[str, Any]) -> NodeInfo:
         taints=specs.parse_taints(spec.get("taints") or ()),
         unschedulable=bool(spec.get("unschedulable")),
         problem=problem,
+        images=_node_images(status),
     )

@@ -2,7 +2,8 @@
 
 - activeQ pops by (priority desc, creationTimestamp asc, uid): the order kube-scheduler uses.
 - backoffQ holds pods whose last attempt failed for a reason that may pass by itself (a failed
-  bind); they wait 1 s, doubling per attempt up to 10 s, then go back to activeQ.
+  bind); they wait 1 s, doubling per attempt up to 10 s (``Backoff``: a configuration's
+  podInitialBackoffSeconds and podMaxBackoffSeconds), then go back to activeQ.
 - the unschedulable pool holds pods no node fits; a cluster event that could help them
   (``move_all``) sends them back, and after 5 minutes they go back regardless.
 - pods with scheduling gates wait, outside the queues, until an update removes the gates.
@@ -27,6 +28,22 @@ from plumb.backend import objects
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
 UNSCHEDULABLE_TIMEOUT = 300.0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Backoff:
+    """How long a pod waits after its n-th failed attempt: ``initial`` seconds doubling per
+    attempt, up to ``maximum``."""
+
+    initial: float = INITIAL_BACKOFF
+    maximum: float = MAX_BACKOFF
+
+    def duration(self, attempts: int) -> float:
+        # The exponent stops growing long after the cap: 2.0 ** 1024 overflows a float.
+        return min(self.maximum, self.initial * 2.0 ** min(64, max(0, attempts - 1)))
+
+
+DEFAULT_BACKOFF = Backoff()
 
 
 class Where(enum.Enum):
@@ -59,8 +76,11 @@ class Entry:
 class SchedulingQueue:
     """Pending pods waiting for a scheduling attempt."""
 
-    def __init__(self, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, *, clock: Callable[[], float] = time.monotonic, backoff: Backoff = DEFAULT_BACKOFF
+    ) -> None:
         self._clock = clock
+        self.backoff_policy = backoff  # replaced on a configuration reload
         self._entries: dict[str, Entry] = {}
         self._active: list[tuple[int, str, str, int]] = []
         self._backoff: list[tuple[float, int, str]] = []
@@ -265,10 +285,9 @@ class SchedulingQueue:
             counts[entry.where] += 1
         return counts
 
-    @staticmethod
-    def backoff_duration(attempts: int) -> float:
-        # The exponent stops growing long after the cap: 2.0 ** 1024 overflows a float.
-        return min(MAX_BACKOFF, INITIAL_BACKOFF * 2.0 ** min(64, max(0, attempts - 1)))
+    def backoff_duration(self, attempts: int) -> float:
+        """The backoff after ``attempts`` failed attempts, under the configured policy."""
+        return self.backoff_policy.duration(attempts)
 
     # Internals -----------------------------------------------------------------------------
 

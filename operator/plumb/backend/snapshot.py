@@ -106,6 +106,23 @@ class NodeStatics:
         return result
 
     @functools.cached_property
+    def images(self) -> dict[str, tuple[int, Int32Array]]:
+        """Per image name any node holds: its size (the first node's in name order to list
+        it) and the nodes holding it, built on first use (ImageLocality)."""
+        sizes: dict[str, int] = {}
+        holders: dict[str, list[int]] = {}
+        for i, node in enumerate(self.nodes):
+            for name, size in node.images:
+                sizes.setdefault(name, size)
+                where = holders.setdefault(name, [])
+                if not where or where[-1] != i:  # a name listed twice counts its node once
+                    where.append(i)
+        return {
+            name: (sizes[name], _frozen(np.array(where, dtype=np.int32)))
+            for name, where in holders.items()
+        }
+
+    @functools.cached_property
     def distinct_taints(self) -> tuple[specs.Taint, ...]:
         seen: dict[specs.Taint, None] = {}
         for node in self.nodes:

@@ -1,15 +1,22 @@
 """A batch of pods compiled against a snapshot into the kernel's arrays (kernel/contract.py).
 
 Static filters (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts) and the
-raw static scores are evaluated here with numpy, per pod over every node; what changes as pods
-are placed (resources, spread and affinity counts) becomes count rows and constraint tables
-the kernel evaluates and updates pod after pod.
+raw static scores (TaintToleration, NodeAffinity, ImageLocality) are evaluated here with numpy,
+per pod over every node; what changes as pods are placed (resources, spread and affinity
+counts) becomes count rows and constraint tables the kernel evaluates and updates pod after pod.
+
+The batch's ``scoring.Profile`` decides which filters run (a filter it does not enable is left
+out: static ones here, NodeResourcesFit by ``Batch.fit_filter``, PodTopologySpread's hard
+constraints and InterPodAffinity's required terms by not being compiled), the score weights,
+the resource plugins' resources and strategy, and the plugin arguments (PodTopologySpread's
+default constraints, InterPodAffinity's hardPodAffinityWeight, NodeAffinity's addedAffinity).
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -17,14 +24,17 @@ from plumb.backend import cache as cache_module
 from plumb.backend import counting, hashing, objects, snapshot, specs
 from plumb.framework import scoring
 from plumb.framework.plugins import (
+    imagelocality,
     interpodaffinity,
     nodeaffinity,
     nodename,
     nodeports,
+    noderesourcesfit,
     nodeunschedulable,
     podtopologyspread,
     tainttoleration,
 )
+from plumb.framework.plugins import volumes as volume_plugins
 from plumb.kernel import contract
 
 # The kernel reports insufficient resources as one bit per column of an int64.
@@ -63,6 +73,34 @@ class _Verdicts:
 
     taint_fails: contract.B1
     affinity_fails: contract.B1
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Filters:
+    """Which static filters the profile enables, and where its addedAffinity's required terms
+    match (None: it has none)."""
+
+    unschedulable: bool
+    node_name: bool
+    taints: bool
+    node_affinity: bool
+    ports: bool
+    volumes: frozenset[str]  # the volume plugins enabled as filters
+    enforced: contract.B1 | None
+
+    @classmethod
+    def of(cls, profile: scoring.Profile, statics: snapshot.NodeStatics) -> _Filters:
+        enabled = profile.filters
+        added = profile.added_required
+        return cls(
+            unschedulable=nodeunschedulable.NAME in enabled,
+            node_name=nodename.NAME in enabled,
+            taints=tainttoleration.NAME in enabled,
+            node_affinity=nodeaffinity.NAME in enabled,
+            ports=nodeports.NAME in enabled,
+            volumes=enabled & frozenset(volume_plugins.PLUGINS),
+            enforced=None if added is None else nodeaffinity.matches_terms(added, statics),
+        )
 
 
 class _Tables:
@@ -109,45 +147,68 @@ def _static(
     cache: cache_module.Cache,
     tables: _Tables,
     verdicts: _Verdicts,
+    filters: _Filters,
 ) -> np.ndarray:
-    """Per node: 0 where every static filter passes, else the first failing filter's reason."""
+    """Per node: 0 where every static filter the profile enables passes, else the first
+    failing filter's reason."""
     code = np.zeros(len(statics), dtype=np.int32)
 
     def mark(fails: np.ndarray, reason: int) -> None:
         code[(code == 0) & fails] = reason
 
-    pinned = nodeaffinity.prefilter_nodes(pod)
+    pinned = nodeaffinity.prefilter_nodes(pod) if filters.node_affinity else None
     if pinned is not None:
         # NodeAffinity's PreFilter: a pod pinned to node names (DaemonSet pods) only visits
         # those; kube-scheduler reports every other node as not passing the plugin.
         outside = np.array([name not in pinned for name in statics.names], dtype=np.bool_)
         message = nodeaffinity.NOT_PREFILTERED if pinned else nodeaffinity.CONFLICT
         mark(outside, tables.reason(nodeaffinity.NAME, message, nodeaffinity.UNRESOLVABLE))
-    mark(
-        nodeunschedulable.filter(pod, statics),
-        tables.reason(
-            nodeunschedulable.NAME, nodeunschedulable.UNSCHEDULABLE, nodeunschedulable.UNRESOLVABLE
-        ),
-    )
-    mark(
-        nodename.filter(pod, statics),
-        tables.reason(nodename.NAME, nodename.MISMATCH, nodename.UNRESOLVABLE),
-    )
-    mark(
-        verdicts.taint_fails,
-        tables.reason(
-            tainttoleration.NAME, tainttoleration.UNTOLERATED, tainttoleration.UNRESOLVABLE
-        ),
-    )
-    mark(
-        verdicts.affinity_fails,
-        tables.reason(nodeaffinity.NAME, nodeaffinity.MISMATCH, nodeaffinity.UNRESOLVABLE),
-    )
-    if pod.scheduling.host_ports:
+    if filters.unschedulable:
+        mark(
+            nodeunschedulable.filter(pod, statics),
+            tables.reason(
+                nodeunschedulable.NAME,
+                nodeunschedulable.UNSCHEDULABLE,
+                nodeunschedulable.UNRESOLVABLE,
+            ),
+        )
+    if filters.node_name:
+        mark(
+            nodename.filter(pod, statics),
+            tables.reason(nodename.NAME, nodename.MISMATCH, nodename.UNRESOLVABLE),
+        )
+    if filters.taints:
+        mark(
+            verdicts.taint_fails,
+            tables.reason(
+                tainttoleration.NAME, tainttoleration.UNTOLERATED, tainttoleration.UNRESOLVABLE
+            ),
+        )
+    if filters.node_affinity:
+        if filters.enforced is not None:  # the profile's addedAffinity, checked first
+            mark(
+                ~filters.enforced,
+                tables.reason(nodeaffinity.NAME, nodeaffinity.ENFORCED, nodeaffinity.UNRESOLVABLE),
+            )
+        mark(
+            verdicts.affinity_fails,
+            tables.reason(nodeaffinity.NAME, nodeaffinity.MISMATCH, nodeaffinity.UNRESOLVABLE),
+        )
+    if filters.ports and pod.scheduling.host_ports:
         mark(
             nodeports.filter(pod, cache.used_ports(statics.names)),
             tables.reason(nodeports.NAME, nodeports.PORTS_IN_USE, nodeports.UNRESOLVABLE),
         )
+    if filters.volumes and pod.claims:
+        # VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone. kube-scheduler runs
+        # them after NodeResourcesFit; here a node failing both reports the volume reason.
+        found = volume_plugins.verdicts(pod, statics, cache.volumes, cache.claim_use())
+        for verdict in found.filters:
+            if verdict.plugin in filters.volumes:
+                mark(
+                    verdict.fails,
+                    tables.reason(verdict.plugin, verdict.reason, verdict.unresolvable),
+                )
     return code
 
 
@@ -158,18 +219,20 @@ def _spread(
     cache: cache_module.Cache,
     tables: _Tables,
     verdicts: _Verdicts,
+    profile: scoring.Profile,
 ) -> bool:
-    """Add the pod's spread constraints; returns whether nodes missing a key are ignored when
-    scoring (False only for the system default constraints)."""
+    """Add the pod's spread constraints (hard ones only when PodTopologySpread filters);
+    returns whether nodes missing a key are ignored when scoring (False only for the system
+    default constraints)."""
     constraints = pod.scheduling.spread
     require_all = True
     if not constraints:
-        selector = cache.workloads.default_selector(pod)
-        if selector is None:
-            return True
-        # The system defaults; nodes missing their keys are scored, not ignored.
-        constraints = podtopologyspread.default_constraints(selector)
-        require_all = False
+        constraints, require_all = _default_spread(pod, cache, profile)
+    filtering = podtopologyspread.NAME in profile.filters
+    scoring_soft = profile.weights[contract.SPREAD] != 0  # weighing 0, soft ones cost nothing
+    constraints = tuple(
+        constraint for constraint in constraints if (filtering if constraint.hard else scoring_soft)
+    )
     honour_affinity = ~verdicts.affinity_fails
     tolerated = ~verdicts.taint_fails
     everywhere = np.ones(len(statics), dtype=np.bool_)
@@ -193,19 +256,48 @@ def _spread(
     return require_all
 
 
+def _default_spread(
+    pod: objects.PodInfo, cache: cache_module.Cache, profile: scoring.Profile
+) -> tuple[tuple[specs.SpreadConstraint, ...], bool]:
+    """PodTopologySpread's default constraints for a pod without constraints of its own, and
+    whether scoring requires all their keys on a node.
+
+    kube-scheduler's buildDefaultConstraints: the profile's constraints ("System": the built-in
+    ones; "List": ``spread_defaults``) with the selector of the pod's Services and workloads
+    in place of theirs (their matchLabelKeys merged into a selector that is then replaced: no
+    effect); none when that selector is empty. Only the system defaults score nodes missing a
+    key (requireAllTopologies is false only for them)."""
+    if profile.spread_defaulting == "List" and not profile.spread_defaults:
+        return (), True
+    selector = cache.workloads.default_selector(pod)
+    if selector is None:
+        return (), True
+    if profile.spread_defaulting == "List":
+        listed = tuple(
+            dataclasses.replace(constraint, selector=selector, match_label_keys=())
+            for constraint in profile.spread_defaults
+        )
+        return listed, True
+    return podtopologyspread.default_constraints(selector), False
+
+
 def _inter_pod(
     b: int,
     pod: objects.PodInfo,
     carriers: Sequence[counting.Carrier],
     cache: cache_module.Cache,
     tables: _Tables,
+    profile: scoring.Profile,
 ) -> bool:
-    """Add the pod's inter-pod terms and the carried terms it matches; returns the first-pod
+    """Add the pod's inter-pod terms and the carried terms it matches (the required ones and
+    existing pods' anti-affinity only when InterPodAffinity filters); returns the first-pod
     rule's "the pod matches all its own affinity terms"."""
     namespaces = cache.namespace_labels
     s = pod.scheduling
     self_match = False
-    if s.required_affinity:
+    filtering = interpodaffinity.NAME in profile.filters
+    hard_weight = profile.hard_pod_affinity_weight
+    if s.required_affinity and filtering:
         matchers = tuple(counting.Matcher.of_term(term) for term in s.required_affinity)
         row = tables.row(counting.Selection(matchers))
         for term in s.required_affinity:
@@ -217,7 +309,7 @@ def _inter_pod(
             ):
                 tables.affinity[name].append(value)
         self_match = all(m.matches(pod, namespaces) for m in matchers)
-    for term in s.required_anti_affinity:
+    for term in s.required_anti_affinity if filtering else ():
         row = tables.row(counting.Selection((counting.Matcher.of_term(term),)))
         for name, value in (
             ("pod", b),
@@ -227,28 +319,36 @@ def _inter_pod(
         ):
             tables.affinity[name].append(value)
 
-    def prefer(row: int, topology_key: str, weight: int) -> None:
+    # A score weighing 0 costs nothing: its terms get no count row and no table entry.
+    scored = profile.weights[contract.INTER_POD] != 0
+
+    def prefer(row: counting.RowKey, topology_key: str, weight: int) -> None:
         for name, value in (
             ("pod", b),
-            ("row", row),
+            ("row", tables.row(row)),
             ("key", tables.key(topology_key)),
             ("weight", weight),
         ):
             tables.preferred[name].append(value)
 
-    for weighted in s.preferred_affinity:
+    for weighted in s.preferred_affinity if scored else ():
         prefer(
-            tables.row(counting.Selection((counting.Matcher.of_term(weighted.term),))),
+            counting.Selection((counting.Matcher.of_term(weighted.term),)),
             weighted.term.topology_key,
             weighted.weight,
         )
-    for weighted in s.preferred_anti_affinity:
+    for weighted in s.preferred_anti_affinity if scored else ():
         prefer(
-            tables.row(counting.Selection((counting.Matcher.of_term(weighted.term),))),
+            counting.Selection((counting.Matcher.of_term(weighted.term),)),
             weighted.term.topology_key,
             -weighted.weight,
         )
     for carrier in carriers:
+        if carrier.kind == counting.REQUIRED_ANTI_AFFINITY:
+            if not filtering:
+                continue
+        elif not scored or (carrier.kind == counting.REQUIRED_AFFINITY and hard_weight <= 0):
+            continue  # (kube-scheduler leaves required terms out at hardPodAffinityWeight 0)
         if not counting.Matcher.of_term(carrier.term).matches(pod, namespaces):
             continue
         key = carrier.term.topology_key
@@ -256,11 +356,11 @@ def _inter_pod(
             for name, value in (("pod", b), ("row", tables.row(carrier)), ("key", tables.key(key))):
                 tables.symmetric[name].append(value)
         elif carrier.kind == counting.REQUIRED_AFFINITY:
-            prefer(tables.row(carrier), key, interpodaffinity.HARD_POD_AFFINITY_WEIGHT)
+            prefer(carrier, key, hard_weight)
         elif carrier.kind == counting.PREFERRED_AFFINITY:
-            prefer(tables.row(carrier), key, carrier.weight)
+            prefer(carrier, key, carrier.weight)
         else:
-            prefer(tables.row(carrier), key, -carrier.weight)
+            prefer(carrier, key, -carrier.weight)
     return self_match
 
 
@@ -283,7 +383,41 @@ _FIT_STRATEGIES = {
     scoring.LEAST_ALLOCATED: contract.LEAST_ALLOCATED,
     scoring.MOST_ALLOCATED: contract.MOST_ALLOCATED,
     scoring.BALANCED_ALLOCATION: contract.BALANCED_ALLOCATION,
+    scoring.REQUESTED_TO_CAPACITY_RATIO: contract.REQUESTED_TO_CAPACITY_RATIO,
 }
+
+
+def _scored(resources: Sequence[tuple[str, int]]) -> list[tuple[str, int, bool]]:
+    """The (name, weight, optional) of a resource plugin's resources a score can read (see
+    noderesourcesfit.score_kind: the others are never scored and are left out)."""
+    out = []
+    for name, weight in resources:
+        kind = noderesourcesfit.score_kind(name)
+        if kind is not None:
+            out.append((name, weight, kind == noderesourcesfit.IF_REQUESTED))
+    return out
+
+
+def _resource_fields(profile: scoring.Profile, column: Mapping[str, int]) -> dict[str, Any]:
+    """The Batch fields of the resource plugins' arguments (kernel/contract.py)."""
+    fit = _scored(profile.fit_resources)
+    balanced = _scored(profile.balanced_resources)
+    nonzero = {objects.CPU: 0, objects.MEMORY: 1}  # NodeResourcesFit reads non-zero requests
+    shape = profile.fit_shape if profile.strategy == scoring.REQUESTED_TO_CAPACITY_RATIO else ()
+    scale = contract.MAX_NODE_SCORE // noderesourcesfit.MAX_CUSTOM_PRIORITY_SCORE
+    return {
+        "fit_filter": noderesourcesfit.NAME in profile.filters,
+        "fit_columns": np.array([column[name] for name, _, _ in fit], dtype=np.int32),
+        "fit_weights": np.array([weight for _, weight, _ in fit], dtype=np.int64),
+        "fit_nonzero": np.array(
+            [nonzero.get(name, contract.NO_NONZERO) for name, _, _ in fit], dtype=np.int32
+        ),
+        "fit_optional": np.array([optional for _, _, optional in fit], dtype=np.bool_),
+        "fit_shape_utilization": np.array([u for u, _ in shape], dtype=np.int64),
+        "fit_shape_score": np.array([score * scale for _, score in shape], dtype=np.int64),
+        "balanced_columns": np.array([column[name] for name, _, _ in balanced], dtype=np.int32),
+        "balanced_optional": np.array([optional for _, _, optional in balanced], dtype=np.bool_),
+    }
 
 
 def zone_scores(profile: scoring.Profile, snap: snapshot.Snapshot) -> contract.I64:
@@ -319,6 +453,11 @@ def compile_batch(
     statics = snap.statics
     nodes = len(statics)
     base = [objects.CPU, objects.MEMORY, objects.PODS]
+    # The resources the profile scores are columns whatever the pods request (a node's
+    # ephemeral-storage is scored for a pod asking for none).
+    for name, _weight, _optional in _scored((*profile.fit_resources, *profile.balanced_resources)):
+        if name not in base:
+            base.append(name)
     columns = list(base)
     taken: list[objects.PodInfo] = []
     deferred: list[objects.PodInfo] = []
@@ -348,15 +487,27 @@ def compile_batch(
     balanced_skip = np.zeros(size, dtype=np.bool_)
     static_row = np.zeros(size, dtype=np.int32)
     # The static filters' verdicts and raw scores depend on the pod's spec alone: replicas
-    # share one row of each, evaluated once (and read by the kernel from cache).
-    distinct: dict[tuple[specs.Scheduling, str], int] = {}
+    # share one row of each, evaluated once (and read by the kernel from cache). A score
+    # weighing 0 is not computed (its row stays 0).
+    distinct: dict[tuple[specs.Scheduling, str, tuple[str, ...], str], int] = {}
     verdict_rows: list[_Verdicts] = []
     static_rows: list[np.ndarray] = []
     taint_rows: list[np.ndarray] = []
     affinity_rows: list[np.ndarray] = []
+    image_rows: list[np.ndarray] = []
     column = {name: i for i, name in enumerate(columns)}
+    filters = _Filters.of(profile, statics)
+    weights = profile.weights
+    zeros = np.zeros(nodes, dtype=np.int64)
+    added_preferred = (
+        nodeaffinity.preferred_raw(profile.added_preferred, statics)
+        if profile.added_preferred and weights[contract.NODE_AFFINITY]
+        else None
+    )
+    balanced_names = [name for name, _weight in profile.balanced_resources]
     for b, pod in enumerate(taken):
-        spec = (pod.scheduling, pod.node_name)
+        # Replicas share a row, unless they claim volumes (each its own claims).
+        spec = (pod.scheduling, pod.node_name, pod.images, pod.uid if pod.claims else "")
         u = distinct.get(spec)
         if u is None:
             # TaintToleration's and NodeAffinity's verdicts serve both the filters and
@@ -367,17 +518,28 @@ def compile_batch(
                 affinity_fails=nodeaffinity.filter(pod, statics),
             )
             verdict_rows.append(verdicts)
-            static_rows.append(_static(pod, statics, cache, tables, verdicts))
-            taint_rows.append(tainttoleration.score_raw(pod, statics))
-            affinity_rows.append(nodeaffinity.score_raw(pod, statics))
+            static_rows.append(_static(pod, statics, cache, tables, verdicts, filters))
+            taint_rows.append(
+                tainttoleration.score_raw(pod, statics) if weights[contract.TAINT] else zeros
+            )
+            preferred = (
+                nodeaffinity.score_raw(pod, statics) if weights[contract.NODE_AFFINITY] else zeros
+            )
+            if added_preferred is not None:
+                preferred = preferred + added_preferred
+            affinity_rows.append(preferred)
+            image_rows.append(
+                imagelocality.score(pod, statics) if weights[contract.IMAGE_LOCALITY] else zeros
+            )
         static_row[b] = u
         for name, amount in pod.requests.items():
             requests[b, column[name]] = amount
         requests[b, column[objects.PODS]] = 1
         nonzero[b] = pod.nonzero
-        balanced_skip[b] = not (pod.requests.get(objects.CPU) or pod.requests.get(objects.MEMORY))
-        require_all[b] = _spread(b, pod, statics, cache, tables, verdict_rows[u])
-        affinity_self[b] = _inter_pod(b, pod, carriers, cache, tables)
+        # PreScore skips a pod requesting none of BalancedAllocation's resources.
+        balanced_skip[b] = not any(pod.requests.get(name) for name in balanced_names)
+        require_all[b] = _spread(b, pod, statics, cache, tables, verdict_rows[u], profile)
+        affinity_self[b] = _inter_pod(b, pod, carriers, cache, tables, profile)
 
     row_keys = list(tables.rows)
     member = np.zeros((size, len(row_keys)), dtype=np.int32)
@@ -435,6 +597,7 @@ def compile_batch(
         static_code=_rows_of(static_rows, np.int32, nodes),
         taint_raw=_rows_of(taint_rows, np.int64, nodes),
         node_affinity_raw=_rows_of(affinity_rows, np.int64, nodes),
+        image_score=_rows_of(image_rows, np.int64, nodes),
         member=member,
         spread_pod=_i32(sp["pod"]),
         spread_row=_i32(sp["row"]),
@@ -462,6 +625,7 @@ def compile_batch(
         balanced_skip=balanced_skip,
         fit_strategy=_FIT_STRATEGIES[profile.strategy],
         zone_score=zone_scores(profile, snap),
+        **_resource_fields(profile, column),
     )
     return Compiled(
         pods=tuple(taken),

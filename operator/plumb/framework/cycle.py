@@ -17,6 +17,7 @@ from plumb.backend import cache as cache_module
 from plumb.backend import objects, snapshot
 from plumb.framework import compiling, scoring, status
 from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopologyspread
+from plumb.framework.plugins import volumes as volume_plugins
 from plumb.kernel import contract, reference
 
 Kernel = Callable[[contract.Cluster, contract.Batch], contract.Result]
@@ -224,12 +225,45 @@ def prepare(
             early.append(
                 Decision(pod=pod, node=None, feasible=0, total=0, message=status.NO_NODES_AVAILABLE)
             )
+        elif (rejected := _volume_prefilter(pod, snap, cache, profile)) is not None:
+            early.append(rejected)
         else:
             ready.append(pod)
     if not ready:
         return Prepared(early=early, compiled=None)
     compiled = compiling.compile_batch(ready, snap, cache, profile=profile, nominated=nominated)
     return Prepared(early=early, compiled=compiled, deferred=compiled.deferred)
+
+
+def _volume_prefilter(
+    pod: objects.PodInfo,
+    snap: snapshot.Snapshot,
+    cache: cache_module.Cache,
+    profile: scoring.Profile,
+) -> Decision | None:
+    """The volume plugins' PreFilter: a pod whose claims rule out every node before any is
+    looked at (a claim missing, an Immediate claim unbound, a ReadWriteOncePod claim in use).
+    kube-scheduler's message names no node; its PostFilter part is DynamicResources' failure
+    to find the state its own PreFilter never wrote: "not found"."""
+    if not pod.claims:
+        return None
+    found = volume_plugins.verdicts(pod, snap.statics, cache.volumes, cache.claim_use())
+    failure = found.prefilter
+    if failure is None or failure.plugin not in profile.filters:
+        return None
+    return Decision(
+        pod=pod,
+        node=None,
+        feasible=0,
+        total=len(snap),
+        message=f"{status.NO_NODES_PREFIX.format(total=len(snap))} {failure.message}. "
+        f"{VOLUME_PREFILTER_POSTFILTER}",
+        unresolvable=failure.unresolvable,
+        plugins=frozenset({failure.plugin}),
+    )
+
+
+VOLUME_PREFILTER_POSTFILTER = "not found"
 
 
 def schedule_batch(

@@ -113,6 +113,7 @@ class WhatIf:
         self._static = batch.static_code[row]
         self._taint = batch.taint_raw[row : row + 1]
         self._affinity = batch.node_affinity_raw[row : row + 1]
+        self._image = batch.image_score[row : row + 1]
         self._column = {name: i for i, name in enumerate(compiled.resources)}
         self._membership: dict[str, np.ndarray] = {}
         self.runs = 0
@@ -153,6 +154,7 @@ class WhatIf:
                 static_code=static,
                 taint_raw=self._taint,
                 node_affinity_raw=self._affinity,
+                image_score=self._image,
             ),
         )
         return int(result.code[0, n]), int(result.detail[0, n])
@@ -160,6 +162,8 @@ class WhatIf:
     def _short(self, requested: np.ndarray, allocatable: np.ndarray, pods_column: int) -> int:
         """NodeResourcesFit as the kernel checks it: the bit of every column the pod asks for
         (and the pod count) that does not fit beside ``requested``."""
+        if not self._compiled.batch.fit_filter:
+            return 0  # the profile does not run NodeResourcesFit as a filter
         need = self._compiled.batch.requests[0]
         bits = 0
         for r in range(need.shape[0]):

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 
 # kube-scheduler's wording (pkg/scheduler/framework: NoNodeAvailableMsg, ErrNoNodesAvailable).
 NO_NODES_AVAILABLE = "no nodes available to schedule pods"
+NO_NODES_PREFIX = "0/{total} nodes are available:"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -31,7 +32,7 @@ class Diagnosis:
         """
         if self.total_nodes == 0:
             return NO_NODES_AVAILABLE
-        text = f"0/{self.total_nodes} nodes are available:"
+        text = NO_NODES_PREFIX.format(total=self.total_nodes)
         histogram = sorted(f"{count} {reason}" for reason, count in self.reasons.items())
         if histogram:
             text += f" {', '.join(histogram)}."

@@ -66,6 +66,8 @@ def build(
             rejected=rejections(decision, plugin_of),
             candidates=candidates,
             weights=weights,
+            profile=profile.name,
+            config=profile.config,
             policy=None if policy is None else f"{policy[0]}/{policy[1]}",
             generation=None if policy is None else policy[2],
             snapshot=snap.generation,

@@ -246,6 +246,31 @@ class ApiClient:
                 return items, str(metadata.get("resourceVersion", ""))
             params = {"limit": str(page), "continue": token}
 
+    # Volumes (VolumeBinding's PreBind): the PV controller's objects, read and written the way
+    # kube-scheduler's volume binder does. A patch that carries metadata.resourceVersion is
+    # applied only to that version (409 otherwise), as the binder's Update of its cached copy.
+
+    async def get_persistent_volume(self, *, name: str) -> ApiResponse:
+        return await self.request("GET", f"/api/v1/persistentvolumes/{quote(name)}")
+
+    async def patch_persistent_volume(self, *, name: str, patch: JSON) -> ApiResponse:
+        """A JSON merge patch of the PV."""
+        path = f"/api/v1/persistentvolumes/{quote(name)}"
+        merge = "application/merge-patch+json"
+        return await self.request("PATCH", path, body=patch, content_type=merge)
+
+    async def get_persistent_volume_claim(self, *, namespace: str, name: str) -> ApiResponse:
+        path = f"/api/v1/namespaces/{quote(namespace)}/persistentvolumeclaims/{quote(name)}"
+        return await self.request("GET", path)
+
+    async def patch_persistent_volume_claim(
+        self, *, namespace: str, name: str, patch: JSON
+    ) -> ApiResponse:
+        """A JSON merge patch of the PVC."""
+        path = f"/api/v1/namespaces/{quote(namespace)}/persistentvolumeclaims/{quote(name)}"
+        merge = "application/merge-patch+json"
+        return await self.request("PATCH", path, body=patch, content_type=merge)
+
 
 def _lease_path(namespace: str, name: str) -> str:
     return f"/apis/coordination.k8s.io/v1/namespaces/{quote(namespace)}/leases/{quote(name)}"

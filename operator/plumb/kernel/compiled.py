@@ -95,6 +95,7 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
         _array(batch.static_code, np.int32),
         _array(batch.taint_raw, np.int64),
         _array(batch.node_affinity_raw, np.int64),
+        _array(batch.image_score, np.int64),
         _array(batch.member, np.int32),
         _array(batch.spread_pod, np.int32),
         _array(batch.spread_row, np.int32),
@@ -122,6 +123,16 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
         _array(batch.balanced_skip, np.bool_),
         int(batch.fit_strategy),
         _array(batch.zone_score, np.int64),
+        bool(batch.fit_filter),
+        (
+            _array(batch.fit_columns, np.int32),
+            _array(batch.fit_weights, np.int64),
+            _array(batch.fit_nonzero, np.int32),
+            _array(batch.fit_optional, np.bool_),
+            _array(batch.fit_shape_utilization, np.int64),
+            _array(batch.fit_shape_score, np.int64),
+        ),
+        (_array(batch.balanced_columns, np.int32), _array(batch.balanced_optional, np.bool_)),
         chosen,
         code,
         detail,
@@ -163,7 +174,7 @@ class _Workspace(threading.local):
             self._arrays = (
                 np.empty((resources + 17, nodes), dtype=np.int64),
                 np.empty((2, nodes), dtype=np.int32),
-                np.empty((1, nodes), dtype=np.float64),
+                np.empty((5, nodes), dtype=np.float64),
                 np.empty((2, nodes), dtype=np.bool_),
             )
             self._key = (nodes, resources)
@@ -265,6 +276,7 @@ def tiny() -> tuple[c.Cluster, c.Batch]:
         static_code=np.zeros((2, 2), dtype=i32),
         taint_raw=np.array([[0, 1], [-1, -2]], dtype=i64),
         node_affinity_raw=np.zeros((2, 2), dtype=i64),
+        image_score=np.array([[0, 40], [7, 0]], dtype=i64),
         member=np.ones((2, 1), dtype=i32),
         spread_pod=np.zeros(2, dtype=i32),
         spread_row=np.zeros(2, dtype=i32),
@@ -288,9 +300,10 @@ def tiny() -> tuple[c.Cluster, c.Batch]:
         preferred_row=first,
         preferred_key=first,
         preferred_weight=np.ones(1, dtype=i64),
-        weights=np.array([1, 1, 3, 2, 2, 2, 1], dtype=i64),
+        weights=np.array([1, 1, 3, 2, 2, 2, 1, 1], dtype=i64),
         balanced_skip=np.zeros(2, dtype=b1),
         fit_strategy=c.LEAST_ALLOCATED,
         zone_score=np.array([100, 14], dtype=i64),
+        **c.default_resources(cluster.cpu_column, cluster.memory_column),
     )
     return cluster, batch

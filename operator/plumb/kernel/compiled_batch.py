@@ -23,9 +23,10 @@ from plumb.kernel import (
 from plumb.kernel import contract as c
 
 _PLUGINS, _LOWEST = compiled_jit.PLUGINS, compiled_jit.LOWEST
-# cpu and memory quantities up to 2**50 (a million cores in millicores, a PiB of memory) keep
-# 100 times a sum of two in int64 and every one exact in float64, as the reference's Python
-# integers are. Beyond (a clamped absurd quantity), the kernel hands over to the reference.
+# Quantities a resource score reads (cpu, memory, and the profile's other resources) up to 2**50
+# (a million cores in millicores, a PiB of memory) keep 100 times a sum of two in int64 and
+# every one exact in float64, as the reference's Python integers are. Beyond (a clamped absurd
+# quantity), the kernel hands over to the reference.
 EXACT = 1 << 50
 DECIDED, INEXACT, INVALID = 0, 1, 2  # decide's outcomes
 
@@ -49,6 +50,7 @@ def decide(
     static_code: c.I32,
     taint_raw: c.I64,
     node_affinity_raw: c.I64,
+    image_score: c.I64,
     member: c.I32,
     spread_pod: c.I32,
     spread_row: c.I32,
@@ -76,6 +78,9 @@ def decide(
     balanced_skip: c.B1,
     fit_strategy: int,
     zone_score: c.I64,
+    fit_filter: bool,
+    fit_spec: Any,
+    balanced_spec: Any,
     chosen: c.I32,
     code: Any,
     detail: c.I64,
@@ -103,7 +108,7 @@ def decide(
         counts,
         (pods_column, cpu_column, memory_column),
         (pod_hashes, spread_require_all, affinity_self, balanced_skip, static_row),
-        (requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, member),
+        (requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, image_score, member),
         (spread_pod, spread_row, spread_key, spread_max_skew, spread_min_domains),
         (spread_hard, spread_self, spread_hostname, spread_eligible),
         (affinity_pod, affinity_row, affinity_key, affinity_anti),
@@ -112,47 +117,59 @@ def decide(
         weights,
         fit_strategy,
         zone_score,
+        fit_spec,
+        balanced_spec,
     ):
         return INVALID
     resources, nodes = allocatable.shape
     # The workspace (see compiled._Workspace). Working copies kept up to date as pods are
     # placed: what is free per resource, the resource bits and scores of the current request
-    # shape, and the resource score inputs (cpu, memory) as rows. Then per-node scratch, and
-    # per-slot arrays for the feasible nodes (slot j: the j-th, see compiled_scores).
+    # shape, and the non-zero cpu and memory requests. Then per-node scratch, and per-slot
+    # arrays for the feasible nodes (slot j: the j-th, see compiled_scores).
     free = integers[:resources]
     bits, fit, balanced = integers[resources], integers[resources + 1], integers[resources + 2]
     weighted = integers[resources + 3]  # the resource scores weighted and summed
     gathered = integers[resources + 4]  # a count per slot (compiled_scores)
     spread_raw, inter_raw = integers[resources + 5], integers[resources + 6]  # per slot
-    columns = integers[resources + 7 : resources + 13]  # see compiled_scores.resource_scores
+    placed_nonzero = integers[resources + 7 : resources + 9]  # cpu, memory
+    sums = integers[resources + 9 : resources + 12]  # compiled_scores.resource_scores's
     compact = integers[resources + 13]  # the totals per slot
     slots = integers[resources + 14 : resources + 17]  # compiled_scores.gather's
     feasible = narrow[0]  # the feasible nodes, in node order
     verdict = narrow[1]  # compiled_filters.dynamic_filter's
     accumulated = floats[0]  # the soft spread's sums, per slot
+    fractions = floats[1:5]  # compiled_scores.resource_scores's
     scored, has_key = booleans[0], booleans[1]
+    fit_columns, balanced_columns = fit_spec[0], balanced_spec[0]
+    scoring = np.zeros(resources, dtype=np.bool_)  # columns a resource score reads
+    for f in range(fit_columns.shape[0]):
+        scoring[fit_columns[f]] = True
+    for g in range(balanced_columns.shape[0]):
+        scoring[balanced_columns[g]] = True
     for r in range(resources):
-        checked = r == pods_column
+        checked = r == pods_column or scoring[r]
         for b in range(requests.shape[0]):
             checked = checked or requests[b, r] > 0
-        if checked:  # columns no pod of the batch asks for are never read
+        if checked:  # columns no pod of the batch asks for, and no score reads, are never read
             allocatable_r, requested_r, free_r = allocatable[r], requested[r], free[r]
             for n in range(nodes):
                 free_r[n] = allocatable_r[n] - requested_r[n]
-    columns[0] = allocatable[cpu_column]
-    columns[1] = allocatable[memory_column]
-    columns[2] = nonzero[0]
-    columns[3] = nonzero[1]
-    columns[4] = requested[cpu_column]
-    columns[5] = requested[memory_column]
+    placed_nonzero[0] = nonzero[0]
+    placed_nonzero[1] = nonzero[1]
     lowest, highest = np.int64(0), np.int64(0)
-    for k in range(6):
-        column = columns[k]
+    for k in range(2):
+        column = nonzero[k]
         for n in range(nodes):  # no early exit: the pass vectorises
             lowest, highest = min(lowest, column[n]), max(highest, column[n])
+    for r in range(resources):
+        if scoring[r]:
+            for column in (allocatable[r], requested[r]):
+                for n in range(nodes):  # no early exit: the pass vectorises
+                    lowest, highest = min(lowest, column[n]), max(highest, column[n])
     for b in range(requests.shape[0]):
-        for value in (requests[b, cpu_column], requests[b, memory_column]):
-            lowest, highest = min(lowest, value), max(highest, value)
+        for r in range(resources):
+            if scoring[r]:
+                lowest, highest = min(lowest, requests[b, r]), max(highest, requests[b, r])
         for value in (pod_nonzero[b, 0], pod_nonzero[b, 1]):
             lowest, highest = min(lowest, value), max(highest, value)
     if lowest < 0 or highest > EXACT:
@@ -192,10 +209,17 @@ def decide(
     best = np.empty(c.TOP, dtype=np.int64)
     s_start = a_start = y_start = p_start = 0
     # What the resource bits and scores were computed for: the pod's requests (bits), and its
-    # non-zero and plain cpu and memory requests (scores). Replicas reuse both, updated at the
-    # node each pod is placed on.
+    # requests, non-zero cpu and memory requests and BalancedAllocation skip (scores). Replicas
+    # reuse both, updated at the node each pod is placed on.
     bits_for = np.full(resources, -1, dtype=np.int64)
-    shape = (np.int64(-1), np.int64(-1), np.int64(-1), np.int64(-1), False)
+    scores_for = np.full(resources + 3, -1, dtype=np.int64)  # requests, non-zero, skip
+    classic = (
+        _classic(fit_spec, balanced_spec, fit_strategy, cpu_column, memory_column),
+        cpu_column,
+        memory_column,
+    )
+    if not fit_filter:
+        bits[:] = 0  # NodeResourcesFit is not a filter: no node is short of anything
 
     for b in range(pod_hashes.shape[0]):
         s_start, s_end = _rows(spread_pod, s_start, b)
@@ -205,7 +229,7 @@ def decide(
         code_row, detail_row, total_row = code[b], detail[b], total[b]
 
         # Filters, in kube-scheduler's order: a node's code is its first failure.
-        if not _same(bits_for, requests[b]):
+        if fit_filter and not _same(bits_for, requests[b]):
             bits_for[:] = requests[b]
             compiled_filters.resource_bits(free, requests[b], pods_column, bits, 0, nodes)
         dynamic = compiled_filters.dynamic_filter(
@@ -243,21 +267,34 @@ def decide(
         if dirty[b]:
             detail_row[:] = 0
             dirty[b] = False
-        pod_shape = (
-            pod_nonzero[b, 0],
-            pod_nonzero[b, 1],
-            requests[b, cpu_column],
-            requests[b, memory_column],
-            balanced_skip[b],
-        )
-        if pod_shape != shape:
-            shape = pod_shape
+        pod_shape = (requests[b], pod_nonzero[b], balanced_skip[b])
+        if _shape_changed(scores_for, requests[b], pod_nonzero[b], balanced_skip[b]):
             compiled_scores.resource_scores(
-                columns, shape, weights, fit_strategy, zone_score, fit, balanced, weighted, 0, nodes
+                allocatable,
+                free,
+                placed_nonzero,
+                pod_shape,
+                weights,
+                fit_strategy,
+                zone_score,
+                fit_spec,
+                balanced_spec,
+                (fit, balanced, weighted),
+                sums,
+                fractions,
+                classic,
+                0,
+                nodes,
             )
-        taint_row, affinity_raw = taint_raw[u], node_affinity_raw[u]
+        taint_row, affinity_raw, image_row = taint_raw[u], node_affinity_raw[u], image_score[u]
         taint_low, taint_high, affinity_low, affinity_high = compiled_scores.gather(
-            feasible, count, weighted, taint_row, affinity_raw, slots
+            feasible,
+            count,
+            weighted,
+            taint_row,
+            affinity_raw,
+            (weights[c.IMAGE_LOCALITY], image_row),
+            slots,
         )
 
         # Scores over the feasible nodes: what normalising them needs first.
@@ -317,7 +354,17 @@ def decide(
         # Negative maxima need Python's floor division on negative divisors: never from the
         # framework (raw scores are counts and weights), but defined, on a slower path.
         general = taint_high < 0 or affinity_high < 0 or _LOWEST < spread_high < 0
-        inputs = (fit, balanced, taint_row, affinity_raw, scored, spread_raw, inter_raw, zone_score)
+        inputs = (
+            fit,
+            balanced,
+            taint_row,
+            affinity_raw,
+            scored,
+            spread_raw,
+            inter_raw,
+            zone_score,
+            image_row,
+        )
         if general:
             kept = compiled_selection.totals_and_best(
                 feasible,
@@ -365,20 +412,24 @@ def decide(
         chosen[b] = node
         for r in range(resources):
             free[r, node] -= requests[b, r]
-        compiled_filters.resource_bits(free, bits_for, pods_column, bits, node, node + 1)
-        columns[2, node] += pod_nonzero[b, 0]
-        columns[3, node] += pod_nonzero[b, 1]
-        columns[4, node] += requests[b, cpu_column]
-        columns[5, node] += requests[b, memory_column]
+        if fit_filter:
+            compiled_filters.resource_bits(free, bits_for, pods_column, bits, node, node + 1)
+        placed_nonzero[0, node] += pod_nonzero[b, 0]
+        placed_nonzero[1, node] += pod_nonzero[b, 1]
         compiled_scores.resource_scores(
-            columns,
-            shape,
+            allocatable,
+            free,
+            placed_nonzero,
+            pod_shape,
             weights,
             fit_strategy,
             zone_score,
-            fit,
-            balanced,
-            weighted,
+            fit_spec,
+            balanced_spec,
+            (fit, balanced, weighted),
+            sums,
+            fractions,
+            classic,
             node,
             node + 1,
         )
@@ -394,6 +445,45 @@ def _same(kept: c.I64, wanted: c.I64) -> bool:
     for r in range(kept.shape[0]):
         differ = differ or kept[r] != wanted[r]
     return not differ
+
+
+@compiled_jit.jit
+def _classic(
+    fit_spec: Any, balanced_spec: Any, strategy: int, cpu_column: int, memory_column: int
+) -> bool:
+    """Whether the resource plugins score as kube-scheduler's defaults do (cpu and memory
+    weighing alike, by the non-zero requests for NodeResourcesFit; cpu and memory for
+    BalancedAllocation) with a strategy other than RequestedToCapacityRatio: the fast path of
+    ``compiled_scores.resource_scores``."""
+    fit_columns, fit_weights, fit_nonzero, fit_optional = fit_spec[:4]
+    balanced_columns, balanced_optional = balanced_spec
+    ok = strategy != c.REQUESTED_TO_CAPACITY_RATIO
+    ok = ok and fit_columns.shape[0] == 2 and balanced_columns.shape[0] == 2
+    if not ok:
+        return False
+    ok = fit_columns[0] == cpu_column and fit_columns[1] == memory_column
+    ok = ok and fit_nonzero[0] == 0 and fit_nonzero[1] == 1
+    ok = ok and fit_weights[0] == fit_weights[1] and fit_weights[0] > 0
+    ok = ok and not fit_optional[0] and not fit_optional[1]
+    ok = ok and balanced_columns[0] == cpu_column and balanced_columns[1] == memory_column
+    return bool(ok and not balanced_optional[0] and not balanced_optional[1])
+
+
+@compiled_jit.inline
+def _shape_changed(kept: c.I64, request: c.I64, pod_nonzero: c.I64, skip: bool) -> bool:
+    """Whether a pod's requests, non-zero requests and BalancedAllocation skip differ from
+    what the resource scores were computed for (``kept``, updated to them if so)."""
+    resources = request.shape[0]
+    differ = kept[resources] != pod_nonzero[0] or kept[resources + 1] != pod_nonzero[1]
+    differ = differ or kept[resources + 2] != np.int64(skip)
+    for r in range(resources):
+        differ = differ or kept[r] != request[r]
+    if differ:
+        kept[:resources] = request
+        kept[resources] = pod_nonzero[0]
+        kept[resources + 1] = pod_nonzero[1]
+        kept[resources + 2] = np.int64(skip)
+    return bool(differ)
 
 
 @compiled_jit.jit

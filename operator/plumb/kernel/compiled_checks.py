@@ -37,6 +37,8 @@ def valid(
     weights: c.I64,
     fit_strategy: int,
     zone_score: c.I64,
+    fit_spec: Any,
+    balanced_spec: Any,
 ) -> bool:
     """What ``check`` checks, fast: shapes, and every index the kernel follows in range."""
     resources, nodes = allocatable.shape
@@ -50,11 +52,24 @@ def valid(
         ok = ok and 0 <= column < resources
     ok = ok and per_pod[1].shape[0] == pods and per_pod[2].shape[0] == pods
     ok = ok and per_pod[3].shape[0] == pods and per_pod[4].shape[0] == pods
-    requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, member = per_pod_tables
+    requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, image, member = per_pod_tables
     distinct = static_code.shape[0]
     ok = ok and requests.shape == (pods, resources) and pod_nonzero.shape == (pods, 2)
     ok = ok and static_code.shape[1] == nodes and taint_raw.shape == (distinct, nodes)
     ok = ok and node_affinity_raw.shape == (distinct, nodes) and member.shape == (pods, rows)
+    ok = ok and image.shape == (distinct, nodes)
+    fit_columns, fit_weights, fit_nonzero, fit_optional, points, shape_scores = fit_spec
+    size = fit_columns.shape[0]
+    ok = ok and fit_weights.shape[0] == size and fit_nonzero.shape[0] == size
+    ok = ok and fit_optional.shape[0] == size and shape_scores.shape[0] == points.shape[0]
+    for f in range(size):
+        ok = ok and 0 <= fit_columns[f] < resources and c.NO_NONZERO <= fit_nonzero[f] <= 1
+    for i in range(1, points.shape[0]):
+        ok = ok and points[i - 1] < points[i]  # the shape's divisions are by their steps
+    balanced_columns, balanced_optional = balanced_spec
+    ok = ok and balanced_optional.shape[0] == balanced_columns.shape[0]
+    for g in range(balanced_columns.shape[0]):
+        ok = ok and 0 <= balanced_columns[g] < resources
     if not ok:
         return False
     static_row = per_pod[4]
@@ -116,6 +131,7 @@ def check(cluster: c.Cluster, batch: c.Batch) -> None:
         "static_code": (batch.static_code, (distinct, nodes)),
         "taint_raw": (batch.taint_raw, (distinct, nodes)),
         "node_affinity_raw": (batch.node_affinity_raw, (distinct, nodes)),
+        "image_score": (batch.image_score, (distinct, nodes)),
         "member": (batch.member, (pods, rows)),
         "spread_eligible": (batch.spread_eligible, (spreads, nodes)),
         "spread_require_all": (batch.spread_require_all, (pods,)),
@@ -123,6 +139,11 @@ def check(cluster: c.Cluster, batch: c.Batch) -> None:
         "weights": (batch.weights, (len(c.SCORE_PLUGINS),)),
         "balanced_skip": (batch.balanced_skip, (pods,)),
         "zone_score": (batch.zone_score, (nodes,)),
+        "fit_weights": (batch.fit_weights, batch.fit_columns.shape),
+        "fit_nonzero": (batch.fit_nonzero, batch.fit_columns.shape),
+        "fit_optional": (batch.fit_optional, batch.fit_columns.shape),
+        "fit_shape_score": (batch.fit_shape_score, batch.fit_shape_utilization.shape),
+        "balanced_optional": (batch.balanced_optional, batch.balanced_columns.shape),
     }
     for table, size, columns in (
         ("spread", spreads, _SPREAD_COLUMNS),
@@ -147,6 +168,16 @@ def check(cluster: c.Cluster, batch: c.Batch) -> None:
             problems.append(f"{label} {position} is not one of the {resources} resource columns")
     if batch.fit_strategy not in c.FIT_STRATEGIES:
         problems.append(f"fit_strategy {batch.fit_strategy} is not one of {c.FIT_STRATEGIES}")
+    for label, scored in (("fit", batch.fit_columns), ("balanced", batch.balanced_columns)):
+        if scored.size and (scored.min() < 0 or scored.max() >= resources):
+            problems.append(f"{label}_columns holds values outside 0 .. {resources - 1}")
+    if batch.fit_nonzero.size and (
+        batch.fit_nonzero.min() < c.NO_NONZERO or batch.fit_nonzero.max() > 1
+    ):
+        problems.append(f"fit_nonzero holds values outside {c.NO_NONZERO} .. 1")
+    points = batch.fit_shape_utilization
+    if points.size > 1 and (points[1:] <= points[:-1]).any():
+        problems.append("fit_shape_utilization is not increasing")
     if not problems:
         problems = _index_problems(cluster, batch, keys, rows, pods)
     if problems:

@@ -45,34 +45,194 @@ def _floor_div(x: int, divisor: int, inverse: float) -> int:
     return q + 1 if rest >= divisor else q
 
 
+@compiled_jit.inline
+def _broken_linear(points: c.I64, scores: c.I64, utilization: int) -> int:
+    """RequestedToCapacityRatio's shape at ``utilization`` (``reference._broken_linear``: Go's
+    division truncates towards zero)."""
+    for i in range(points.shape[0]):
+        if utilization <= points[i]:
+            if i == 0:
+                return int(scores[0])
+            rise = (scores[i] - scores[i - 1]) * (utilization - points[i - 1])
+            step = abs(rise) // (points[i] - points[i - 1])
+            return int(scores[i - 1] + (step if rise >= 0 else -step))
+    return int(scores[points.shape[0] - 1]) if points.shape[0] > 0 else 0
+
+
+@compiled_jit.inline
+def _round_half_away(x: float) -> int:
+    """Go's math.Round for x >= 0 (``reference.round_half_away``)."""
+    whole = np.floor(x)
+    return int(whole + 1.0) if x - whole >= 0.5 else int(whole)
+
+
 @compiled_jit.jit
 def resource_scores(
-    columns: c.I64,
-    shape: Any,
+    allocatable: c.I64,
+    free: c.I64,
+    placed_nonzero: c.I64,
+    pod: Any,
     weights: c.I64,
     strategy: int,
     zone_score: c.I64,
-    fit: c.I64,
-    balanced: c.I64,
-    weighted: c.I64,
+    fit_spec: Any,
+    balanced_spec: Any,
+    outputs: Any,
+    sums: c.I64,
+    fractions: c.F64,
+    classic: Any,
     start: int,
     end: int,
 ) -> None:
-    """NodeResourcesFit (by ``strategy``: Least or MostAllocated over the non-zero requests,
-    cpu and memory weighing 1, or BalancedAllocation's score) and
-    NodeResourcesBalancedAllocation of nodes ``start:end`` for a pod of ``shape``: its
-    non-zero cpu and memory requests, its cpu and memory requests, and whether
-    BalancedAllocation skips it. ``weighted``: the two and ZoneHealth's per-node score,
-    weighted and summed (none of them is normalised over the feasible nodes). ``columns``: see
-    ``compiled_batch.decide``. Branch-free, so that it vectorises (cpu or memory 0 computes a
-    division by 0 that is selected away)."""
-    nz_cpu, nz_memory, cpu_request, memory_request, skip = shape
+    """NodeResourcesFit (by ``strategy``, see contract.FIT_STRATEGIES) and
+    NodeResourcesBalancedAllocation of nodes ``start:end`` for a pod of ``pod``: (its request
+    row, its non-zero cpu and memory requests, whether BalancedAllocation skips it).
+    ``outputs``: (fit, balanced, weighted): the two scores, and the two and ZoneHealth's
+    per-node score weighted and summed (none of them is normalised over the feasible nodes).
+
+    What a node has requested is ``allocatable - free`` (plain requests) or
+    ``placed_nonzero`` (non-zero cpu and memory), both kept current by ``decide``. A pass per
+    resource over the nodes, branch-free where it can be so that it vectorises (a resource
+    the node has none of computes a division by 0 that is selected away); ``sums`` (3 rows)
+    and ``fractions`` (4 rows) are scratch. ``classic``: (whether the resources are
+    kube-scheduler's defaults, the cpu column, the memory column): then ``_classic_scores``,
+    one fused pass, does it.
+    """
+    request, pod_nonzero, skip = pod
+    if classic[0]:
+        _classic_scores(
+            allocatable,
+            free,
+            placed_nonzero,
+            pod,
+            weights,
+            strategy,
+            zone_score,
+            outputs,
+            classic[1],
+            classic[2],
+            start,
+            end,
+        )
+        return
+    fit_columns, fit_weights, fit_nonzero, fit_optional, points, shape_scores = fit_spec
+    balanced_columns, balanced_optional = balanced_spec
+    fit, balanced, weighted = outputs
+    w0, w1, w6 = weights[0], 0 if skip else weights[1], weights[c.ZONE_HEALTH]
+    least = strategy == c.LEAST_ALLOCATED
+    ratio = strategy == c.REQUESTED_TO_CAPACITY_RATIO
+    fit_sum, fit_weight, counted = sums[0], sums[1], sums[2]
+    total, first, second, squares = fractions[0], fractions[1], fractions[2], fractions[3]
+    for n in range(start, end):
+        fit_sum[n], fit_weight[n], counted[n], total[n] = 0, 0, 0, 0.0
+    for f in range(fit_columns.shape[0] if strategy != c.BALANCED_ALLOCATION else 0):
+        column = fit_columns[f]
+        if fit_optional[f] and request[column] == 0:
+            continue
+        weight, row = fit_weights[f], fit_nonzero[f]
+        by_nonzero = row != c.NO_NONZERO
+        placed = placed_nonzero[row if by_nonzero else 0]
+        added = pod_nonzero[row] if by_nonzero else request[column]
+        capacity_row, free_row = allocatable[column], free[column]
+        for n in range(start, end):
+            capacity = capacity_row[n]
+            used = (placed[n] if by_nonzero else capacity - free_row[n]) + added
+            inverse = 1.0 / capacity
+            if ratio:
+                over = used > capacity
+                utilization = _floor_div(used * _MAX, capacity, inverse)
+                score = _broken_linear(points, shape_scores, _MAX if over else utilization)
+                ok = capacity != 0 and score > 0
+            else:
+                # LeastAllocated scores what is left free (0 when over), MostAllocated what
+                # is in use (at most all of it: never negative).
+                share = capacity - used if least else min(used, capacity)
+                score = _floor_div(share * _MAX, capacity, inverse)
+                ok = capacity != 0
+                score = 0 if share < 0 else score
+            fit_sum[n] += score * weight if ok else 0
+            fit_weight[n] += weight if ok else 0
+    for g in range(balanced_columns.shape[0]):
+        column = balanced_columns[g]
+        added = request[column]
+        if balanced_optional[g] and added == 0:
+            continue
+        capacity_row, free_row = allocatable[column], free[column]
+        for n in range(start, end):
+            capacity = capacity_row[n]
+            fraction = min(1.0, (capacity - free_row[n] + added) / capacity)
+            ok = capacity != 0
+            first[n] = fraction if ok and counted[n] == 0 else first[n]
+            second[n] = fraction if ok and counted[n] == 1 else second[n]
+            total[n] += fraction if ok else 0.0
+            counted[n] += 1 if ok else 0
+    more = False
+    for n in range(start, end):
+        more = more or counted[n] > 2
+    if more:  # more than two fractions: the standard deviation over them all
+        for n in range(start, end):
+            total[n] = total[n] / counted[n] if counted[n] > 2 else 0.0  # the mean
+            squares[n] = 0.0
+        for g in range(balanced_columns.shape[0]):
+            column = balanced_columns[g]
+            added = request[column]
+            if balanced_optional[g] and added == 0:
+                continue
+            capacity_row, free_row = allocatable[column], free[column]
+            for n in range(start, end):
+                capacity = capacity_row[n]
+                fraction = min(1.0, (capacity - free_row[n] + added) / capacity)
+                deviation = fraction - total[n]
+                squares[n] = squares[n] + (deviation * deviation if capacity != 0 else 0.0)
+    for n in range(start, end):
+        weight_sum = fit_weight[n]
+        if ratio:
+            score = _round_half_away(fit_sum[n] / weight_sum) if weight_sum > 0 else 0
+        else:
+            score = _floor_div(fit_sum[n], weight_sum, 1.0 / weight_sum)
+            score = score if weight_sum > 0 else 0
+        count = counted[n]
+        std = 0.0
+        if count == 2:
+            std = abs((first[n] - second[n]) / 2)
+        elif count > 2:
+            std = np.sqrt(squares[n] / count)
+        balance = int((1 - std) * _MAX)
+        if strategy == c.BALANCED_ALLOCATION:
+            score = 0 if skip else balance
+        fit[n], balanced[n] = score, balance
+        weighted[n] = w0 * score + w1 * balance + w6 * zone_score[n]
+
+
+@compiled_jit.jit
+def _classic_scores(
+    allocatable: c.I64,
+    free: c.I64,
+    placed_nonzero: c.I64,
+    pod: Any,
+    weights: c.I64,
+    strategy: int,
+    zone_score: c.I64,
+    outputs: Any,
+    cpu_column: int,
+    memory_column: int,
+    start: int,
+    end: int,
+) -> None:
+    """``resource_scores`` for kube-scheduler's default resources (cpu and memory weighing
+    alike for NodeResourcesFit, by their non-zero requests; cpu and memory for
+    BalancedAllocation) and Least or MostAllocated or BalancedAllocation: one branch-free
+    pass that vectorises (cpu or memory 0 computes a division by 0 that is selected away)."""
+    request, pod_nonzero, skip = pod
+    fit, balanced, weighted = outputs
+    nz_cpu, nz_memory = pod_nonzero[0], pod_nonzero[1]
+    cpu_request, memory_request = request[cpu_column], request[memory_column]
     w0, w1, w6 = weights[0], 0 if skip else weights[1], weights[c.ZONE_HEALTH]
     least = strategy == c.LEAST_ALLOCATED
     balanced_fit = strategy == c.BALANCED_ALLOCATION
-    cpu_all, memory_all = columns[0], columns[1]
-    cpu_placed, memory_placed = columns[2], columns[3]
-    cpu_requested, memory_requested = columns[4], columns[5]
+    cpu_all, memory_all = allocatable[cpu_column], allocatable[memory_column]
+    cpu_free, memory_free = free[cpu_column], free[memory_column]
+    cpu_placed, memory_placed = placed_nonzero[0], placed_nonzero[1]
     for n in range(start, end):
         cpu, memory = cpu_all[n], memory_all[n]
         # LeastAllocated scores what is left free (0 when over), MostAllocated what is in use
@@ -91,9 +251,9 @@ def resource_scores(
         else:
             score = cpu_score if cpu != 0 else (memory_score if memory != 0 else 0)
         # 100 * (1 - |cpu fraction - memory fraction| / 2); one fraction (or none): no deviation
-        cpu_fraction = min(1.0, (cpu_requested[n] + cpu_request) / cpu)
-        memory_fraction = min(1.0, (memory_requested[n] + memory_request) / memory)
-        balance = int((1 - abs(cpu_fraction - memory_fraction) / 2) * _MAX) if both else _MAX
+        cpu_fraction = min(1.0, (cpu - cpu_free[n] + cpu_request) / cpu)
+        memory_fraction = min(1.0, (memory - memory_free[n] + memory_request) / memory)
+        balance = int((1 - abs((cpu_fraction - memory_fraction) / 2)) * _MAX) if both else _MAX
         score = (0 if skip else balance) if balanced_fit else score
         fit[n], balanced[n] = score, balance
         weighted[n] = w0 * score + w1 * balance + w6 * zone_score[n]
@@ -106,16 +266,18 @@ def gather(
     weighted: c.I64,
     taint_raw: c.I64,
     affinity_raw: c.I64,
+    image: Any,
     slots: c.I64,
 ) -> tuple[int, int, int, int]:
-    """Each feasible node's weighted resource and zone health scores (``resource_scores``'s
-    ``weighted``), taint and node-affinity raw scores into ``slots[0]``, ``slots[1]``,
-    ``slots[2]`` by slot. Returns the lowest and highest taint, then node-affinity, raw
-    score."""
+    """Each feasible node's weighted resource, zone health and image locality scores
+    (``resource_scores``'s ``weighted``, plus ``image``: (weight, the pod's score row)), taint
+    and node-affinity raw scores into ``slots[0]``, ``slots[1]``, ``slots[2]`` by slot.
+    Returns the lowest and highest taint, then node-affinity, raw score."""
     slot_weighted, slot_taint, slot_affinity = slots[0], slots[1], slots[2]
+    image_weight, image_row = image
     for j in range(count):
         n = np.uint64(feasible[j])
-        slot_weighted[j] = weighted[n]
+        slot_weighted[j] = weighted[n] + image_weight * image_row[n]
         slot_taint[j] = taint_raw[n]
         slot_affinity[j] = affinity_raw[n]
     taint_low, taint_high = _HIGHEST, _LOWEST
@@ -321,13 +483,14 @@ def inter_pod_score(raw: int, low: int, high: int) -> int:
 @compiled_jit.inline
 def scores_of(
     j: int, feasible: c.I32, inputs: Any, pod: Any, general: bool
-) -> tuple[int, int, int, int, int, int, int]:
-    """The seven plugin scores of the j-th feasible node (resource scores cached).
+) -> tuple[int, int, int, int, int, int, int, int]:
+    """The eight plugin scores of the j-th feasible node (resource scores cached).
 
     ``pod``: BalancedAllocation skipped; the taint and node-affinity raw scores' feasible
     (lowest, highest, reciprocal of the highest); the soft spread's (constraints?, lowest,
     highest, reciprocal of the highest); InterPodAffinity's (terms?, lowest, highest)."""
-    fit, balanced, taint_row, affinity_row, scored, spread_raw, inter_raw, zone_score = inputs
+    fit, balanced, taint_row, affinity_row, scored, spread_raw, inter_raw, zone_score = inputs[:8]
+    image_row = inputs[8]
     skip, _, taint_high, taint_inverse, _, affinity_high, affinity_inverse = pod[:7]
     spread_on, spread_low, spread_high, spread_inverse, inter_on, inter_low, inter_high = pod[7:]
     n = feasible[j]
@@ -342,4 +505,5 @@ def scores_of(
         spread,
         inter_pod_score(inter_raw[j], inter_low, inter_high) if inter_on != 0 else 0,
         zone_score[n],
+        image_row[n],
     )

@@ -40,8 +40,9 @@ ANTI_AFFINITY = 6
 EXISTING_ANTI_AFFINITY = 7
 
 # Score plugins, in the order of ``Batch.weights`` and of the per-plugin score outputs.
-# ZoneHealth is plumb's own (a SchedulingPolicy's zone factors): ``Batch.zone_score``.
-FIT, BALANCED, TAINT, NODE_AFFINITY, SPREAD, INTER_POD, ZONE_HEALTH = range(7)
+# ZoneHealth is plumb's own (a SchedulingPolicy's zone factors): ``Batch.zone_score``;
+# ImageLocality's score is the framework's too (``Batch.image_score``), neither normalised.
+FIT, BALANCED, TAINT, NODE_AFFINITY, SPREAD, INTER_POD, ZONE_HEALTH, IMAGE_LOCALITY = range(8)
 SCORE_PLUGINS = (
     "NodeResourcesFit",
     "NodeResourcesBalancedAllocation",
@@ -50,16 +51,26 @@ SCORE_PLUGINS = (
     "PodTopologySpread",
     "InterPodAffinity",
     "ZoneHealth",
+    "ImageLocality",
 )
 
-# NodeResourcesFit's scoring strategy (``Batch.fit_strategy``), over cpu and memory weighing 1
-# each. Least and MostAllocated read the non-zero requests (100m / 200Mi for a request-less
-# container) including the pod's, as kube-scheduler's do; BalancedAllocation makes the score
+# NodeResourcesFit's scoring strategy (``Batch.fit_strategy``) over the resources of
+# ``Batch.fit_columns`` (each weighing ``fit_weights``): per resource a score from what the
+# node has requested with the pod's requests added, then the weighted mean of the resources
+# scored (integer division; RequestedToCapacityRatio rounds half away from zero, as Go's
+# math.Round). A resource is left out where the node has none of it, and where it is optional
+# (``fit_optional``: an extended resource) and the pod does not request it. cpu and memory read
+# the non-zero requests (``fit_nonzero`` names the row: 100m / 200Mi for a request-less
+# container), as kube-scheduler's do. BalancedAllocation makes the score
 # NodeResourcesBalancedAllocation's own (0 for a pod it skips).
 LEAST_ALLOCATED = 0  # per resource (allocatable - requested) * 100 // allocatable, 0 if over
 MOST_ALLOCATED = 1  # per resource min(requested, allocatable) * 100 // allocatable
 BALANCED_ALLOCATION = 2
-FIT_STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, BALANCED_ALLOCATION)
+# Per resource the broken linear function of ``fit_shape_*`` at utilization
+# requested * 100 // allocatable (100 when over); only resources scoring above 0 count.
+REQUESTED_TO_CAPACITY_RATIO = 3
+FIT_STRATEGIES = (LEAST_ALLOCATED, MOST_ALLOCATED, BALANCED_ALLOCATION, REQUESTED_TO_CAPACITY_RATIO)
+NO_NONZERO = -1  # ``fit_nonzero``: the resource reads its plain requests
 TOP = 3  # candidates reported per pod, with their per-plugin scores
 
 
@@ -97,6 +108,7 @@ class Batch:
     #                   NodeAffinity and NodePorts; else the framework's reason code
     taint_raw: I64  # (U, N) PreferNoSchedule taints not tolerated
     node_affinity_raw: I64  # (U, N) sum of matched preferred node-affinity weights
+    image_score: I64  # (U, N) ImageLocality's score, already 0-100 (not normalised)
     member: I32  # (B, T) what placing pod b adds to each count row
 
     # PodTopologySpread constraints (C rows)
@@ -133,10 +145,26 @@ class Batch:
     preferred_key: I32
     preferred_weight: I64
 
-    weights: I64  # (7,) in SCORE_PLUGINS order
-    balanced_skip: B1  # (B,) pod requests neither cpu nor memory: BalancedAllocation skips it
+    weights: I64  # (8,) in SCORE_PLUGINS order
+    balanced_skip: B1  # (B,) pod requests none of the balanced resources: BalancedAllocation
+    #                    skips it (score 0)
     fit_strategy: int  # one of FIT_STRATEGIES
     zone_score: I64  # (N,) ZoneHealth's score per node, already 0-100 (100: neutral)
+
+    # NodeResourcesFit's filter: False skips the resource check (placements still add the
+    # requests). Its score's resources (F rows, see FIT_STRATEGIES) and, for
+    # RequestedToCapacityRatio, its shape (S points in increasing utilization, scores 0-100).
+    fit_filter: bool
+    fit_columns: I32  # (F,) request column
+    fit_weights: I64  # (F,)
+    fit_nonzero: I32  # (F,) row of the non-zero requests it reads (0 cpu, 1 memory) or NO_NONZERO
+    fit_optional: B1  # (F,) left out when the pod does not request it
+    fit_shape_utilization: I64  # (S,)
+    fit_shape_score: I64  # (S,)
+    # NodeResourcesBalancedAllocation's resources (G rows): plain requests, no weights (its
+    # score ignores them); ``balanced_optional`` as ``fit_optional``.
+    balanced_columns: I32  # (G,)
+    balanced_optional: B1  # (G,)
 
     @property
     def size(self) -> int:
@@ -153,7 +181,46 @@ class Result:
     total: I64  # (B, N) weighted score sum (0 where infeasible)
     feasible: I32  # (B,)
     top: I32  # (B, TOP) best candidates by (total, tie-break), -1 padding
-    top_scores: I64  # (B, TOP, 7) normalised per-plugin scores of those candidates
+    top_scores: I64  # (B, TOP, 8) normalised per-plugin scores of those candidates
+
+
+def default_resources(cpu_column: int, memory_column: int) -> dict[str, Any]:
+    """The Batch fields of kube-scheduler's default resource scoring and filtering: cpu and
+    memory weighing 1 for both resource plugins (the non-zero requests for NodeResourcesFit),
+    no shape, the filter on."""
+    columns = np.array([cpu_column, memory_column], dtype=np.int32)
+    return {
+        "fit_filter": True,
+        "fit_columns": columns,
+        "fit_weights": np.ones(2, dtype=np.int64),
+        "fit_nonzero": np.array([0, 1], dtype=np.int32),
+        "fit_optional": np.zeros(2, dtype=np.bool_),
+        "fit_shape_utilization": np.zeros(0, dtype=np.int64),
+        "fit_shape_score": np.zeros(0, dtype=np.int64),
+        "balanced_columns": columns.copy(),
+        "balanced_optional": np.zeros(2, dtype=np.bool_),
+    }
+
+
+_SHARED = (
+    "weights",
+    "fit_strategy",
+    "zone_score",
+    "static_code",
+    "taint_raw",
+    "node_affinity_raw",
+    "image_score",
+    "fit_filter",
+    "fit_columns",
+    "fit_weights",
+    "fit_nonzero",
+    "fit_optional",
+    "fit_shape_utilization",
+    "fit_shape_score",
+    "balanced_columns",
+    "balanced_optional",
+)
+"""The Batch fields every pod of a batch shares (``part`` keeps them whole)."""
 
 
 def empty_i32(*shape: int) -> I32:
@@ -205,15 +272,9 @@ def part(batch: Batch, start: int, stop: int) -> Batch:
         fields[pod_column] = (pods[mine] - start).astype(np.int32)
         for name in columns:
             fields[name] = getattr(batch, name)[mine]
-    return Batch(
-        weights=batch.weights,
-        fit_strategy=batch.fit_strategy,
-        zone_score=batch.zone_score,
-        static_code=batch.static_code,
-        taint_raw=batch.taint_raw,
-        node_affinity_raw=batch.node_affinity_raw,
-        **fields,
-    )
+    for name in _SHARED:
+        fields[name] = getattr(batch, name)
+    return Batch(**fields)
 
 
 def placed(cluster: Cluster, batch: Batch, b: int, node: int) -> Cluster:

@@ -109,7 +109,7 @@ def _filter(state: _State, batch: c.Batch, b: int, code: np.ndarray, detail: c.I
             code[n], detail[n] = c.STATIC, static[n]
             continue
         bits = 0
-        for r in range(request.shape[0]):
+        for r in range(request.shape[0] if batch.fit_filter else 0):
             need = 1 if r == cl.pods_column else request[r]
             if (need > 0 or r == cl.pods_column) and need > cl.allocatable[r, n] - state.requested[
                 r, n
@@ -158,47 +158,98 @@ def _filter(state: _State, batch: c.Batch, b: int, code: np.ndarray, detail: c.I
         code[n] = failed
 
 
-def _allocated(state: _State, batch: c.Batch, b: int, n: int, *, most: bool) -> int:
-    """NodeResourcesFit's LeastAllocated (or MostAllocated) score: the mean over cpu and memory
-    of the share left free (or in use) after the pod, by the non-zero requests; a resource the
-    node has none of is left out."""
+def _used(state: _State, batch: c.Batch, b: int, n: int, column: int, nonzero: int) -> int:
+    """What node ``n`` has requested of a resource with pod ``b``'s request added: the non-zero
+    requests' row ``nonzero`` (cpu, memory for NodeResourcesFit), else the plain requests."""
+    if nonzero != c.NO_NONZERO:
+        return int(state.nonzero[nonzero, n]) + int(batch.nonzero[b, nonzero])
+    return int(state.requested[column, n]) + int(batch.requests[b, column])
+
+
+def _broken_linear(batch: c.Batch, utilization: int) -> int:
+    """RequestedToCapacityRatio's shape at ``utilization`` (kube-scheduler's helper
+    BuildBrokenLinearFunction: Go's integer division truncates towards zero)."""
+    points, scores = batch.fit_shape_utilization, batch.fit_shape_score
+    for i in range(points.shape[0]):
+        if utilization <= points[i]:
+            if i == 0:
+                return int(scores[0])
+            rise = int(scores[i] - scores[i - 1]) * (utilization - int(points[i - 1]))
+            run = int(points[i] - points[i - 1])
+            step = abs(rise) // run
+            return int(scores[i - 1]) + (step if rise >= 0 else -step)
+    return int(scores[-1]) if scores.shape[0] else 0
+
+
+def round_half_away(x: float) -> int:
+    """Go's math.Round for x >= 0: the nearest integer, halves away from zero."""
+    whole = math.floor(x)
+    return whole + 1 if x - whole >= 0.5 else whole
+
+
+def _fit(state: _State, batch: c.Batch, b: int, n: int) -> int:
+    """NodeResourcesFit's score with the batch's strategy (see contract.FIT_STRATEGIES)."""
+    strategy = batch.fit_strategy
+    if strategy == c.BALANCED_ALLOCATION:
+        return 0 if batch.balanced_skip[b] else _balanced(state, batch, b, n)
+    if strategy not in c.FIT_STRATEGIES:
+        raise ValueError(f"fit_strategy {strategy} is not one of {c.FIT_STRATEGIES}")
     cl = state.cluster
     score = weights = 0
-    for i, column in enumerate((cl.cpu_column, cl.memory_column)):
+    for f in range(batch.fit_columns.shape[0]):
+        column = int(batch.fit_columns[f])
+        if batch.fit_optional[f] and batch.requests[b, column] == 0:
+            continue
         capacity = int(cl.allocatable[column, n])
         if capacity == 0:
             continue
-        used = int(state.nonzero[i, n]) + int(batch.nonzero[b, i])
-        if most:
-            score += min(used, capacity) * c.MAX_NODE_SCORE // capacity
+        used = _used(state, batch, b, n, column, int(batch.fit_nonzero[f]))
+        weight = int(batch.fit_weights[f])
+        if strategy == c.LEAST_ALLOCATED:
+            resource = 0 if used > capacity else (capacity - used) * c.MAX_NODE_SCORE // capacity
+        elif strategy == c.MOST_ALLOCATED:
+            resource = min(used, capacity) * c.MAX_NODE_SCORE // capacity
         else:
-            score += 0 if used > capacity else (capacity - used) * c.MAX_NODE_SCORE // capacity
-        weights += 1
-    return score // weights if weights else 0
+            utilization = 100 if used > capacity else used * 100 // capacity
+            resource = _broken_linear(batch, utilization)
+            if resource <= 0:
+                continue
+        score += resource * weight
+        weights += weight
+    if weights == 0:
+        return 0
+    if strategy == c.REQUESTED_TO_CAPACITY_RATIO:
+        return round_half_away(float(score) / float(weights))
+    return score // weights
 
 
 def _balanced(state: _State, batch: c.Batch, b: int, n: int) -> int:
+    """NodeResourcesBalancedAllocation: 100 * (1 - the standard deviation of the requested
+    fractions (at most 1) of its resources), by the plain requests with the pod's."""
     cl = state.cluster
     fractions = []
-    for column in (cl.cpu_column, cl.memory_column):
+    total = 0.0
+    for g in range(batch.balanced_columns.shape[0]):
+        column = int(batch.balanced_columns[g])
+        if batch.balanced_optional[g] and batch.requests[b, column] == 0:
+            continue
         capacity = int(cl.allocatable[column, n])
         if capacity == 0:
             continue
         used = int(state.requested[column, n]) + int(batch.requests[b, column])
-        fractions.append(min(1.0, used / capacity))
-    std = abs(fractions[0] - fractions[1]) / 2 if len(fractions) == 2 else 0.0
+        fraction = min(1.0, float(used) / float(capacity))
+        total += fraction
+        fractions.append(fraction)
+    std = 0.0
+    if len(fractions) == 2:
+        std = abs((fractions[0] - fractions[1]) / 2)
+    elif len(fractions) > 2:
+        mean = total / len(fractions)
+        squares = 0.0
+        for fraction in fractions:
+            squares = squares + (fraction - mean) * (fraction - mean)
+        std = math.sqrt(squares / len(fractions))
     return int((1 - std) * c.MAX_NODE_SCORE)
-
-
-def _fit(state: _State, batch: c.Batch, b: int, n: int) -> int:
-    """NodeResourcesFit's score with the batch's strategy."""
-    if batch.fit_strategy == c.LEAST_ALLOCATED:
-        return _allocated(state, batch, b, n, most=False)
-    if batch.fit_strategy == c.MOST_ALLOCATED:
-        return _allocated(state, batch, b, n, most=True)
-    if batch.fit_strategy == c.BALANCED_ALLOCATION:
-        return 0 if batch.balanced_skip[b] else _balanced(state, batch, b, n)
-    raise ValueError(f"fit_strategy {batch.fit_strategy} is not one of {c.FIT_STRATEGIES}")
 
 
 def _spread_scores(state: _State, batch: c.Batch, b: int, feasible: list[int]) -> dict[int, int]:
@@ -316,6 +367,7 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
             _spread_scores(state, batch, b, feasible),
             _inter_pod_scores(state, batch, b, feasible),
             {n: int(batch.zone_score[n]) for n in feasible},  # per node, not normalised
+            {n: int(batch.image_score[batch.static_row[b]][n]) for n in feasible},  # the same
         ]
         for n in feasible:
             total[b, n] = sum(

@@ -43,6 +43,8 @@ POLICY_DEVIATIONS = "plumb_policy_deviations_total"
 ZONE_HEALTH = "plumb_zone_health"
 PREEMPTION_ATTEMPTS = "plumb_preemption_attempts_total"
 PREEMPTION_VICTIMS = "plumb_preemption_victims"
+CONFIG_RELOAD_SUCCESSFUL = "plumb_config_last_reload_successful"
+CONFIG_RELOADS = "plumb_config_reloads_total"
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 KINDS: Mapping[str, str] = {
@@ -59,6 +61,8 @@ KINDS: Mapping[str, str] = {
     ZONE_HEALTH: GAUGE,
     PREEMPTION_ATTEMPTS: COUNTER,
     PREEMPTION_VICTIMS: HISTOGRAM,
+    CONFIG_RELOAD_SUCCESSFUL: GAUGE,
+    CONFIG_RELOADS: COUNTER,
 }
 """Every metric plumb exports, by kind."""
 
@@ -76,6 +80,8 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     ZONE_HEALTH: ("zone",),
     PREEMPTION_ATTEMPTS: (),
     PREEMPTION_VICTIMS: (),
+    CONFIG_RELOAD_SUCCESSFUL: (),
+    CONFIG_RELOADS: ("result",),
 }
 """Each metric's labels (histograms add ``le`` to their buckets)."""
 
@@ -99,6 +105,9 @@ CACHE_TYPES = ("nodes", "pods", "assumed_pods")
 BOUND, CONFLICT, GONE = "bound", "conflict", "gone"
 BIND_RESULTS = (BOUND, CONFLICT, GONE, ERROR)
 """A binding's result: accepted, 409 (bound already), 404 (pod gone), anything else."""
+SUCCESS, FAILURE = "success", "failure"
+RELOAD_RESULTS = (SUCCESS, FAILURE)
+"""A configuration reload's result: applied, or refused (the running configuration stays)."""
 MAX_ATTEMPTS_LABEL = 15
 """SLI ``attempts`` label values: 1 to 14, then ``15+`` (kube-scheduler's cap)."""
 
@@ -220,7 +229,28 @@ class Metrics:
             registry=self.registry,
         )
 
+        self._reload_ok = prometheus_client.Gauge(
+            CONFIG_RELOAD_SUCCESSFUL,
+            "1 if the last reload of the configuration file (--config) succeeded or none was "
+            "tried, 0 if the last one was refused and the configuration before it still runs.",
+            registry=self.registry,
+        )
+        self._reload_ok.set(1.0)
+        reloads = prometheus_client.Counter(
+            CONFIG_RELOADS,
+            "Reloads of the configuration file (--config), by the result: 'success' (applied "
+            "between two batches) or 'failure' (refused; the running configuration stays).",
+            LABELS[CONFIG_RELOADS],
+            registry=self.registry,
+        )
+        self._reloads = {result: reloads.labels(result) for result in RELOAD_RESULTS}
+
     # Recorded as it happens ----------------------------------------------------------------
+
+    def config_reload(self, *, success: bool) -> None:
+        """A changed configuration file was applied (``success``) or refused."""
+        self._reloads[SUCCESS if success else FAILURE].inc()
+        self._reload_ok.set(1.0 if success else 0.0)
 
     def attempt(self, result: str, seconds: float) -> None:
         """A scheduling attempt ended with ``result`` (one of ``RESULTS``) after ``seconds``."""

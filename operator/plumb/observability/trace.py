@@ -52,7 +52,8 @@ LOGGER = "plumb.trace"
 SCHEDULED = "Scheduled"
 UNSCHEDULABLE = "Unschedulable"
 BIND_FAILED = "BindFailed"
-RESULTS = (SCHEDULED, UNSCHEDULABLE, BIND_FAILED)
+SCHEDULER_ERROR = "SchedulerError"  # plumb itself failed deciding the pod (an internal error)
+RESULTS = (SCHEDULED, UNSCHEDULABLE, BIND_FAILED, SCHEDULER_ERROR)
 TOP = 3  # candidates a line shows at most
 
 _HASH_VERSION = 1
@@ -160,6 +161,8 @@ class Trace:
     rejected: Mapping[str, Rejection] = dataclasses.field(default_factory=dict)
     candidates: tuple[Candidate, ...] = ()
     weights: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    profile: str = ""  # the schedulerName of the profile it was decided under
+    config: str = ""  # the hash of the configuration file in force ("" = built-in defaults)
     policy: str | None = None  # namespace/name
     generation: int | None = None
     deviation: bool = False
@@ -199,6 +202,8 @@ class Trace:
                 for c in self.candidates
             ],
             "weights": dict(self.weights),
+            "profile": self.profile,
+            "config": self.config,
             "policy": self.policy,
             "generation": self.generation,
             "deviation": self.deviation,
@@ -244,6 +249,8 @@ class Trace:
                     for c in _sequence(fields.get("candidates", []))
                 ),
                 weights=_counts(fields.get("weights", {})),
+                profile=_text(fields.get("profile", "")),  # absent before configuration files
+                config=_text(fields.get("config", "")),
                 policy=_optional(_text, fields.get("policy")),
                 generation=_optional(_integer, fields.get("generation")),
                 deviation=bool(fields.get("deviation", False)),

@@ -24,6 +24,7 @@ from plumb.backend import cache as cache_module
 from plumb.backend import objects, snapshot, specs
 from plumb.framework import scoring
 from plumb.framework.plugins import podtopologyspread
+from plumb.kernel import contract
 from plumb.policy import budget as budget_module
 from plumb.policy import spec as spec_module
 from plumb.policy import status as status_module
@@ -169,22 +170,33 @@ class PolicyEngine:
         """``pod`` with the policy's topology rules added to its own spread constraints."""
         return podtopologyspread.with_constraints(pod, PolicyEngine.constraints(policy))
 
-    def profile(self, policy: spec_module.Policy, snap: snapshot.Snapshot) -> scoring.Profile:
-        """The scoring profile of the pods ``policy`` governs, zone factors as of now."""
+    def profile(
+        self, policy: spec_module.Policy, snap: snapshot.Snapshot, base: scoring.Profile
+    ) -> scoring.Profile:
+        """The profile of the pods ``policy`` governs: their scheduler profile ``base`` with
+        the policy's weights and strategy (when it has ``spec.scoring``) and its zone factors
+        as of now."""
         w = policy.scoring.weights
         zone_key, factors = self.zones.factors(policy, snap, self._clock())
-        return scoring.Profile(
+        weights = list(base.weights)
+        weights[contract.ZONE_HEALTH] = w.zone_health
+        strategy = base.strategy
+        if policy.scoring.given:
             # kernel/contract.py SCORE_PLUGINS order; `affinity` weighs both affinity plugins.
-            weights=(
-                w.resources,
-                w.balance,
-                w.taints,
-                w.affinity,
-                w.spread,
-                w.affinity,
-                w.zone_health,
-            ),
-            strategy=policy.scoring.strategy.value,
+            for plugin, weight in (
+                (contract.FIT, w.resources),
+                (contract.BALANCED, w.balance),
+                (contract.TAINT, w.taints),
+                (contract.NODE_AFFINITY, w.affinity),
+                (contract.SPREAD, w.spread),
+                (contract.INTER_POD, w.affinity),
+            ):
+                weights[plugin] = weight
+            strategy = policy.scoring.strategy.value
+        return dataclasses.replace(
+            base,
+            weights=tuple(weights),
+            strategy=strategy,
             zone_key=zone_key,
             zone_factors=factors,
         )

@@ -118,8 +118,12 @@ class Weights:
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Scoring:
+    """``spec.scoring``; ``given`` is False when the policy has none (the pods it governs are
+    then scored by their scheduler profile's weights and strategy, ZoneHealth's weight aside)."""
+
     strategy: Strategy = Strategy.LEAST_ALLOCATED
     weights: Weights = Weights()
+    given: bool = False
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -413,7 +417,7 @@ def _scoring(value: Any, where: str) -> Scoring:
         )
         for field, attribute in _WEIGHT_FIELDS.items()
     }
-    return Scoring(strategy=Strategy(strategy), weights=Weights(**weights))
+    return Scoring(strategy=Strategy(strategy), weights=Weights(**weights), given=value is not None)
 
 
 def _zone_health(value: Any, where: str) -> ZoneHealth:

@@ -5,8 +5,13 @@ Everything runs on one event loop, so the cache and the queue need no locks.
 """
 
 from plumb.scheduler.feed import (
+    CSI_NODE,
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
     POD_ADDED_HELPS,
     POD_REMOVED_HELPS,
+    STORAGE_CLASS,
+    VOLUME_KINDS,
     ClusterFeed,
     node_change_helps,
 )
@@ -15,19 +20,26 @@ from plumb.scheduler.loop import (
     STALLED_CYCLE_SECONDS,
     Gate,
     KernelRunner,
-    Profile,
     Scheduler,
 )
+from plumb.scheduler.profiles import ReconfigureError, Served, defaults
 
 __all__ = [
+    "CSI_NODE",
     "DEFAULT_BATCH",
+    "PERSISTENT_VOLUME",
+    "PERSISTENT_VOLUME_CLAIM",
     "POD_ADDED_HELPS",
     "POD_REMOVED_HELPS",
     "STALLED_CYCLE_SECONDS",
+    "STORAGE_CLASS",
+    "VOLUME_KINDS",
     "ClusterFeed",
     "Gate",
     "KernelRunner",
-    "Profile",
+    "ReconfigureError",
     "Scheduler",
+    "Served",
+    "defaults",
     "node_change_helps",
 ]

@@ -24,11 +24,16 @@ from plumb.framework.plugins import (
     nodeports,
     noderesourcesfit,
     nodeunschedulable,
+    nodevolumelimits,
     podtopologyspread,
     tainttoleration,
+    volumebinding,
+    volumerestrictions,
+    volumezone,
 )
 from plumb.observability import tracing
 from plumb.policy import engine
+from plumb.scheduler import profiles
 
 logger = logging.getLogger("plumb.scheduler")
 
@@ -39,14 +44,16 @@ class ClusterFeed:
     def __init__(
         self,
         *,
-        scheduler_name: str,
+        served: profiles.Served,
         cache: cache_module.Cache,
         queue: queue_module.SchedulingQueue,
         policies: engine.PolicyEngine,
         recorder: Recorder,
         tracer: tracing.Tracer,
     ) -> None:
-        self.scheduler_name = scheduler_name  # the pods whose spec.schedulerName is this are ours
+        # The configuration in force: pods whose spec.schedulerName names one of its profiles
+        # are ours.
+        self.served = served
         self.cache = cache
         self.queue = queue
         self.policies = policies
@@ -88,7 +95,7 @@ class ClusterFeed:
             return
         if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
             return  # being bound by us; the watch has not caught up yet
-        if pod.scheduler_name != self.scheduler_name or pod.deleting or pod.terminal:
+        if pod.scheduler_name not in self.served.names or pod.deleting or pod.terminal:
             if self.nominations.remove(pod.uid) is not None:
                 self.queue.move_all(POD_REMOVED_HELPS)
             self.queue.delete(pod.uid)
@@ -114,6 +121,35 @@ class ClusterFeed:
         self.budgets.clear()
         for body in bodies:
             self.on_budget("ADDED", body)
+
+    def on_volume(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A PersistentVolume, PersistentVolumeClaim, StorageClass or CSINode (``kind``, one
+        of VOLUME_KINDS) was listed, added, modified or deleted."""
+        metadata = body.get("metadata") or {}
+        name = str(metadata.get("name", ""))
+        current = None if event_type == "DELETED" else body
+        if kind == PERSISTENT_VOLUME:
+            self.cache.volumes.on_pv(current, name)
+        elif kind == PERSISTENT_VOLUME_CLAIM:
+            self.cache.volumes.on_pvc(current, str(metadata.get("namespace", "")), name)
+        elif kind == STORAGE_CLASS:
+            self.cache.volumes.on_storage_class(current, name)
+        elif kind == CSI_NODE:
+            self.cache.volumes.on_csinode(current, name)
+        else:
+            raise ValueError(f"{kind!r} is not one of {VOLUME_KINDS}")
+        self.queue.move_all(VOLUME_HELPS)
+
+    def relist_volumes(self, kind: str, bodies: Iterable[Mapping[str, Any]]) -> None:
+        """Every object of a volume ``kind`` after a (re)list: the ones missing are gone."""
+        resync = {
+            PERSISTENT_VOLUME: self.cache.volumes.resync_pvs,
+            PERSISTENT_VOLUME_CLAIM: self.cache.volumes.resync_pvcs,
+            STORAGE_CLASS: self.cache.volumes.resync_storage_classes,
+            CSI_NODE: self.cache.volumes.resync_csinodes,
+        }
+        resync[kind](bodies)
+        self.queue.move_all(VOLUME_HELPS)
 
     def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A node was listed, added, modified or deleted."""
@@ -223,10 +259,26 @@ class ClusterFeed:
         return swept
 
 
+PERSISTENT_VOLUME = "PersistentVolume"
+PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+STORAGE_CLASS = "StorageClass"
+CSI_NODE = "CSINode"
+VOLUME_KINDS = (PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, STORAGE_CLASS, CSI_NODE)
+
 # Which unschedulable pods a cluster event may help, by the filter plugins that rejected them
 # (a coarse form of kube-scheduler's queueing hints).
+VOLUME_HELPS = frozenset(
+    {volumebinding.NAME, volumerestrictions.NAME, volumezone.NAME, nodevolumelimits.NAME}
+)
 POD_REMOVED_HELPS = frozenset(
-    {noderesourcesfit.NAME, nodeports.NAME, podtopologyspread.NAME, interpodaffinity.NAME}
+    {
+        noderesourcesfit.NAME,
+        nodeports.NAME,
+        podtopologyspread.NAME,
+        interpodaffinity.NAME,
+        volumerestrictions.NAME,  # a ReadWriteOncePod claim released
+        nodevolumelimits.NAME,  # a volume slot freed
+    }
 )
 POD_ADDED_HELPS = frozenset({podtopologyspread.NAME, interpodaffinity.NAME})
 
@@ -241,5 +293,11 @@ def node_change_helps(before: objects.NodeInfo, after: objects.NodeInfo) -> froz
     if before.taints != after.taints:
         helps |= {tainttoleration.NAME, podtopologyspread.NAME}
     if before.labels != after.labels:
-        helps |= {nodeaffinity.NAME, podtopologyspread.NAME, interpodaffinity.NAME}
+        helps |= {
+            nodeaffinity.NAME,
+            podtopologyspread.NAME,
+            interpodaffinity.NAME,
+            volumebinding.NAME,  # a PersistentVolume's node affinity
+            volumezone.NAME,
+        }
     return frozenset(helps)

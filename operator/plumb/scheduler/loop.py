@@ -15,24 +15,27 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Awaitable, Callable, Hashable, Mapping
 from typing import Any, Protocol
 
+from plumb import events as events_module
+from plumb import prebind
 from plumb.backend import cache as cache_module
 from plumb.backend import journal as journal_module
 from plumb.backend import objects
 from plumb.backend import queue as queue_module
+from plumb.backend import volumes as volumes_module
 from plumb.binder import Binder, Outcome
 from plumb.events import Recorder
 from plumb.framework import cycle, deviation, runs, scoring, traces
-from plumb.framework.plugins import (
-    podtopologyspread,
-)
+from plumb.framework.plugins import podtopologyspread
+from plumb.framework.plugins import volumes as volume_plugins
+from plumb.framework.preempting import NO_CLAIMS
 from plumb.kernel import contract
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
-from plumb.scheduler import counting, feed, preempting
+from plumb.scheduler import counting, feed, preempting, profiles
 
 KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
 DEFAULT_BATCH = 32
@@ -53,20 +56,13 @@ def _always() -> bool:
 logger = logging.getLogger("plumb.scheduler")
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Profile:
-    """Which pods are ours."""
-
-    scheduler_name: str
-
-
 class Scheduler(feed.ClusterFeed):
     """Owns the cache and the queue, and runs scheduling cycles one after another."""
 
     def __init__(
         self,
         *,
-        profile: Profile,
+        served: profiles.Served,
         binder: Binder,
         recorder: Recorder,
         kernel: KernelRunner,
@@ -78,10 +74,11 @@ class Scheduler(feed.ClusterFeed):
         may_act: Gate = _always,
         clock: Callable[[], float] = time.monotonic,
         offload: preempting.Offload | None = None,
+        volume_api: prebind.VolumeApi | None = None,
     ) -> None:
         cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
         super().__init__(
-            scheduler_name=profile.scheduler_name,
+            served=served,
             cache=cache,
             queue=queue if queue is not None else queue_module.SchedulingQueue(),
             # SchedulingPolicies: fed by the app layer's reconciler, asked per batch.
@@ -90,13 +87,14 @@ class Scheduler(feed.ClusterFeed):
             # One trace line per decision, and each pod's last decision for the debug endpoint.
             tracer=tracer if tracer is not None else tracing.Tracer(),
         )
-        self.profile = profile
+        self.queue.backoff_policy = served.backoff
         # Attempts, latencies and kernel runs, counted as they happen (a registry of its own
         # unless the app layer serves one).
         self.metrics = metrics if metrics is not None else metrics_module.Metrics()
         self._kernel = counting.timed(kernel, self.metrics)
         self.batch_size = batch_size
         self._binder = binder
+        self._volume_api = volume_api  # VolumeBinding's PreBind writes (None: no volumes)
         self._binds: set[asyncio.Task[None]] = set()
         # The last kernel runs' inputs, for snapshot dumps that ``plumb replay`` reads.
         self.runs = runs.RunLog()
@@ -146,20 +144,71 @@ class Scheduler(feed.ClusterFeed):
                     continue
                 self._cycle_started = self._clock()
                 try:
-                    await self.schedule_batch(entries)
-                except Exception:
-                    # One batch's failure must not stop the others: back them off, carry on.
-                    logger.exception(
-                        "scheduling %s failed unexpectedly", ", ".join(e.pod.key for e in entries)
-                    )
-                    counting.count_errors(self.metrics, self.queue, entries)
-                    for entry in entries:
-                        self.queue.backoff(entry.pod.uid)
+                    await self.decide(entries)
                 finally:
                     self._cycle_started = None
         finally:
             self._cycle_started = None
             self.metrics.set_leader(False)
+
+    def reconfigure(self, served: profiles.Served) -> None:
+        """Serve ``served`` from the next batch on (a reload): the queue, the cache and the
+        bindings in flight stay. Raises profiles.ReconfigureError when it needs a restart."""
+        profiles.check_replacement(self.served, served)
+        self.served = served
+        self.queue.backoff_policy = served.backoff
+
+    async def decide(self, entries: list[queue_module.Entry]) -> None:
+        """``schedule_batch``, with failures isolated: a batch that raises (the kernel, a
+        plugin, a policy) is decided again one pod at a time, and a pod that raises alone ends
+        its attempt in an internal error and is retried after a backoff. Pods decided before
+        the failure keep their decision."""
+        try:
+            await self.schedule_batch(entries)
+            return
+        except Exception as error:
+            if len(entries) == 1:
+                self._internal_error(entries[0], error)
+                return
+            logger.exception(
+                "deciding a batch of %d pods failed; deciding them one at a time", len(entries)
+            )
+        for entry in entries:
+            if self.queue.where(entry.pod.uid) is not queue_module.Where.IN_FLIGHT:
+                continue  # decided before the failure (or deleted meanwhile)
+            try:
+                await self.schedule_batch([entry])
+            except Exception as error:
+                self._internal_error(entry, error)
+
+    def _internal_error(self, entry: queue_module.Entry, error: Exception) -> None:
+        """The pod's attempt failed inside plumb: FailedScheduling (reason SchedulerError, as
+        kube-scheduler reports its own errors), counted as an error, retried after a backoff."""
+        pod = entry.pod
+        if self.queue.where(pod.uid) is not queue_module.Where.IN_FLIGHT:
+            return
+        logger.error("scheduling %s failed: %s", pod.key, error, exc_info=error)
+        message = f"internal error: {type(error).__name__}: {error}"
+        counting.count_errors(self.metrics, self.queue, [entry])
+        step = self.queue.backoff_duration(entry.attempts)
+        self.queue.backoff(pod.uid)
+        self._recorder.failed_scheduling(
+            pod, message, step=step, reason=events_module.SCHEDULER_ERROR
+        )
+        profile = self.served.get(pod.scheduler_name)
+        self.tracer.emit(
+            trace.Trace(
+                pod=pod.key,
+                uid=pod.uid,
+                result=trace.SCHEDULER_ERROR,
+                message=message,
+                attempts=entry.attempts,
+                profile=pod.scheduler_name,
+                config="" if profile is None else profile.config,
+            ),
+            repeat_after=step,
+            level=logging.ERROR,
+        )
 
     async def schedule_batch(self, entries: list[queue_module.Entry]) -> None:
         """One scheduling cycle for a batch of pods, decided as if one at a time.
@@ -167,14 +216,18 @@ class Scheduler(feed.ClusterFeed):
         The batch shares one governing SchedulingPolicy, or none (``pop_batch`` groups them):
         its rules join each pod's own constraints and its weights score the nodes."""
         by_uid = {entry.pod.uid: entry for entry in entries}
+        profile = self.served.get(entries[0].pod.scheduler_name)
+        if profile is None:  # not ours any more (cannot happen while the names are fixed)
+            for entry in entries:
+                self.queue.delete(entry.pod.uid)
+            return
         policy = self.policies.governing(entries[0].pod)
         pods = [entry.pod for entry in entries]
-        profile = scoring.DEFAULT
         if policy is not None:
             pods = [self.policies.govern(pod, policy) for pod in pods]
         snap = self.cache.snapshot()
         if policy is not None:
-            profile = self.policies.profile(policy, snap)
+            profile = self.policies.profile(policy, snap, profile)
         # Room held for nominated pods of at least the batch's priority (one per batch), and
         # the batch pods' own nominations.
         held = self.nominations.holding(pods[0].priority, excluding=by_uid)
@@ -241,6 +294,11 @@ class Scheduler(feed.ClusterFeed):
         """A pod no node fits: preemption (PostFilter) first, then the failure is reported."""
         if self.queue.where(entry.pod.uid) is not queue_module.Where.IN_FLIGHT:
             return
+        if not profile.preemption:
+            # DefaultPreemption disabled: DynamicResources' words are the PostFilter's only.
+            message = f"{decision.message} {NO_CLAIMS}."
+            self._apply(entry, dataclasses.replace(decision, message=message), record, policy)
+            return
         outcome = await self.post_filter.run(decision, policy, profile)
         if outcome.retry:
             self.queue.requeue(entry)  # room appeared since the cycle: a new attempt
@@ -282,7 +340,11 @@ class Scheduler(feed.ClusterFeed):
         """Place a pod beyond the policy's maxSkew on its budget, or let it wait."""
         rules = [c for c in self.policies.constraints(policy) if c.hard]
         snap = self.cache.snapshot()
-        profile = self.policies.profile(policy, snap)
+        base = self.served.get(entry.pod.scheduler_name)
+        if base is None:
+            self.queue.delete(entry.pod.uid)
+            return
+        profile = self.policies.profile(policy, snap, base)
         prepared = cycle.prepare([entry.pod], snap, self.cache, profile)
         self.runs.record(
             runs.Run(
@@ -353,17 +415,29 @@ class Scheduler(feed.ClusterFeed):
         if decision.node is None:
             self.queue.unschedulable(pod.uid, decision.plugins)
             self.metrics.attempt(metrics_module.UNSCHEDULABLE, self.queue.now() - entry.popped_at)
-            self._recorder.failed_scheduling(pod, message, attempts=entry.attempts)
-            step = queue_module.SchedulingQueue.backoff_duration(entry.attempts)
+            step = self.queue.backoff_duration(entry.attempts)
+            self._recorder.failed_scheduling(pod, message, step=step)
             self.tracer.emit(record, repeat_after=step)
             return
-        if decision.node not in self.cache.nodes:
+        node = self.cache.nodes.info(decision.node)
+        if node is None:
             self.queue.requeue(entry)  # the node went away while the kernel ran
             return
+        plan = None
+        if pod.claims:
+            try:
+                # VolumeBinding's Reserve: which PV each unbound claim takes on this node.
+                plan = volume_plugins.plan(pod, node, self.cache.volumes)
+            except ValueError:
+                self.queue.requeue(entry)  # a volume went while the kernel ran
+                return
+            self.cache.volumes.assume(plan)
         self.cache.assume(pod, decision.node)
         self.post_filter.forget(pod.uid)  # placed: its nomination, if any, holds nothing now
         self.queue.done(pod.uid)
-        task = asyncio.get_running_loop().create_task(self._bind(entry, decision.node, record))
+        task = asyncio.get_running_loop().create_task(
+            self._bind(entry, decision.node, record, plan)
+        )
         self._binds.add(task)
         task.add_done_callback(self._binds.discard)
 
@@ -379,15 +453,25 @@ class Scheduler(feed.ClusterFeed):
             text=self.policies.budget_text(policy),
         )
 
-    async def _bind(self, entry: queue_module.Entry, node: str, record: trace.Trace) -> None:
+    async def _bind(
+        self,
+        entry: queue_module.Entry,
+        node: str,
+        record: trace.Trace,
+        plan: volumes_module.BindingPlan | None = None,
+    ) -> None:
         pod = entry.pod
         started = time.monotonic()
         try:
+            if plan is not None and not await self._prebind(entry, plan, record, started):
+                return
             result = await self._binder.bind(pod, node)
         except asyncio.CancelledError:
             # Leadership lost (or shutdown) mid-request: whether the server got it or not, the
             # watch will tell; until then the pod waits in the queue like any other. The trace
             # line dates the attempt (its time less bind_ms), so no bind goes unaccounted for.
+            if plan is not None:
+                self.cache.volumes.forget(plan)
             self._step_back(entry)
             cancelled = dataclasses.replace(
                 record,
@@ -420,13 +504,58 @@ class Scheduler(feed.ClusterFeed):
             message, step, level = result.message, 0.0, logging.INFO
         else:
             message = f"{result.message}; retrying after a backoff"
-            step = queue_module.SchedulingQueue.backoff_duration(entry.attempts)
+            step = self.queue.backoff_duration(entry.attempts)
             level = logging.WARNING
             self.queue.retry(entry)
         failed = dataclasses.replace(
             record, result=trace.BIND_FAILED, message=message, bind_ms=trace.ms(latency)
         )
         self.tracer.emit(failed, repeat_after=step, level=level)
+
+    async def _prebind(
+        self,
+        entry: queue_module.Entry,
+        plan: volumes_module.BindingPlan,
+        record: trace.Trace,
+        started: float,
+    ) -> bool:
+        """VolumeBinding's PreBind: the plan's claims bound (the PV controller finishes the
+        binding) before the pod is. On failure the assumptions go, the pod gets
+        FailedScheduling with kube-scheduler's words and is retried after a backoff."""
+        if plan.empty:
+            return True
+        pod = entry.pod
+        if self._volume_api is None:
+            outcome = prebind.PreBindResult(
+                ok=False, message=f"{prebind.PREFIX}no API client for volume bindings"
+            )
+        else:
+            outcome = await prebind.prebind(
+                self._volume_api,
+                plan,
+                prebind.Watched(
+                    pod_exists=lambda: self.cache.state(pod.uid) is not None,
+                    node_labels=lambda: _labels(self.cache.nodes.info(plan.node)),
+                ),
+                gate=self._may_act,
+            )
+        if outcome.ok:
+            return True
+        self.cache.volumes.forget(plan)
+        if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
+            self.cache.forget(pod.uid)
+        self.metrics.attempt(metrics_module.ERROR, self.queue.now() - entry.popped_at)
+        step = self.queue.backoff_duration(entry.attempts)
+        self.queue.retry(entry)
+        self._recorder.failed_scheduling(pod, outcome.message, step=step)
+        failed = dataclasses.replace(
+            record,
+            result=trace.BIND_FAILED,
+            message=outcome.message,
+            bind_ms=trace.ms(time.monotonic() - started),
+        )
+        self.tracer.emit(failed, repeat_after=step, level=logging.WARNING)
+        return False
 
     def _step_back(self, entry: queue_module.Entry) -> None:
         """Undo the assumption of a pod whose binding was not (knowingly) made."""
@@ -451,16 +580,17 @@ class Scheduler(feed.ClusterFeed):
         # Host ports are checked before the kernel, against pods already placed: a pod wanting
         # them is decided alone so an earlier pod of its batch cannot take the same port. A
         # nominated pod is too: it goes to its nominated node when that node fits it.
-        return bool(pod.scheduling.host_ports) or pod.uid in self.nominations
+        # A pod with volume claims too: two pods of a batch could pick the same volume.
+        return bool(pod.scheduling.host_ports or pod.claims) or pod.uid in self.nominations
 
     def _group(self, pod: objects.PodInfo) -> Hashable:
-        # One policy generation per batch, and one priority: the room nominated pods hold
-        # depends on the priority of the pod being decided.
-        return (self.policies.group(pod), pod.priority)
+        # One profile and one policy generation per batch, and one priority: the room
+        # nominated pods hold depends on the priority of the pod being decided.
+        return (pod.scheduler_name, self.policies.group(pod), pod.priority)
 
     def dump(self) -> dict[str, Any]:
         """The cache, its journal and the recent runs, for ``plumb replay`` (JSON values)."""
-        return runs.snapshot(self.cache, self.runs, self.profile.scheduler_name)
+        return runs.snapshot(self.cache, self.runs, ",".join(sorted(self.served.names)))
 
     async def drain(self) -> None:
         """Wait for binds and report writes in flight (shutdown, tests)."""
@@ -468,6 +598,10 @@ class Scheduler(feed.ClusterFeed):
             await asyncio.gather(*list(self._binds), return_exceptions=True)
         await self.post_filter.drain()
         await self._recorder.drain()
+
+
+def _labels(node: objects.NodeInfo | None) -> Mapping[str, str] | None:
+    return None if node is None else node.labels
 
 
 def _ref(policy: spec.Policy | None) -> traces.PolicyRef | None:

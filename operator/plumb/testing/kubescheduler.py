@@ -17,6 +17,7 @@ import socket
 import ssl
 import subprocess
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -119,9 +120,16 @@ class KubeScheduler:
 
 
 def configuration(
-    plane: controlplane.ControlPlane, *, scheduler_name: str, qps: int, burst: int
+    plane: controlplane.ControlPlane,
+    *,
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME,
+    qps: int = 5000,
+    burst: int = 5000,
+    profiles: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The KubeSchedulerConfiguration start() writes: one profile, no leader election."""
+    """The KubeSchedulerConfiguration start() writes: one profile (or ``profiles``), no leader
+    election. plumb reads the same file (``plumb run --config``), ignoring the client
+    connection and leader election it does not use."""
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
@@ -129,7 +137,9 @@ def configuration(
         # A single instance: waiting for a lease would only delay the start by seconds.
         "leaderElection": {"leaderElect": False},
         # percentageOfNodesToScore stays at its default, as a real cluster would run it.
-        "profiles": [{"schedulerName": scheduler_name}],
+        "profiles": (
+            [{"schedulerName": scheduler_name}] if profiles is None else [*map(dict, profiles)]
+        ),
     }
 
 
@@ -141,10 +151,12 @@ def start(
     qps: int = 5000,
     burst: int = 5000,
     timeout: float = 60.0,
+    profiles: Sequence[Mapping[str, Any]] | None = None,
 ) -> KubeScheduler:
     """Starts kube-scheduler against plane and waits until it has synced with the API server.
 
-    Its configuration, serving certificate and log go to directory. The client limits default
+    Its configuration (with ``profiles`` instead of one named ``scheduler_name`` if given),
+    serving certificate and log go to directory. The client limits default
     to 5000, as in Kubernetes' own scheduler_perf, so the defaults of 50/100 requests per
     second do not make it look slow. It serves /readyz on a free loopback port, and nothing
     else is reachable without credentials.
@@ -168,7 +180,9 @@ def start(
         )
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / CONFIG_FILE
-    body = configuration(plane, scheduler_name=scheduler_name, qps=qps, burst=burst)
+    body = configuration(
+        plane, scheduler_name=scheduler_name, qps=qps, burst=burst, profiles=profiles
+    )
     # kube-scheduler reads JSON as well as YAML, which spares a YAML dependency.
     config.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")
     cert_dir = directory / CERT_DIR

@@ -29,6 +29,9 @@ SCORE_WEIGHT = 2
 SCORE_REVERSED = False
 # kube-scheduler's ErrReasonPod (plugins/nodeaffinity/node_affinity.go).
 MISMATCH = "node(s) didn't match Pod's node affinity/selector"
+# errReasonEnforced: the node does not match the profile's addedAffinity (NodeAffinityArgs),
+# which every pod must match besides its own (same file; checked first, same plugin).
+ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 # PreFilter's errReasonConflict: every required term pins metadata.name In a set and the union of
 # those sets is empty, so no node can match (same file).
 CONFLICT = "pod affinity terms conflict"
@@ -70,11 +73,31 @@ def filter(pod: objects.PodInfo, statics: snapshot.NodeStatics) -> snapshot.Bool
 
 def score_raw(pod: objects.PodInfo, statics: snapshot.NodeStatics) -> snapshot.Int64Array:
     """Per node: the sum of the weights of the preferred terms it matches."""
+    return preferred_raw(pod.scheduling.preferred_node_terms, statics)
+
+
+def preferred_raw(
+    terms: tuple[tuple[int, specs.NodeSelectorTerm], ...], statics: snapshot.NodeStatics
+) -> snapshot.Int64Array:
+    """Per node: the sum of the weights of the (weight, term) pairs it matches (weight 0 terms
+    are left out, as kube-scheduler's PreferredSchedulingTerms does): a pod's preferred terms,
+    or a profile's addedAffinity preferred ones, which Score adds to every pod's."""
     total = np.zeros(len(statics), dtype=np.int64)
-    for weight, term in pod.scheduling.preferred_node_terms:
+    for weight, term in terms:
         if weight:
             total += weight * _term(term, statics)
     return total
+
+
+def matches_terms(
+    terms: tuple[specs.NodeSelectorTerm, ...], statics: snapshot.NodeStatics
+) -> snapshot.BoolArray:
+    """Where a node selector (terms ORed; none matches no node) matches: a profile's
+    addedAffinity required terms."""
+    ok = np.zeros(len(statics), dtype=np.bool_)
+    for term in terms:
+        ok |= _term(term, statics)
+    return ok
 
 
 def prefilter_nodes(pod: objects.PodInfo) -> frozenset[str] | None:

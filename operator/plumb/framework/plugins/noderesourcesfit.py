@@ -1,6 +1,13 @@
 """NodeResourcesFit: a node fits when every requested resource is free there (filter), and
-LeastAllocated prefers the emptier nodes over cpu and memory (score, weight 1); a
-SchedulingPolicy may score with MostAllocated or BalancedAllocation instead (framework/scoring.py).
+its scoring strategy (LeastAllocated by default, over cpu and memory) scores the resources a
+profile names (score, weight 1); a SchedulingPolicy may score with MostAllocated or
+BalancedAllocation instead (framework/scoring.py).
+
+Which resources a resource score can read is kube-scheduler's resource_allocation.go (shared
+with NodeResourcesBalancedAllocation): cpu and memory always; ephemeral-storage always;
+a scalar resource (extended, hugepages-, attachable-volumes-, kubernetes.io/-prefixed) only
+for a pod requesting it; any other name (pods among them) never. A node with none of a resource
+leaves it out.
 """
 
 from __future__ import annotations
@@ -14,6 +21,25 @@ TOO_MANY_PODS = "Too many pods"
 SCORE_WEIGHT = 1
 # The resources the score counts, each with weight 1, as kube-scheduler's default args.
 SCORED_RESOURCES = (objects.CPU, objects.MEMORY)
+# How a resource score reads a resource (``score_kind``).
+ALWAYS = "always"  # cpu, memory, ephemeral-storage
+IF_REQUESTED = "if-requested"  # a scalar resource: only for a pod requesting it
+# kube-scheduler's config.MaxCustomPriorityScore: RequestedToCapacityRatio's shape scores are
+# 0-10, scaled to 0-100 (MaxNodeScore / MaxCustomPriorityScore).
+MAX_CUSTOM_PRIORITY_SCORE = 10
+
+
+def score_kind(resource: str) -> str | None:
+    """ALWAYS, IF_REQUESTED or None (never scored) for a resource a profile names (see the
+    module doc; schedutil.IsScalarResourceName)."""
+    if resource in (objects.CPU, objects.MEMORY, objects.EPHEMERAL_STORAGE):
+        return ALWAYS
+    scalar = (
+        resource.startswith(("hugepages-", "attachable-volumes-"))
+        or "kubernetes.io/" in resource
+        or ("/" in resource and not resource.startswith("requests."))
+    )
+    return IF_REQUESTED if scalar else None
 
 
 def insufficient(resource: str) -> str:

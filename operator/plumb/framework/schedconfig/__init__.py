@@ -1,0 +1,25 @@
+"""kube-scheduler's KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1), read and
+validated as kube-scheduler v1.34.4 does and turned into plumb's scoring profiles.
+
+Pure: it reads only the text it is given. See docs/configuration.md.
+"""
+
+from __future__ import annotations
+
+from plumb.framework.schedconfig.configuration import (
+    DEFAULT_SCHEDULER_NAME,
+    SCORE_ORDER,
+    Configuration,
+    default_profile,
+    parse,
+)
+from plumb.framework.schedconfig.errors import ConfigError
+
+__all__ = [
+    "DEFAULT_SCHEDULER_NAME",
+    "SCORE_ORDER",
+    "ConfigError",
+    "Configuration",
+    "default_profile",
+    "parse",
+]

@@ -1,0 +1,618 @@
+"""A KubeSchedulerConfiguration read as kube-scheduler v1.34.4 reads it (decode, default,
+validate, build each profile's framework) and turned into plumb's scoring profiles."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from plumb.backend import specs
+from plumb.framework import scoring
+from plumb.framework.schedconfig import args as plugin_args
+from plumb.framework.schedconfig import decoding, errors, names, plugins
+from plumb.framework.schedconfig.errors import ConfigError
+
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+SCORE_ORDER = (
+    "NodeResourcesFit",
+    "NodeResourcesBalancedAllocation",
+    "TaintToleration",
+    "NodeAffinity",
+    "PodTopologySpread",
+    "InterPodAffinity",
+    "ZoneHealth",
+    "ImageLocality",
+)
+"""Score plugins in the order of scoring.Profile.weights (ZoneHealth is plumb's own: 0 from a
+configuration)."""
+
+_V1 = decoding.API_VERSION
+# v1.34.4 names the version of its list of removed plugins with core/v1's group version ("v1").
+_INVALID_PLUGIN = f'was invalid in version "v1" (KubeSchedulerConfiguration is version "{_V1}")'
+
+# Plugins whose Filter (Score) reads state its PreFilter (PreScore) writes and fails every pod
+# without it: kube-scheduler accepts such a profile but schedules nothing with it.
+_NEEDS_PRE_FILTER = (
+    "NodeResourcesFit",
+    "InterPodAffinity",
+    "PodTopologySpread",
+    "NodePorts",
+    "VolumeRestrictions",
+)
+_NEEDS_PRE_SCORE = ("TaintToleration", "InterPodAffinity", "PodTopologySpread")
+
+# Top-level fields plumb accepts and does not use, with why.
+_IGNORED_FIELDS = {
+    "parallelism": "plumb filters and scores in its own kernel thread",
+    "percentageOfNodesToScore": "plumb scores every feasible node",
+    "leaderElection": "plumb elects its leader with its own flags (--leader-elect …)",
+    "clientConnection": "plumb connects with its own kubeconfig and flags",
+    "enableProfiling": "plumb serves no pprof endpoints",
+    "enableContentionProfiling": "plumb serves no pprof endpoints",
+    "delayCacheUntilActive": "plumb fills its cache before it schedules, leader or not",
+}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Configuration:
+    """What plumb takes from a KubeSchedulerConfiguration.
+
+    - ``profiles``: one scoring.Profile per profile, in file order (name = schedulerName,
+      config = ``digest``).
+    - ``initial_backoff``, ``max_backoff``: podInitialBackoffSeconds and podMaxBackoffSeconds.
+    - ``ignored``: one line per field the file sets that plumb accepts and does not use.
+    - ``digest``: the first 16 hex digits of the sha256 of the file's bytes.
+    """
+
+    profiles: tuple[scoring.Profile, ...]
+    initial_backoff: float
+    max_backoff: float
+    ignored: tuple[str, ...]
+    digest: str
+
+
+def parse(text: str | bytes) -> Configuration:
+    """Reads a KubeSchedulerConfiguration (YAML or JSON); raises ConfigError where
+    kube-scheduler v1.34.4 would refuse it, or where plumb would schedule differently."""
+    data = text.encode("utf-8") if isinstance(text, str) else text
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    try:
+        body = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise ConfigError("", f"the file is not UTF-8: {error}") from None
+    document, _ = decoding.load(body)
+    decoding.type_meta(document, body)
+    return _read(document, digest)
+
+
+def default_profile(scheduler_name: str) -> scoring.Profile:
+    """kube-scheduler's default profile under that schedulerName: what parse() gives for a
+    file with that one profile and nothing else, with ``config`` "" (built-in)."""
+    document = {
+        "apiVersion": decoding.API_VERSION,
+        "kind": decoding.KIND,
+        "profiles": [{"schedulerName": scheduler_name}],
+    }
+    return _read(document, "").profiles[0]
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Profile:
+    """One profile after defaulting: its plugin sets and its pluginConfig (file entries first,
+    then the defaults kube-scheduler appends), each as (name, args or None, raw, path)."""
+
+    name: str
+    path: str
+    raw: Mapping[str, Any]
+    sets: Mapping[str, plugins.PluginSet]
+    config: tuple[tuple[str, plugin_args.Args | None, Any, str], ...]
+
+
+def _read(document: dict[str, Any], digest: str) -> Configuration:
+    unknown = decoding.check(document, decoding.CONFIGURATION)
+    raw_profiles: list[Any] = list(document.get("profiles") or ())
+    nested = _decode_args(raw_profiles)
+    if unknown:
+        raise decoding.unknown_fields(unknown)
+    if nested is not None:
+        raise nested
+    profiles = _defaulted_profiles(raw_profiles)
+    _validate(document, profiles)
+    frameworks = []
+    for profile in profiles:
+        frameworks.append(_framework(profile))
+        _same_queue_sort_args(profile, profiles[0])
+    ignored: list[str] = [
+        f"{field}: {why}"
+        for field, why in _IGNORED_FIELDS.items()
+        if document.get(field) is not None
+    ]
+    built = tuple(
+        _profile(profile, framework, digest, ignored)
+        for profile, framework in zip(profiles, frameworks, strict=True)
+    )
+    extenders = document.get("extenders") or []
+    if extenders:
+        raise errors.plumb(
+            "extenders",
+            "plumb calls no scheduler extenders; without them it would filter, score and bind "
+            "differently from kube-scheduler with this file",
+        )
+    return Configuration(
+        profiles=built,
+        initial_backoff=float(_int(document, "podInitialBackoffSeconds", 1)),
+        max_backoff=float(_int(document, "podMaxBackoffSeconds", 10)),
+        ignored=tuple(ignored),
+        digest=digest,
+    )
+
+
+def _int(raw: Mapping[str, Any], key: str, default: int) -> int:
+    value = raw.get(key)
+    return default if value is None else int(value)
+
+
+def _decode_args(raw_profiles: Sequence[Any]) -> ConfigError | None:
+    """Decodes every pluginConfig's args: a fatal error raises at once, the first strict
+    (unknown field) error is returned, as kube-scheduler gathers those."""
+    first: ConfigError | None = None
+    for i, profile in enumerate(raw_profiles):
+        for j, entry in enumerate((profile or {}).get("pluginConfig") or ()):
+            entry = entry or {}
+            try:
+                plugin_args.decode(
+                    str(entry.get("name") or ""),
+                    entry.get("args"),
+                    f"profiles[{i}].pluginConfig[{j}]",
+                )
+            except ConfigError as error:
+                if not str(error).startswith("strict decoding error"):
+                    raise
+                first = first or error
+    return first
+
+
+def _defaulted_profiles(raw_profiles: Sequence[Any]) -> list[_Profile]:
+    raws: list[Mapping[str, Any]] = [p or {} for p in raw_profiles] or [{}]
+    out: list[_Profile] = []
+    for i, raw in enumerate(raws):
+        path = f"profiles[{i}]"
+        name = raw.get("schedulerName")
+        if name is None:
+            name = DEFAULT_SCHEDULER_NAME if len(raws) == 1 else ""
+        sets = plugins.merged(raw.get("plugins"), f"{path}.plugins")
+        config: list[tuple[str, plugin_args.Args | None, Any, str]] = []
+        for j, entry in enumerate(raw.get("pluginConfig") or ()):
+            entry = entry or {}
+            plugin = str(entry.get("name") or "")
+            where = f"{path}.pluginConfig[{j}]"
+            config.append(
+                (
+                    plugin,
+                    plugin_args.decode(plugin, entry.get("args"), where),
+                    entry.get("args"),
+                    where,
+                )
+            )
+        configured = {plugin for plugin, _, _, _ in config}
+        for plugin in sorted(plugins.enabled_names(sets)):
+            defaults = plugin_args.default(plugin)
+            if plugin not in configured and defaults is not None:
+                config.append((plugin, defaults, None, ""))
+        out.append(_Profile(str(name), path, raw, sets, tuple(config)))
+    return out
+
+
+# Validation (validation.go), the first error in kube-scheduler's order ------------------------
+
+
+def _validate(document: Mapping[str, Any], profiles: Sequence[_Profile]) -> None:
+    connection = document.get("clientConnection") or {}
+    burst = connection.get("burst")
+    if burst is not None and burst < 0:
+        raise errors.invalid("clientConnection.burst", burst, "must be non-negative")
+    _validate_leader_election(document.get("leaderElection") or {})
+    parallelism = _int(document, "parallelism", 16)
+    if parallelism <= 0:
+        raise errors.invalid(
+            "parallelism", parallelism, "should be an integer value greater than zero"
+        )
+    seen: dict[str, int] = {}
+    for i, profile in enumerate(profiles):
+        _validate_profile(profile)
+        if profile.name in seen:
+            raise errors.duplicate(
+                f"{profile.path}.schedulerName",
+                profile.name,
+                f"also profiles[{seen[profile.name]}].schedulerName",
+            )
+        seen[profile.name] = i
+    _validate_queue_sort(profiles)
+    _validate_percentage("percentageOfNodesToScore", document.get("percentageOfNodesToScore"))
+    initial = _int(document, "podInitialBackoffSeconds", 1)
+    maximum = _int(document, "podMaxBackoffSeconds", 10)
+    if initial <= 0:
+        raise errors.invalid("podInitialBackoffSeconds", initial, "must be greater than 0")
+    if maximum < initial:
+        raise errors.invalid(
+            "podMaxBackoffSeconds",
+            maximum,
+            "must be greater than or equal to PodInitialBackoffSeconds",
+        )
+    _validate_extenders(document.get("extenders") or [])
+
+
+def _validate_leader_election(raw: Mapping[str, Any]) -> None:
+    if raw.get("leaderElect") is False:
+        return
+    durations = {}
+    for key, default in (("leaseDuration", 15.0), ("renewDeadline", 10.0), ("retryPeriod", 2.0)):
+        text = raw.get(key)
+        seconds = names.parse_duration(text) if text else None
+        durations[key] = seconds if seconds else default
+    for key in ("leaseDuration", "renewDeadline", "retryPeriod"):
+        if durations[key] <= 0:
+            raise errors.invalid(f"leaderElection.{key}", raw.get(key), "must be greater than zero")
+    if durations["leaseDuration"] <= durations["renewDeadline"]:
+        raise errors.invalid(
+            "leaderElection.leaseDuration",
+            raw.get("renewDeadline"),
+            "must be greater than `RenewDeadline`",
+        )
+    lock = raw.get("resourceLock") or "leases"
+    if lock != "leases":
+        raise errors.invalid(
+            "leaderElection.resourceLock", lock, 'resourceLock value must be "leases"'
+        )
+
+
+def _validate_percentage(field: str, value: Any) -> None:
+    if value is not None and not 0 <= value <= 100:
+        raise errors.invalid(field, value, "not in valid range [0-100]")
+
+
+def _validate_profile(profile: _Profile) -> None:
+    if not profile.name:
+        raise errors.required(f"{profile.path}.schedulerName")
+    _validate_percentage(
+        f"{profile.path}.percentageOfNodesToScore", profile.raw.get("percentageOfNodesToScore")
+    )
+    if profile.raw.get("plugins") is not None:
+        for point in plugins.POINT_NAMES:
+            for j, plugin in enumerate(profile.sets[point].enabled):
+                if plugin.name in plugins.REMOVED:
+                    raise errors.invalid(
+                        f"{profile.path}.plugins.{point}.enabled[{j}]", plugin.name, _INVALID_PLUGIN
+                    )
+    seen: set[str] = set()
+    for name, args, _, where in profile.config:
+        if not where:
+            continue  # a default kube-scheduler added: valid
+        if name in seen:
+            raise errors.duplicate(where, name)
+        seen.add(name)
+        if name in plugins.REMOVED:
+            raise errors.invalid(where, name, _INVALID_PLUGIN)
+        if args is not None:
+            problem = plugin_args.validate(name, args, where)
+            if problem is not None:
+                raise problem
+
+
+def _queue_sort_key(profile: _Profile) -> tuple[tuple[tuple[str, int], ...], tuple[str, ...]]:
+    queue_sort = profile.sets["queueSort"]
+    return tuple((p.name, p.weight) for p in queue_sort.enabled), queue_sort.disabled
+
+
+def _validate_queue_sort(profiles: Sequence[_Profile]) -> None:
+    """validateCommonQueueSort: every profile's queueSort set (after defaulting) and the
+    queue sort plugin's args must equal the first profile's."""
+    first = profiles[0]
+    enabled = first.sets["queueSort"].enabled
+    if len(enabled) > 1:
+        raise errors.invalid(
+            f"{first.path}.plugins.queueSort.Enabled",
+            len(enabled),
+            "only one queue sort plugin can be enabled",
+        )
+    name = enabled[0].name if enabled else ""
+    first_args = next((raw for n, _, raw, w in first.config if w and n == name), None)
+    for profile in profiles[1:]:
+        if _queue_sort_key(profile) != _queue_sort_key(first):
+            queue_sort = profile.sets["queueSort"]
+            shown = {
+                "Enabled": [{"Name": p.name, "Weight": p.weight} for p in queue_sort.enabled]
+                or None,
+                "Disabled": [{"Name": n, "Weight": 0} for n in queue_sort.disabled] or None,
+            }
+            raise errors.ConfigError(
+                f"{profile.path}.plugins.queueSort",
+                f"Invalid value: {json.dumps(shown, separators=(',', ':'))}: "
+                "must be the same for all profiles",
+            )
+        for n, _, raw, where in profile.config:
+            if where and name and n == name and raw != first_args:
+                raise errors.invalid(
+                    f"{profile.path}.pluginConfig.args",
+                    raw,
+                    "queueSort must be the same for all profiles",
+                )
+
+
+def _validate_extenders(extenders: Sequence[Any]) -> None:
+    binders = 0
+    managed: set[str] = set()
+    for i, extender in enumerate(extenders):
+        extender = extender or {}
+        path = f"extenders[{i}]"
+        weight = int(extender.get("weight") or 0)
+        if extender.get("prioritizeVerb") and weight <= 0:
+            raise errors.invalid(
+                f"{path}.weight", weight, "must have a positive weight applied to it"
+            )
+        if extender.get("bindVerb"):
+            binders += 1
+        for j, resource in enumerate(extender.get("managedResources") or ()):
+            name = str((resource or {}).get("name") or "")
+            where = f"{path}.managedResources[{j}].name"
+            problems = names.qualified_name_errors(name)
+            if problems:
+                raise errors.invalid(where, name, problems[0])
+            if not names.is_extended_resource_name(name):
+                raise errors.invalid(where, name, "is an invalid extended resource name")
+            if name in managed:
+                raise errors.invalid(where, name, "duplicate extender managed resource name")
+            managed.add(name)
+    if binders > 1:
+        raise errors.invalid(
+            "extenders",
+            f"found {binders} extenders implementing bind",
+            "only one extender can implement bind",
+        )
+
+
+# The framework (NewFramework) and plumb's own refusals -------------------------------------
+
+
+def _framework(profile: _Profile) -> plugins.Framework:
+    needed = plugins.enabled_names(profile.sets)
+    if "NodeResourcesFit" in needed:
+        _build_fit(profile)
+    framework = plugins.build(profile.sets, profile.name, profile.path)
+    _refuse_what_plumb_cannot_do(profile, framework)
+    return framework
+
+
+def _same_queue_sort_args(profile: _Profile, first: _Profile) -> None:
+    """profile.NewMap's check: the queue sort plugin's (PrioritySort's) first pluginConfig
+    entry must carry the same args in every profile (checked as each profile is built)."""
+
+    def entry(of: _Profile) -> tuple[Any, str]:
+        for name, _, raw, where in of.config:
+            if where and name == "PrioritySort":
+                return raw, where
+        return None, ""
+
+    raw, where = entry(profile)
+    if raw != entry(first)[0]:
+        raise errors.ConfigError(
+            f"{where or profile.path + '.pluginConfig'}.args",
+            f'different queue sort plugin args for profile "{profile.name}"',
+            f'initializing profiles: different queue sort plugin args for profile "{profile.name}"'
+            f" (at {where or profile.path + '.pluginConfig'}.args)",
+        )
+
+
+def _args(profile: _Profile, name: str) -> tuple[plugin_args.Args, str]:
+    """The args the plugin is built with (the file's, else kube-scheduler's defaults) and the
+    path of the file's entry ("" for defaults)."""
+    for plugin, args, _, where in profile.config:
+        if plugin == name and args is not None:
+            return args, where
+    defaults = plugin_args.default(name)
+    assert defaults is not None, name
+    return defaults, ""
+
+
+def _build_fit(profile: _Profile) -> None:
+    args, where = _args(profile, "NodeResourcesFit")
+    base = f"{where or profile.path + '.pluginConfig'}.args"
+    problem = plugin_args.validate_fit(args)
+    if problem is not None:
+        raise ConfigError(
+            f"{base}.{problem.field}",
+            problem.message,
+            f"initializing profiles: creating profile for scheduler name {profile.name}: "
+            f'initializing plugin "NodeResourcesFit": {problem} (at {base}.{problem.field})',
+        )
+    strategy = args["scoringStrategy"]
+    if (
+        strategy["type"] == plugin_args.REQUESTED_TO_CAPACITY_RATIO
+        and strategy.get("requestedToCapacityRatio") is None
+    ):
+        raise errors.required(
+            f"{base}.scoringStrategy.requestedToCapacityRatio",
+            "kube-scheduler v1.34.4 panics (nil pointer dereference) building NodeResourcesFit "
+            "with RequestedToCapacityRatio and no requestedToCapacityRatio.shape",
+        )
+
+
+def _refuse_what_plumb_cannot_do(profile: _Profile, framework: plugins.Framework) -> None:
+    points = framework.points
+    where = f"{profile.path}.plugins"
+    if "SchedulingGates" not in points["preEnqueue"]:
+        raise errors.plumb(
+            f"{where}.preEnqueue",
+            "SchedulingGates is disabled; plumb always holds pods that carry schedulingGates",
+        )
+    for name in _NEEDS_PRE_FILTER:
+        if name in points["filter"] and name not in points["preFilter"]:
+            raise errors.plumb(
+                f"{where}.preFilter",
+                f"{name} runs at filter but not at preFilter; kube-scheduler's {name} filter "
+                "then fails every pod; enable it at both or disable both",
+            )
+    for name in _NEEDS_PRE_SCORE:
+        if name in points["score"] and name not in points["preScore"]:
+            raise errors.plumb(
+                f"{where}.preScore",
+                f"{name} runs at score but not at preScore; kube-scheduler's {name} score then "
+                "fails every pod; enable it at both or disable both",
+            )
+    for name in points["score"]:
+        weight = framework.weights[name]
+        if weight < 0:
+            raise errors.plumb(
+                framework.weight_paths[name],
+                f"{name} weighs {weight}; kube-scheduler's overflow check lets a negative weight "
+                "through only as the last score plugin; plumb takes weights of 1 or more",
+            )
+    args, entry = _args(profile, "InterPodAffinity")
+    if "InterPodAffinity" in points["score"] and args.get("ignorePreferredTermsOfExistingPods"):
+        raise errors.plumb(
+            f"{entry}.args.ignorePreferredTermsOfExistingPods",
+            "plumb always scores existing pods' preferred (anti-)affinity terms",
+        )
+
+
+# Mapping to scoring.Profile ------------------------------------------------------------------
+
+
+def _profile(
+    profile: _Profile, framework: plugins.Framework, digest: str, ignored: list[str]
+) -> scoring.Profile:
+    points = framework.points
+    needed = plugins.enabled_names(profile.sets)
+    _note_args(profile, needed, ignored)
+    if profile.raw.get("percentageOfNodesToScore") is not None:
+        ignored.append(f"{profile.path}.percentageOfNodesToScore: plumb scores every feasible node")
+    weights = tuple(
+        framework.weights[name] if name in points["score"] else 0 for name in SCORE_ORDER
+    )
+
+    def used(name: str) -> plugin_args.Args:
+        # The args a plugin runs with; a plugin not enabled keeps kube-scheduler's defaults.
+        if name in needed:
+            return _args(profile, name)[0]
+        defaults = plugin_args.default(name)
+        assert defaults is not None, name
+        return defaults
+
+    strategy = used("NodeResourcesFit")["scoringStrategy"]
+    shape: tuple[tuple[int, int], ...] = ()
+    if strategy["type"] == plugin_args.REQUESTED_TO_CAPACITY_RATIO:
+        shape = tuple(
+            (int(p.get("utilization") or 0), int(p.get("score") or 0))
+            for p in strategy["requestedToCapacityRatio"].get("shape") or ()
+        )
+    balanced = used("NodeResourcesBalancedAllocation")
+    spread = used("PodTopologySpread")
+    defaults: tuple[specs.SpreadConstraint, ...] = ()
+    if spread["defaultingType"] == plugin_args.LIST_DEFAULTING:
+        defaults = tuple(_spread(c) for c in spread.get("defaultConstraints") or ())
+    inter_pod = used("InterPodAffinity")
+    required, preferred = _added_affinity(used("NodeAffinity"))
+    return scoring.Profile(
+        name=profile.name,
+        config=digest,
+        weights=weights,
+        filters=frozenset(name for name in points["filter"] if name in scoring.FILTERS),
+        preemption="DefaultPreemption" in points["postFilter"],
+        strategy=strategy["type"],
+        fit_resources=tuple((r["name"], int(r["weight"])) for r in strategy["resources"]),
+        fit_shape=shape,
+        balanced_resources=tuple((r["name"], int(r["weight"])) for r in balanced["resources"]),
+        spread_defaulting=spread["defaultingType"],
+        spread_defaults=defaults,
+        hard_pod_affinity_weight=int(inter_pod["hardPodAffinityWeight"]),
+        added_required=required,
+        added_preferred=preferred,
+    )
+
+
+def _note_args(profile: _Profile, needed: set[str], ignored: list[str]) -> None:
+    for name, args, _, where in profile.config:
+        if not where:
+            continue
+        if args is None:
+            ignored.append(
+                f"{where}.args: {name!r} has no arguments kube-scheduler reads; it ignores them too"
+            )
+            continue
+        if name not in needed:
+            ignored.append(f"{where}.args: {name} is not enabled; kube-scheduler ignores them too")
+            continue
+        if name == "NodeResourcesFit":
+            for key in ("ignoredResources", "ignoredResourceGroups"):
+                if args.get(key):
+                    ignored.append(
+                        f"{where}.args.{key}: plumb checks every resource a pod requests "
+                        "(kube-scheduler skips these in its NodeResourcesFit filter)"
+                    )
+        elif name == "DefaultPreemption":
+            ignored.append(f"{where}.args: plumb's preemption searches every node")
+        elif name == "VolumeBinding":
+            ignored.append(f"{where}.args: plumb does not bind volumes")
+        elif name == "DynamicResources":
+            ignored.append(f"{where}.args: plumb does not allocate resource claims")
+
+
+def _spread(raw: Mapping[str, Any]) -> specs.SpreadConstraint:
+    min_domains = raw.get("minDomains")
+    return specs.SpreadConstraint(
+        max_skew=int(raw["maxSkew"]),
+        topology_key=str(raw["topologyKey"]),
+        when_unsatisfiable=str(raw["whenUnsatisfiable"]),
+        selector=None,
+        min_domains=int(min_domains) if min_domains is not None else 1,
+        node_affinity_policy=str(raw.get("nodeAffinityPolicy") or "Honor"),
+        node_taints_policy=str(raw.get("nodeTaintsPolicy") or "Ignore"),
+        match_label_keys=tuple(str(k) for k in raw.get("matchLabelKeys") or ()),
+    )
+
+
+def _added_affinity(
+    args: Mapping[str, Any],
+) -> tuple[
+    tuple[specs.NodeSelectorTerm, ...] | None, tuple[tuple[int, specs.NodeSelectorTerm], ...]
+]:
+    """NodeAffinityArgs.addedAffinity as plumb's terms; empty terms (and weight-0 preferred
+    ones) are dropped, as kube-scheduler skips them (an empty required term matches no node)."""
+    affinity = args.get("addedAffinity")
+    if affinity is None:
+        return None, ()
+    required_raw = affinity.get("requiredDuringSchedulingIgnoredDuringExecution")
+    required = None
+    if required_raw is not None:
+        required = tuple(
+            _term(term or {})
+            for term in required_raw.get("nodeSelectorTerms") or ()
+            if not plugin_args.is_empty_term(term or {})
+        )
+    preferred = tuple(
+        (int(p["weight"]), _term(p.get("preference") or {}))
+        for p in (
+            item or {}
+            for item in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or ()
+        )
+        if p.get("weight") and not plugin_args.is_empty_term(p.get("preference") or {})
+    )
+    return required, preferred
+
+
+def _term(raw: Mapping[str, Any]) -> specs.NodeSelectorTerm:
+    def requirement(item: Any) -> specs.Requirement:
+        item = item or {}
+        return specs.Requirement(
+            str(item.get("key") or ""),
+            str(item.get("operator") or ""),
+            tuple(str(v) for v in item.get("values") or ()),
+        )
+
+    return specs.NodeSelectorTerm(
+        expressions=tuple(requirement(e) for e in raw.get("matchExpressions") or ()),
+        fields=tuple(requirement(e) for e in raw.get("matchFields") or ()),
+    )

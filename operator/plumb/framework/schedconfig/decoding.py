@@ -1,0 +1,344 @@
+"""Strict decoding of a KubeSchedulerConfiguration document as kube-scheduler's codec does it:
+YAML or JSON, apiVersion and kind checked, a Go type for every field, unknown and duplicate
+fields refused and named by path.
+
+``load`` turns the text into plain values (duplicate keys refused), ``check`` holds a value
+against a schema. Schemas are plain data: a scalar kind name, ``ListOf``, ``MapOf`` or a dict
+of field name to schema (a Go struct).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import yaml  # type: ignore[import-untyped]  # no stubs in the dev dependencies
+
+from plumb.framework.schedconfig import names
+from plumb.framework.schedconfig.errors import ConfigError, strict
+
+API_VERSION = "kubescheduler.config.k8s.io/v1"
+KIND = "KubeSchedulerConfiguration"
+
+STRING = "string"
+BOOL = "bool"
+INT32 = "int32"
+INT64 = "int64"
+FLOAT32 = "float32"
+DURATION = "duration"  # metav1.Duration: a Go duration string
+RAW = "raw"  # runtime.RawExtension (plugin args), decoded later against its own schema
+
+_INT_RANGES = {INT32: (-(2**31), 2**31 - 1), INT64: (-(2**63), 2**63 - 1)}
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class ListOf:
+    item: Schema
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class MapOf:
+    value: Schema
+
+
+Schema = str | ListOf | MapOf | Mapping[str, "Schema"]
+
+TYPE_META: dict[str, Schema] = {"apiVersion": STRING, "kind": STRING}
+
+PLUGIN: dict[str, Schema] = {"name": STRING, "weight": INT32}
+PLUGIN_SET: dict[str, Schema] = {"enabled": ListOf(PLUGIN), "disabled": ListOf(PLUGIN)}
+EXTENSION_POINTS = (
+    "preEnqueue",
+    "queueSort",
+    "preFilter",
+    "filter",
+    "postFilter",
+    "preScore",
+    "score",
+    "reserve",
+    "permit",
+    "preBind",
+    "bind",
+    "postBind",
+    "multiPoint",
+)
+PROFILE: dict[str, Schema] = {
+    "schedulerName": STRING,
+    "percentageOfNodesToScore": INT32,
+    "plugins": {point: PLUGIN_SET for point in EXTENSION_POINTS},
+    "pluginConfig": ListOf({"name": STRING, "args": RAW}),
+}
+EXTENDER: dict[str, Schema] = {
+    "urlPrefix": STRING,
+    "filterVerb": STRING,
+    "preemptVerb": STRING,
+    "prioritizeVerb": STRING,
+    "weight": INT64,
+    "bindVerb": STRING,
+    "enableHTTPS": BOOL,
+    "tlsConfig": {
+        "insecure": BOOL,
+        "serverName": STRING,
+        "certFile": STRING,
+        "keyFile": STRING,
+        "caFile": STRING,
+        "certData": STRING,
+        "keyData": STRING,
+        "caData": STRING,
+    },
+    "httpTimeout": DURATION,
+    "nodeCacheCapable": BOOL,
+    "managedResources": ListOf({"name": STRING, "ignoredByScheduler": BOOL}),
+    "ignorable": BOOL,
+}
+CONFIGURATION: dict[str, Schema] = {
+    **TYPE_META,
+    "parallelism": INT32,
+    "leaderElection": {
+        "leaderElect": BOOL,
+        "leaseDuration": DURATION,
+        "renewDeadline": DURATION,
+        "retryPeriod": DURATION,
+        "resourceLock": STRING,
+        "resourceName": STRING,
+        "resourceNamespace": STRING,
+    },
+    "clientConnection": {
+        "kubeconfig": STRING,
+        "acceptContentTypes": STRING,
+        "contentType": STRING,
+        "qps": FLOAT32,
+        "burst": INT32,
+    },
+    "enableProfiling": BOOL,
+    "enableContentionProfiling": BOOL,
+    "percentageOfNodesToScore": INT32,
+    "podInitialBackoffSeconds": INT64,
+    "podMaxBackoffSeconds": INT64,
+    "profiles": ListOf(PROFILE),
+    "extenders": ListOf(EXTENDER),
+    "delayCacheUntilActive": BOOL,
+}
+
+
+class _Pairs(list[tuple[str, Any]]):
+    """A JSON object's members in order, duplicates kept, until ``_plain`` checks them."""
+
+
+class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # yaml is untyped
+    """PyYAML's safe loader with go-yaml v2's booleans (sigs.k8s.io/yaml): y, Y, n and N are
+    booleans there too."""
+
+    bool_values: ClassVar[dict[str, bool]] = {
+        **yaml.SafeLoader.bool_values,
+        "y": True,
+        "n": False,
+    }
+
+
+_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN"))
+
+
+def load(text: str) -> tuple[Any, bool]:
+    """The document as plain values and whether it was JSON (kube-scheduler's codec takes a
+    document whose first non-space character is '{' as JSON, anything else as YAML).
+
+    A key twice in one mapping is refused as kube-scheduler's strict decoding does: for JSON
+    ``duplicate field "<path>"``, for YAML go-yaml's ``key "<k>" already set in map`` with the
+    line.
+    """
+    if text.lstrip()[:1] == "{":
+        try:
+            raw = json.loads(text, object_pairs_hook=_Pairs)
+        except json.JSONDecodeError as error:
+            raise ConfigError("", f"json: {error}") from None
+        return _plain_json(raw, ""), True
+    try:
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.YAMLError as error:
+        raise ConfigError("", f"yaml: {error}") from None
+    if node is None:
+        return None, False
+    return _plain_yaml(node, "", _Loader("")), False
+
+
+def _plain_json(value: Any, path: str) -> Any:
+    if isinstance(value, _Pairs):
+        out: dict[str, Any] = {}
+        for key, item in value:
+            where = _child(path, key)
+            if key in out:
+                raise strict(where, f'duplicate field "{where}"')
+            out[key] = _plain_json(item, where)
+        return out
+    if isinstance(value, list):
+        return [_plain_json(item, f"{path}[{i}]") for i, item in enumerate(value)]
+    return value
+
+
+def _plain_yaml(node: Any, path: str, loader: Any) -> Any:
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            name = _yaml_key(key)
+            where = _child(path, name)
+            if name in out:
+                line = key_node.start_mark.line + 1
+                raise ConfigError(
+                    where,
+                    f'duplicate field "{where}"',
+                    "strict decoding error: yaml: unmarshal errors:\n"
+                    f'  line {line}: key "{name}" already set in map (at {where})',
+                )
+            out[name] = _plain_yaml(value_node, where, loader)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        return [_plain_yaml(item, f"{path}[{i}]", loader) for i, item in enumerate(node.value)]
+    return loader.construct_object(node, deep=True)
+
+
+def _yaml_key(key: Any) -> str:
+    # sigs.k8s.io/yaml turns every mapping key into a JSON string.
+    if isinstance(key, bool):
+        return "true" if key else "false"
+    if key is None:
+        return "null"
+    return str(key)
+
+
+def _child(path: str, name: str) -> str:
+    return f"{path}.{name}" if path else name
+
+
+def type_meta(document: Any, text: str) -> None:
+    """apiVersion and kind, checked first, as kube-scheduler's codec sniffs them."""
+    if not isinstance(document, dict):
+        raise ConfigError(
+            "",
+            "couldn't get version/kind; json parse error: json: cannot unmarshal "
+            f"{_json_type(document)} into Go value of type struct",
+        )
+    version = document.get("apiVersion")
+    kind = document.get("kind")
+    if not isinstance(version, str) and version is not None:
+        raise ConfigError("apiVersion", "couldn't get version/kind: apiVersion is not a string")
+    if not isinstance(kind, str) and kind is not None:
+        raise ConfigError("kind", "couldn't get version/kind: kind is not a string")
+    if not kind:
+        raise ConfigError("kind", f"Object 'Kind' is missing in '{text}'")
+    if not version:
+        raise ConfigError("apiVersion", f"Object 'apiVersion' is missing in '{text}'")
+    if version != API_VERSION or kind != KIND:
+        field = "apiVersion" if version != API_VERSION else "kind"
+        raise ConfigError(
+            field,
+            f'no kind "{kind}" is registered for version "{version}" in scheme '
+            '"pkg/runtime/scheme.go:110"',
+        )
+
+
+def check(value: Any, schema: Schema, path: str = "") -> list[str]:
+    """Holds value against schema: raises ConfigError for the first value of the wrong Go type
+    (as encoding/json reports the earliest one), returns the paths of unknown fields."""
+    unknown: list[str] = []
+    error = _check(value, schema, path, unknown)
+    if error is not None:
+        raise error
+    return unknown
+
+
+def unknown_fields(unknown: list[str]) -> ConfigError:
+    """The strict decoding error for unknown fields, all named as kube-scheduler does."""
+    message = ", ".join(f'unknown field "{path}"' for path in unknown)
+    return strict(unknown[0], message)
+
+
+def _check(value: Any, schema: Schema, path: str, unknown: list[str]) -> ConfigError | None:
+    if value is None:
+        return None  # JSON null leaves the Go zero value
+    first: ConfigError | None = None
+    if isinstance(schema, ListOf):
+        if not isinstance(value, list):
+            return _type_error(value, path, "[]" + _go_type(schema.item))
+        for i, item in enumerate(value):
+            error = _check(item, schema.item, f"{path}[{i}]", unknown)
+            first = first or error
+        return first
+    if isinstance(schema, MapOf):
+        if not isinstance(value, dict):
+            return _type_error(value, path, "map[string]" + _go_type(schema.value))
+        for key, item in value.items():
+            error = _check(item, schema.value, _child(path, key), unknown)
+            first = first or error
+        return first
+    if isinstance(schema, Mapping):
+        if not isinstance(value, dict):
+            return _type_error(value, path, "struct")
+        for key, item in value.items():
+            where = _child(path, key)
+            if key not in schema:
+                unknown.append(where)
+                continue
+            error = _check(item, schema[key], where, unknown)
+            first = first or error
+        return first
+    return _scalar(value, schema, path)
+
+
+def _scalar(value: Any, kind: str, path: str) -> ConfigError | None:
+    if kind == RAW:
+        return None
+    if kind in (STRING, DURATION):
+        if not isinstance(value, str):
+            return _type_error(value, path, "string")
+        if kind == DURATION and names.parse_duration(value) is None:
+            return ConfigError(path, f'time: invalid duration "{value}"')
+        return None
+    if kind == BOOL:
+        return None if isinstance(value, bool) else _type_error(value, path, "bool")
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return _type_error(value, path, kind)
+    if kind == FLOAT32:
+        return None
+    low, high = _INT_RANGES[kind]
+    if isinstance(value, float) and not value.is_integer():
+        return _type_error(value, path, kind)
+    if not low <= int(value) <= high:
+        return _type_error(value, path, kind)
+    return None
+
+
+def _type_error(value: Any, path: str, go_type: str) -> ConfigError:
+    kind = _json_type(value)
+    shown = f"{kind} {value}" if kind == "number" else kind
+    dotted = ".".join(part.split("[")[0] for part in path.split("."))
+    return ConfigError(
+        path,
+        f"json: cannot unmarshal {shown} into Go struct field {dotted} of type {go_type}",
+        f"json: cannot unmarshal {shown} into Go struct field {dotted} of type {go_type} "
+        f"(at {path})",
+    )
+
+
+def _go_type(schema: Schema) -> str:
+    if isinstance(schema, str):
+        return "string" if schema in (STRING, DURATION) else schema
+    return "struct"
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "null"

@@ -1,0 +1,65 @@
+"""The configuration in force: the profiles plumb serves (one per schedulerName) and the queue's
+backoff, from a KubeSchedulerConfiguration file or kube-scheduler's defaults.
+
+The scheduler reads ``Served`` once per batch, so a reload (``Scheduler.reconfigure``) switches
+every profile at once between two batches; the queue, the cache and bindings in flight stay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Mapping
+
+from plumb.backend import queue
+from plumb.framework import scoring
+
+
+class ReconfigureError(ValueError):
+    """A valid configuration that cannot replace the running one without a restart."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Served:
+    """Profiles by schedulerName, the queue's backoff, and the file's hash ("" built in)."""
+
+    profiles: tuple[scoring.Profile, ...]
+    backoff: queue.Backoff = queue.DEFAULT_BACKOFF
+    digest: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.profiles:
+            raise ValueError("at least one profile is needed")
+
+    @functools.cached_property
+    def by_name(self) -> Mapping[str, scoring.Profile]:
+        return {profile.name: profile for profile in self.profiles}
+
+    @functools.cached_property
+    def names(self) -> frozenset[str]:
+        return frozenset(self.by_name)
+
+    def get(self, scheduler_name: str) -> scoring.Profile | None:
+        return self.by_name.get(scheduler_name)
+
+    def describe(self) -> str:
+        """One line for the log: the profiles and the file's hash."""
+        names = ", ".join(profile.name for profile in self.profiles)
+        source = f"configuration {self.digest}" if self.digest else "built-in defaults"
+        return f"profiles {names} ({source})"
+
+
+def defaults(scheduler_name: str) -> Served:
+    """kube-scheduler's default profile under ``scheduler_name`` (``--scheduler-name``)."""
+    return Served(profiles=(scoring.Profile(name=scheduler_name),))
+
+
+def check_replacement(running: Served, new: Served) -> None:
+    """Raise ReconfigureError when ``new`` cannot replace ``running`` in place: the set of
+    schedulerNames is fixed at start (the pod watch keeps only the pods of those names)."""
+    if new.names != running.names:
+        raise ReconfigureError(
+            "profiles[*].schedulerName: the set of scheduler names changed from "
+            f"{sorted(running.names)} to {sorted(new.names)}; restart plumb to serve other "
+            "scheduler names"
+        )

@@ -1,0 +1,1 @@
+"""Test doubles run inside a real ``plumb run`` process (never imported by plumb itself)."""

@@ -24,7 +24,7 @@ def _raising_filter(pod: Any, statics: Any) -> Any:
     return _filter(pod, statics)
 
 
-tainttoleration.filter = _raising_filter  # type: ignore[assignment]
+tainttoleration.filter = _raising_filter
 
 if __name__ == "__main__":
     sys.exit(cli.main(sys.argv[1:]))

@@ -172,6 +172,7 @@ def _failure(client: kube.Kube, namespace: str, name: str) -> str:
     return message
 
 
+@pytest.mark.long  # make test-long; test_volumes.py holds the short version under both schedulers
 def test_kube_scheduler_volume_messages(
     request: pytest.FixtureRequest,
     control_plane: controlplane.ControlPlane,

@@ -200,8 +200,8 @@ def _static(
             tables.reason(nodeports.NAME, nodeports.PORTS_IN_USE, nodeports.UNRESOLVABLE),
         )
     if filters.volumes and pod.claims:
-        # VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone. kube-scheduler runs
-        # them after NodeResourcesFit; here a node failing both reports the volume reason.
+        # VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone; kube-scheduler runs
+        # them after NodeResourcesFit (see _resources_before_volumes).
         found = volume_plugins.verdicts(pod, statics, cache.volumes, cache.claim_use())
         for verdict in found.filters:
             if verdict.plugin in filters.volumes:
@@ -362,6 +362,35 @@ def _inter_pod(
         else:
             prefer(carrier, key, -carrier.weight)
     return self_match
+
+
+def _resources_before_volumes(
+    pods: Sequence[objects.PodInfo],
+    static_row: contract.I32,
+    static_rows: list[np.ndarray],
+    tables: _Tables,
+    requests: contract.I64,
+    requested: contract.I64,
+    allocatable: contract.I64,
+) -> None:
+    """kube-scheduler runs the volume filters after NodeResourcesFit, so a node short of
+    resources reports that, whatever its volumes: clear the volume reason there and let the
+    kernel find the shortage. A pod with claims is decided alone (``Scheduler``), so the
+    resources it meets are these."""
+    volume_codes = [
+        code
+        for code, reason in enumerate(tables.reasons, 1)
+        if reason.plugin in volume_plugins.PLUGINS
+    ]
+    if not volume_codes:
+        return
+    for b, pod in enumerate(pods):
+        if not pod.claims:
+            continue
+        asked = requests[b] > 0
+        short = (requested[asked] + requests[b][asked][:, None] > allocatable[asked]).any(axis=0)
+        row = static_rows[int(static_row[b])]
+        row[np.isin(row, volume_codes) & short] = 0
 
 
 def _rows_of(rows: list[np.ndarray], dtype: type, nodes: int) -> np.ndarray:
@@ -571,6 +600,10 @@ def compile_batch(
         nonzero_requested[:, n] += pod.nonzero
         for t, key in enumerate(row_keys):
             counts[t, n] += cache.rows.belongs(key, pod)
+    if noderesourcesfit.NAME in profile.filters:
+        _resources_before_volumes(
+            taken, static_row, static_rows, tables, requests, requested, allocatable
+        )
     cluster = contract.Cluster(
         allocatable=allocatable,
         requested=requested,

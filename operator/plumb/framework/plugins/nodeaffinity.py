@@ -130,7 +130,7 @@ def _term(term: specs.NodeSelectorTerm, statics: snapshot.NodeStatics) -> snapsh
         return np.zeros(n, dtype=np.bool_)
     ok = np.ones(n, dtype=np.bool_)
     for requirement in term.expressions:
-        match = _label_requirement(requirement, statics)
+        match = label_requirement(requirement, statics)
         if match is None:
             return np.zeros(n, dtype=np.bool_)
         ok &= match
@@ -142,7 +142,7 @@ def _term(term: specs.NodeSelectorTerm, statics: snapshot.NodeStatics) -> snapsh
     return ok
 
 
-def _label_requirement(
+def label_requirement(
     requirement: specs.Requirement, statics: snapshot.NodeStatics
 ) -> snapshot.BoolArray | None:
     """Where a label requirement holds; None if kube-scheduler could not parse it."""

@@ -31,6 +31,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from plumb.backend import objects, snapshot, specs, volumes
+from plumb.framework.plugins import nodeaffinity
 
 NAME = "VolumeBinding"
 # kube-scheduler's ConflictReasons (volumebinding/binder.go).
@@ -134,7 +135,7 @@ def _term(term: specs.NodeSelectorTerm, statics: snapshot.NodeStatics) -> snapsh
         return none
     ok = np.ones(n, dtype=np.bool_)
     for requirement in term.expressions:
-        match = _label(requirement, statics)
+        match = nodeaffinity.label_requirement(requirement, statics)
         if match is None:
             return none
         ok &= match
@@ -151,32 +152,6 @@ def _term(term: specs.NodeSelectorTerm, statics: snapshot.NodeStatics) -> snapsh
         if requirement.operator == "NotIn" and requirement.values[0] == "":
             return none
     return ok
-
-
-def _label(
-    requirement: specs.Requirement, statics: snapshot.NodeStatics
-) -> snapshot.BoolArray | None:
-    key, operator, values = requirement.key, requirement.operator, requirement.values
-    ids = statics.label_ids(key)
-    if operator in ("In", "NotIn"):
-        if not values:
-            return None
-        wanted = [w for w in (statics.value_id(key, v) for v in values) if w >= 0]
-        hit: snapshot.BoolArray = np.isin(ids, wanted)
-        return hit if operator == "In" else ~hit
-    if operator in ("Exists", "DoesNotExist"):
-        if values:
-            return None
-        present: snapshot.BoolArray = ids != snapshot.ABSENT
-        return present if operator == "Exists" else ~present
-    if operator in ("Gt", "Lt"):
-        bound = specs.parse_int64(values[0]) if len(values) == 1 else None
-        if bound is None:
-            return None
-        numbers, valid = statics.label_numbers(key)
-        compared: snapshot.BoolArray = numbers > bound if operator == "Gt" else numbers < bound
-        return compared & valid
-    return None
 
 
 def pv_fits_labels(pv: volumes.PersistentVolume, labels: Mapping[str, str]) -> bool:

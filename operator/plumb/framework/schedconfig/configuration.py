@@ -14,18 +14,10 @@ from plumb.framework import scoring
 from plumb.framework.schedconfig import args as plugin_args
 from plumb.framework.schedconfig import decoding, errors, names, plugins
 from plumb.framework.schedconfig.errors import ConfigError
+from plumb.kernel import contract
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
-SCORE_ORDER = (
-    "NodeResourcesFit",
-    "NodeResourcesBalancedAllocation",
-    "TaintToleration",
-    "NodeAffinity",
-    "PodTopologySpread",
-    "InterPodAffinity",
-    "ZoneHealth",
-    "ImageLocality",
-)
+SCORE_ORDER = contract.SCORE_PLUGINS
 """Score plugins in the order of scoring.Profile.weights (ZoneHealth is plumb's own: 0 from a
 configuration)."""
 

@@ -75,7 +75,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--metrics-address",
         default=running.RunSettings.metrics_host,
-        help="address the metrics port listens on (default: %(default)s)",
+        help="address the metrics port (metrics and the /healthz, /readyz probes) listens on; "
+        "the default, %(default)s, is every interface, so that Prometheus and the kubelet reach "
+        "it: use 127.0.0.1 to keep it on this machine",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument(

@@ -171,3 +171,59 @@ async def test_failed_scheduling_events_at_most_once_per_backoff_step() -> None:
     assert notes == [message] + ["0/4 nodes are available: 4 Insufficient cpu."] * 2
     assert {e["reportingController"] for e in api.events} == {"plumb"}
     assert {e["apiVersion"] for e in api.events} == {"events.k8s.io/v1"}
+
+
+class _SettledMidBind(FakeApi):
+    """A binding whose answer is an error, while the watch reports ``event`` for the pod
+    before the answer arrives (the bind committed and its response lost, or the pod deleted)."""
+
+    def __init__(self, failure: Outcome, event: tuple[str, dict[str, Any]]) -> None:
+        super().__init__(failure)
+        self.event = event
+        self.scheduler: scheduler_module.Scheduler | None = None
+
+    async def bind(
+        self, *, namespace: str, name: str, uid: str, node: str
+    ) -> k8s_client.ApiResponse:
+        assert self.scheduler is not None
+        self.scheduler.on_pod(*self.event)
+        return await super().bind(namespace=namespace, name=name, uid=uid, node=node)
+
+
+@pytest.mark.parametrize(
+    "failure",
+    [
+        k8s_client.ApiResponse(status=500, body={"message": "etcdserver: request timed out"}),
+        k8s_client.TransportError("POST binding: TimeoutError"),
+    ],
+    ids=["server-error", "timeout"],
+)
+async def test_a_bind_the_watch_saw_committed_is_not_retried(failure: Outcome) -> None:
+    clock = Clock()
+    api = _SettledMidBind(failure, ("MODIFIED", _pod(node="n1")))
+    s = make_scheduler(api, clock)
+    api.scheduler = s
+    s.resync(NODES, [_pod()])
+    await _attempt(s)
+    assert s.cache.state("uid-web") is cache_module.PodState.ADDED
+    assert _pods_on(s.cache, "n1") == 1
+    assert "uid-web" not in s.queue  # nothing to retry: it is bound
+    clock.now += 60
+    assert s.queue.counts()[queue_module.Where.ACTIVE] == 0
+    assert api.binds == [("web", "n1")]
+    assert "FailedScheduling" not in _reasons(api)
+
+
+async def test_a_bind_that_fails_after_the_pod_was_deleted_is_not_retried() -> None:
+    clock = Clock()
+    failure = k8s_client.ApiResponse(status=500, body={"message": "internal error"})
+    api = _SettledMidBind(failure, ("DELETED", _pod()))
+    s = make_scheduler(api, clock)
+    api.scheduler = s
+    s.resync(NODES, [_pod()])
+    await _attempt(s)
+    assert s.cache.state("uid-web") is None
+    assert _pods_on(s.cache, "n1") == 0
+    assert "uid-web" not in s.queue  # deleted: never retried, nothing posted for it
+    assert "FailedScheduling" not in _reasons(api)
+    assert not api.patches

@@ -168,6 +168,8 @@ def test_reconcile_sweeps_what_the_list_no_longer_has(two_nodes: cache.Cache) ->
     two_nodes.add_pod(pod(make_pod("gone").req(cpu="2").node("n1"), "gone"))
     two_nodes.add_pod(pod(make_pod("finished").req(cpu="1").node("n1"), "finished"))
     two_nodes.assume(pod(make_pod("mine").req(cpu="500m"), "mine"), "n1")
+    # Assumed, then deleted while the watch was down: the list lacks it.
+    two_nodes.assume(pod(make_pod("deleted").req(cpu="700m"), "deleted"), "n1")
     two_nodes.add_pod(pod(make_pod("on-n2").req(cpu="1").node("n2"), "on-n2"))
 
     two_nodes.reconcile(
@@ -177,6 +179,7 @@ def test_reconcile_sweeps_what_the_list_no_longer_has(two_nodes: cache.Cache) ->
             pod(make_pod("finished").req(cpu="1").node("n1"), "finished", phase="Succeeded"),
             pod(make_pod("new").req(cpu="250m").node("n3"), "new"),
             pod(make_pod("pending").req(cpu="4"), "pending"),
+            pod(make_pod("mine").req(cpu="500m"), "mine"),  # its binding not seen yet
         ],
     )
 
@@ -185,6 +188,8 @@ def test_reconcile_sweeps_what_the_list_no_longer_has(two_nodes: cache.Cache) ->
     assert two_nodes.state("gone") is None
     assert two_nodes.state("finished") is None
     assert two_nodes.state("mine") is PodState.ASSUMED
+    assert two_nodes.state("deleted") is None  # its room is free again
+    assert two_nodes.assumed_count() == 1
     assert two_nodes.state("new") is PodState.ADDED
     assert two_nodes.state("pending") is None
     assert two_nodes.state("on-n2") is None
@@ -225,3 +230,27 @@ def test_the_watch_confirming_an_assumed_pod_keeps_the_decided_record(
     two_nodes.add_pod(relabelled)
     (placed,) = two_nodes.placed()
     assert placed.pod is relabelled
+
+
+def test_the_cache_keeps_no_trace_of_pods_and_nodes_it_no_longer_holds(
+    two_nodes: cache.Cache,
+) -> None:
+    # A write tick is kept only for what is in the cache (about 150 B a pod otherwise, for
+    # every pod ever seen).
+    for i in range(1000):
+        uid = f"p{i}"
+        two_nodes.add_pod(pod(make_pod(uid).req(cpu="1m").node("n1"), uid))
+        two_nodes.remove_pod(uid)
+    two_nodes.upsert_node(node("n9"))
+    two_nodes.remove_node("n9")
+    assert two_nodes._pod_ticks == {}  # the leak was private state
+    assert set(two_nodes._node_ticks) == {"n1", "n2"}
+
+
+def test_a_sweep_keeps_what_was_written_after_the_list_began(two_nodes: cache.Cache) -> None:
+    listed_at = two_nodes.tick
+    two_nodes.assume(pod(make_pod("late").req(cpu="1"), "late"), "n1")  # after the list began
+    two_nodes.sweep(None, set(), listed_at=listed_at)
+    assert two_nodes.state("late") is PodState.ASSUMED
+    assert two_nodes.sweep(None, set(), listed_at=two_nodes.tick) == 1
+    assert two_nodes.state("late") is None

@@ -165,3 +165,12 @@ async def test_a_401_reads_the_rotated_token_and_sends_the_request_again(
         assert response.status == 200  # still "new" until a 401 says otherwise
     finally:
         await api.close()
+
+
+def test_the_credentials_never_print_their_secrets() -> None:
+    creds = credentials_module.Credentials(
+        server="https://10.0.0.1:6443", token="s3cr3t-token", password="hunter2"
+    )
+    assert "s3cr3t-token" not in repr(creds)
+    assert "hunter2" not in repr(creds)
+    assert "s3cr3t-token" not in str(creds)

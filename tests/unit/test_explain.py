@@ -8,6 +8,8 @@ import dataclasses
 import io
 import logging
 import socket
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -311,3 +313,39 @@ async def test_a_busy_port_leaves_plumb_running_without_the_endpoint(
         assert await debug.start(tracer, taken.getsockname()[1]) is None
     assert "cannot serve the debug endpoint" in caplog.text
     assert await debug.start(tracer, 0) is None
+
+
+@pytest.mark.parametrize(
+    ("host", "status"),
+    [
+        ("127.0.0.1:{port}", 200),
+        ("localhost:{port}", 200),
+        ("[::1]:{port}", 200),
+        ("LOCALHOST", 200),
+        ("rebound.attacker.example:{port}", 403),  # DNS rebinding: a name that resolves here
+        ("10.0.0.5:{port}", 403),
+        ("", 403),
+    ],
+)
+async def test_the_endpoint_answers_only_requests_for_the_loopback(host: str, status: int) -> None:
+    tracer = tracing.Tracer(log=logging.Logger("quiet"))
+    tracer.emit(SCHEDULED)
+    port = _free_port()
+    runner = await debug.start(tracer, port, dump=lambda: {"cache": "everything"})
+    assert runner is not None
+
+    def get(path: str) -> int:
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{port}{path}", headers={"Host": host.format(port=port)}
+        )
+        try:
+            with urllib.request.urlopen(request, timeout=10) as answer:
+                return int(answer.status)
+        except urllib.error.HTTPError as error:
+            return int(error.code)
+
+    try:
+        for path in ("/debug/snapshot", "/debug/pods", "/debug/pods/shop/web-7"):
+            assert await asyncio.to_thread(get, path) == status, path
+    finally:
+        await debug.stop(runner, tracer)

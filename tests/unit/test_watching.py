@@ -131,3 +131,42 @@ async def test_the_watch_resumes_relists_on_410_and_backs_off_on_errors(
     # Resumed from the last event's version, then from each re-list's, and again after the 500.
     assert versions == ["10", "14", "20", "30", "30", "31"]
     assert sleeps == [1.0]
+
+
+async def test_a_watch_the_server_ends_at_once_is_reopened_after_a_backoff(
+    served: tuple[k8s_client.ApiClient, list[Script], list[str]],
+) -> None:
+    # A proxy or a server answering 200 and closing at once: client-go's "very short watch".
+    # Reopened at once, it would be thousands of requests a second.
+    api, scripts, versions = served
+
+    async def empty(request: web.Request) -> web.StreamResponse:
+        return await _stream(request)
+
+    async def one(request: web.Request) -> web.StreamResponse:
+        return await _stream(request, _line("ADDED", _pod("a", 11)))
+
+    scripts.extend([empty, empty, empty, one, empty])
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+
+    async def relist() -> str:
+        raise AssertionError("no re-list: nothing expired")
+
+    task = asyncio.create_task(
+        watching.watch_forever(
+            api, "/api/v1/pods", "10", on_event=lambda *_: None, relist=relist, sleep=sleep
+        )
+    )
+    for _ in range(500):
+        if len(versions) == 6:
+            break
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    # Doubling while the watch keeps ending empty; an event resets it.
+    assert sleeps == [1.0, 2.0, 4.0, 1.0]
+    assert versions == ["10", "10", "10", "10", "11", "11"]

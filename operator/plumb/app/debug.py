@@ -7,13 +7,15 @@ the cache, its journal and the recent kernel runs, the file ``plumb replay --sna
 (SIGUSR1 writes the same to a file). It listens on 127.0.0.1 only:
 reach it with ``kubectl port-forward -n plumb-system deploy/plumb 10252``, and ``plumb explain``
 reads it. It serves from the event loop, which owns the tracer, so it needs no locks, and it
-writes nothing.
+writes nothing. It answers only requests whose Host header names the loopback (127.0.0.1,
+localhost, [::1]): a page in a browser on the same machine could otherwise reach it through a
+name of its own that resolves to 127.0.0.1 (DNS rebinding) and read the whole cache.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from aiohttp import web
@@ -24,6 +26,30 @@ logger = logging.getLogger(__name__)
 
 HOST = "127.0.0.1"
 DEFAULT_PORT = 10252
+LOOPBACK_NAMES = frozenset({"127.0.0.1", "localhost", "[::1]", "::1"})
+
+
+def _host_name(header: str) -> str:
+    """The Host header's name without its port ("[::1]:10252" -> "[::1]")."""
+    if header.startswith("["):
+        return header.split("]", 1)[0] + "]"
+    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+
+
+@web.middleware
+async def _loopback_only(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    name = _host_name(request.headers.get("Host", "")).lower()
+    if name not in LOOPBACK_NAMES:
+        return web.json_response(
+            {
+                "error": f"Host {request.headers.get('Host', '')!r} is not a loopback name: "
+                "the debug endpoint answers requests for 127.0.0.1 or localhost only"
+            },
+            status=403,
+        )
+    return await handler(request)
 
 
 Dumper = Callable[[], Mapping[str, Any]]
@@ -57,7 +83,7 @@ def application(tracer: tracing.Tracer, dump: Dumper | None = None) -> web.Appli
             return web.json_response({"error": "this endpoint has no snapshot"}, status=404)
         return web.json_response(dump())
 
-    app = web.Application()
+    app = web.Application(middlewares=[_loopback_only])
     app.router.add_get("/debug/snapshot", snapshot)
     app.router.add_get("/debug/pods", pods)
     app.router.add_get("/debug/pods/{namespace}/{name}", pod)

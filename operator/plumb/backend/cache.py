@@ -81,7 +81,8 @@ class Cache:
         return changed
 
     def remove_node(self, name: str) -> None:
-        self._touch_node(name)
+        self._tick += 1
+        self._node_ticks.pop(name, None)  # only present entries are swept: nothing to date
         before = self.nodes.info(name)
         if before is not None:
             self.journal.note(journal_module.Renode(name=name, node=before))
@@ -174,7 +175,8 @@ class Cache:
             self._unplace(uid)
 
     def reconcile(self, nodes: Iterable[objects.NodeInfo], pods: Iterable[objects.PodInfo]) -> None:
-        """Make the cache match a full list (mark and sweep); assumed pods stay assumed.
+        """Make the cache match a full list (mark and sweep); assumed pods the list still has
+        stay assumed.
 
         Nodes and bound pods in the list are upserted; nodes and added pods that the list no
         longer has are swept. For the first list, when nothing else has written the cache.
@@ -190,10 +192,12 @@ class Cache:
     def sweep(
         self, node_names: set[str] | None, pod_uids: set[str] | None, *, listed_at: int
     ) -> int:
-        """Remove what a list started at ``listed_at`` no longer has: nodes, and pods the
-        watch reported bound, deleted while the watch was down (None: that kind was not
-        listed). Entries written after the list started are newer than it and stay. Returns
-        how many entries were swept."""
+        """Remove what a list started at ``listed_at`` no longer has: nodes, and pods (bound,
+        or assumed by us) deleted while the watch was down (None: that kind was not listed).
+        An assumed pod the list lacks was deleted before the list began (it was assumed
+        earlier, and a pod that exists is listed): its confirming event, and its deletion, were
+        lost in the gap, and nothing else would ever release its room. Entries written after
+        the list started are newer than it and stay. Returns how many entries were swept."""
         swept = 0
         if node_names is not None:
             for name in self.nodes.names():
@@ -202,12 +206,8 @@ class Cache:
                     swept += 1
         if pod_uids is None:
             return swept
-        for uid, placed in list(self._pods.items()):
-            if (
-                placed.state is PodState.ADDED
-                and uid not in pod_uids
-                and self._pod_ticks.get(uid, 0) <= listed_at
-            ):
+        for uid in list(self._pods):
+            if uid not in pod_uids and self._pod_ticks.get(uid, 0) <= listed_at:
                 self._unplace(uid)
                 swept += 1
         return swept
@@ -274,7 +274,8 @@ class Cache:
             self._ports.setdefault(node, collections.Counter()).update(pod.scheduling.host_ports)
 
     def _unplace(self, uid: str, *, noted: bool = False) -> None:
-        self._touch_pod(uid)
+        self._tick += 1
+        self._pod_ticks.pop(uid, None)  # only present entries are swept: nothing to date
         placed = self._pods.pop(uid)
         self._assumed -= placed.state is PodState.ASSUMED
         self._priorities[placed.pod.priority] -= 1

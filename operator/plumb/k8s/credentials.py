@@ -44,12 +44,15 @@ class Credentials:
 
     server: str
     ca_file: str | None = None
-    token: str | None = None  # the token as loaded; ``Tokens`` keeps the current one
+    # Secrets stay out of repr (a log line or a traceback printing the record).
+    token: str | None = dataclasses.field(
+        default=None, repr=False
+    )  # ``Tokens`` keeps the current one
     token_file: str | None = None  # where ``token`` came from, when it may rotate
     client_cert_file: str | None = None
     client_key_file: str | None = None
     username: str | None = None
-    password: str | None = None
+    password: str | None = dataclasses.field(default=None, repr=False)
     insecure: bool = False
 
     def ssl_context(self) -> ssl.SSLContext | bool:

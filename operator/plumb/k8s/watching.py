@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from typing import Any
 
@@ -32,6 +33,9 @@ expired), brings its reader up to date, and returns the list's resourceVersion."
 WATCH_SECONDS = 300
 """How long one watch request lasts before the server ends it and the stream resumes."""
 MAX_BACKOFF = 30.0
+SHORT_WATCH = 1.0
+"""A watch the server ends this soon with no event is a failure, as client-go's reflector
+counts a "very short watch": reopening it at once would hammer the API server."""
 
 
 class Expired(Exception):
@@ -46,19 +50,29 @@ async def watch_forever(
     on_event: EventHandler,
     relist: Relister,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+    clock: Callable[[], float] = time.monotonic,
 ) -> None:
     """Feed ``on_event`` every change of the collection at ``path`` after ``resource_version``
     (from a list the caller took), until cancelled."""
     version = resource_version
     failures = 0
     while True:
+        started, events = clock(), 0
         try:
             async for event_type, body in _stream(api, path, version):
                 metadata = body.get("metadata") or {}
                 version = str(metadata.get("resourceVersion") or version)
                 if event_type != "BOOKMARK":
                     on_event(event_type, body)
+                events += 1
                 failures = 0
+            if not events and clock() - started < SHORT_WATCH:
+                failures += 1
+                delay = _backoff(failures)
+                logger.warning(
+                    "watch of %s ended at once with no event; resuming in %.0f s", path, delay
+                )
+                await sleep(delay)
         except Expired:
             logger.info("watch of %s expired at resourceVersion %s; listing again", path, version)
             try:

@@ -497,11 +497,17 @@ class Scheduler(feed.ClusterFeed):
             self._recorder.scheduled(pod, node)
             return
         self._recorder.forget(pod.uid)
-        if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
+        # Still assumed: the watch has not settled the pod. Otherwise it has: bound (ours,
+        # committed although the answer was lost, or someone else's) or deleted; either way
+        # there is nothing to retry, and a retry would decide a pod that is not pending.
+        settled = self.cache.state(pod.uid) is not cache_module.PodState.ASSUMED
+        if not settled:
             self.cache.forget(pod.uid)
-        if result.outcome in (Outcome.GONE, Outcome.CONFLICT):
-            # Nothing to retry: the pod is gone, or bound elsewhere.
+        if result.outcome in (Outcome.GONE, Outcome.CONFLICT) or settled:
+            # Nothing to retry: the pod is gone, or bound (elsewhere, or here after all).
             message, step, level = result.message, 0.0, logging.INFO
+            if settled and result.outcome not in (Outcome.GONE, Outcome.CONFLICT):
+                message = f"{result.message}; not retried: the watch has settled the pod"
         else:
             message = f"{result.message}; retrying after a backoff"
             step = self.queue.backoff_duration(entry.attempts)

@@ -212,6 +212,14 @@ def check_log(
         + (f"; {unreachable} not in the snapshot (older than its journal)" if unreachable else "")
         + f" ({len(decisions)} decisions of the given pods in the log)\n"
     )
+    if not reproduced + differ:
+        # A check that checked nothing proves nothing: say why, and fail.
+        out.write(
+            "nothing was checked: no decision of the given pods could be made again from this "
+            "snapshot (are they the pods the log names, and is the snapshot newer than the "
+            "lines?)\n"
+        )
+        return 1
     return 1 if differ else 0
 
 

@@ -161,10 +161,15 @@ def test_in_cluster_plumb_schedules_with_a_real_token_and_follows_its_rotation(
 
         after = schedule("after")
         assert after["spec"]["nodeName"] == f"{namespace}-n"
-        scheduled = [
-            e for e in kube_client.events(namespace, "after") if e.get("reason") == "Scheduled"
-        ]
-        assert len(scheduled) == 1
+        # The Scheduled event is posted after the binding: wait for it, then make sure it is
+        # the only one.
+        def scheduled() -> list[dict[str, Any]]:
+            return [
+                e for e in kube_client.events(namespace, "after") if e.get("reason") == "Scheduled"
+            ]
+
+        kube.wait_for("the Scheduled event of after", lambda: scheduled() or None, timeout=30)
+        assert len(scheduled()) == 1
         output = log.read_text()
         assert f"the token in {mount / 'token'} changed" in output
     finally:

@@ -244,3 +244,38 @@ async def test_a_deviation_replays_to_the_node_its_trace_line_names(
             record.node,
             record.plan_hash,
         )
+
+
+async def test_pods_written_with_another_rfc3339_offset_are_the_same_pods(
+    json_lines: tuple[logging.Logger, Lines],  # noqa: F811
+) -> None:
+    # The Python client writes creationTimestamp as +00:00 where the API server wrote Z: the
+    # same instant, so the same pod; a check that finds no decision to make again fails.
+    log, handler = json_lines
+    s = make_scheduler(FakeApi(), Clock(), log=log)
+    bodies = []
+    for i in range(3):
+        body = make_pod(f"p{i}", "shop").uid(f"u{i}").scheduler("plumb").req(cpu="100m").obj()
+        body["metadata"]["creationTimestamp"] = f"2026-11-30T09:00:0{i}Z"
+        bodies.append(body)
+    s.resync([make_node("n1").capacity(cpu="2").obj()], bodies)
+    await s.schedule_batch(await s.queue.pop_batch(8))
+    await s.drain()
+    lines = [r for r in map(trace.from_log_line, handler.lines) if r is not None]
+    document = runs.load(json.loads(json.dumps(s.dump())))
+    offset = []
+    for body in bodies:
+        copy = json.loads(json.dumps(body))
+        copy["metadata"]["creationTimestamp"] = body["metadata"]["creationTimestamp"].replace(
+            "Z", "+00:00"
+        )
+        offset.append(objects.parse_pod(copy))
+    out = io.StringIO()
+    assert replay.check_log(document, offset, lines, reference.run, out) == 0
+    assert out.getvalue().splitlines()[-1].startswith("3 of 3 decisions reproduced")
+    (outcome,) = replay.replay_pods(document, offset[:1], reference.run)
+    assert not outcome.changed
+
+    out = io.StringIO()
+    assert replay.check_log(document, [], lines, reference.run, out) == 1
+    assert "nothing was checked" in out.getvalue()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import sys
 from collections.abc import Mapping
 from types import MappingProxyType
@@ -177,6 +178,24 @@ def nonzero_pair(spec: Mapping[str, Any]) -> tuple[int, int]:
     return counted.get(CPU, 0), counted.get(MEMORY, 0)
 
 
+def rfc3339(text: str) -> str:
+    """A timestamp as the API server writes it (``2026-11-30T09:00:00Z``, UTC), whichever way
+    of RFC 3339 it came in (the Python client writes ``+00:00``); the text as it is when it is
+    not one. The queue orders pods by it, and replay compares pods by it."""
+    if not text or (text.endswith("Z") and "." not in text and len(text) == 20):
+        return text  # the API server's own form: the hot path, untouched
+    try:
+        moment = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return text
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=datetime.UTC)
+    moment = moment.astimezone(datetime.UTC)
+    if moment.microsecond:
+        return moment.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     """A PodInfo from a pod body; an unusable spec is recorded in ``problem``, never raised."""
     metadata = body.get("metadata") or {}
@@ -207,7 +226,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         scheduler_name=str(spec.get("schedulerName") or "default-scheduler"),
         node_name=str(spec.get("nodeName") or ""),
         priority=int(spec.get("priority") or 0),
-        creation_timestamp=str(metadata.get("creationTimestamp") or ""),
+        creation_timestamp=rfc3339(str(metadata.get("creationTimestamp") or "")),
         resource_version=str(metadata.get("resourceVersion") or ""),
         requests=requests,
         nonzero=nonzero,

@@ -161,6 +161,7 @@ def test_in_cluster_plumb_schedules_with_a_real_token_and_follows_its_rotation(
 
         after = schedule("after")
         assert after["spec"]["nodeName"] == f"{namespace}-n"
+
         # The Scheduled event is posted after the binding: wait for it, then make sure it is
         # the only one.
         def scheduled() -> list[dict[str, Any]]:

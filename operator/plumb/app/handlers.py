@@ -20,8 +20,8 @@ from typing import Any
 import kopf
 
 from plumb import scheduler as scheduler_module
+from plumb.app import policylist, watches
 from plumb.app import probes as probes_module
-from plumb.app import watches
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 
@@ -62,7 +62,7 @@ def register(
     @kopf.on.startup(registry=registry)
     async def sync(memo: kopf.Memo, **_: Any) -> None:
         # Policies first: no pod may be scheduled before the policy governing it is known.
-        for body in await _list_policies(api):
+        for body in await policylist.list_policies(api) or ():
             scheduler.on_policy("RESUMED", body)
         tasks = await watches.sync_and_watch(scheduler, api)
         memo["tasks"] = tasks
@@ -93,14 +93,3 @@ def register(
             scheduler.on_policy("APPLIED", body)
         # Else only its status or metadata changed (the leader's own status writes, mostly):
         # nothing to reconcile, and no reason to retry the waiting pods.
-
-
-async def _list_policies(api: k8s_client.ApiClient) -> list[dict[str, Any]]:
-    group, version, plural = POLICIES
-    try:
-        items, _version = await api.list_all(f"/apis/{group}/{version}/{plural}")
-    except k8s_client.TransportError as error:
-        # Without the CRD plumb schedules by the defaults alone; kopf says so too.
-        logger.warning("no SchedulingPolicies read (is crds/ applied?): %s", error)
-        return []
-    return items

@@ -19,12 +19,11 @@ from typing import Any
 
 from plumb import leader
 from plumb import scheduler as scheduler_module
+from plumb.app import policylist
 from plumb.k8s import client as k8s_client
 from plumb.policy import writer as writer_module
 
 logger = logging.getLogger(__name__)
-
-POLICIES_PATH = "/apis/scheduling.plumb.dev/v1alpha1/schedulingpolicies"
 
 
 class Leadership:
@@ -86,12 +85,9 @@ class Leadership:
     async def _take_over(self, writer: writer_module.StatusWriter) -> None:
         """Read every policy's status as the previous leader left it (the standby's copy is
         the one it started with) before the first pod is scheduled."""
-        try:
-            items, _version = await self._api.list_all(POLICIES_PATH)
-        except k8s_client.TransportError as error:
-            # Without the CRD plumb schedules by the defaults alone.
-            logger.warning("no SchedulingPolicies read at takeover (is crds/ applied?): %s", error)
-            return
+        items = await policylist.list_policies(self._api)
+        if items is None:
+            return  # no CRD: plumb schedules by its profiles alone
         for body in items:
             metadata: Mapping[str, Any] = body.get("metadata") or {}
             writer.seed(

@@ -27,6 +27,14 @@ class TransportError(RuntimeError):
     """The request never got an HTTP answer: a timeout, a refused or broken connection."""
 
 
+class StatusError(TransportError):
+    """The API server answered, but not with success (``status``: its HTTP status)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ApiResponse:
     """One HTTP answer from the API server, its body parsed when it is JSON."""
@@ -238,7 +246,9 @@ class ApiClient:
         while True:
             response = await self.request("GET", path, params=params)
             if not response.ok:
-                raise TransportError(f"GET {path}: HTTP {response.status}: {response.message()}")
+                raise StatusError(
+                    f"GET {path}: HTTP {response.status}: {response.message()}", response.status
+                )
             items.extend(response.body.get("items") or [])
             metadata = response.body.get("metadata") or {}
             token = metadata.get("continue")

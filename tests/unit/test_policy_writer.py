@@ -229,3 +229,26 @@ def test_only_the_writer_talks_to_the_api_server() -> None:
             assert talking == {"plumb.k8s", "plumb.k8s.client"}
         else:
             assert talking == set(), f"{path.name} imports {sorted(talking)}"
+
+
+async def test_a_policy_created_again_under_its_name_gets_its_whole_status() -> None:
+    # Deleted and created again between two rounds: the new object has an empty status, so a
+    # patch of what changed since the old one's would leave it partial.
+    api, statuses = FakeApi(), Statuses()
+    owners = {("shop", "web"): "uid-old"}
+    writer = writer_module.StatusWriter(
+        api, statuses, owner=lambda namespace, name: owners[(namespace, name)]
+    )
+    whole = {"matchedPods": 3, "conditions": [{"type": "Ready", "status": "True"}]}
+    statuses.by_key[("shop", "web")] = whole
+    writer.mark_dirty("shop", "web")
+    assert await writer.flush() == 1
+    owners[("shop", "web")] = "uid-new"
+    statuses.by_key[("shop", "web")] = {**whole, "matchedPods": 4}
+    writer.mark_dirty("shop", "web")
+    assert await writer.flush() == 1
+    assert api.patches[1] == {**whole, "matchedPods": 4}  # whole, not just matchedPods
+    writer.mark_dirty("shop", "web")
+    statuses.by_key[("shop", "web")] = {**whole, "matchedPods": 5}
+    assert await writer.flush() == 1
+    assert api.patches[2] == {"matchedPods": 5}  # the same object again: only the change

@@ -66,7 +66,9 @@ class Leadership:
     async def _lead(self) -> None:
         scheduler = self._scheduler
         await scheduler.synced.wait()
-        writer = writer_module.StatusWriter(self._api, scheduler.policies.status)
+        writer = writer_module.StatusWriter(
+            self._api, scheduler.policies.status, owner=scheduler.policies.uid_of
+        )
         self._writer = writer
         scheduler.policies.on_dirty = writer.mark_dirty
         await self._take_over(writer)
@@ -91,7 +93,10 @@ class Leadership:
         for body in items:
             metadata: Mapping[str, Any] = body.get("metadata") or {}
             writer.seed(
-                str(metadata.get("namespace")), str(metadata.get("name")), body.get("status")
+                str(metadata.get("namespace")),
+                str(metadata.get("name")),
+                body.get("status"),
+                uid=str(metadata.get("uid") or ""),
             )
             self._scheduler.policies.take_over(body)
         # Policies in force may differ from what the standby held: retry the waiting pods.

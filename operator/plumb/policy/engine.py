@@ -330,6 +330,11 @@ class PolicyEngine:
 
     # Status (writer) ---------------------------------------------------------------------------
 
+    def uid_of(self, namespace: str, name: str) -> str:
+        """The uid of the policy object known by that name ("" when none)."""
+        state = self.store.get(namespace, name)
+        return "" if state is None else state.uid
+
     def status(self, namespace: str, name: str) -> JSON | None:
         """The status plumb wants on a policy now; None when it is unknown."""
         state = self.store.get(namespace, name)

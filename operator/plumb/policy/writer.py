@@ -48,6 +48,16 @@ class StatusSource(Protocol):
     def __call__(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
 
 
+class Owner(Protocol):
+    """The uid of the policy object by that name now ("" when unknown)."""
+
+    def __call__(self, namespace: str, name: str) -> str: ...
+
+
+def _no_owner(namespace: str, name: str) -> str:
+    return ""
+
+
 def status_path(namespace: str, name: str) -> str:
     return f"/apis/{GROUP_VERSION}/namespaces/{quote(namespace)}/{PLURAL}/{quote(name)}/status"
 
@@ -79,9 +89,14 @@ class StatusWriter:
         *,
         interval: float = 1.0,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        owner: Owner = _no_owner,
     ) -> None:
         self._api = api
         self._source = source
+        # What was written belongs to one object: a policy deleted and created again under the
+        # same name starts from an empty status, so its first write must be whole.
+        self._owner = owner
+        self._owners: dict[spec_module.Key, str] = {}
         self._interval = interval
         self._sleep = sleep
         self._dirty: set[spec_module.Key] = set()
@@ -96,16 +111,18 @@ class StatusWriter:
         self._dirty.add((namespace, name))
         self._wake.set()
 
-    def seed(self, namespace: str, name: str, status: Any) -> None:
+    def seed(self, namespace: str, name: str, status: Any, uid: str = "") -> None:
         """What the object's status holds now (on resume), so that the first patch also
         removes what plumb no longer wants there."""
         if isinstance(status, Mapping):
             self._written[(namespace, name)] = copy.deepcopy(dict(status))
+            self._owners[(namespace, name)] = uid
 
     def forget(self, namespace: str, name: str) -> None:
         """The policy was deleted: nothing more to write for it."""
         self._dirty.discard((namespace, name))
         self._written.pop((namespace, name), None)
+        self._owners.pop((namespace, name), None)
 
     async def run(self) -> None:
         """Write dirty statuses until cancelled: wait for one, write them all, pause."""
@@ -137,7 +154,11 @@ class StatusWriter:
         if wanted is None:
             self.forget(namespace, name)
             return 0
-        patch = merge_patch(self._written.get(key), wanted)
+        uid = self._owner(namespace, name)
+        written = self._written.get(key)
+        if uid and self._owners.get(key, uid) not in (uid, ""):
+            written = None  # another object by the same name: its status starts empty
+        patch = merge_patch(written, wanted)
         if not patch:
             return 0
         try:
@@ -153,6 +174,7 @@ class StatusWriter:
             return 0
         if response.ok:
             self._written[key] = copy.deepcopy(dict(wanted))
+            self._owners[key] = uid
             return 1
         if response.status == 404:
             self.forget(namespace, name)

@@ -45,7 +45,7 @@ unit: install
 	$(BIN)/pytest tests/unit -q
 
 test: lint controlplane
-	$(BIN)/pytest -q -m "not long"
+	$(BIN)/pytest -q -m "not long" --durations=25
 
 test-long: install controlplane
 	$(BIN)/pytest -q -m long

@@ -20,7 +20,7 @@ help:
 	@echo "make metrics-plot  a short real run scraped every second; writes docs/observability/metrics.png (~1 min)"
 	@echo "make image         plumb's image from the Dockerfile, with buildah, no network (loaded into a running real node)"
 	@echo "make test-e2e      make image, then kubectl apply -k manifests/ on a local cluster with a real node (root)"
-	@echo "make test-long     the longer side-by-side suites (every preemption scenario under both schedulers, ~4 min)"
+	@echo "make test-long     the longer side-by-side suites (every preemption scenario under both schedulers, ~6 min)"
 
 $(INSTALLED): pyproject.toml
 	$(PYTHON) -m venv $(VENV)

@@ -164,7 +164,11 @@ def test_preemption_policy_never_evicts_nothing_and_says_why(
     preempting.place(kube_client, node, _pod(namespace, "old", "4"))
     pod = _pod(namespace, "polite", "4", priority=HIGH).priority(HIGH, preemption_policy="Never")
     kube_client.create_pod(pod.obj())
-    message = preempting.newest_failed_scheduling(kube_client, namespace, "polite")
+    # Judged with the node in view (the node and pod watches are separate streams: a first
+    # attempt may see no node at all).
+    message = preempting.newest_failed_scheduling(
+        kube_client, namespace, "polite", containing="0/1 nodes are available"
+    )
     assert message == (
         "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
         "preemption: not eligible due to preemptionPolicy=Never."

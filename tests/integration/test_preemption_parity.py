@@ -61,7 +61,8 @@ from tests.integration.preemption_scenes import (
 )
 from tests.integration.schedulers import scheduler_fixture  # noqa: F401
 
-pytestmark = pytest.mark.integration
+# make test-long: test_preemption.py and test_preemption_qos.py are the short version in make test.
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 
 def test_reprieve_leaves_all_but_the_least_important_pod(scene: Scene) -> None:

@@ -96,6 +96,7 @@ def _plumb_message(
     return f"0/{total} nodes are available: {', '.join(parts)}."
 
 
+@pytest.mark.long  # make test-long; test_volumes.py binds claims through PreBind in make test
 async def test_prebind_binds_a_local_pv_and_the_pv_controller_completes_it(
     control_plane: controlplane.ControlPlane,
     kube_client: kube.Kube,

@@ -11,6 +11,7 @@ from aiohttp import web
 
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
+from tests.unit import loopback
 
 
 @pytest.mark.parametrize(
@@ -134,15 +135,8 @@ async def server(tmp_path: Path) -> AsyncIterator[tuple[int, list[str]]]:
 
     app = web.Application()
     app.router.add_get("/api/v1/nodes", nodes)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
+    async with loopback.serving(app) as port:
         yield port, seen
-    finally:
-        await runner.cleanup()
 
 
 async def test_a_401_reads_the_rotated_token_and_sends_the_request_again(

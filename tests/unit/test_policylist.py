@@ -10,7 +10,7 @@ from aiohttp import web
 
 from plumb.app import policylist
 from plumb.k8s import client as k8s_client
-from plumb.k8s import credentials as credentials_module
+from tests.unit import loopback
 
 
 @pytest.fixture
@@ -23,17 +23,12 @@ async def answers() -> AsyncIterator[tuple[k8s_client.ApiClient, list[web.Respon
 
     app = web.Application()
     app.router.add_get(policylist.PATH, policies)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    api = k8s_client.ApiClient(credentials_module.Credentials(server=f"http://127.0.0.1:{port}"))
-    try:
-        yield api, queue
-    finally:
-        await api.close()
-        await runner.cleanup()
+    async with loopback.serving(app) as port:
+        api = loopback.client(port)
+        try:
+            yield api, queue
+        finally:
+            await api.close()
 
 
 def _status(code: int) -> web.Response:

@@ -11,8 +11,8 @@ import pytest
 from aiohttp import web
 
 from plumb.k8s import client as k8s_client
-from plumb.k8s import credentials as credentials_module
 from plumb.k8s import watching
+from tests.unit import loopback
 
 Script = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -53,18 +53,13 @@ async def served() -> AsyncIterator[tuple[k8s_client.ApiClient, list[Script], li
 
     app = web.Application()
     app.router.add_get("/api/v1/pods", pods)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    api = k8s_client.ApiClient(credentials_module.Credentials(server=f"http://127.0.0.1:{port}"))
-    try:
-        yield api, scripts, versions
-    finally:
-        done.set()
-        await api.close()
-        await runner.cleanup()
+    async with loopback.serving(app) as port:
+        api = loopback.client(port)
+        try:
+            yield api, scripts, versions
+        finally:
+            done.set()
+            await api.close()
 
 
 async def test_the_watch_resumes_relists_on_410_and_backs_off_on_errors(

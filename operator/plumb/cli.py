@@ -70,7 +70,8 @@ def _parser() -> argparse.ArgumentParser:
         "--metrics-port",
         type=int,
         default=running.RunSettings.metrics_port,
-        help="serve Prometheus metrics at :PORT/metrics; 0 turns them off (default: %(default)s)",
+        help="serve Prometheus metrics at :PORT/metrics (and the probes, /healthz and /readyz) "
+        "on --metrics-address; 0 turns them off (default: %(default)s)",
     )
     run.add_argument(
         "--metrics-address",
@@ -79,7 +80,13 @@ def _parser() -> argparse.ArgumentParser:
         "the default, %(default)s, is every interface, so that Prometheus and the kubelet reach "
         "it: use 127.0.0.1 to keep it on this machine",
     )
-    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument(
+        "--log-level",
+        default="info",
+        choices=["debug", "info", "warning", "error"],
+        help="debug is the most verbose: kopf's and aiohttp's own lines as well "
+        "(default: %(default)s)",
+    )
     run.add_argument(
         "--log-format",
         default=logs.JSON,
@@ -91,8 +98,10 @@ def _parser() -> argparse.ArgumentParser:
         "--debug-port",
         type=int,
         default=running.RunSettings.debug_port,
-        help="serve each pod's last decision at 127.0.0.1:PORT/debug/pods/NS/NAME for "
-        "`plumb explain`; 0 turns it off (default: %(default)s)",
+        help="serve each pod's last decision (/debug/pods/NS/NAME, for `plumb explain`) and the "
+        "cache's snapshot (/debug/snapshot) on 127.0.0.1:PORT only, never another interface: "
+        "they hold every pod spec of the cluster; reach it with kubectl port-forward. 0 turns "
+        "it off (default: %(default)s)",
     )
     run.add_argument(
         "--trace-candidates",

@@ -16,6 +16,8 @@ import pytest
 
 from plumb import explain
 from plumb.app import debug
+from plumb.backend import cache as cache_module
+from plumb.framework import runs
 from plumb.observability import logs, trace, tracing
 
 PLUGINS = {
@@ -331,7 +333,8 @@ async def test_the_endpoint_answers_only_requests_for_the_loopback(host: str, st
     tracer = tracing.Tracer(log=logging.Logger("quiet"))
     tracer.emit(SCHEDULED)
     port = _free_port()
-    runner = await debug.start(tracer, port, dump=lambda: {"cache": "everything"})
+    empty = runs.capture(cache_module.Cache(), runs.RunLog(), "plumb")
+    runner = await debug.start(tracer, port, dump=lambda: empty)
     assert runner is not None
 
     def get(path: str) -> int:

@@ -122,6 +122,7 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
     m.preemption_victims(2)
     m.config_reload(success=True)
     m.config_reload(success=False)
+    m.watch_restart("pods")
     families = {f.name: f for f in parser.text_string_to_metric_families(m.render().decode())}
     recorded = {
         metrics.SCHEDULE_ATTEMPTS,
@@ -134,6 +135,7 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
         metrics.PREEMPTION_VICTIMS,
         metrics.CONFIG_RELOAD_SUCCESSFUL,
         metrics.CONFIG_RELOADS,
+        metrics.WATCH_RESTARTS,
     }
     # The parser names a counter's family without _total.
     assert {f if f in metrics.KINDS else f"{f}_total" for f in families} == recorded

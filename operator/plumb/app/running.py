@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
-import json
+import functools
 import logging
 import os
 import signal
@@ -26,6 +26,7 @@ from plumb.app import configuring, debug, handlers, leading, probes
 from plumb.backend import cache as cache_module
 from plumb.backend import journal as journal_module
 from plumb.backend import queue as queue_module
+from plumb.framework import runs
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.kernel import executor
@@ -115,10 +116,15 @@ async def run(settings: RunSettings) -> None:
     registry = kopf.OperatorRegistry()
     handlers.register(registry, scheduler=scheduler, api=api, creds=creds, probes=health)
     exporter = await _serve_metrics(scheduler, settings, health)
-    debug_server = await debug.start(tracer, settings.debug_port, dump=scheduler.dump)
+    debug_server = await debug.start(
+        tracer, settings.debug_port, dump=functools.partial(capture_snapshot, scheduler)
+    )
     loop = asyncio.get_running_loop()
     loop.set_exception_handler(_exception_handler)
-    loop.add_signal_handler(signal.SIGUSR1, _write_snapshot, scheduler, settings.snapshot_dir)
+    writing: set[asyncio.Task[None]] = set()  # snapshots being written (SIGUSR1)
+    loop.add_signal_handler(
+        signal.SIGUSR1, _write_snapshot, scheduler, settings.snapshot_dir, writing
+    )
     reload_task: asyncio.Task[None] | None = None
     if settings.config is not None:
         reloader = configuring.Reloader(
@@ -179,6 +185,9 @@ async def run(settings: RunSettings) -> None:
         await debug.stop(debug_server, tracer)
         loop.remove_signal_handler(signal.SIGUSR1)
         loop.remove_signal_handler(signal.SIGHUP)
+        # A snapshot asked for just before the stop is still written (its thread cannot be
+        # cancelled anyway).
+        await asyncio.gather(*writing, return_exceptions=True)
         kernel.close()
         logger.info("plumb stopped")
 
@@ -218,12 +227,31 @@ def _elector(settings: RunSettings, api: k8s_client.ApiClient) -> leader.Elector
     )
 
 
-def _write_snapshot(scheduler: scheduler_module.Scheduler, directory: Path) -> None:
-    """SIGUSR1: write the scheduler's snapshot (cache, journal, recent runs) to a file."""
+def capture_snapshot(scheduler: scheduler_module.Scheduler) -> runs.Capture:
+    """``Scheduler.dump``'s document, captured on the loop but not encoded: the endpoint and
+    SIGUSR1 encode it in a worker thread (a dump at 10,000 pods takes seconds, during which
+    the loop would schedule nothing and read no watch)."""
+    return runs.capture(scheduler.cache, scheduler.runs, ",".join(sorted(scheduler.served.names)))
+
+
+def _write_snapshot(
+    scheduler: scheduler_module.Scheduler, directory: Path, writing: set[asyncio.Task[None]]
+) -> None:
+    """SIGUSR1: write the scheduler's snapshot (cache, journal, recent runs) to a file, as
+    captured now; it is encoded and written in a worker thread while plumb goes on."""
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y%m%dT%H%M%S.%fZ")
     path = directory / f"plumb-snapshot-{stamp}.json"
+    task = asyncio.get_running_loop().create_task(
+        _save_snapshot(capture_snapshot(scheduler), path), name=f"plumb-snapshot {path.name}"
+    )
+    # The loop keeps only a weak reference to a task: hold it until it is done.
+    writing.add(task)
+    task.add_done_callback(writing.discard)
+
+
+async def _save_snapshot(taken: debug.Capture, path: Path) -> None:
     try:
-        path.write_text(json.dumps(scheduler.dump()), encoding="utf-8")
+        await asyncio.to_thread(_write_bytes, path, taken)
     except OSError as error:
         logger.error("cannot write the snapshot to %s: %s", path, error)
         return
@@ -232,6 +260,10 @@ def _write_snapshot(scheduler: scheduler_module.Scheduler, directory: Path) -> N
         path,
         path,
     )
+
+
+def _write_bytes(path: Path, taken: debug.Capture) -> None:
+    path.write_bytes(debug.serialise(taken))
 
 
 def register_metrics(registry: metrics.Metrics, scheduler: scheduler_module.Scheduler) -> None:
@@ -251,6 +283,14 @@ def register_metrics(registry: metrics.Metrics, scheduler: scheduler_module.Sche
         "Number of nodes, pods, and assumed (decided, binding not yet seen) pods in the cache.",
         metrics.LABELS[metrics.CACHE_SIZE],
         lambda: _cache_size(cache),
+    )
+    registry.gauge_from(
+        metrics.ASYNCIO_TASKS,
+        "Number of asyncio tasks in plumb's event loop (binds in flight, watches, writers): "
+        "flat under a steady load; a climb is a leak.",
+        metrics.LABELS[metrics.ASYNCIO_TASKS],
+        # Read during a scrape, which the event loop serves, so its tasks are the current ones.
+        lambda: {(): float(len(asyncio.all_tasks()))},
     )
     registry.gauge_from(
         metrics.ZONE_HEALTH,

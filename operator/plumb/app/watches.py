@@ -6,6 +6,10 @@ objects (PersistentVolumes, claims, StorageClasses, CSINodes) are watched with
 k8s/watching.py rather than kopf's on.event: kopf's per-object machinery cost more CPU and memory
 than the scheduling itself (docs/architecture.md has the measurements). kopf runs the operator
 around it.
+
+Each collection has its own task, supervised by watching.watch_forever: a handler failing on
+one object re-lists that collection only (counted in ``plumb_watch_restarts_total``), and the
+others go on.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from plumb import scheduler as scheduler_module
@@ -89,9 +93,13 @@ def feeds(scheduler: scheduler_module.Scheduler) -> list[Feed]:
 
 
 async def sync_and_watch(
-    scheduler: scheduler_module.Scheduler, api: k8s_client.ApiClient
+    scheduler: scheduler_module.Scheduler,
+    api: k8s_client.ApiClient,
+    *,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> list[asyncio.Task[None]]:
-    """List everything, hand the scheduler its first full picture, and start the watches."""
+    """List everything, hand the scheduler its first full picture, and start the watches
+    (``sleep`` waits out their backoffs: tests pass a fake)."""
     versions: dict[str, str] = {}
     lists: dict[str, list[JSON]] = {}
     every = feeds(scheduler)
@@ -113,11 +121,22 @@ async def sync_and_watch(
                 versions[feed.path],
                 on_event=feed.on_event,
                 relist=_relister(api, feed, scheduler),
+                on_failure=_counter(scheduler, feed.path),
+                sleep=sleep,
             ),
             name=f"plumb-watch {feed.path}",
         )
         for feed in every
     ]
+
+
+def _counter(scheduler: scheduler_module.Scheduler, path: str) -> watching.FailureHandler:
+    resource = path.rsplit("/", 1)[-1]  # "/apis/apps/v1/replicasets": "replicasets"
+
+    def count(_error: Exception) -> None:
+        scheduler.metrics.watch_restart(resource)
+
+    return count
 
 
 def _relister(

@@ -4,8 +4,10 @@ A ``Run`` is what a batch was decided from, besides the cache: the pods in queue
 SchedulingPolicy rules joined to their own, the scoring profile (zone factors as they were),
 the policy's reference, and the cache state its snapshot saw (the journal's sequence number;
 backend/journal.py). ``RunLog`` keeps the last runs; ``snapshot`` writes them with the cache
-(backend/dumps.py) as one JSON document, and ``replay`` decides a run again over the cache
-rewound to that state, giving each pod's node, input hash and plan hash: the trace line's.
+(backend/dumps.py) as one JSON document (``capture`` on the event loop, then
+``Capture.encode`` in a worker thread: app/debug.py), and ``replay`` decides a run again over
+the cache rewound to that state, giving each pod's node, input hash and plan hash: the trace
+line's.
 """
 
 from __future__ import annotations
@@ -85,14 +87,45 @@ class RunLog:
 
 def snapshot(cache: cache_module.Cache, log: RunLog, scheduler_name: str) -> dict[str, Any]:
     """The cache, its journal and the runs it can still rebuild, as one JSON document."""
+    return capture(cache, log, scheduler_name).encode()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Capture:
+    """A snapshot taken but not yet encoded: ``capture`` copies the containers on the event
+    loop (milliseconds), ``encode`` does the rest (seconds at 10,000 pods) in any thread,
+    since the capture shares only frozen records with the live cache and run log."""
+
+    taken: str
+    scheduler_name: str
+    cache: dumps.Capture
+    runs: tuple[Run, ...]
+
+    def encode(self) -> dict[str, Any]:
+        """The snapshot document's JSON values (``snapshot``'s)."""
+        return dumps.materialise(self.encode_lazily())
+
+    def encode_lazily(self) -> dict[str, Any]:
+        """The document with its long arrays as iterators encoding one record at a time, to
+        be written out as they go (see ``dumps.Capture.encode_lazily``)."""
+        return {
+            "format": FORMAT,
+            "taken": self.taken,
+            "schedulerName": self.scheduler_name,
+            "cache": self.cache.encode_lazily(),
+            "runs": map(codec.encode, self.runs),
+        }
+
+
+def capture(cache: cache_module.Cache, log: RunLog, scheduler_name: str) -> Capture:
+    """``snapshot``'s content at this instant, to ``encode`` later, off the event loop."""
     oldest = cache.journal.oldest
-    return {
-        "format": FORMAT,
-        "taken": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-        "schedulerName": scheduler_name,
-        "cache": dumps.dump(cache),
-        "runs": [codec.encode(run) for run in log if run.seq >= oldest],
-    }
+    return Capture(
+        taken=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        scheduler_name=scheduler_name,
+        cache=dumps.capture(cache),
+        runs=tuple(run for run in log if run.seq >= oldest),
+    )
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

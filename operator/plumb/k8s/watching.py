@@ -2,6 +2,13 @@
 resourceVersion, re-lists when the API server says that version is gone (410), and backs off
 while the server cannot be reached.
 
+It is supervised as client-go's reflector is: whatever goes wrong, the watch starts again
+instead of ending. An unexpected error (a bug in an event handler, a payload no handler
+expected) is logged once, counted (``on_failure``), and the collection is listed afresh
+after a backoff doubling up to ``MAX_BACKOFF``: the event that failed, and any the watch
+missed meanwhile, are in that list, and the other collections' watches never notice. Only
+cancellation (shutdown) ends it.
+
 plumb watches pods with this rather than through kopf: a pod's events are the hot path (two per
 scheduled pod, all pods of the cluster), and kopf's per-object machinery (a worker task, a
 diff-base copy of the body, cause detection) cost more CPU than the scheduling itself
@@ -11,10 +18,12 @@ diff-base copy of the body, cause detection) cost more CPU than the scheduling i
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+import traceback
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from typing import Any
 
 import aiohttp
@@ -28,7 +37,10 @@ EventHandler = Callable[[str, Mapping[str, Any]], None]
 """Receives (ADDED | MODIFIED | DELETED, object) for each watch event."""
 Relister = Callable[[], Awaitable[str]]
 """Lists the collection again after a gap the watch could not bridge (its resourceVersion
-expired), brings its reader up to date, and returns the list's resourceVersion."""
+expired, or an event could not be handled), brings its reader up to date, and returns the
+list's resourceVersion."""
+FailureHandler = Callable[[Exception], None]
+"""Told of each unexpected error the watch restarts after (to count it)."""
 
 WATCH_SECONDS = 300
 """How long one watch request lasts before the server ends it and the stream resumes."""
@@ -49,6 +61,7 @@ async def watch_forever(
     *,
     on_event: EventHandler,
     relist: Relister,
+    on_failure: FailureHandler | None = None,
     sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     clock: Callable[[], float] = time.monotonic,
 ) -> None:
@@ -56,16 +69,23 @@ async def watch_forever(
     (from a list the caller took), until cancelled."""
     version = resource_version
     failures = 0
+    stale = False  # the collection must be listed again before the watch resumes
     while True:
-        started, events = clock(), 0
         try:
-            async for event_type, body in _stream(api, path, version):
-                metadata = body.get("metadata") or {}
-                version = str(metadata.get("resourceVersion") or version)
-                if event_type != "BOOKMARK":
-                    on_event(event_type, body)
-                events += 1
-                failures = 0
+            if stale:
+                version = await relist()
+                stale = False
+            started, events = clock(), 0
+            # Closed at once when a handler raises, rather than left to the garbage collector
+            # with its response still open.
+            async with contextlib.aclosing(_stream(api, path, version)) as stream:
+                async for event_type, body in stream:
+                    metadata = body.get("metadata") or {}
+                    version = str(metadata.get("resourceVersion") or version)
+                    if event_type != "BOOKMARK":
+                        on_event(event_type, body)
+                    events += 1
+                    failures = 0
             if not events and clock() - started < SHORT_WATCH:
                 failures += 1
                 delay = _backoff(failures)
@@ -75,17 +95,43 @@ async def watch_forever(
                 await sleep(delay)
         except Expired:
             logger.info("watch of %s expired at resourceVersion %s; listing again", path, version)
-            try:
-                version = await relist()
-            except k8s_client.TransportError as error:
-                failures += 1
-                logger.warning("listing %s failed: %s", path, error)
-                await sleep(_backoff(failures))
+            stale = True
         except (k8s_client.TransportError, aiohttp.ClientError, TimeoutError) as error:
             failures += 1
             delay = _backoff(failures)
-            logger.warning("watch of %s broke (%s); resuming in %.0f s", path, error, delay)
+            if stale:
+                logger.warning("listing %s failed (%s); trying again in %.0f s", path, error, delay)
+            else:
+                logger.warning("watch of %s broke (%s); resuming in %.0f s", path, error, delay)
             await sleep(delay)
+        except Exception as error:
+            # A bug, not the network: left to end the task, it would leave the collection
+            # silently stale for good. The event that failed is not skipped: the fresh list
+            # holds its object as it is now. One line and no traceback, as every plumb log
+            # line: the frame it was raised in is enough to find the bug.
+            failures += 1
+            delay = _backoff(failures)
+            logger.error(
+                "watch of %s failed: %s: %s%s; re-listing in %.1f s",
+                path,
+                type(error).__name__,
+                error,
+                _raised_at(error),
+                delay,
+            )
+            if on_failure is not None:
+                on_failure(error)
+            stale = True
+            await sleep(delay)
+
+
+def _raised_at(error: BaseException) -> str:
+    """Where ``error`` was raised, its innermost frame, as `` (raised at FILE:LINE in NAME)``."""
+    frames = traceback.extract_tb(error.__traceback__)
+    if not frames:
+        return ""
+    where = frames[-1]
+    return f" (raised at {where.filename}:{where.lineno} in {where.name})"
 
 
 def _backoff(failures: int) -> float:
@@ -94,7 +140,7 @@ def _backoff(failures: int) -> float:
 
 async def _stream(
     api: k8s_client.ApiClient, path: str, version: str
-) -> AsyncIterator[tuple[str, JSON]]:
+) -> AsyncGenerator[tuple[str, JSON], None]:
     """One watch request's events, until the server ends it."""
     params = {
         "watch": "true",

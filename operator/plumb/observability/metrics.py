@@ -3,7 +3,8 @@
 Two kinds, so that scheduling pays only for what must be counted as it happens:
 
 - recorded as things happen (``Metrics.attempt``, ``pod_scheduled``, ``kernel_run``,
-  ``binding``, ``set_leader``, ``preemption_attempt``, ``preemption_victims``):
+  ``binding``, ``set_leader``, ``preemption_attempt``, ``preemption_victims``,
+  ``watch_restart``):
   prometheus_client counters and histograms whose labelled children are looked up once, here,
   so the scheduler's hot path only increments and observes;
 - read from the scheduler's state at scrape time (``gauge_from``, ``counter_from``): pending
@@ -24,7 +25,7 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import prometheus_client
-from aiohttp import web
+from aiohttp import http_exceptions, web
 from prometheus_client import core, registry
 
 logger = logging.getLogger(__name__)
@@ -45,6 +46,8 @@ PREEMPTION_ATTEMPTS = "plumb_preemption_attempts_total"
 PREEMPTION_VICTIMS = "plumb_preemption_victims"
 CONFIG_RELOAD_SUCCESSFUL = "plumb_config_last_reload_successful"
 CONFIG_RELOADS = "plumb_config_reloads_total"
+WATCH_RESTARTS = "plumb_watch_restarts_total"
+ASYNCIO_TASKS = "plumb_asyncio_tasks"
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 KINDS: Mapping[str, str] = {
@@ -63,6 +66,8 @@ KINDS: Mapping[str, str] = {
     PREEMPTION_VICTIMS: HISTOGRAM,
     CONFIG_RELOAD_SUCCESSFUL: GAUGE,
     CONFIG_RELOADS: COUNTER,
+    WATCH_RESTARTS: COUNTER,
+    ASYNCIO_TASKS: GAUGE,
 }
 """Every metric plumb exports, by kind."""
 
@@ -82,6 +87,8 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     PREEMPTION_VICTIMS: (),
     CONFIG_RELOAD_SUCCESSFUL: (),
     CONFIG_RELOADS: ("result",),
+    WATCH_RESTARTS: ("resource",),
+    ASYNCIO_TASKS: (),
 }
 """Each metric's labels (histograms add ``le`` to their buckets)."""
 
@@ -244,6 +251,14 @@ class Metrics:
             registry=self.registry,
         )
         self._reloads = {result: reloads.labels(result) for result in RELOAD_RESULTS}
+        self._watch_restarts = prometheus_client.Counter(
+            WATCH_RESTARTS,
+            "Watches restarted from a fresh list after an unexpected error (a bug handling an "
+            "event, a payload plumb did not expect), by the resource watched. Network errors "
+            "and expired resourceVersions, which a watch resumes from, are not counted.",
+            LABELS[WATCH_RESTARTS],
+            registry=self.registry,
+        )
 
     # Recorded as it happens ----------------------------------------------------------------
 
@@ -251,6 +266,10 @@ class Metrics:
         """A changed configuration file was applied (``success``) or refused."""
         self._reloads[SUCCESS if success else FAILURE].inc()
         self._reload_ok.set(1.0 if success else 0.0)
+
+    def watch_restart(self, resource: str) -> None:
+        """The watch of ``resource`` (its plural name: ``pods``) failed and is listed again."""
+        self._watch_restarts.labels(resource).inc()
 
     def attempt(self, result: str, seconds: float) -> None:
         """A scheduling attempt ended with ``result`` (one of ``RESULTS``) after ``seconds``."""
@@ -313,7 +332,8 @@ async def serve(
     metrics: Metrics, host: str, port: int, routes: Sequence[web.RouteDef] = ()
 ) -> web.AppRunner:
     """Serve /metrics (and ``routes``: the probes) on ``host:port``; the caller cleans the
-    runner up."""
+    runner up. A malformed request is answered 400 and logged on one debug line
+    (``SERVER_LOG``), not with aiohttp's ERROR traceback."""
 
     async def page(_: web.Request) -> web.Response:
         return web.Response(
@@ -323,7 +343,33 @@ async def serve(
     app = web.Application()
     app.router.add_get("/metrics", page)
     app.router.add_routes(routes)
-    runner = web.AppRunner(app, access_log=None)
+    runner = web.AppRunner(app, access_log=None, logger=SERVER_LOG)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner
+
+
+class _ClientErrors(logging.Filter):
+    """Turns aiohttp's report of a request its parser refused (400: not HTTP, a line or a
+    header too long, too many headers, a bad Content-Length) into one debug line. aiohttp logs
+    each at ERROR with its traceback, so anyone who reaches a port (the metrics port listens on
+    every interface) could fill plumb's log with tracebacks and trip alerts on errors; the
+    fault is the client's and the answer already says what it was. A handler's own exception
+    (a 500) is left as it is, traceback and all."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if not isinstance(error, http_exceptions.HttpProcessingError):
+            return True
+        # The parser's message quotes the offending bytes on lines of their own.
+        why = " ".join(error.message.split())[:200]
+        record.msg, record.args = f"{record.getMessage()}: {error.code} {why}", ()
+        record.exc_info, record.exc_text = None, None
+        record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return SERVER_LOG.isEnabledFor(logging.DEBUG)
+
+
+SERVER_LOG = logging.getLogger("plumb.http")
+"""aiohttp's server log for plumb's endpoints (``logger=`` of an ``AppRunner``): a request the
+parser refused is one debug line, a handler's exception an ERROR with its traceback."""
+SERVER_LOG.addFilter(_ClientErrors())

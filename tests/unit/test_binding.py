@@ -66,11 +66,29 @@ async def test_conflict_forgets_and_counts_the_winner_once() -> None:
     s.resync(NODES, [_pod()])
     await _attempt(s)
     assert s.cache.state("uid-web") is None
-    assert "uid-web" not in s.queue  # another scheduler has it; the watch will say where
+    # Retried after a backoff unless the watch settles it first, as kube-scheduler does.
+    assert s.queue.where("uid-web") is queue_module.Where.BACKOFF
     assert _pods_on(s.cache, "n1") == 0
-    s.on_pod("MODIFIED", _pod(node="n2"))
+    s.on_pod("MODIFIED", _pod(node="n2"))  # another scheduler had it
+    assert "uid-web" not in s.queue
     assert (_pods_on(s.cache, "n1"), _pods_on(s.cache, "n2")) == (0, 1)
+    assert api.binds == [("web", "n1")]
     assert "Scheduled" not in _reasons(api)
+
+
+async def test_a_conflict_the_watch_never_confirms_is_retried_and_binds() -> None:
+    # A 409 from something between plumb and the API server (a proxy, a webhook) with the pod
+    # still pending: left alone it would stay pending for ever.
+    conflict = k8s_client.ApiResponse(status=409, body={"message": "injected"})
+    api, clock = FakeApi(conflict), Clock()
+    s = make_scheduler(api, clock)
+    s.resync(NODES, [_pod()])
+    await _attempt(s)
+    clock.now += queue_module.INITIAL_BACKOFF
+    await _attempt(s)
+    assert api.binds == [("web", "n1"), ("web", "n1")]
+    s.on_pod("MODIFIED", _pod(node="n1"))
+    assert _reasons(api).count("Scheduled") == 1
 
 
 async def test_gone_pod_is_dropped() -> None:

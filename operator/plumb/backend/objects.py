@@ -16,6 +16,7 @@ CPU = "cpu"
 MEMORY = "memory"
 EPHEMERAL_STORAGE = "ephemeral-storage"
 PODS = "pods"
+HUGEPAGES_PREFIX = "hugepages-"
 # Columns every NodeTable has, in this order; extended resources get columns as they are seen.
 BASE_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
@@ -64,8 +65,13 @@ class PodInfo:
     creation_timestamp: str
     resource_version: str = dataclasses.field(compare=False)
     requests: Mapping[str, int]
-    # (cpu, memory) as LeastAllocated counts them: 100m / 200Mi for containers asking nothing.
+    # (cpu, memory) the pod adds to its node's non-zero requests, which LeastAllocated and
+    # MostAllocated read: 100m / 200Mi for containers asking nothing (see nonzero_pair).
     nonzero: tuple[int, int] = (DEFAULT_MILLI_CPU, DEFAULT_MEMORY)
+    # (cpu, memory) those scorers count for this pod while it is the one being scheduled, when
+    # that differs from ``nonzero`` (a corner of pod-level requests, see scoring_pair); None:
+    # the same. Read it through ``scored_nonzero``.
+    nonzero_incoming: tuple[int, int] | None = None
     terminal: bool
     deleting: bool
     gated: bool
@@ -97,6 +103,11 @@ class PodInfo:
     @property
     def key(self) -> str:
         return f"{self.namespace}/{self.name}"
+
+    @property
+    def scored_nonzero(self) -> tuple[int, int]:
+        """(cpu, memory) NodeResourcesFit's scorers add for this pod when it is scheduled."""
+        return self.nonzero if self.nonzero_incoming is None else self.nonzero_incoming
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -135,19 +146,33 @@ def _maximise(into: dict[str, int], other: Mapping[str, int]) -> None:
         into[name] = max(into.get(name, 0), value)
 
 
-def pod_requests(spec: Mapping[str, Any], *, nonzero: bool = False) -> dict[str, int]:
-    """The pod's effective request, as kube-scheduler computes it.
+def pod_level_resource(name: str) -> bool:
+    """Whether ``spec.resources`` may set ``name``: cpu, memory and hugepages-* only
+    (component-helpers resource.IsSupportedPodLevelResource; the API server refuses others)."""
+    return name in (CPU, MEMORY) or name.startswith(HUGEPAGES_PREFIX)
+
+
+def _pod_level_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """The pod-level requests that override the containers' (empty: none are set, as
+    IsPodLevelRequestsSet says; an unsupported name alone does not count as set)."""
+    raw = (spec.get("resources") or {}).get("requests") or {}
+    return {name: amount(name, text) for name, text in raw.items() if pod_level_resource(name)}
+
+
+def _requests(spec: Mapping[str, Any], defaults: Mapping[str, int]) -> dict[str, int]:
+    """component-helpers' PodRequests, keeping every resource named (even at zero: whether a
+    request is set at all decides the non-zero defaults).
 
     max(sum of containers + restartable init containers, each init container run on top of the
-    restartable init containers started before it) + overhead. With ``nonzero``, a container
-    that does not set a cpu or memory request counts 100m / 200Mi, as LeastAllocated scores.
+    restartable init containers started before it); then each pod-level request replaces that
+    total for its resource; then the overhead is added. ``defaults`` fill in the resources a
+    container does not name (NonMissingContainerRequests), before the pod-level override.
     """
 
     def requests_of(container: Mapping[str, Any]) -> dict[str, int]:
         listed = _resource_list((container.get("resources") or {}).get("requests"))
-        if nonzero:
-            for name, default in _NONZERO_DEFAULTS.items():
-                listed.setdefault(name, default)
+        for name, default in defaults.items():
+            listed.setdefault(name, default)
         return listed
 
     total: dict[str, int] = {}
@@ -166,16 +191,52 @@ def pod_requests(spec: Mapping[str, Any], *, nonzero: bool = False) -> dict[str,
             _add(running, requests)
             _maximise(init_peak, running)
     _maximise(total, init_peak)
+    total.update(_pod_level_requests(spec))
     _add(total, _resource_list(spec.get("overhead")))
+    return total
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
+    """The pod's effective request, as kube-scheduler v1.34 computes it (PodLevelResources on,
+    its default): the containers' requests, replaced per resource by ``spec.resources.requests``
+    where the pod sets them, plus the overhead; zeros dropped."""
+    total = _requests(spec, _EMPTY)
     total.pop(PODS, None)
     # Each quantity fits int64 but a sum may not; the cache keeps int64s.
     return {name: quantities.clamp_int64(value) for name, value in total.items() if value}
 
 
+def _pair(counted: Mapping[str, int]) -> tuple[int, int]:
+    return (
+        quantities.clamp_int64(counted.get(CPU, 0)),
+        quantities.clamp_int64(counted.get(MEMORY, 0)),
+    )
+
+
 def nonzero_pair(spec: Mapping[str, Any]) -> tuple[int, int]:
-    """(cpu millicores, memory bytes) the pod counts as when scored (see pod_requests)."""
-    counted = pod_requests(spec, nonzero=True)
-    return counted.get(CPU, 0), counted.get(MEMORY, 0)
+    """(cpu millicores, memory bytes) the pod adds to its node's non-zero requests, which
+    NodeResourcesFit's scorers read (framework.PodInfo.CalculateResource).
+
+    A container that names no cpu (memory) request counts 100m (200Mi). With pod-level
+    requests set, only a resource that neither a container, the pod level nor the overhead
+    names gets the default (getNonMissingContainerRequests): a pod-level memory request and
+    one container asking 500m cpu beside one asking none count 500m, not 600m.
+    """
+    requests = _requests(spec, _EMPTY)
+    defaults: Mapping[str, int] = _NONZERO_DEFAULTS
+    if _pod_level_requests(spec):
+        defaults = {name: value for name, value in defaults.items() if name not in requests}
+    return _pair(_requests(spec, defaults) if defaults else requests)
+
+
+def scoring_pair(spec: Mapping[str, Any]) -> tuple[int, int]:
+    """(cpu millicores, memory bytes) NodeResourcesFit's scorers count for the pod being
+    scheduled (resourceAllocationScorer.calculatePodResourceRequest): every container that names
+    no cpu (memory) request counts 100m (200Mi), pod-level requests or not, and a pod-level
+    request then replaces the total. It differs from ``nonzero_pair`` only for a pod with
+    pod-level requests whose containers name cpu or memory in some containers and not others,
+    or only in the overhead."""
+    return _pair(_requests(spec, _NONZERO_DEFAULTS))
 
 
 def rfc3339(text: str) -> str:
@@ -202,10 +263,12 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     spec = body.get("spec") or {}
     status = body.get("status") or {}
     problems = []
-    nonzero = (DEFAULT_MILLI_CPU, DEFAULT_MEMORY)
+    nonzero, incoming = (DEFAULT_MILLI_CPU, DEFAULT_MEMORY), None
     try:
         requests: Mapping[str, int] = MappingProxyType(pod_requests(spec))
         nonzero = nonzero_pair(spec)
+        if (scored := scoring_pair(spec)) != nonzero:
+            incoming = scored
     except quantities.QuantityError as error:
         requests = _EMPTY
         problems.append(f"invalid resource request: {error}")
@@ -230,6 +293,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         resource_version=str(metadata.get("resourceVersion") or ""),
         requests=requests,
         nonzero=nonzero,
+        nonzero_incoming=incoming,
         terminal=status.get("phase") in TERMINAL_PHASES,
         deleting=metadata.get("deletionTimestamp") is not None,
         gated=bool(spec.get("schedulingGates")),
@@ -273,25 +337,41 @@ def _qos(spec: Mapping[str, Any], status: Mapping[str, Any]) -> str:
 
 
 def qos_class(spec: Mapping[str, Any]) -> str:
-    """BestEffort without any cpu or memory request or limit; Guaranteed when every container
-    limits both and requests what it limits (an unset request defaults to the limit);
-    Burstable otherwise."""
-    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
-    anything = False
+    """The QoS class as the API server computes it (qos.ComputePodQOS) from cpu and memory
+    requests and limits above zero: from ``spec.resources`` alone when the pod has it
+    (PodLevelResources), else from every app and init container, a container's unset request
+    taking its limit as the API server's defaulting does. BestEffort when nothing is set;
+    Guaranteed when limits name both cpu and memory (every container's, at container level)
+    and the summed requests equal the summed limits; Burstable otherwise."""
+    requests: dict[str, int] = {}
+    limits: dict[str, int] = {}
     guaranteed = True
-    for container in containers:
-        resources = container.get("resources") or {}
-        requests = _resource_list(resources.get("requests"))
-        limits = _resource_list(resources.get("limits"))
-        for name in _QOS_RESOURCES:
-            if requests.get(name) or limits.get(name):
-                anything = True
-            limit = limits.get(name)
-            if not limit or requests.get(name, limit) != limit:
+    if spec.get("resources") is not None:
+        resources = spec["resources"]
+        _add(requests, _qos_list(resources.get("requests")))
+        if resources.get("limits"):
+            pod_limits = _qos_list(resources.get("limits"))
+            _add(limits, pod_limits)
+            guaranteed = set(pod_limits) >= set(_QOS_RESOURCES)
+    else:
+        for container in [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]:
+            resources = container.get("resources") or {}
+            raw_limits = resources.get("limits") or {}
+            limited = _qos_list(raw_limits)
+            _add(requests, _qos_list({**raw_limits, **(resources.get("requests") or {})}))
+            _add(limits, limited)
+            if not set(limited) >= set(_QOS_RESOURCES):
                 guaranteed = False
-    if not anything:
+    if not requests and not limits:
         return BEST_EFFORT
-    return GUARANTEED if guaranteed else BURSTABLE
+    equal = all(limits.get(name) == value for name, value in requests.items())
+    return GUARANTEED if guaranteed and equal and len(requests) == len(limits) else BURSTABLE
+
+
+def _qos_list(raw: Mapping[str, Any] | None) -> dict[str, int]:
+    """The cpu and memory of a resource list that count for QoS: those above zero."""
+    listed = _resource_list({k: v for k, v in (raw or {}).items() if k in _QOS_RESOURCES})
+    return {name: value for name, value in listed.items() if value > 0}
 
 
 def _preempted(status: Mapping[str, Any]) -> bool:

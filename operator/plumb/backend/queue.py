@@ -9,6 +9,11 @@
 - pods with scheduling gates wait, outside the queues, until an update removes the gates.
 - a pod popped and not yet finished is "in flight": an update arriving meanwhile is kept and,
   if the attempt fails, the pod is retried at once instead of waiting for a cluster event.
+- a pod placed has left the queue while its binding is in flight (assumed in the cache): an
+  update arriving meanwhile is kept aside (``update_assumed``), and if the binding fails the
+  retry decides that newest version, not the one the failed attempt decided. kube-scheduler
+  does the same: it ignores updates of assumed pods, and its failure handler requeues the pod
+  as its informer last saw it (schedule_one.go handleSchedulingFailure).
 
 Only the event loop calls this class; it holds no locks.
 """
@@ -90,6 +95,8 @@ class SchedulingQueue:
         self._event_seq = 0
         self._flight_events: list[tuple[int, frozenset[str] | None]] = []
         self._in_flight: set[str] = set()
+        # The newest version the watch reported of pods being bound (see update_assumed).
+        self._assumed_updates: dict[str, objects.PodInfo] = {}
         self._seq = 0
         self._wakeup = asyncio.Event()
 
@@ -116,8 +123,15 @@ class SchedulingQueue:
             # The update may be what the pod was waiting for (gates removed, spec changed).
             self._to_active_or_gated(entry)
 
+    def update_assumed(self, pod: objects.PodInfo) -> None:
+        """An update of a pod that left the queue placed, its binding in flight: kept for
+        ``retry`` should the binding fail. The placement itself stands (the cache keeps the
+        version it assumed until the watch shows the pod bound, as kube-scheduler's does)."""
+        self._assumed_updates[pod.uid] = pod
+
     def delete(self, uid: str) -> None:
         """Forget a pod: deleted, bound elsewhere, or no longer ours. Heap items go stale."""
+        self._assumed_updates.pop(uid, None)
         self._entries.pop(uid, None)
         self._unschedulable.pop(uid, None)
         self._landed(uid)
@@ -242,10 +256,17 @@ class SchedulingQueue:
     def retry(self, entry: Entry) -> None:
         """A pod that left the queue (assumed) failed to bind: back it off, keeping its count.
 
+        The retry decides the newest version the watch reported while the pod was being bound
+        (``update_assumed``); a pod that version shows terminating or finished is not retried.
         Nothing happens if the pod is already back in the queue through a watch update.
         """
+        newest = self._assumed_updates.pop(entry.pod.uid, None)
         if entry.pod.uid in self._entries:
             return
+        if newest is not None:
+            if newest.deleting or newest.terminal:
+                return  # its deletion (or end) is on its way; nothing to schedule
+            entry.pod = newest
         self._entries[entry.pod.uid] = entry
         entry.where = Where.IN_FLIGHT
         self._after_backoff(entry)
@@ -262,6 +283,8 @@ class SchedulingQueue:
         ]
         for uid in gone:
             self.delete(uid)
+        for uid in [uid for uid in self._assumed_updates if uid not in listed]:
+            del self._assumed_updates[uid]  # deleted while bound: no retry will come for it
         return len(gone)
 
     def now(self) -> float:

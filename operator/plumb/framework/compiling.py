@@ -564,7 +564,7 @@ def compile_batch(
         for name, amount in pod.requests.items():
             requests[b, column[name]] = amount
         requests[b, column[objects.PODS]] = 1
-        nonzero[b] = pod.nonzero
+        nonzero[b] = pod.scored_nonzero
         # PreScore skips a pod requesting none of BalancedAllocation's resources.
         balanced_skip[b] = not any(pod.requests.get(name) for name in balanced_names)
         require_all[b] = _spread(b, pod, statics, cache, tables, verdict_rows[u], profile)

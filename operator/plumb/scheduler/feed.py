@@ -94,7 +94,10 @@ class ClusterFeed:
                 self.queue.move_all(POD_ADDED_HELPS)
             return
         if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
-            return  # being bound by us; the watch has not caught up yet
+            # Being bound by us; the watch has not caught up yet. The decision stands, but a
+            # retry after a failed binding must decide this newer version.
+            self.queue.update_assumed(pod)
+            return
         if pod.scheduler_name not in self.served.names or pod.deleting or pod.terminal:
             if self.nominations.remove(pod.uid) is not None:
                 self.queue.move_all(POD_REMOVED_HELPS)

@@ -500,13 +500,18 @@ class Scheduler(feed.ClusterFeed):
         # Still assumed: the watch has not settled the pod. Otherwise it has: bound (ours,
         # committed although the answer was lost, or someone else's) or deleted; either way
         # there is nothing to retry, and a retry would decide a pod that is not pending.
+        # A 409 (already bound, or recreated under its name) is retried like any failure
+        # until the watch settles the pod, as kube-scheduler requeues a failed binding unless
+        # its informer shows the pod assigned or gone: a 409 the watch never confirms (a proxy's,
+        # a webhook's) would otherwise leave the pod pending for ever. A 404 is the server
+        # saying the pod is gone; its deletion is on the way.
         settled = self.cache.state(pod.uid) is not cache_module.PodState.ASSUMED
         if not settled:
             self.cache.forget(pod.uid)
-        if result.outcome in (Outcome.GONE, Outcome.CONFLICT) or settled:
+        if result.outcome is Outcome.GONE or settled:
             # Nothing to retry: the pod is gone, or bound (elsewhere, or here after all).
             message, step, level = result.message, 0.0, logging.INFO
-            if settled and result.outcome not in (Outcome.GONE, Outcome.CONFLICT):
+            if settled and result.outcome is not Outcome.GONE:
                 message = f"{result.message}; not retried: the watch has settled the pod"
         else:
             message = f"{result.message}; retrying after a backoff"
@@ -587,7 +592,12 @@ class Scheduler(feed.ClusterFeed):
         # them is decided alone so an earlier pod of its batch cannot take the same port. A
         # nominated pod is too: it goes to its nominated node when that node fits it.
         # A pod with volume claims too: two pods of a batch could pick the same volume.
-        return bool(pod.scheduling.host_ports or pod.claims) or pod.uid in self.nominations
+        # A pod the resource scorers count otherwise while scheduled than once placed (a
+        # corner of pod-level requests) too: the kernel adds what it was scored with.
+        return (
+            bool(pod.scheduling.host_ports or pod.claims or pod.nonzero_incoming)
+            or pod.uid in self.nominations
+        )
 
     def _group(self, pod: objects.PodInfo) -> Hashable:
         # One profile and one policy generation per batch, and one priority: the room

@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: help install controlplane lint unit test demo run cluster-up cluster-down clean
-.PHONY: bench bench-quick metrics-plot image test-e2e test-long
+.PHONY: bench bench-quick metrics-plot image test-e2e test-long test-chaos
 
 help:
 	@echo "make demo          set up, start a local control plane, show plumb scheduling pods"
@@ -20,6 +20,8 @@ help:
 	@echo "make metrics-plot  a short real run scraped every second; writes docs/observability/metrics.png (~1 min)"
 	@echo "make image         plumb's image from the Dockerfile, with buildah, no network (loaded into a running real node)"
 	@echo "make test-e2e      make image, then kubectl apply -k manifests/ on a local cluster with a real node (root)"
+	@echo "make test-chaos    the fault scenarios full size (SIGKILLs, restarts, 410s, API faults, churn, fuzz,"
+	@echo "                   a 3-minute soak; SOAK=1800 for 30); writes docs/reliability.md (~15 min)"
 	@echo "make test-long     the longer side-by-side suites (every preemption scenario under both schedulers, ~6 min)"
 
 $(INSTALLED): pyproject.toml
@@ -46,6 +48,13 @@ unit: install
 
 test: lint controlplane
 	$(BIN)/pytest -q -m "not long" --durations=25
+
+# The short version of each scenario runs in make test; this one runs them full size and writes
+# their figures and the soak plot into docs/reliability.md.
+test-chaos: install controlplane
+	rm -rf build/chaos
+	PLUMB_CHAOS=full $(if $(SOAK),PLUMB_SOAK_SECONDS=$(SOAK)) $(BIN)/pytest -q tests/chaos
+	$(BIN)/python -m tests.chaos.report --command "make test-chaos$(if $(SOAK), SOAK=$(SOAK))"
 
 test-long: install controlplane
 	$(BIN)/pytest -q -m long

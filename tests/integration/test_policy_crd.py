@@ -115,6 +115,14 @@ INVALID = [
         says="should be greater than or equal to 1",
     ),
     Invalid(
+        # Found by the fuzzing scenario (tests/chaos/test_fuzz.py): format int32 alone is not
+        # enforced, so the schema said nothing and only the status did.
+        id="maxSkew-over-int32",
+        edits={"topology.0.maxSkew": 2147483648},
+        field="spec.topology[0].maxSkew",
+        says="should be less than or equal to 2147483647",
+    ),
+    Invalid(
         id="minDomains-0",
         edits={"topology.0.minDomains": 0},
         field="spec.topology[0].minDomains",

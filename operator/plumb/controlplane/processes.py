@@ -36,16 +36,25 @@ class Child:
     log: Path
 
     @classmethod
-    def spawn(cls, name: str, bin_dir: Path, args: list[str], layout: config.Layout) -> Child:
+    def spawn(
+        cls,
+        name: str,
+        bin_dir: Path,
+        args: list[str],
+        layout: config.Layout,
+        *,
+        append: bool = False,
+    ) -> Child:
         binary = bin_dir / name
         log = layout.log(name)
+        mode = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC)
         pid = os.posix_spawn(
             binary,
             [str(binary), *args],
             dict(os.environ),
             file_actions=[
                 (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-                (os.POSIX_SPAWN_OPEN, 1, str(log), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+                (os.POSIX_SPAWN_OPEN, 1, str(log), mode, 0o644),
                 (os.POSIX_SPAWN_DUP2, 1, 2),
             ],
             # Its own session: a Ctrl-C meant for the CLI that started it does not reach it, and
@@ -111,6 +120,17 @@ def terminate(pid: int, binary: Path, identity_arg: str, timeout: float) -> None
         raise config.ControlPlaneError(
             f"{binary.name} (pid {pid}) survived SIGKILL for {_KILL_WAIT_SECONDS} s; it is "
             f"probably stuck in the kernel (e.g. on a hung disk); look at it with ps"
+        )
+
+
+def signal_and_wait(
+    pid: int, binary: Path, identity_arg: str, sig: signal.Signals, timeout: float
+) -> None:
+    """Sends sig to the process's group and waits until it is gone (a restart's first half)."""
+    _signal_group(pid, sig)
+    if not _wait_gone(pid, binary, identity_arg, timeout):
+        raise config.ControlPlaneError(
+            f"{binary.name} (pid {pid}) still runs {timeout} s after {sig.name}; look at it with ps"
         )
 
 

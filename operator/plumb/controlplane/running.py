@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import secrets
 import shlex
 import shutil
+import signal
 import time
 from pathlib import Path
 from typing import Any, TypeVar
@@ -71,6 +73,9 @@ class Parts:
     # Kubernetes' scheduler performance tests do.
     service_accounts: bool = True
     address: str = config.LOOPBACK
+    # Extra kube-apiserver flags, after plumb's own (a later flag wins): the chaos tests turn
+    # the watch cache off so that a watch resumed after an etcd compaction gets 410 Gone.
+    apiserver_flags: tuple[str, ...] = ()
 
 
 # The benchmark's control plane, as Kubernetes' scheduler performance tests run it: etcd and the
@@ -151,7 +156,7 @@ def start(
             address=parts.address,
             tls=tls,
             service_accounts=parts.service_accounts,
-        )
+        ) + list(parts.apiserver_flags)
         api = processes.Child.spawn(config.APISERVER, bin_dir, api_args, layout)
         started.append(api)
         cp = ControlPlane(
@@ -310,6 +315,80 @@ def stop(directory: Path, *, timeout: float = 20.0) -> None:
     for name, pid in cp.processes():
         processes.terminate(pid, cp.bin_dir / name, layout.identity_arg(name), timeout)
     (directory / STATE_FILE).unlink(missing_ok=True)
+
+
+def stop_part(
+    directory: Path, part: str, *, sig: signal.Signals = signal.SIGKILL, timeout: float = 60.0
+) -> None:
+    """Stops one part (etcd or kube-apiserver) with ``sig`` and keeps its command line, so that
+    ``start_part`` starts it again with the same flags and data: the chaos tests' fault."""
+    cp = load(directory)
+    if cp is None:
+        raise ControlPlaneError(f"no control plane is recorded in {directory}")
+    layout = config.Layout(directory=cp.directory)
+    pid = _pid_of(cp, part)
+    argv = [os.fsdecode(a) for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:-1]]
+    config.write_private(_argv_file(layout, part), json.dumps(argv) + "\n")
+    processes.signal_and_wait(pid, cp.bin_dir / part, layout.identity_arg(part), sig, timeout)
+
+
+def start_part(directory: Path, part: str, *, timeout: float = 60.0) -> ControlPlane:
+    """Starts a part ``stop_part`` stopped, its log going on in the same file, and waits until
+    the API server is ready again; returns the control plane with the new pid recorded."""
+    cp = load(directory)
+    if cp is None:
+        raise ControlPlaneError(f"no control plane is recorded in {directory}")
+    layout = config.Layout(directory=cp.directory)
+    _pid_of(cp, part)
+    argv: list[str] = json.loads(_argv_file(layout, part).read_text(encoding="utf-8"))
+    child = processes.Child.spawn(part, cp.bin_dir, argv, layout, append=True)
+    deadline = time.monotonic() + timeout
+    if part == config.ETCD:
+        cp = dataclasses.replace(cp, etcd_pid=child.pid)
+        port = int(_state(layout)["etcd_port"])
+        processes.wait_until(
+            lambda: processes.etcd_healthy(port), deadline, [child], "etcd to report healthy"
+        )
+    else:
+        cp = dataclasses.replace(cp, apiserver_pid=child.pid)
+    _rewrite_state(layout, cp)
+    processes.wait_until(
+        lambda: processes.apiserver_ready(cp.server, cp.ca_file, cp.token),
+        deadline,
+        [child],
+        "kube-apiserver to answer /readyz",
+    )
+    return cp
+
+
+def restart(
+    directory: Path, part: str, *, sig: signal.Signals = signal.SIGKILL, timeout: float = 60.0
+) -> ControlPlane:
+    """``stop_part`` then ``start_part``."""
+    stop_part(directory, part, sig=sig, timeout=timeout)
+    return start_part(directory, part, timeout=timeout)
+
+
+def _pid_of(cp: ControlPlane, part: str) -> int:
+    if part == config.ETCD:
+        return cp.etcd_pid
+    if part == config.APISERVER:
+        return cp.apiserver_pid
+    raise ValueError(f"cannot stop or start {part!r}; choose {config.ETCD} or {config.APISERVER}")
+
+
+def _argv_file(layout: config.Layout, part: str) -> Path:
+    return layout.directory / f"{part}.argv.json"
+
+
+def _state(layout: config.Layout) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(layout.state.read_text(encoding="utf-8"))
+    return data
+
+
+def _rewrite_state(layout: config.Layout, cp: ControlPlane) -> None:
+    old = _state(layout)
+    _write_state(layout, cp, etcd_port=old["etcd_port"], etcd_peer_port=old["etcd_peer_port"])
 
 
 def is_running(cp: ControlPlane) -> bool:

@@ -1,0 +1,387 @@
+"""The invariant every chaos scenario ends with, written once.
+
+1. Every pod with schedulerName plumb (not being deleted) is bound, or pending with a
+   FailedScheduling event that says why.
+2. No pod was bound twice: plumb's trace lines (of every run of it) show at most one successful
+   binding per pod uid, and the node it names is the node the pod is on.
+3. No node is overcommitted: the requests of the pods bound to it (cpu, memory, pods and every
+   extended resource it offers) stay within its allocatable. The requests are summed here from
+   the pod specs, independently of plumb's own arithmetic.
+4. No constraint of a bound pod was broken when it was bound: its node selector, required node
+   affinity, NoSchedule/NoExecute taints and the node's cordon, judged against the node as the
+   test last wrote it before the binding (``NodeHistory``; a change plumb could not have seen yet,
+   within ``GRACE`` seconds before the decision, is not held against it), and required pod
+   anti-affinity on the node's hostname among the bound pods.
+5. plumb's cache, read from its debug snapshot, equals a fresh LIST of nodes and pods within
+   ``SETTLE`` seconds of the fault ending: the same nodes (allocatable, cordon), the same bound
+   pods on the same nodes, no ghost.
+
+``check`` returns the violations found (a scenario asserts there are none) with the figures
+docs/reliability.md reports: pods bound and pending, and how long the cache took to match.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import time
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from plumb.k8s import quantities
+from plumb.testing import kube
+from tests.chaos import harness
+
+JSON = dict[str, Any]
+SETTLE = 30.0
+GRACE = 3.0
+SCHEDULED = "Scheduled"
+FAILED_SCHEDULING = "FailedScheduling"
+TERMINAL = ("Succeeded", "Failed")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """What the check found."""
+
+    violations: tuple[str, ...]
+    bound: int
+    pending: int
+    cache_matched_after: float | None  # seconds; None when it never matched
+
+    def summary(self) -> str:
+        head = f"{self.bound} bound, {self.pending} pending with a reason"
+        if not self.violations:
+            return f"{head}; no violation"
+        shown = "\n  ".join(self.violations[:30])
+        return f"{head}; {len(self.violations)} violations:\n  {shown}"
+
+
+class NodeHistory:
+    """The node objects as the test wrote them over time, so that a binding is judged against
+    the node as it was when plumb decided it (taints and labels change under node churn)."""
+
+    def __init__(self) -> None:
+        self._versions: dict[str, list[tuple[float, JSON | None]]] = defaultdict(list)
+
+    def wrote(self, body: JSON | None, name: str | None = None) -> None:
+        """Call after each write of a node (None: deleted)."""
+        key = name or str((body or {})["metadata"]["name"])
+        self._versions[key].append((time.time(), body))
+
+    def at(self, name: str, when: float) -> tuple[JSON | None, bool]:
+        """The node as last written before when, and whether it changed within GRACE of it."""
+        before = [(t, body) for t, body in self._versions.get(name, []) if t <= when]
+        recent = any(when - GRACE <= t <= when for t, _ in self._versions.get(name, []))
+        return (before[-1][1] if before else None), recent
+
+    def known(self, name: str) -> bool:
+        return name in self._versions
+
+
+def check(
+    client: kube.Kube,
+    namespaces: Iterable[str],
+    plumb: harness.Plumb,
+    *,
+    history: NodeHistory | None = None,
+    settle: float = SETTLE,
+    wait: float = 120.0,
+) -> Verdict:
+    """Checks the invariant; first waits up to ``wait`` s for every pod to be settled (bound or
+    FailedScheduling), then up to ``settle`` s for the cache to match the API server."""
+    namespaces = list(namespaces)
+    violations: list[str] = []
+    deadline = time.monotonic() + wait
+    while True:
+        listed = [p for ns in namespaces for p in client.pods(ns)]
+        ours = [
+            p
+            for p in listed
+            if p["spec"].get("schedulerName") == harness.SCHEDULER
+            and not p["metadata"].get("deletionTimestamp")
+        ]
+        reasons = _failed_scheduling(client, namespaces)
+        unsettled = [
+            _name(p)
+            for p in ours
+            if not p["spec"].get("nodeName") and p["metadata"]["uid"] not in reasons
+        ]
+        if not unsettled or time.monotonic() > deadline:
+            break
+        time.sleep(1.0)
+    violations += [f"{name}: neither bound nor FailedScheduling" for name in unsettled]
+    bound = [p for p in ours if p["spec"].get("nodeName")]
+    nodes = {n["metadata"]["name"]: n for n in client.nodes()}
+    every_bound = [
+        p
+        for p in _all_pods(client)
+        if p["spec"].get("nodeName") and p.get("status", {}).get("phase") not in TERMINAL
+    ]
+    violations += _bound_once(plumb, bound)
+    violations += _overcommit(nodes, every_bound)
+    violations += _constraints(plumb, bound, nodes, history)
+    matched, problems = _cache_matches(client, plumb, settle)
+    violations += problems
+    return Verdict(
+        violations=tuple(violations),
+        bound=len(bound),
+        pending=len(ours) - len(bound),
+        cache_matched_after=matched,
+    )
+
+
+def _name(pod: JSON) -> str:
+    return f"{pod['metadata']['namespace']}/{pod['metadata']['name']}"
+
+
+def _all_pods(client: kube.Kube) -> list[JSON]:
+    listed: JSON = client._raw(client.core.list_pod_for_all_namespaces(_preload_content=False))
+    items: list[JSON] = listed["items"]
+    return items
+
+
+def _failed_scheduling(client: kube.Kube, namespaces: list[str]) -> set[str]:
+    """uids of the pods with a FailedScheduling event whose message says why."""
+    return {
+        str(e["involvedObject"]["uid"])
+        for ns in namespaces
+        for e in client.events(ns)
+        if e.get("reason") == FAILED_SCHEDULING and e.get("message")
+    }
+
+
+def _bindings(plumb: harness.Plumb) -> dict[str, list[JSON]]:
+    found: dict[str, list[JSON]] = defaultdict(list)
+    for line in plumb.lines():
+        if line.get("result") == SCHEDULED and line.get("uid"):
+            found[str(line["uid"])].append(line)
+    return found
+
+
+def _bound_once(plumb: harness.Plumb, bound: list[JSON]) -> list[str]:
+    bindings = _bindings(plumb)
+    problems = [
+        f"uid {uid}: {len(lines)} successful bindings traced ({[ln.get('node') for ln in lines]})"
+        for uid, lines in bindings.items()
+        if len(lines) > 1
+    ]
+    for pod in bound:
+        lines = bindings.get(pod["metadata"]["uid"], [])
+        if lines and lines[0].get("node") != pod["spec"]["nodeName"]:
+            problems.append(
+                f"{_name(pod)}: on {pod['spec']['nodeName']} but plumb traced a binding to "
+                f"{lines[0].get('node')}"
+            )
+    return problems
+
+
+def requests(pod: JSON) -> dict[str, int]:
+    """A pod's effective requests (cpu in millicores), as the API defines them: the larger of
+    its containers' sum and each init container, plus the overhead; "pods" is 1."""
+    spec = pod["spec"]
+
+    def of(container: JSON) -> dict[str, int]:
+        raw = (container.get("resources") or {}).get("requests") or {}
+        return {name: _amount(name, text) for name, text in raw.items()}
+
+    total: Counter[str] = Counter()
+    for container in spec.get("containers") or []:
+        total.update(of(container))
+    for init in spec.get("initContainers") or []:
+        for name, value in of(init).items():
+            total[name] = max(total[name], value)
+    pod_level = (spec.get("resources") or {}).get("requests") or {}
+    for name, text in pod_level.items():
+        total[name] = _amount(name, text)
+    for name, text in (spec.get("overhead") or {}).items():
+        total[name] += _amount(name, text)
+    total["pods"] = 1
+    return dict(total)
+
+
+def _amount(name: str, text: Any) -> int:
+    return quantities.milli_value(text) if name == "cpu" else quantities.value(text)
+
+
+def _overcommit(nodes: Mapping[str, JSON], bound: list[JSON]) -> list[str]:
+    used: dict[str, Counter[str]] = defaultdict(Counter)
+    for pod in bound:
+        used[pod["spec"]["nodeName"]].update(requests(pod))
+    problems = []
+    for name, total in used.items():
+        node = nodes.get(name)
+        if node is None:
+            continue  # a deleted node's pods: the pod garbage collector's business
+        allocatable = node.get("status", {}).get("allocatable") or {}
+        for resource, amount in total.items():
+            if resource not in allocatable:
+                if amount > 0 and resource not in ("cpu", "memory", "ephemeral-storage"):
+                    problems.append(f"node {name}: {amount} {resource} requested, none offered")
+                continue
+            limit = _amount(resource, allocatable[resource])
+            if amount > limit:
+                problems.append(f"node {name}: {amount} {resource} requested of {limit}")
+    return problems
+
+
+def _epoch(stamp: str) -> float:
+    return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+
+
+def _constraints(
+    plumb: harness.Plumb,
+    bound: list[JSON],
+    nodes: Mapping[str, JSON],
+    history: NodeHistory | None,
+) -> list[str]:
+    bindings = _bindings(plumb)
+    problems = []
+    for pod in bound:
+        name = pod["spec"]["nodeName"]
+        node: JSON | None = nodes.get(name)
+        lines = bindings.get(pod["metadata"]["uid"])
+        if history is not None and history.known(name):
+            if not lines:
+                continue  # bound by a run SIGKILLed before it traced: its time is unknown
+            node, recent = history.at(name, _epoch(str(lines[0]["time"])))
+            if recent:
+                continue  # changed just before the decision: plumb may not have seen it
+        if node is None:
+            problems.append(f"{_name(pod)}: bound to {name}, which did not exist then")
+            continue
+        problems += [f"{_name(pod)} on {name}: {why}" for why in _node_fits(pod, node)]
+    problems += _anti_affinity(bound, nodes)
+    return problems
+
+
+def _node_fits(pod: JSON, node: JSON) -> list[str]:
+    spec = pod["spec"]
+    labels: Mapping[str, str] = node["metadata"].get("labels") or {}
+    why = []
+    if node.get("spec", {}).get("unschedulable") and not _tolerates(
+        spec, {"key": "node.kubernetes.io/unschedulable", "effect": "NoSchedule"}
+    ):
+        why.append("the node was cordoned")
+    for key, value in (spec.get("nodeSelector") or {}).items():
+        if labels.get(key) != value:
+            why.append(f"nodeSelector {key}={value} not met")
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    )
+    if required and not any(
+        _term_matches(term, labels) for term in required.get("nodeSelectorTerms") or []
+    ):
+        why.append("required node affinity not met")
+    for taint in node.get("spec", {}).get("taints") or []:
+        if taint.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(spec, taint):
+            why.append(f"taint {taint.get('key')}={taint.get('value', '')}:{taint['effect']}")
+    return why
+
+
+def _term_matches(term: JSON, labels: Mapping[str, str]) -> bool:
+    for expression in term.get("matchExpressions") or []:
+        key, operator, values = expression["key"], expression["operator"], expression.get("values")
+        if operator == "In" and labels.get(key) not in (values or []):
+            return False
+        if operator == "NotIn" and key in labels and labels[key] in (values or []):
+            return False
+        if operator == "Exists" and key not in labels:
+            return False
+        if operator == "DoesNotExist" and key in labels:
+            return False
+    return bool(term.get("matchExpressions") or term.get("matchFields"))
+
+
+def _tolerates(spec: JSON, taint: JSON) -> bool:
+    for toleration in spec.get("tolerations") or []:
+        effect = toleration.get("effect")
+        if effect and effect != taint.get("effect"):
+            continue
+        if toleration.get("operator") == "Exists":
+            if not toleration.get("key") or toleration["key"] == taint.get("key"):
+                return True
+        elif toleration.get("key") == taint.get("key") and toleration.get("value", "") == taint.get(
+            "value", ""
+        ):
+            return True
+    return False
+
+
+def _anti_affinity(bound: list[JSON], nodes: Mapping[str, JSON]) -> list[str]:
+    """Required anti-affinity on kubernetes.io/hostname: no two matching pods on one node."""
+    problems = []
+    by_node: dict[str, list[JSON]] = defaultdict(list)
+    for pod in bound:
+        by_node[pod["spec"]["nodeName"]].append(pod)
+    for pod in bound:
+        terms = ((pod["spec"].get("affinity") or {}).get("podAntiAffinity") or {}).get(
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ) or []
+        for term in terms:
+            if term.get("topologyKey") != "kubernetes.io/hostname":
+                continue
+            wanted = (term.get("labelSelector") or {}).get("matchLabels") or {}
+            for other in by_node[pod["spec"]["nodeName"]]:
+                if other is pod or other["metadata"]["namespace"] != pod["metadata"]["namespace"]:
+                    continue
+                labels = other["metadata"].get("labels") or {}
+                if wanted and all(labels.get(k) == v for k, v in wanted.items()):
+                    problems.append(
+                        f"{_name(pod)} shares {pod['spec']['nodeName']} with "
+                        f"{_name(other)} against its required anti-affinity"
+                    )
+    return problems
+
+
+def _cache_matches(
+    client: kube.Kube, plumb: harness.Plumb, settle: float
+) -> tuple[float | None, list[str]]:
+    """Seconds until plumb's snapshot equals a fresh LIST, or the differences at the end."""
+    began = time.monotonic()
+    differences: list[str] = ["the debug endpoint never answered"]
+    while time.monotonic() - began <= settle:
+        document = plumb.snapshot()
+        if document is not None:
+            differences = _differences(client, document)
+            if not differences:
+                return time.monotonic() - began, []
+        time.sleep(1.0)
+    return None, [
+        f"cache differs from the API server after {settle:.0f} s: {d}" for d in differences[:20]
+    ]
+
+
+def _differences(client: kube.Kube, document: JSON) -> list[str]:
+    cache = document["cache"]
+    cached_nodes = {n["name"]: n for n in cache["nodes"]}
+    listed_nodes = {n["metadata"]["name"]: n for n in client.nodes()}
+    found = [f"ghost node {name}" for name in cached_nodes.keys() - listed_nodes.keys()]
+    found += [f"node {name} missing" for name in listed_nodes.keys() - cached_nodes.keys()]
+    for name in cached_nodes.keys() & listed_nodes.keys():
+        cached, listed = cached_nodes[name], listed_nodes[name]
+        if bool(cached.get("unschedulable")) != bool(listed["spec"].get("unschedulable")):
+            found.append(f"node {name}: cordon differs")
+        allocatable = listed.get("status", {}).get("allocatable") or {}
+        for resource in ("cpu", "memory", "pods"):
+            if resource in allocatable and cached["allocatable"].get(resource) != _amount(
+                resource, allocatable[resource]
+            ):
+                found.append(f"node {name}: allocatable {resource} differs")
+    cached_pods = {p["pod"]["uid"]: p["node"] for p in cache["pods"]}
+    listed_pods = {
+        p["metadata"]["uid"]: p["spec"]["nodeName"]
+        for p in _all_pods(client)
+        if p["spec"].get("nodeName") and p.get("status", {}).get("phase") not in TERMINAL
+    }
+    found += [
+        f"ghost pod {uid} on {cached_pods[uid]}" for uid in cached_pods.keys() - listed_pods.keys()
+    ]
+    found += [f"bound pod {uid} missing" for uid in listed_pods.keys() - cached_pods.keys()]
+    found += [
+        f"pod {uid}: cache says {cached_pods[uid]}, API server {listed_pods[uid]}"
+        for uid in cached_pods.keys() & listed_pods.keys()
+        if cached_pods[uid] != listed_pods[uid]
+    ]
+    return found

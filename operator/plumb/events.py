@@ -13,7 +13,7 @@ import asyncio
 import datetime
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, runtime_checkable
 
 from plumb.backend import objects, queue
@@ -31,6 +31,10 @@ DISRUPTION_TARGET = objects.DISRUPTION_TARGET
 PREEMPTION_BY_SCHEDULER = objects.PREEMPTION_BY_SCHEDULER
 PREEMPTION_MESSAGE = "{scheduler}: preempting to accommodate a higher priority pod"
 PREEMPTED_NOTE = "Preempted by pod {uid} on node {node}"
+# An event is tried up to this many times, waiting 1 s, 2 s, 4 s ... (at most 10 s) between.
+EVENT_TRIES = 6
+EVENT_RETRY_FIRST = 1.0
+EVENT_RETRY_MAX = 10.0
 UNSCHEDULABLE = "Unschedulable"
 SCHEDULER_ERROR = "SchedulerError"
 """PodScheduled=False reasons: no node fits; the scheduler itself failed (kube-scheduler's)."""
@@ -87,9 +91,13 @@ class Recorder:
         concurrency: int = 32,
         clock: Callable[[], float] = time.monotonic,
         gate: Gate = _always,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._api = api
         self._gate = gate
+        self._sleep = sleep
+        self._draining = False
+        self._wake = asyncio.Event()  # set while draining: a retry's wait ends at once
         self._instance = instance[:128]
         self._slots = asyncio.Semaphore(concurrency)
         self._tasks: set[asyncio.Task[None]] = set()
@@ -230,9 +238,16 @@ class Recorder:
         self._last_failure.pop(uid, None)
 
     async def drain(self) -> None:
-        """Wait for the writes already started (used at shutdown and by tests)."""
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        """Wait for the writes already started (used at shutdown and by tests); events waiting
+        to be tried again give up instead of holding a shutdown for their backoff."""
+        self._draining = True
+        self._wake.set()
+        try:
+            while self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        finally:
+            self._draining = False
+            self._wake.clear()
 
     def _may_act(self, what: str, pod: objects.PodInfo) -> bool:
         if self._gate():
@@ -276,9 +291,33 @@ class Recorder:
         if related is not None:
             event["related"] = related
         subject = f"{regarding['kind']} {namespace}/{name}"
-        await self._write(
-            "event", subject, self._api.create_event(namespace=namespace, event=event)
-        )
+        # Tried again on a lost connection, a 429 or a 5xx, as client-go's event sink does (up
+        # to 12 tries there): an API server blip must not cost `kubectl describe` its events. A
+        # 409 means an earlier try was stored although its answer was lost: done.
+        for attempt in range(1, EVENT_TRIES + 1):
+            last = attempt == EVENT_TRIES or self._draining or not self._gate()
+            response = await self._write(
+                "event",
+                subject,
+                self._api.create_event(namespace=namespace, event=event),
+                expected=lambda r: r.status in (404, 409),
+                quiet=not last,
+            )
+            if last or (response is not None and not _retryable(response)):
+                return
+            await self._pause(min(EVENT_RETRY_FIRST * 2 ** (attempt - 1), EVENT_RETRY_MAX))
+
+    async def _pause(self, seconds: float) -> None:
+        """Waits before a retry, or until a drain begins."""
+        waits = [
+            asyncio.ensure_future(self._sleep(seconds)),
+            asyncio.ensure_future(self._wake.wait()),
+        ]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
 
     async def _clear_nomination(self, pod: objects.PodInfo) -> None:
         # null removes the field (a strategic merge patch, like a JSON merge patch).
@@ -316,17 +355,20 @@ class Recorder:
         request: Any,
         *,
         expected: Callable[[k8s_client.ApiResponse], bool] = lambda r: r.status == 404,
+        quiet: bool = False,
     ) -> k8s_client.ApiResponse | None:
-        """Send one write; a refusal is logged unless ``expected`` of it. None when the request
-        never got an answer."""
+        """Send one write; a refusal is logged unless ``expected`` of it (at debug level when
+        ``quiet``: it will be tried again). None when the request never got an answer."""
+        level = logging.DEBUG if quiet else logging.WARNING
         async with self._slots:
             try:
                 response: k8s_client.ApiResponse = await request
             except k8s_client.TransportError as error:
-                logger.warning("could not write %s for %s: %s", what, subject, error)
+                logger.log(level, "could not write %s for %s: %s", what, subject, error)
                 return None
         if not response.ok and not expected(response):
-            logger.warning(
+            logger.log(
+                level,
                 "could not write %s for %s: HTTP %s: %s",
                 what,
                 subject,
@@ -334,6 +376,11 @@ class Recorder:
                 response.message(),
             )
         return response
+
+
+def _retryable(response: k8s_client.ApiResponse) -> bool:
+    """An answer worth another try: throttled, or the server's own failure."""
+    return response.status == 429 or response.status >= 500
 
 
 _UID_PRECONDITION = ("UID in the precondition", "UID in precondition")

@@ -40,12 +40,24 @@ def table(results: list[dict[str, Any]]) -> str:
     for result in results:
         recovery = result.get("recovery_s")
         recovered = "-" if recovery is None else f"{float(recovery):.1f}"
-        others = ", ".join(f"{k}={v}" for k, v in result.items() if k not in KEYS)
+        others = ", ".join(
+            f"{k}={_short(v)}"
+            for k, v in result.items()
+            if k not in KEYS and not isinstance(v, dict)  # breakdowns stay in the JSON files
+        )
         lines.append(
             f"| {result['scenario']} | {result.get('pods', '-')} | {result.get('faults', '-')} "
             f"| {result.get('violations', '-')} | {recovered} | {others} |"
         )
     return "\n".join(lines)
+
+
+def _short(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.1f}"
+    if isinstance(value, list):
+        return "[" + ", ".join(_short(v) for v in value) + "]"
+    return str(value)
 
 
 def plot(samples: list[dict[str, float]], out: Path) -> None:

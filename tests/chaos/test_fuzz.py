@@ -67,7 +67,7 @@ def test_fuzzed_policies_and_pods_are_refused_or_answered_while_normal_pods_flow
     start_plumb: PlumbFactory,
     plane: controlplane.ControlPlane,
 ) -> None:
-    count = harness.size(60, 1000)
+    count = harness.size(40, 1000)
     policy_cases = fuzzing.draw(fuzzing.policies(), count, salt=6)
     pod_cases = fuzzing.draw(fuzzing.odd_pod(), count, salt=66)
     lane = f"plumb.test/lane-{node_prefix}"
@@ -77,7 +77,7 @@ def test_fuzzed_policies_and_pods_are_refused_or_answered_while_normal_pods_flow
     try:
         # Without the fuzz: a stream of its own, waited for.
         before = Stream(plane.kubeconfig, namespace, lane, prefix="before")
-        before.run(harness.size(40, 300))
+        before.run(harness.size(30, 300))
         _wait_bound(client, namespace, len(before.created))
         # With it: the stream runs while the fuzzed objects are sent, spread over at least as
         # long as the stream ran without them.

@@ -5,10 +5,11 @@ been sent, bindings in flight, trace lines not written. The next run starts from
 invariant must hold after each kill: every pod bound once or pending with a reason, no node
 overcommitted, the cache equal to the API server.
 
-Caught: the kill lands between a binding the API server committed and the trace line that says
-so; the check then sees a pod bound with no trace, which it allows, and never two traced
-bindings. A build that skips the startup LIST of pods (the cache starts empty) overcommits the
-nodes on the first restart, which the check reports as "node ...: N cpu requested of M".
+A kill may land between a binding the API server committed and the trace line that says so;
+the check allows a bound pod with no trace line, never two. Rejected: a build whose startup
+list leaves out the pods already bound (``feed.resync`` reconciling only pending pods) fails
+with "cache differs from the API server after 30 s: bound pod ... missing" (run once, in a
+scratch clone; with 9 nodes for 300 pods the short run has too much room left to overcommit).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from tests.chaos.conftest import PlumbFactory
 def test_sigkill_at_random_moments_of_a_burst_loses_no_pod_and_binds_none_twice(
     client: kube.Kube, namespace: str, node_prefix: str, start_plumb: PlumbFactory
 ) -> None:
-    pods = harness.size(300, 2000)
+    pods = harness.size(200, 2000)
     kills = harness.size(1, 3)
     # Room for every pod, a little over: the overcommit check has teeth only when nodes fill.
     nodes = harness.create_nodes(client, harness.nodes(pods // 36 + 1, prefix=node_prefix))

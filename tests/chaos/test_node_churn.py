@@ -95,7 +95,7 @@ class Churn:
 def test_nodes_deleted_added_cordoned_tainted_and_resized_mid_burst_get_nothing_they_should_not(
     client: kube.Kube, namespace: str, node_prefix: str, start_plumb: PlumbFactory
 ) -> None:
-    pods = harness.size(300, 2000)
+    pods = harness.size(200, 2000)
     names = harness.create_nodes(client, harness.nodes(pods // 25 + 4, prefix=node_prefix))
     plumb = start_plumb()
     churn = Churn(client, names, node_prefix, seed=5)
@@ -106,7 +106,7 @@ def test_nodes_deleted_added_cordoned_tainted_and_resized_mid_burst_get_nothing_
             {"key": "plumb.test/evict", "operator": "Exists", "effect": "NoExecute"}
         ]
     # Pods arrive in chunks; two node changes follow each chunk while plumb places it.
-    chunk = pods // 10
+    chunk = pods // harness.size(10, 40)
     for first in range(0, pods, chunk):
         harness.Burst(plumb.kubeconfig, namespace, bodies[first : first + chunk]).start().join()
         churn.step()

@@ -5,9 +5,12 @@ stays small), resume its watches, and end with the invariant holding: every pod 
 none lost, the cache equal to the API server. It must not crash-loop (the same process runs
 throughout) nor grow without bound while disconnected (its RSS is recorded before and after).
 
-Caught: a watch answered 200 and closed at once was reopened thousands of times a second (fixed
-with client-go's "very short watch" backoff, k8s/watching.py); while the API server is down the
-count of plumb's failed requests stays in the tens, which the test asserts.
+Rejected: a build whose watch gives up on a transport error instead of retrying fails the
+kube-apiserver case with "cache differs from the API server after 30 s: bound pod ... missing".
+The etcd case cannot fail that way: kube-apiserver absorbs a 4 s etcd outage (plumb's requests
+wait, up to about 6 s, and succeed; its watches do not break), so it shows that nothing is lost,
+not plumb's reconnection. While the API server is down, the pods' watch is retried a handful of
+times (1 s doubling), never in a hot loop: the test allows 20.
 """
 
 from __future__ import annotations
@@ -25,7 +28,11 @@ from tests.chaos.conftest import PlumbFactory
 DOWN_SECONDS = 4.0
 
 
-@pytest.mark.parametrize("part", [config.APISERVER, config.ETCD])
+# The etcd case runs in make test-chaos and make test-long only: kube-apiserver absorbs the
+# outage, so its short version would add time to make test without adding a check.
+@pytest.mark.parametrize(
+    "part", [config.APISERVER, pytest.param(config.ETCD, marks=pytest.mark.long)]
+)
 def test_a_control_plane_restart_mid_burst_costs_no_placement(
     part: str,
     plane: controlplane.ControlPlane,
@@ -65,7 +72,7 @@ def test_a_control_plane_restart_mid_burst_costs_no_placement(
         violations=len(verdict.violations),
         recovery_s=round(recovered, 1),
         cache_matched_s=verdict.cache_matched_after,
-        failed_requests_while_down=errors_down,
+        pod_watch_retries_while_down=errors_down,
         rss_mb=[
             round(rss_before / 2**20),
             round(rss_down / 2**20),
@@ -76,6 +83,7 @@ def test_a_control_plane_restart_mid_burst_costs_no_placement(
     assert plumb.process.pid == pid
     assert plumb.running()
     assert not verdict.violations, verdict.summary()
+    assert errors_down <= 20, f"the pods' watch was retried {errors_down} times in {DOWN_SECONDS} s"
     assert verdict.bound == pods, verdict.summary()
 
 
@@ -95,6 +103,6 @@ def _bound(client: kube.Kube, namespace: str) -> int:
 
 
 def _failed_requests(plumb: harness.Plumb) -> int:
-    """Lines in plumb's log that report a failed request or a watch reconnecting."""
-    words = ("Cannot connect", "reconnect", "ClientConnectorError", "Server disconnected")
-    return sum(any(w in line for w in words) for line in plumb.output().splitlines())
+    """Times plumb's watch of pods broke and was tried again: with a backoff, a handful while
+    the server is down; in a hot loop, thousands."""
+    return plumb.output().count("watch of /api/v1/pods broke")

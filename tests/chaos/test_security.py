@@ -134,10 +134,12 @@ def test_malformed_and_huge_requests_are_refused_without_harm(
     plumb = start_plumb("--log-level", "debug")
     assert plumb.process is not None
     # The metrics port's default address is every interface (Prometheus scrapes it from afar).
-    assert _listening(plumb.process.pid) == {
-        (LOOPBACK, plumb.debug_port),
-        ("0.0.0.0", plumb.metrics_port),
-    }
+    listening = _listening(plumb.process.pid)
+    expected = {(LOOPBACK, plumb.debug_port), ("0.0.0.0", plumb.metrics_port)}
+    assert listening == expected, (
+        f"plumb listens on {sorted(listening)}; expected the debug port on 127.0.0.1 only and "
+        f"the metrics port on every interface (its default): {sorted(expected)}"
+    )
     _schedule(client, namespace, 1, prefix="before")
     rss_before = plumb.rss_bytes()
     outcomes: dict[str, str] = {}

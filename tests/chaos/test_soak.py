@@ -3,13 +3,12 @@ second. RSS, queue depth, open sockets and asyncio tasks must stay flat: what th
 the run holds is compared with the first third (after a warm-up), with room for noise but none
 for a leak that grows with the pods seen.
 
-``make test-chaos`` soaks for 3 minutes; PLUMB_SOAK_SECONDS=1800 for 30; ``make test`` for 20 s.
+``make test-chaos`` soaks for 3 minutes; PLUMB_SOAK_SECONDS=1800 for 30; ``make test`` for 10 s.
 The samples go to build/chaos/soak.json, which tests/chaos/report.py draws for
 docs/reliability.md.
 
-Caught: the cache's per-uid write ticks were never pruned (about 150 B for every pod ever seen,
-fixed in backend/cache.py); at 30 minutes of churn that is a steady climb of RSS with the pods
-created, which the flatness check rejects.
+Rejected: a build that leaks one asyncio task per binding fails with "asyncio tasks grew from
+744 to 1456" (run once, in a scratch clone).
 """
 
 from __future__ import annotations
@@ -24,7 +23,7 @@ from plumb.testing import kube
 from tests.chaos import harness, invariant
 from tests.chaos.conftest import PlumbFactory
 
-SECONDS = float(os.environ.get("PLUMB_SOAK_SECONDS", harness.size(20, 180)))
+SECONDS = float(os.environ.get("PLUMB_SOAK_SECONDS", harness.size(10, 180)))
 POPULATION = 150  # pods alive at once: each round deletes the oldest bound, creates as many new
 ROUND = 40
 RSS_SLACK = 40 * 2**20
@@ -75,10 +74,12 @@ def test_a_soak_of_create_and_delete_churn_keeps_the_footprint_flat(
         pending_max=max(s["pending"] for s in samples),
     )
     assert not verdict.violations, verdict.summary()
-    assert len(samples) >= 6, f"only {len(samples)} samples in {SECONDS} s"
-    assert _mean(last, "rss") <= _mean(first, "rss") * 1.15 + RSS_SLACK, samples
-    assert max(s["sockets"] for s in last) <= max(s["sockets"] for s in first) + 10, samples
-    assert max(s["tasks"] for s in last) <= max(s["tasks"] for s in first) + 20, samples
+    assert len(samples) >= 4, f"only {len(samples)} samples in {SECONDS} s"
+    for key, grows, slack in (("rss", 1.15, RSS_SLACK), ("sockets", 1.0, 10), ("tasks", 1.0, 20)):
+        before, after = max(s[key] for s in first), max(s[key] for s in last)
+        if key == "rss":
+            before, after = _mean(first, key), _mean(last, key)
+        assert after <= before * grows + slack, f"{key} grew from {before:.0f} to {after:.0f}"
 
 
 def _sample(plumb: harness.Plumb, at: float) -> dict[str, float]:

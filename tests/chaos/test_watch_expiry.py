@@ -121,3 +121,50 @@ def _post(url: str, body: dict[str, object]) -> dict[str, dict[str, str]]:
     with urllib.request.urlopen(request, timeout=10) as response:
         answer: dict[str, dict[str, str]] = json.loads(response.read())
         return answer
+
+
+def test_an_assumed_pod_deleted_in_the_gap_is_swept_by_the_relist(
+    plane: controlplane.ControlPlane,
+    client: kube.Kube,
+    namespace: str,
+    node_prefix: str,
+    start_plumb: PlumbFactory,
+    tmp_path: Path,
+) -> None:
+    """The regression test against the real API server for an assumed pod lost in a 410 gap.
+
+    plumb decides pod ``a`` and sends its binding, which the proxy holds for 3 s; meanwhile
+    plumb's watches are cut and held, so the binding commits but the watch never says so. ``a``
+    is deleted and etcd compacted in the gap. On the way back plumb's watches get 410 and it
+    lists again: the list no longer has ``a``, and its assumption must go with it, or its 3 cpu
+    stay counted on the node and ``b``, which needs them, waits for ever."""
+    (node,) = harness.create_nodes(client, harness.nodes(1, prefix=node_prefix))
+    rules = [faultproxy.Rule(faultproxy.RequestClass.BINDING, faultproxy.Fault.DELAY, 1.0)]
+    with faultproxy.FaultProxy(plane.server, ca_file=plane.ca_file, delay=3.0) as proxy:
+        plumb = start_plumb(kubeconfig=proxy.write_kubeconfig(tmp_path / "kc", plane.token))
+        proxy.set_rules(rules)
+        client.create_pod(harness.pods(namespace, 1, prefix="a", cpu="3")[0])
+        harness.wait_until("plumb to send a's binding", lambda: _assumed(plumb, "a-0"), 30)
+        proxy.pause()
+        harness.wait_until("a's binding to commit", lambda: _bound(client, namespace) == 1, 30)
+        client.core.delete_namespaced_pod("a-0", namespace, grace_period_seconds=0)
+        revision = _compact(plane)
+        proxy.set_rules([])
+        proxy.resume()
+        client.create_pod(harness.pods(namespace, 1, prefix="b", cpu="3")[0])
+        verdict = invariant.check(client, [namespace], plumb)
+        assert not verdict.violations, verdict.summary()
+        assert client.pod(namespace, "b-0")["spec"].get("nodeName") == node, (
+            f"b is pending although a, deleted at revision <{revision}, freed the room: "
+            f"{verdict.summary()}"
+        )
+        plumb.stop()
+
+
+def _assumed(plumb: harness.Plumb, name: str) -> bool:
+    document = plumb.snapshot()
+    if document is None:
+        return False
+    return any(
+        p["pod"]["name"] == name and p["state"] == "Assumed" for p in document["cache"]["pods"]
+    )

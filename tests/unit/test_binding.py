@@ -230,6 +230,29 @@ async def test_a_bind_the_watch_saw_committed_is_not_retried(failure: Outcome) -
     assert s.queue.counts()[queue_module.Where.ACTIVE] == 0
     assert api.binds == [("web", "n1")]
     assert "FailedScheduling" not in _reasons(api)
+    # The watch shows it where plumb put it: the binding was committed, and said so.
+    await s.drain()
+    assert _reasons(api) == ["Scheduled"]
+
+
+async def test_a_bind_whose_answer_was_lost_is_reported_when_the_watch_shows_it_committed() -> None:
+    # The answer lost before the watch said anything: retried after a backoff, until the watch
+    # shows the pod on the node plumb chose. Then it was our binding: Scheduled, once.
+    api, clock = (
+        FakeApi(k8s_client.TransportError("POST binding: ServerDisconnectedError")),
+        Clock(),
+    )
+    s = make_scheduler(api, clock)
+    s.resync(NODES, [_pod()])
+    await _attempt(s)
+    assert s.queue.where("uid-web") is queue_module.Where.BACKOFF
+    s.on_pod("MODIFIED", _pod(node="n1"))
+    await s.drain()
+    assert "uid-web" not in s.queue
+    assert _reasons(api) == ["Scheduled"]
+    s.on_pod("MODIFIED", _pod(node="n1"))
+    await s.drain()
+    assert _reasons(api) == ["Scheduled"]
 
 
 async def test_a_bind_that_fails_after_the_pod_was_deleted_is_not_retried() -> None:

@@ -7,6 +7,8 @@ a pop is blocked.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import datetime
 
 import pytest
 
@@ -215,6 +217,39 @@ async def test_unschedulable_pod_waits_for_a_cluster_event(
     entry = await pop_now(q)
     assert entry is not None
     assert entry.attempts == 2
+
+
+async def test_a_pod_tried_again_goes_behind_the_pods_that_arrived_before_it_failed(
+    clock: FakeClock,
+) -> None:
+    # kube-scheduler refreshes a pod's queue timestamp on each failure: an old pod that keeps
+    # failing cannot jump the line ahead of newer pods for ever.
+    epoch = datetime.datetime(2026, 12, 1, 12, 0, tzinfo=datetime.UTC).timestamp()
+    wall = [epoch + 60]
+    q = SchedulingQueue(clock=clock, wall=lambda: wall[0])
+    q.add(pending("old", created="2026-12-01T11:00:00Z"))
+    await fail_unschedulable(q, "old")  # failed at 12:01
+    q.add(pending("new", created="2026-12-01T12:00:30Z"))  # arrived before that failure
+    q.add(pending("newest", created="2026-12-01T12:02:00Z"))  # after it
+    clock.advance(60)
+    q.move_all()
+    assert await pop_names(q) == ["new", "old", "newest"]
+
+
+async def test_a_move_for_one_namespace_leaves_the_others_waiting(
+    q: SchedulingQueue, clock: FakeClock
+) -> None:
+    # A SchedulingPolicy event moves only its namespace's pods: moving every namespace's kept
+    # a thousand unschedulable pods cycling ahead of pods that could be placed.
+    shop = dataclasses.replace(pending("web"), namespace="shop")
+    q.add(shop)
+    q.add(pending("db"))
+    await fail_unschedulable(q, "db")
+    await fail_unschedulable(q, "web")
+    clock.advance(60)
+    q.move_all(namespace="shop")
+    assert q.where("uid-web") is Where.ACTIVE
+    assert q.where("uid-db") is Where.UNSCHEDULABLE
 
 
 async def test_move_all_backs_off_a_pod_that_just_failed(

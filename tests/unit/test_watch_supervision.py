@@ -230,48 +230,39 @@ async def test_shutdown_stops_a_watch_waiting_out_its_backoff(
     await _stop(task)
 
 
-async def test_a_node_plumb_cannot_parse_relists_the_nodes_and_the_pods_go_on(
+async def test_a_node_plumb_cannot_parse_is_left_out_and_the_watches_go_on(
     server: tuple[Server, k8s_client.ApiClient],
 ) -> None:
-    # The whole feed, as plumb runs it: one node's payload breaks the node handler. The nodes
-    # are listed again (the node comes right in that list), the failure is counted, and a pod
-    # created meanwhile reaches the queue through its own watch.
+    # The whole feed, as plumb runs it: one node's payload plumb cannot read. It is logged and
+    # left out (feed._read) rather than failing the watch: a relist would meet it again, for
+    # ever. The nodes' watch goes on (no relist, nothing counted) and a pod reaches the queue.
     scripted, api = server
     good = make_node("n0").capacity(cpu="4").obj()
     scripted.lists[NODES] = [good]
     poison = make_node("n1").capacity(cpu="4").obj()
     poison["spec"] = {"taints": "NoSchedule"}  # a string where a list belongs
-    relisted = asyncio.Event()
+    later = make_node("n2").capacity(cpu="4").obj()
+    later["metadata"]["resourceVersion"] = "8"
 
-    async def pods_after_the_failure(request: web.Request) -> web.StreamResponse:
-        await relisted.wait()
+    async def pods(request: web.Request) -> web.StreamResponse:
         pod = make_pod("web-0", "shop").uid("u0").scheduler("plumb").obj()
         pod["metadata"]["resourceVersion"] = "9"
         return await _events(_line("ADDED", pod))(request)
 
-    async def nodes_then_fixed(request: web.Request) -> web.StreamResponse:
-        response = await _events(_line("ADDED", poison))(request)
-        scripted.lists[NODES] = [good, make_node("n1").capacity(cpu="4").obj()]
-        scripted.versions[NODES] = "8"
-        return response
-
-    scripted.scripts[NODES] = [nodes_then_fixed]
-    scripted.scripts[PODS] = [pods_after_the_failure]
+    scripted.scripts[NODES] = [_events(_line("ADDED", poison), _line("ADDED", later))]
+    scripted.scripts[PODS] = [pods]
     scheduler = make_scheduler(FakeApi(), Clock())
     sleeps: list[float] = []
 
     async def sleep(seconds: float) -> None:
         sleeps.append(seconds)
-        relisted.set()
 
     tasks = await watches.sync_and_watch(scheduler, api, sleep=sleep)
     try:
         await _until(lambda: scheduler.queue.counts()[queue_module.Where.ACTIVE] == 1)
-        await _until(lambda: (NODES, "8") in scripted.watched)
-        assert sorted(scheduler.cache.nodes.names()) == ["n0", "n1"]
-        assert scripted.listed.count(NODES) == 2
-        assert scripted.listed.count(PODS) == 1
-        assert sleeps == [1.0]
+        await _until(lambda: "n2" in scheduler.cache.nodes.names())
+        assert sorted(scheduler.cache.nodes.names()) == ["n0", "n2"]
+        assert scripted.listed.count(NODES) == 1
         assert not any(task.done() for task in tasks)
         page = scheduler.metrics.render().decode()
         restarts = {
@@ -280,7 +271,7 @@ async def test_a_node_plumb_cannot_parse_relists_the_nodes_and_the_pods_go_on(
             for sample in family.samples
             if sample.name == metrics.WATCH_RESTARTS
         }
-        assert restarts == {"nodes": 1.0}
+        assert restarts == {}
     finally:
         for task in tasks:
             task.cancel()

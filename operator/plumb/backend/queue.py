@@ -1,6 +1,10 @@
 """The scheduling queue: activeQ, backoffQ and the unschedulable pool, one entry per pod.
 
-- activeQ pops by (priority desc, creationTimestamp asc, uid): the order kube-scheduler uses.
+- activeQ pops by (priority desc, time in line asc, uid), as kube-scheduler's PrioritySort: a
+  pod's time in line is its creationTimestamp until an attempt fails, then the time it failed
+  (kube-scheduler refreshes its queue timestamp on each failure), so a pod tried again goes
+  behind the pods that arrived before it failed, and a flood of unschedulable pods tried over
+  and over cannot starve newer ones.
 - backoffQ holds pods whose last attempt failed for a reason that may pass by itself (a failed
   bind); they wait 1 s, doubling per attempt up to 10 s (``Backoff``: a configuration's
   podInitialBackoffSeconds and podMaxBackoffSeconds), then go back to activeQ.
@@ -23,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import enum
 import heapq
 import time
@@ -76,15 +81,22 @@ class Entry:
     popped_at: float = 0.0  # when it was last popped
     # Filter plugins that rejected nodes in the last attempt (empty: unknown, any event helps).
     plugins: frozenset[str] = frozenset()
+    # When its last attempt failed (creationTimestamp's form), "" before any: its time in line.
+    failed_at: str = ""
 
 
 class SchedulingQueue:
     """Pending pods waiting for a scheduling attempt."""
 
     def __init__(
-        self, *, clock: Callable[[], float] = time.monotonic, backoff: Backoff = DEFAULT_BACKOFF
+        self,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        backoff: Backoff = DEFAULT_BACKOFF,
+        wall: Callable[[], float] = time.time,
     ) -> None:
         self._clock = clock
+        self._wall = wall  # the failure times activeQ orders by, comparable to creationTimestamp
         self.backoff_policy = backoff  # replaced on a configuration reload
         self._entries: dict[str, Entry] = {}
         self._active: list[tuple[int, str, str, int]] = []
@@ -136,24 +148,28 @@ class SchedulingQueue:
         self._unschedulable.pop(uid, None)
         self._landed(uid)
 
-    def move_all(self, plugins: frozenset[str] | None = None) -> None:
+    def move_all(
+        self, plugins: frozenset[str] | None = None, *, namespace: str | None = None
+    ) -> None:
         """A cluster event that could make pods schedulable: retry the unschedulable pool.
 
         With ``plugins``, only pods rejected by one of those plugins are moved (the event
-        cannot change what the other plugins decided); None moves every pod. Pods in flight
-        decide on a snapshot from before the event: it is remembered so that, should they
-        fail, they are retried instead of waiting for the next event.
+        cannot change what the other plugins decided); None moves every pod. With
+        ``namespace``, only that namespace's pods (a SchedulingPolicy governs no other).
+        Pods in flight decide on a snapshot from before the event: it is remembered so that,
+        should they fail, they are retried instead of waiting for the next event.
         """
         self._event_seq += 1
         if self._in_flight:
             self._flight_events.append((self._event_seq, plugins))
-        if plugins is None:
+        if plugins is None and namespace is None:
             waiting, self._unschedulable = self._unschedulable, {}
         else:
             waiting = {
                 uid: entry
                 for uid, entry in self._unschedulable.items()
-                if not entry.plugins or entry.plugins & plugins
+                if (plugins is None or not entry.plugins or entry.plugins & plugins)
+                and (namespace is None or entry.pod.namespace == namespace)
             }
             for uid in waiting:
                 del self._unschedulable[uid]
@@ -239,6 +255,7 @@ class SchedulingQueue:
         if entry is None or entry.where is not Where.IN_FLIGHT:
             return
         entry.plugins = plugins
+        entry.failed_at = self._stamp()
         if entry.updated_in_flight or self._helped_in_flight(entry):
             self._after_backoff(entry)
             return
@@ -251,6 +268,7 @@ class SchedulingQueue:
         """The attempt failed for a passing reason (a failed bind): retry after a backoff."""
         entry = self._entries.get(uid)
         if entry is not None and entry.where is Where.IN_FLIGHT:
+            entry.failed_at = self._stamp()
             self._after_backoff(entry)
 
     def retry(self, entry: Entry) -> None:
@@ -269,6 +287,7 @@ class SchedulingQueue:
             entry.pod = newest
         self._entries[entry.pod.uid] = entry
         entry.where = Where.IN_FLIGHT
+        entry.failed_at = self._stamp()
         self._after_backoff(entry)
 
     def sweep(self, listed: set[str], started: float) -> int:
@@ -344,8 +363,14 @@ class SchedulingQueue:
         entry.where = Where.ACTIVE
         self._landed(entry.pod.uid)
         pod = entry.pod
-        heapq.heappush(self._active, (-pod.priority, pod.creation_timestamp, pod.uid, entry.seq))
+        in_line = entry.failed_at or pod.creation_timestamp
+        heapq.heappush(self._active, (-pod.priority, in_line, pod.uid, entry.seq))
         self._wakeup.set()
+
+    def _stamp(self) -> str:
+        """Now, in the form the API server writes creationTimestamp (whole seconds, UTC)."""
+        now = datetime.datetime.fromtimestamp(self._wall(), datetime.UTC)
+        return now.strftime("%Y-%m-%dT%H:%M:%SZ")
 
     def _after_backoff(self, entry: Entry) -> None:
         now = self._clock()

@@ -9,9 +9,10 @@ here: a coarse form of kube-scheduler's queueing hints, by the filter plugins th
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from plumb.backend import cache as cache_module
 from plumb.backend import nominations, objects
@@ -31,7 +32,7 @@ from plumb.framework.plugins import (
     volumerestrictions,
     volumezone,
 )
-from plumb.observability import tracing
+from plumb.observability import trace, tracing
 from plumb.policy import engine
 from plumb.scheduler import profiles
 
@@ -64,13 +65,24 @@ class ClusterFeed:
         # preemption honours, by (namespace, name).
         self.nominations = nominations.Nominations()
         self.budgets: dict[tuple[str, str], preemption.DisruptionBudget] = {}
+        # Bindings whose answer never came (a lost connection, a 5xx, a 409 that may be our
+        # own earlier try) for pods being retried: by uid, each try's node and trace line.
+        # Should the watch show the pod on one of those nodes, the API server had committed
+        # that try, and it is reported as such.
+        self.uncertain: dict[str, dict[str, trace.Trace]] = {}
+        # Pods reported so (for a try still in flight, whose answer must not report it again).
+        self.committed_late: set[str] = set()
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A pod was listed, added, modified or deleted."""
-        self._pod_event(event_type, objects.parse_pod(body))
+        pod = _read("Pod", body, objects.parse_pod)
+        if pod is not None:
+            self._pod_event(event_type, pod)
 
     def _pod_event(self, event_type: str | None, pod: objects.PodInfo) -> None:
         if event_type == "DELETED":
+            self.uncertain.pop(pod.uid, None)
+            self.committed_late.discard(pod.uid)
             if self.nominations.remove(pod.uid) is not None:
                 self.queue.move_all(POD_REMOVED_HELPS)  # the room it held is free
             self.queue.delete(pod.uid)
@@ -82,6 +94,7 @@ class ClusterFeed:
                 self.queue.move_all(POD_REMOVED_HELPS)  # freed room may fit a waiting pod
             return
         if pod.node_name:
+            self._committed_late(pod)
             self.nominations.remove(pod.uid)
             self.queue.delete(pod.uid)
             before = self.cache.state(pod.uid)
@@ -154,9 +167,27 @@ class ClusterFeed:
         resync[kind](bodies)
         self.queue.move_all(VOLUME_HELPS)
 
+    def _committed_late(self, pod: objects.PodInfo) -> None:
+        """A binding whose answer was lost turns out committed: its Scheduled event and trace
+        line, which the failed request could not give."""
+        record = self.uncertain.pop(pod.uid, {}).get(pod.node_name)
+        if record is None:
+            return
+        self.committed_late.add(pod.uid)
+        self.tracer.emit(
+            dataclasses.replace(
+                record,
+                result=trace.SCHEDULED,
+                message="the binding's answer was lost; the watch shows it committed",
+            )
+        )
+        self._recorder.scheduled(pod, pod.node_name)
+
     def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A node was listed, added, modified or deleted."""
-        node = objects.parse_node(body)
+        node = _read("Node", body, objects.parse_node)
+        if node is None:
+            return
         self.policies.observe_node(node.name, None if event_type == "DELETED" else body)
         if event_type == "DELETED":
             self.cache.remove_node(node.name)
@@ -207,23 +238,29 @@ class ClusterFeed:
 
     def on_policy(self, event_type: str, body: Mapping[str, Any]) -> None:
         """A SchedulingPolicy was created, updated (its spec), resumed after a restart, or
-        deleted; the pods waiting may fit under what is in force now."""
+        deleted; the pods of its namespace waiting may fit under what is in force now. Only
+        those: a policy governs no other pod, and moving every namespace's unschedulable pods
+        on each policy event starved the pods that could be placed (the chaos suite's fuzzing
+        of a thousand policies found it)."""
+        metadata = body.get("metadata") or {}
         if event_type == "DELETED":
-            metadata = body.get("metadata") or {}
             self.policies.delete(str(metadata.get("namespace", "")), str(metadata.get("name", "")))
         elif event_type == "RESUMED":
             self.policies.resume(body)
         else:
             self.policies.apply(body)
-        self.queue.move_all()
+        self.queue.move_all(namespace=str(metadata.get("namespace", "")))
 
     def resync(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
         """Make the cache and queue match a full list of nodes and pods."""
-        nodes = list(nodes)
-        node_infos = [objects.parse_node(body) for body in nodes]
-        for info, body in zip(node_infos, nodes, strict=True):
-            self.policies.observe_node(info.name, body)
-        pod_infos = [objects.parse_pod(body) for body in pods]
+        read_nodes = [(_read("Node", body, objects.parse_node), body) for body in nodes]
+        node_infos = [info for info, _ in read_nodes if info is not None]
+        for info, body in read_nodes:
+            if info is not None:
+                self.policies.observe_node(info.name, body)
+        pod_infos = [
+            pod for body in pods if (pod := _read("Pod", body, objects.parse_pod)) is not None
+        ]
         self.cache.reconcile(node_infos, pod_infos)
         # reconcile placed the bound pods; only the pending ones are left to queue.
         for pod in pod_infos:
@@ -304,3 +341,27 @@ def node_change_helps(before: objects.NodeInfo, after: objects.NodeInfo) -> froz
             volumezone.NAME,
         }
     return frozenset(helps)
+
+
+_T = TypeVar("_T")
+
+
+def _read(
+    kind: str, body: Mapping[str, Any], parse: Callable[[Mapping[str, Any]], _T]
+) -> _T | None:
+    """The object parsed, or None, logged, when plumb cannot read it: one object plumb has a
+    bug with must not stop the watch of its whole collection (every relist would meet it
+    again) nor the scheduling of the others."""
+    try:
+        return parse(body)
+    except Exception as error:
+        metadata = body.get("metadata") or {}
+        name = "/".join(str(p) for p in (metadata.get("namespace"), metadata.get("name")) if p)
+        logger.error(
+            "cannot read %s %s: %s: %s; left out (a bug in plumb: please report it)",
+            kind,
+            name,
+            type(error).__name__,
+            error,
+        )
+        return None

@@ -462,6 +462,9 @@ class Scheduler(feed.ClusterFeed):
     ) -> None:
         pod = entry.pod
         started = time.monotonic()
+        # A try to a node an earlier lost try went to speaks for that node: its own answer
+        # reports it, and the watch must not report it first.
+        self.uncertain.get(pod.uid, {}).pop(node, None)
         try:
             if plan is not None and not await self._prebind(entry, plan, record, started):
                 return
@@ -486,11 +489,25 @@ class Scheduler(feed.ClusterFeed):
             self._step_back(entry)
             return
         latency = time.monotonic() - started
-        counting.count_bind(self.metrics, self.queue, entry, result.outcome, latency)
-        bound = result.outcome is Outcome.BOUND
-        if result.outcome not in (Outcome.GONE, Outcome.CONFLICT):  # not the zone's doing
+        # The answer lost (or a 409 for our own earlier try), but the watch already shows the
+        # pod on this very node: the API server committed our binding. It is counted, traced
+        # and reported (the Scheduled event `kubectl describe` shows) as the success it was.
+        committed = (
+            result.outcome is not Outcome.BOUND
+            and self.cache.state(pod.uid) is cache_module.PodState.ADDED
+            and self.cache.node_of(pod.uid) == node
+        )
+        bound = result.outcome is Outcome.BOUND or committed
+        outcome = Outcome.BOUND if bound else result.outcome
+        counting.count_bind(self.metrics, self.queue, entry, outcome, latency)
+        if outcome not in (Outcome.GONE, Outcome.CONFLICT):  # not the zone's doing
             self.policies.observe_bind(pod, node, success=bound, latency=latency)
+        if pod.uid in self.committed_late:
+            self.committed_late.discard(pod.uid)
+            if committed:
+                return  # an earlier try to this node stood, and the watch has reported it
         if bound:
+            self.uncertain.pop(pod.uid, None)  # this try stands; an earlier one cannot
             self.tracer.emit(
                 dataclasses.replace(record, result=trace.SCHEDULED, bind_ms=trace.ms(latency))
             )
@@ -518,6 +535,9 @@ class Scheduler(feed.ClusterFeed):
             step = self.queue.backoff_duration(entry.attempts)
             level = logging.WARNING
             self.queue.retry(entry)
+            # No answer, the server's own failure, or a 409 that may be our own earlier try:
+            # the binding may stand, which the watch will tell.
+            self.uncertain.setdefault(pod.uid, {})[node] = record
         failed = dataclasses.replace(
             record, result=trace.BIND_FAILED, message=message, bind_ms=trace.ms(latency)
         )

@@ -50,7 +50,7 @@ def test_dropped_lost_delayed_throttled_and_refused_requests_lose_no_pod(
     start_plumb: PlumbFactory,
     tmp_path: Path,
 ) -> None:
-    pods = harness.size(200, 2000)
+    pods = harness.size(100, 2000)
     harness.create_nodes(client, harness.nodes(pods // 36 + 1, prefix=node_prefix))
     with faultproxy.FaultProxy(plane.server, ca_file=plane.ca_file, seed=4, delay=0.5) as proxy:
         proxy.set_rules(RULES)

@@ -3,7 +3,7 @@ second. RSS, queue depth, open sockets and asyncio tasks must stay flat: what th
 the run holds is compared with the first third (after a warm-up), with room for noise but none
 for a leak that grows with the pods seen.
 
-``make test-chaos`` soaks for 3 minutes; PLUMB_SOAK_SECONDS=1800 for 30; ``make test`` for 10 s.
+``make test-chaos`` soaks for 3 minutes; PLUMB_SOAK_SECONDS=1800 for 30; ``make test`` for 6 s.
 The samples go to build/chaos/soak.json, which tests/chaos/report.py draws for
 docs/reliability.md.
 
@@ -23,7 +23,7 @@ from plumb.testing import kube
 from tests.chaos import harness, invariant
 from tests.chaos.conftest import PlumbFactory
 
-SECONDS = float(os.environ.get("PLUMB_SOAK_SECONDS", harness.size(10, 180)))
+SECONDS = float(os.environ.get("PLUMB_SOAK_SECONDS", harness.size(6, 180)))
 POPULATION = 150  # pods alive at once: each round deletes the oldest bound, creates as many new
 ROUND = 40
 RSS_SLACK = 40 * 2**20
@@ -74,7 +74,7 @@ def test_a_soak_of_create_and_delete_churn_keeps_the_footprint_flat(
         pending_max=max(s["pending"] for s in samples),
     )
     assert not verdict.violations, verdict.summary()
-    assert len(samples) >= 4, f"only {len(samples)} samples in {SECONDS} s"
+    assert len(samples) >= 3, f"only {len(samples)} samples in {SECONDS} s"
     for key, grows, slack in (("rss", 1.15, RSS_SLACK), ("sockets", 1.0, 10), ("tasks", 1.0, 20)):
         before, after = max(s[key] for s in first), max(s[key] for s in last)
         if key == "rss":

@@ -214,6 +214,12 @@ def test_of_two_replicas_only_the_leader_binds_and_a_sigkill_hands_over_within_t
 
     _pods(kube_client, namespace, 40)
     kube.wait_for("40 pods bound", lambda: _bound(kube_client, namespace) == 40, timeout=60)
+    # Each Scheduled event is posted after its binding: wait for the 40th.
+    kube.wait_for(
+        "40 Scheduled events",
+        lambda: len(_scheduled_events(kube_client, namespace)) >= 40,
+        timeout=30,
+    )
     instances = Counter(
         e.get("reportingInstance") for e in _scheduled_events(kube_client, namespace)
     )

@@ -14,10 +14,11 @@ import itertools
 import json
 import logging
 import socket
+import threading
 import time
 import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from plumb.app import debug, running
 from plumb.backend import cache as cache_module
@@ -139,14 +140,22 @@ async def test_the_loop_keeps_running_while_the_endpoint_encodes_a_big_snapshot(
 
     tracer = tracing.Tracer(log=logging.Logger("quiet"))
     port = _free_port()
-    captures: list[float] = []
+    encoded_on: list[int] = []  # the thread each encoding ran on
+
+    class Watched:
+        """The capture, noting which thread encodes it."""
+
+        def __init__(self, taken: runs.Capture) -> None:
+            self.taken = taken
+
+        def encode_lazily(self) -> Any:
+            encoded_on.append(threading.get_ident())
+            return self.taken.encode_lazily()
 
     def capture() -> runs.Capture:
-        started = time.perf_counter()
-        taken = runs.capture(cluster.cache, cluster.log, "plumb")
-        captures.append(time.perf_counter() - started)
-        return taken
+        return cast(runs.Capture, Watched(runs.capture(cluster.cache, cluster.log, "plumb")))
 
+    loop_thread = threading.get_ident()
     runner = await debug.start(tracer, port, dump=capture)
     assert runner is not None
     ticks: list[float] = []
@@ -171,12 +180,11 @@ async def test_the_loop_keeps_running_while_the_endpoint_encodes_a_big_snapshot(
         await ticker
         await debug.stop(runner, tracer)
     during = [t for t in ticks if asked <= t <= answered]
-    gaps = [b - a for a, b in itertools.pairwise(during)]
-    # The loop ticked all along: no gap near the time the encoding takes (a full garbage
-    # collection of the test process may still land in it: a fraction of that).
-    assert len(during) > 10, (len(during), answered - asked)
-    assert max(gaps) < on_loop / 2, (max(gaps), on_loop)
-    assert captures[0] < on_loop / 10, (captures, on_loop)
+    # The encoding ran in a worker thread, not on the loop's, and the loop went on meanwhile
+    # (structural checks: how long anything took depends on the machine, and is not asserted).
+    assert encoded_on, "the endpoint never encoded the capture"
+    assert encoded_on[0] != loop_thread, "the snapshot was encoded on the event loop's thread"
+    assert during, (answered - asked, on_loop)
     assert len(document["cache"]["pods"]) == 2_000
     assert document["format"] == runs.FORMAT
     assert len(runs.load(document).runs) == 200

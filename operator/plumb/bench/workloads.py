@@ -49,7 +49,7 @@ class Workload:
     pod: PodShape = _plain_pod
     large: bool = False
     """Only with ``--large``: minutes of runtime per scheduler."""
-    quick: tuple[int, int, int] = (200, 200, 1000)
+    quick: tuple[int, int, int] = (200, 100, 500)
     """(nodes, initial pods, measured pods) in quick mode."""
 
     def __post_init__(self) -> None:

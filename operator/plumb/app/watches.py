@@ -132,6 +132,7 @@ async def sync_and_watch(
 
 def _counter(scheduler: scheduler_module.Scheduler, path: str) -> watching.FailureHandler:
     resource = path.rsplit("/", 1)[-1]  # "/apis/apps/v1/replicasets": "replicasets"
+    scheduler.metrics.watching(resource)
 
     def count(_error: Exception) -> None:
         scheduler.metrics.watch_restart(resource)

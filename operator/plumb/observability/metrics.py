@@ -271,6 +271,11 @@ class Metrics:
         """The watch of ``resource`` (its plural name: ``pods``) failed and is listed again."""
         self._watch_restarts.labels(resource).inc()
 
+    def watching(self, resource: str) -> None:
+        """``resource`` is watched: its restart count is on the page from 0, so that
+        ``increase()`` and the dashboard have a series before the first restart."""
+        self._watch_restarts.labels(resource)
+
     def attempt(self, result: str, seconds: float) -> None:
         """A scheduling attempt ended with ``result`` (one of ``RESULTS``) after ``seconds``."""
         self._attempts[result].inc()

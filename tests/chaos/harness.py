@@ -233,13 +233,22 @@ def wait_until(what: str, probe: Callable[[], bool], timeout: float = 120.0) -> 
     return time.monotonic() - began
 
 
+def bound(client: kube.Kube, namespace: str) -> int:
+    """How many of namespace's pods are bound; 0 while the API server does not answer (a
+    scenario may have stopped it)."""
+    try:
+        return sum(bool(p["spec"].get("nodeName")) for p in client.pods(namespace))
+    except Exception:  # the API server restarting: nothing to count yet
+        return 0
+
+
 def wait_all_bound(client: kube.Kube, namespace: str, plumb: Plumb, count: int) -> None:
     """Waits until count pods of namespace are bound; on a timeout, says which are not and what
     plumb last traced for each."""
     try:
         wait_until(
             f"{count} pods bound",
-            lambda: sum(bool(p["spec"].get("nodeName")) for p in client.pods(namespace)) >= count,
+            lambda: bound(client, namespace) >= count,
             timeout=300,
         )
     except kube.WaitTimeout as error:

@@ -58,7 +58,7 @@ def test_dropped_lost_delayed_throttled_and_refused_requests_lose_no_pod(
         burst = harness.Burst(plane.kubeconfig, namespace, harness.pods(namespace, pods)).start()
         # The watches are long requests, opened once: cut them all once mid-burst as well, so
         # each reopens under the rules however short the run.
-        harness.wait_until("a third bound", lambda: _bound(client, namespace) >= pods // 3)
+        harness.wait_until("a third bound", lambda: harness.bound(client, namespace) >= pods // 3)
         proxy.cut_watches()
         burst.join()
         harness.wait_all_bound(client, namespace, plumb, pods)
@@ -95,10 +95,6 @@ def test_dropped_lost_delayed_throttled_and_refused_requests_lose_no_pod(
         assert injected.get((B, F.LOST), 0) > 0, injected
         assert injected.get((W, F.CUT), 0) > 0, injected
         plumb.stop()
-
-
-def _bound(client: kube.Kube, namespace: str) -> int:
-    return sum(bool(p["spec"].get("nodeName")) for p in client.pods(namespace))
 
 
 def _scheduled(client: kube.Kube, namespace: str) -> set[str]:

@@ -47,7 +47,9 @@ def test_a_control_plane_restart_mid_burst_costs_no_placement(
     pid = plumb.process.pid if plumb.process else 0
     burst = harness.Burst(plane.kubeconfig, namespace, harness.pods(namespace, pods)).start()
     harness.wait_until(
-        "a third of the pods bound", lambda: _bound(client, namespace) >= pods // 3, timeout=300
+        "a third of the pods bound",
+        lambda: harness.bound(client, namespace) >= pods // 3,
+        timeout=300,
     )
     rss_before = plumb.rss_bytes()
     errors_before = _failed_requests(plumb)
@@ -93,13 +95,6 @@ def _stop(plane: controlplane.ControlPlane, part: str) -> None:
 
 def _start(plane: controlplane.ControlPlane, part: str) -> None:
     controlplane.start_part(plane.directory, part)
-
-
-def _bound(client: kube.Kube, namespace: str) -> int:
-    try:
-        return sum(bool(p["spec"].get("nodeName")) for p in client.pods(namespace))
-    except Exception:
-        return 0
 
 
 def _failed_requests(plumb: harness.Plumb) -> int:

@@ -46,7 +46,9 @@ def test_watches_expired_by_a_compaction_relist_without_ghosts(
         plumb = start_plumb(kubeconfig=proxy.write_kubeconfig(tmp_path / "kc", plane.token))
         first = harness.pods(namespace, count * PODS_PER_NODE, prefix="a", cpu="400m")
         harness.Burst(plane.kubeconfig, namespace, first).start().join()
-        harness.wait_until("every node full", lambda: _bound(client, namespace) == len(first))
+        harness.wait_until(
+            "every node full", lambda: harness.bound(client, namespace) == len(first)
+        )
 
         proxy.pause()
         # In the gap: half the nodes' pods deleted (their room is free again), a third of the
@@ -102,10 +104,6 @@ def _node(client: kube.Kube, name: str) -> dict[str, object]:
     return body
 
 
-def _bound(client: kube.Kube, namespace: str) -> int:
-    return sum(bool(p["spec"].get("nodeName")) for p in client.pods(namespace))
-
-
 def _compact(plane: controlplane.ControlPlane) -> int:
     """Compacts etcd at its current revision through its JSON gateway; returns the revision."""
     state = json.loads((plane.directory / controlplane.STATE_FILE).read_text())
@@ -146,7 +144,9 @@ def test_an_assumed_pod_deleted_in_the_gap_is_swept_by_the_relist(
         client.create_pod(harness.pods(namespace, 1, prefix="a", cpu="3")[0])
         harness.wait_until("plumb to send a's binding", lambda: _assumed(plumb, "a-0"), 30)
         proxy.pause()
-        harness.wait_until("a's binding to commit", lambda: _bound(client, namespace) == 1, 30)
+        harness.wait_until(
+            "a's binding to commit", lambda: harness.bound(client, namespace) == 1, 30
+        )
         client.core.delete_namespaced_pod("a-0", namespace, grace_period_seconds=0)
         revision = _compact(plane)
         proxy.set_rules([])

@@ -253,11 +253,11 @@ class ClusterFeed:
 
     def resync(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
         """Make the cache and queue match a full list of nodes and pods."""
-        read_nodes = [(_read("Node", body, objects.parse_node), body) for body in nodes]
-        node_infos = [info for info, _ in read_nodes if info is not None]
-        for info, body in read_nodes:
-            if info is not None:
+        node_infos = []
+        for body in nodes:
+            if (info := _read("Node", body, objects.parse_node)) is not None:
                 self.policies.observe_node(info.name, body)
+                node_infos.append(info)
         pod_infos = [
             pod for body in pods if (pod := _read("Pod", body, objects.parse_pod)) is not None
         ]

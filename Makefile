@@ -15,7 +15,7 @@ help:
 	@echo "make lint          ruff, mypy --strict, import-linter layer contracts"
 	@echo "make unit          the unit tests only (no control plane)"
 	@echo "make cluster-up    start the local cluster (NODE=1: with a real node); cluster-down stops it"
-	@echo "make bench         plumb beside kube-scheduler, all workloads (5,000 nodes too); writes docs/benchmarks.md (~10 min)"
+	@echo "make bench         plumb beside kube-scheduler, all workloads (5,000 and 15,000 nodes too); writes docs/benchmarks.md (~30 min)"
 	@echo "make bench-quick   the same, small: a smoke check (every pod placed, no violations)"
 	@echo "make metrics-plot  a short real run scraped every second; writes docs/observability/metrics.png (~1 min)"
 	@echo "make image         plumb's image from the Dockerfile, with buildah, no network (loaded into a running real node)"
@@ -72,7 +72,7 @@ cluster-down: install
 	$(BIN)/plumb cluster down
 
 bench: install controlplane
-	$(BIN)/plumb bench --large --out docs
+	$(BIN)/plumb bench --large --xlarge --out docs
 
 bench-quick: install controlplane
 	$(BIN)/plumb bench --quick --out $(or $(BENCH_OUT),build/bench-quick)

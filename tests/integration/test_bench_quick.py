@@ -39,11 +39,23 @@ def test_quick_bench_places_every_pod_and_writes_the_report(tmp_path: Path) -> N
         assert (tmp_path / "benchmarks" / f"{workload.name}-latency.png").stat().st_size > 0
     assert code == 0
 
+    # The drain is timed from each scheduler's start, and the ceiling posted its events.
+    drain = {s: results[("drain", s)] for s in ("plumb", "kube-scheduler", "ceiling")}
+    for result in drain.values():
+        assert result["drain"]
+        assert result["timing"]["origin"] == "start"
+        assert result["timing"]["bind_throughput"] > 0
+    assert drain["plumb"]["cpu_ms_per_pod"] > 0
+    assert "bind_failures" not in drain["ceiling"]["log"], drain["ceiling"]["log"]
+    assert (tmp_path / "benchmarks" / "cost-growth.png").stat().st_size > 0
+
     markdown = (tmp_path / "benchmarks.md").read_text()
     assert "**Quick run**" in markdown
     assert f"`plumb bench --quick --out {tmp_path}`" in markdown
     for workload in expected:
         assert f"## {workload.name}" in markdown
+    assert "## Cost growth" in markdown
+    assert "| 16 | drain: throughput" in markdown
     # The zone-spread constraint held for plumb, as the table reports it.
     spread = results[("zone-spread", "plumb")]["quality"]["spread_skew"]
     assert spread

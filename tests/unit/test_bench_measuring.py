@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,60 @@ def test_process_meter_reads_this_process() -> None:
     usage = meter.usage()
     assert usage.cpu_seconds >= 0.0
     assert usage.peak_rss_bytes > 10 * 1024 * 1024
+
+
+def test_a_drain_is_timed_from_the_schedulers_start() -> None:
+    # Started at t=50; the first pod bound 2 s later, then one every 0.5 s.
+    bound = {f"pod-{i}": 52.0 + i / 2 for i in range(5)}
+    timed = measuring.drain_timing(50.0, 5, bound)
+    assert timed.origin == "start"
+    assert (timed.pods, timed.bound) == (5, 5)
+    assert timed.duration == pytest.approx(4.0)
+    assert timed.throughput == pytest.approx(5 / 4.0)
+    assert timed.first_bind == pytest.approx(2.0)
+    # First bind → last bind: 4 more pods in 2 s, the start-up left out.
+    assert timed.bind_throughput == pytest.approx(2.0)
+    # Every pod's latency runs from the start, not from its create.
+    assert timed.latency_p50 == pytest.approx(3.0)
+    assert timed.latency_p99 == pytest.approx(4.0)
+    # The pods were all created before the start: no creation rate to compare against.
+    assert math.isnan(timed.creation_rate)
+
+
+def test_a_drain_with_unbound_pods_counts_them_as_pods() -> None:
+    timed = measuring.drain_timing(0.0, 3, {"a": 1.0})
+    assert (timed.pods, timed.bound) == (3, 1)
+    assert timed.bind_throughput is None
+    nothing = measuring.drain_timing(0.0, 3, {})
+    assert (nothing.bound, nothing.throughput, nothing.first_bind) == (0, 0.0, None)
+    with pytest.raises(ValueError, match="pods=0"):
+        measuring.drain_timing(0.0, 0, {})
+
+
+def test_the_other_workloads_time_from_each_create() -> None:
+    timed = measuring.timing({"a": 0.0}, {"a": 1.0}, {"a": 0.1})
+    assert (timed.origin, timed.bind_throughput, timed.first_bind) == ("create", None, None)
+
+
+@pytest.mark.parametrize(
+    ("cpu_seconds", "bound", "expected"),
+    [(3.0, 2000, 1.5), (0.5, 1, 500.0), (None, 10, None), (1.0, 0, None)],
+)
+def test_cpu_ms_per_pod_is_cpu_over_bound_pods(
+    cpu_seconds: float | None, bound: int, expected: float | None
+) -> None:
+    assert measuring.cpu_ms_per_pod(cpu_seconds, bound) == expected
+
+
+def test_a_meter_since_the_start_counts_all_the_processes_cpu(tmp_path: Path) -> None:
+    process = tmp_path / "42"
+    process.mkdir()
+    ticks = os.sysconf("SC_CLK_TCK")
+    (process / "stat").write_text(f"42 (plumb) S 1 42 42 0 -1 0 0 0 0 0 {3 * ticks} {ticks} 0")
+    (process / "status").write_text("VmHWM:\t  1024 kB\n")
+    from_now = measuring.ProcessMeter(42, tmp_path)
+    since_start = measuring.ProcessMeter(42, tmp_path, since_start=True)
+    (process / "stat").write_text(f"42 (plumb) S 1 42 42 0 -1 0 0 0 0 0 {5 * ticks} {ticks} 0")
+    assert from_now.usage().cpu_seconds == pytest.approx(2.0)
+    assert since_start.usage().cpu_seconds == pytest.approx(6.0)
+    assert since_start.usage().peak_rss_bytes == 1024 * 1024

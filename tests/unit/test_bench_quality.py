@@ -147,3 +147,54 @@ def test_requests_take_the_larger_of_app_containers_and_init_containers() -> Non
         .obj()
     )
     assert quality.requests(pod) == (1000, 500 * 2**20 + 2**30)
+
+
+def test_a_mixed_workload_is_assessed_per_class() -> None:
+    nodes = _nodes(2, zones=2)  # n0 in z0, n1 in z1
+    prefer = builders.expr(ZONE, "In", "z0")
+    kind = "bench.plumb.dev/class"
+
+    def spread(name: str, node: str) -> dict[str, Any]:
+        pod = _pod(name, node).label("app", "spread").label(kind, "zone-spread")
+        return pod.spread(ZONE, 1, selector={"app": "spread"}).obj()
+
+    def preferring(name: str, node: str) -> dict[str, Any]:
+        pod = _pod(name, node).label(kind, "preferred-affinity")
+        return pod.preferred_node_affinity(100, prefer).obj()
+
+    pods = [
+        _pod("plain-0", "n0").label(kind, "plain").obj(),
+        _pod("plain-1", None).label(kind, "plain").obj(),
+        spread("spread-0", "n0"),
+        spread("spread-1", "n0"),
+        spread("spread-2", "n1"),
+        preferring("pref-0", "n0"),
+        preferring("pref-1", "n1"),
+        # An initial pod of the spread class: it counts in the skew, not as a measured pod.
+        spread("init-0", "n0"),
+    ]
+    measured = {p["metadata"]["name"] for p in pods} - {"init-0"}
+    assessed = quality.assess(nodes, pods, measured, class_label=kind)
+    assert set(assessed.classes) == {"plain", "zone-spread", "preferred-affinity"}
+    plain = assessed.classes["plain"]
+    assert (plain.measured_pods, plain.placed, plain.max_skew, plain.preferred_share) == (
+        2,
+        1,
+        None,
+        None,
+    )
+    spread_class = assessed.classes["zone-spread"]
+    # z0 holds 3 spread pods (init-0 included), z1 one: skew 2, over maxSkew 1.
+    assert (spread_class.measured_pods, spread_class.placed, spread_class.max_skew) == (3, 3, 2)
+    assert spread_class.preferred_share is None
+    preferred = assessed.classes["preferred-affinity"]
+    assert preferred.preferred_share == pytest.approx(0.5)
+    assert preferred.max_skew is None
+    # The whole-run figures are the same ones: only the spread class has a spread constraint.
+    assert max(assessed.spread_skew.values()) == 2
+    assert assessed.violations["spread"] == 1
+
+
+def test_without_a_class_label_there_are_no_classes() -> None:
+    pods = [_pod("a", "n0").label("bench.plumb.dev/class", "plain").obj()]
+    assert quality.assess(_nodes(1), pods, {"a"}).classes == {}

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plumb.bench import kernelbench, report
+from plumb.bench import kernelbench, report, running
 
 
 def _result(scheduler: str, throughput: float, *, usage: bool = True) -> dict[str, Any]:
@@ -110,6 +110,7 @@ def test_write_produces_markdown_json_and_plots(tmp_path: Path) -> None:
         "benchmarks.md",
         "benchmarks/basic-bound.png",
         "benchmarks/basic-latency.png",
+        "benchmarks/cost-growth.png",
     ]
     for path in written:
         assert path.stat().st_size > 0
@@ -334,7 +335,12 @@ def test_the_report_states_the_targets_and_the_kernel_figures(tmp_path: Path) ->
         markdown
     )
     assert f"| {MEMORY} | - | not measured in this run |" in markdown
-    assert "(4 met, 2 not met, 1 not measured)" in markdown
+    # Issue 4: 4 met, 2 not met, 1 not measured; issue 16 on basic alone: RSS and p99 met, CPU
+    # (1.5 s for 3 pods, the same for both) not met, the drain, xlarge and 15,000-node kernel
+    # targets not measured.
+    assert "(6 met, 3 not met, 7 not measured)" in markdown
+    assert f"| 4 | {THROUGHPUT} |" in markdown
+    assert f"| 16 | {EVERY_CPU} |" in markdown
     assert "smoke-test sizes" in markdown  # the context says quick
     assert "## Kernel micro-benchmark" in markdown
     assert "| 5,000 | 50.0 | 25.0 | 9,000 | 180x | 360x | 256 / 8 | 25.0 |" in markdown
@@ -348,3 +354,213 @@ def test_a_report_without_kernel_figures_says_so(tmp_path: Path) -> None:
     markdown = (tmp_path / "benchmarks.md").read_text()
     assert "## Kernel micro-benchmark\n\nNot run, or it failed" in markdown
     assert f"| {KERNEL_SPEED} | - | not measured in this run |" in markdown
+
+
+# Issue 16 ---------------------------------------------------------------------------------------
+
+EVERY_CPU = "every workload: scheduler CPU ms per bound pod at most 0.5x kube-scheduler's"
+EVERY_RSS = "every workload: scheduler peak RSS at most kube-scheduler's"
+EVERY_P99 = "every workload: p99 latency at most kube-scheduler's"
+DRAIN_VERSUS = "drain: throughput (start → last bind) at least 1.5x kube-scheduler's"
+DRAIN_CEILING = (
+    "drain: throughput (start → last bind) at least 90% of the ceiling's "
+    "(binding + Scheduled event)"
+)
+XLARGE_PLACED = "xlarge: every pod placed, no violations"
+XLARGE_VERSUS = "xlarge: throughput at least kube-scheduler's"
+XLARGE_QUALITY = "xlarge: placement quality at least as good as kube-scheduler's on every figure"
+XLARGE_KERNEL = "kernel: at most 60 µs per pod at 15,000 nodes"
+
+
+def _drain(scheduler: str, throughput: float, bind_throughput: float) -> dict[str, Any]:
+    return _with(
+        _result(scheduler, throughput),
+        workload="drain",
+        drain=True,
+        timing__bind_throughput=bind_throughput,
+        timing__first_bind=0.5,
+        timing__origin="start",
+    )
+
+
+def test_cpu_ms_per_pod_is_the_schedulers_cpu_over_its_bound_pods() -> None:
+    assert report.cpu_ms_per_pod(_result("plumb", 1.0)) == pytest.approx(500.0)
+    assert report.cpu_ms_per_pod(_result("ceiling", 1.0, usage=False)) is None
+    lines = report.table({"plumb": _result("plumb", 1.0)})
+    assert "| scheduler CPU ms per bound pod | 500.00 | - | - | - |" in lines
+
+
+def test_a_drains_shares_of_the_ceiling_cover_both_throughputs() -> None:
+    shared = report.with_ceiling_share(
+        [_drain("plumb", 100.0, 300.0), _drain("ceiling", 200.0, 400.0), _result("plumb", 10.0)]
+    )
+    assert [(r["ceiling_share"], r["bind_ceiling_share"]) for r in shared] == [
+        (50.0, 75.0),
+        (None, None),
+        (None, None),  # basic has no ceiling run here, and no first → last bind figure
+    ]
+    rows = report.table({r["scheduler"]: r for r in shared[:2]})
+    assert "| throughput, first bind → last bind (pods/s) | 300.0 | - | - | 400.0 |" in rows
+    assert "| share of the ceiling's first → last bind throughput (%) | 75.0 | - | - | - |" in rows
+
+
+@pytest.mark.parametrize(
+    ("ours", "theirs", "ceiling", "versus", "share"),
+    [
+        (300.0, 200.0, 330.0, report.MET, report.MET),  # 1.5x, 90.9%
+        (290.0, 200.0, 300.0, report.NOT_MET, report.MET),  # 1.45x, 96.7%
+        (400.0, 200.0, 500.0, report.MET, report.NOT_MET),  # 2x, 80%
+    ],
+)
+def test_the_drain_targets_judge_start_to_last_bind(
+    ours: float, theirs: float, ceiling: float, versus: str, share: str
+) -> None:
+    runs = [_drain("plumb", ours, 999.0), _drain("kube-scheduler", theirs, 1.0)]
+    verdicts = _verdicts(_sections(*runs, _drain("ceiling", ceiling, 999.0)))
+    assert (verdicts[DRAIN_VERSUS].status, verdicts[DRAIN_CEILING].status) == (versus, share)
+    assert verdicts[DRAIN_VERSUS].issue == 16
+    assert "first → last bind 999.0 vs 1.0" in verdicts[DRAIN_VERSUS].figures
+    assert "(first → last bind: 100.0%)" in verdicts[DRAIN_CEILING].figures
+
+
+def test_without_a_drain_its_targets_are_not_measured() -> None:
+    verdicts = _verdicts(_sections(_result("plumb", 1.0), _result("kube-scheduler", 1.0)))
+    assert verdicts[DRAIN_VERSUS].status == report.NOT_MEASURED
+    assert verdicts[DRAIN_CEILING].status == report.NOT_MEASURED
+
+
+def test_the_every_workload_targets_need_every_measured_workload() -> None:
+    cheap = {"usage__cpu_seconds": 0.3, "usage__peak_rss_bytes": 100 * 2**20}
+    sections = _sections(
+        _with(_result("plumb", 1.0), **cheap),
+        _result("kube-scheduler", 1.0),
+        _with(_result("plumb", 1.0), workload="drain", usage__cpu_seconds=0.9),
+        _with(_result("kube-scheduler", 1.0), workload="drain"),
+        # Only plumb ran zone-spread: nothing to compare, left out.
+        _with(_result("plumb", 1.0), workload="zone-spread"),
+    )
+    verdicts = _verdicts(sections)
+    cpu = verdicts[EVERY_CPU]
+    assert cpu.status == report.NOT_MET
+    assert cpu.figures.startswith("basic 100.00 vs 500.00 ms; drain 300.00 vs 500.00 ms")
+    assert "(not met on: drain)" in cpu.figures
+    assert "(not run: anti-affinity, preferred-affinity, large, xlarge)" in cpu.figures
+    rss = verdicts[EVERY_RSS]
+    assert rss.status == report.MET
+    assert rss.figures.startswith("basic 100 vs 200 MiB; drain 200 vs 200 MiB")
+    assert verdicts[EVERY_P99].status == report.MET
+    assert {v.issue for v in (cpu, rss, verdicts[EVERY_P99])} == {16}
+
+
+def test_the_every_workload_targets_without_figures_are_not_measured() -> None:
+    verdicts = _verdicts(_sections(_result("plumb", 1.0)))
+    assert verdicts[EVERY_CPU].status == report.NOT_MEASURED
+
+
+def test_issue_4_targets_stay_on_issue_4s_workloads() -> None:
+    runs = [_with(_result(s, 1.0), workload="xlarge") for s in report.SCHEDULERS]
+    verdicts = _verdicts(_sections(*runs, _drain("plumb", 1.0, 1.0), _drain("ceiling", 1.0, 1.0)))
+    assert not any(target.startswith(("xlarge: p99", "drain: p99")) for target in verdicts)
+    assert "xlarge: placement at least as good as kube-scheduler's, no violations" not in verdicts
+
+
+def _xlarge(scheduler: str, throughput: float, **changes: Any) -> dict[str, Any]:
+    return _with(_result(scheduler, throughput), workload="xlarge", **changes)
+
+
+def test_the_xlarge_targets() -> None:
+    verdicts = _verdicts(
+        _sections(
+            _xlarge("plumb", 200.0, quality__preferred_share=1.0),
+            _xlarge("kube-scheduler", 150.0, quality__preferred_share=0.9),
+        )
+    )
+    assert verdicts[XLARGE_PLACED].status == report.MET
+    assert verdicts[XLARGE_PLACED].figures == "placed 3 of 3; violations 0"
+    assert verdicts[XLARGE_VERSUS].status == report.MET
+    assert verdicts[XLARGE_VERSUS].figures == "200.0 vs 150.0 pods/s"
+    assert verdicts[XLARGE_QUALITY].status == report.MET
+    assert "on a preferred node (%) 100.0 vs 90.0" in verdicts[XLARGE_QUALITY].figures
+
+
+@pytest.mark.parametrize(
+    ("change", "target"),
+    [
+        ({"quality__placed": 2}, XLARGE_PLACED),
+        ({"quality__violations": {"spread": 1}}, XLARGE_PLACED),
+        ({"timing__throughput": 149.9}, XLARGE_VERSUS),
+        ({"quality__spread_skew": {"zone": 2}}, XLARGE_QUALITY),
+        ({"quality__cpu_utilisation_stddev": 0.02}, XLARGE_QUALITY),
+    ],
+)
+def test_each_xlarge_target_can_fail(change: dict[str, Any], target: str) -> None:
+    verdicts = _verdicts(
+        _sections(_xlarge("plumb", 150.0, **change), _xlarge("kube-scheduler", 150.0))
+    )
+    assert verdicts[target].status == report.NOT_MET
+
+
+def test_without_xlarge_its_targets_are_not_measured() -> None:
+    verdicts = _verdicts(_sections(_result("plumb", 1.0), _result("kube-scheduler", 1.0)))
+    for target in (XLARGE_PLACED, XLARGE_VERSUS, XLARGE_QUALITY, XLARGE_KERNEL):
+        assert verdicts[target].status == report.NOT_MEASURED
+
+
+@pytest.mark.parametrize(("batch_us", "status"), [(59.96, report.MET), (60.1, report.NOT_MET)])
+def test_the_kernel_target_at_15000_nodes(batch_us: float, status: str) -> None:
+    rows = [_kernel_row(5000, 20.0), _kernel_row(15000, batch_us)]
+    verdict = _verdicts([], rows)[XLARGE_KERNEL]
+    assert (verdict.status, verdict.issue) == (status, 16)
+    assert verdict.figures.startswith(f"{batch_us:.1f} µs/pod in batches of 32")
+
+
+def test_a_mixed_workload_gets_a_table_per_class() -> None:
+    classes = {
+        "plain": {"measured_pods": 2, "placed": 2, "max_skew": None, "preferred_share": None},
+        "zone-spread": {"measured_pods": 1, "placed": 1, "max_skew": 0, "preferred_share": None},
+    }
+    plumb = _xlarge("plumb", 1.0, quality__classes=classes)
+    kube = _xlarge(
+        "kube-scheduler",
+        1.0,
+        quality__classes={**classes, "zone-spread": {**classes["zone-spread"], "max_skew": 1}},
+    )
+    lines = report.class_table({"plumb": plumb, "kube-scheduler": kube})
+    assert "| plain | 2 | 2 | 2 | - | - | - | - |" in lines
+    assert "| zone-spread | 1 | 1 | 1 | 0 | 1 | - | - |" in lines
+    assert report.class_table({"plumb": _result("plumb", 1.0)}) == []
+
+
+def test_the_report_draws_and_tabulates_cost_growth(tmp_path: Path) -> None:
+    results = [
+        _result("plumb", 1.0),
+        _result("kube-scheduler", 1.0),
+        _with(_result("plumb", 1.0), workload="large", nodes=5000),
+        _with(_result("kube-scheduler", 1.0), workload="large", nodes=5000),
+    ]
+    written = report.write(tmp_path, results, _context())
+    assert tmp_path / "benchmarks" / "cost-growth.png" in written
+    markdown = (tmp_path / "benchmarks.md").read_text()
+    assert "## Cost growth" in markdown
+    assert "![cost per pod against node count](benchmarks/cost-growth.png)" in markdown
+    assert (
+        "| 5,000 | large (plain pods) | 500.00 | 500.00 | 1.00x | 200 | 200 | 1.00x |" in markdown
+    )
+
+
+def test_a_report_without_basic_shaped_workloads_has_no_cost_growth(tmp_path: Path) -> None:
+    written = report.write(
+        tmp_path, [_with(_result("plumb", 1.0), workload="zone-spread")], _context()
+    )
+    assert not (tmp_path / "benchmarks" / "cost-growth.png").exists()
+    assert all(path.name != "cost-growth.png" for path in written)
+    assert "No basic-shaped workload" in (tmp_path / "benchmarks.md").read_text()
+
+
+def test_plumbs_kernel_start_up_is_read_from_its_log() -> None:
+    line = '{"level":"INFO","logger":"plumb.app.running","msg":"kernel ready in 128.6 s"}'
+    assert running.kernel_ready_seconds(f"start\n{line}\n") == 128.6
+    assert running.kernel_ready_seconds("nothing here") is None
+    plumb = _with(_result("plumb", 1.0), log={"kernel_ready_seconds": 1.25})
+    rows = report.table({"plumb": plumb, "kube-scheduler": _result("kube-scheduler", 1.0)})
+    assert "| plumb: kernel ready after its start (s) | 1.2 | - | - | - |" in rows

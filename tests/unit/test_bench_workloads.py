@@ -4,14 +4,85 @@ from __future__ import annotations
 
 import pytest
 
-from plumb.bench import workloads
+from plumb.bench import quality, workloads
+from plumb.testing import builders
 
 
-def test_default_selection_leaves_the_large_workload_out() -> None:
+def test_default_selection_leaves_the_large_workloads_out() -> None:
     chosen = [w.name for w in workloads.select(None, quick=False, large=False)]
-    assert chosen == ["basic", "zone-spread", "anti-affinity", "preferred-affinity"]
+    assert chosen == ["basic", "drain", "zone-spread", "anti-affinity", "preferred-affinity"]
     with_large = [w.name for w in workloads.select(None, quick=False, large=True)]
     assert with_large[-1] == "large"
+    with_xlarge = [w.name for w in workloads.select(None, quick=False, large=False, xlarge=True)]
+    assert with_xlarge == [*chosen, "xlarge"]
+    everything = [w.name for w in workloads.select(None, quick=False, large=True, xlarge=True)]
+    assert everything == workloads.names()
+
+
+def test_quick_mode_runs_neither_large_workload_unless_asked() -> None:
+    quick = workloads.select(None, quick=True, large=False)
+    assert not any(w.large or w.xlarge for w in quick)
+    assert "drain" in [w.name for w in quick]
+    # Asked for by name, xlarge shrinks like the others: the way to try it at a small size.
+    (small,) = workloads.select(["xlarge"], quick=True, large=False)
+    assert (small.nodes, small.initial_pods, small.measured_pods) == (1500, 300, 1500)
+
+
+def test_the_drain_is_basics_shape_as_a_backlog() -> None:
+    basic, drain = workloads.select(["basic", "drain"], quick=False, large=False)
+    assert drain.drain
+    assert not basic.drain
+    assert (drain.nodes, drain.initial_pods, drain.measured_pods) == (500, 500, 2000)
+    assert drain.pod is basic.pod
+    assert not drain.mix
+
+
+def test_xlarge_is_15000_nodes_and_a_mix_taking_turns() -> None:
+    (xlarge,) = workloads.select(["xlarge"], quick=False, large=False, xlarge=True)
+    assert (xlarge.nodes, xlarge.initial_pods, xlarge.measured_pods) == (15000, 3000, 30000)
+    classes = [xlarge.class_of(i) for i in range(6)]
+    assert classes == ["plain", "zone-spread", "preferred-affinity"] * 2
+    pods = [
+        xlarge.shape(i)(builders.make_pod(f"p{i}", "ns").label(workloads.APP_LABEL, "xlarge")).obj()
+        for i in range(3)
+    ]
+    labels = [pod["metadata"]["labels"] for pod in pods]
+    assert [lab[workloads.CLASS_LABEL] for lab in labels] == classes[:3]
+    plain, spread, preferring = (pod["spec"] for pod in pods)
+    assert "topologySpreadConstraints" not in plain
+    assert "affinity" not in plain
+    # The spread class counts only its own pods: its own app label is its selector.
+    (constraint,) = spread["topologySpreadConstraints"]
+    assert constraint["labelSelector"]["matchLabels"] == {
+        workloads.APP_LABEL: labels[1][workloads.APP_LABEL]
+    }
+    assert labels[1][workloads.APP_LABEL] != "xlarge"
+    assert (constraint["maxSkew"], constraint["whenUnsatisfiable"]) == (1, "DoNotSchedule")
+    assert (
+        "preferredDuringSchedulingIgnoredDuringExecution" in preferring["affinity"]["nodeAffinity"]
+    )
+    assert workloads.select(["basic"], quick=False, large=False)[0].class_of(0) is None
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_the_ceilings_round_robin_keeps_the_xlarge_spread_class_even(quick: bool) -> None:
+    (xlarge,) = workloads.select(["xlarge"], quick=quick, large=False, xlarge=True)
+    total = xlarge.initial_pods + xlarge.measured_pods
+    spread_zones = [
+        workloads.zone_of(xlarge.ceiling_node(i))
+        for i in range(total)
+        if xlarge.class_of(i) == "zone-spread"
+    ]
+    counts = {zone: spread_zones.count(zone) for zone in set(spread_zones)}
+    assert len(counts) == workloads.ZONE_COUNT
+    assert max(counts.values()) == min(counts.values())
+    # And the initial pods alone, the cluster each scheduler starts from, are even too.
+    initial = [
+        workloads.zone_of(xlarge.ceiling_node(i))
+        for i in range(xlarge.initial_pods)
+        if xlarge.class_of(i) == "zone-spread"
+    ]
+    assert len({initial.count(zone) for zone in set(initial)}) == 1
 
 
 def test_basic_is_scheduler_perfs_shape() -> None:
@@ -51,3 +122,26 @@ def test_ceiling_round_robin_keeps_zones_even() -> None:
 def test_a_workload_needs_nodes_and_measured_pods() -> None:
     with pytest.raises(ValueError, match="nodes=0"):
         workloads.Workload(name="x", description="", nodes=0, initial_pods=0, measured_pods=1)
+
+
+def test_the_raw_binders_xlarge_placement_breaks_no_constraint() -> None:
+    """The ceiling's node choice for the shrunk xlarge mix, assessed as a run is: nothing
+    violated, the spread class even, every class reported on its own."""
+    (xlarge,) = workloads.select(["xlarge"], quick=True, large=False, xlarge=True)
+    names = [f"n{i:05d}" for i in range(xlarge.nodes)]
+    nodes = [xlarge.node(builders.make_node(name), i).obj() for i, name in enumerate(names)]
+    pods = [
+        xlarge.shape(i)(builders.make_pod(f"p{i}", "ns").label(workloads.APP_LABEL, "xlarge"))
+        .node(names[xlarge.ceiling_node(i)])
+        .obj()
+        for i in range(xlarge.initial_pods + xlarge.measured_pods)
+    ]
+    measured = {f"p{i}" for i in range(xlarge.initial_pods, len(pods))}
+    assessed = quality.assess(nodes, pods, measured, class_label=workloads.CLASS_LABEL)
+    assert assessed.total_violations == 0
+    assert assessed.placed == xlarge.measured_pods
+    assert set(assessed.classes) == {name for name, _ in workloads.MIX}
+    assert assessed.classes["zone-spread"].max_skew == 0
+    assert assessed.classes["plain"].measured_pods == xlarge.measured_pods // 3
+    # Round-robin ignores the preference: a fifth of the preferring pods land in zone-0.
+    assert assessed.classes["preferred-affinity"].preferred_share == pytest.approx(0.2)

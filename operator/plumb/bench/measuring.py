@@ -1,5 +1,6 @@
-"""What a run measured: create and bound times per pod turned into throughput and latency, and
-the CPU seconds and peak RSS of the scheduler process read from /proc.
+"""What a run measured: create and bound times per pod turned into throughput and latency (for a
+drain, from the scheduler's start), the CPU seconds and peak RSS of the scheduler process read
+from /proc, and what one bound pod cost.
 
 The timing math is pure; only ProcessMeter reads /proc.
 """
@@ -46,7 +47,16 @@ class Timing:
     latency_p90: float
     latency_p99: float
     creation_rate: float
-    """Measured pods created per second: if near throughput, creation was the bottleneck."""
+    """Measured pods created per second: if near throughput, creation was the bottleneck
+    (nan for a drain, whose pods were all created before the scheduler started)."""
+    origin: str = "create"
+    """What times run from: "create" (each pod's create request; the first one for the
+    throughput) or "start" (a drain: the scheduler's start, for every pod)."""
+    bind_throughput: float | None = None
+    """A drain's pods bound per second from the first bind to the last (the start-up left out):
+    (bound - 1) / (last bind - first bind). None for the other workloads."""
+    first_bind: float | None = None
+    """A drain's seconds from the scheduler's start to its first bind."""
 
 
 def timing(
@@ -78,6 +88,37 @@ def timing(
     )
 
 
+def drain_timing(started: float, pods: int, bound: Mapping[str, float]) -> Timing:
+    """Timing of a drain: pods measured pods were pending before the scheduler started at
+    ``started`` (monotonic); bound holds each measured pod's bound time. Every pod's latency
+    and the throughput run from started."""
+    if pods <= 0:
+        raise ValueError(f"pods={pods}: a drain needs measured pods to time")
+    bound_times = sorted(at - started for at in bound.values())
+    duration = bound_times[-1] if bound_times else math.nan
+    throughput = len(bound_times) / duration if bound_times and duration > 0 else 0.0
+    steady, window = _steady(bound_times, pods)
+    bind_throughput = None
+    if len(bound_times) > 1:
+        span = bound_times[-1] - bound_times[0]
+        bind_throughput = (len(bound_times) - 1) / span if span > 0 else math.inf
+    return Timing(
+        pods=pods,
+        bound=len(bound_times),
+        duration=duration,
+        throughput=throughput,
+        steady_throughput=steady,
+        steady_window=window,
+        latency_p50=percentile(bound_times, 0.50),
+        latency_p90=percentile(bound_times, 0.90),
+        latency_p99=percentile(bound_times, 0.99),
+        creation_rate=math.nan,
+        origin="start",
+        bind_throughput=bind_throughput,
+        first_bind=bound_times[0] if bound_times else None,
+    )
+
+
 def _steady(bound_times: Sequence[float], pods: int) -> tuple[float, tuple[float, float]]:
     first = max(0, math.ceil(STEADY_FROM * pods) - 1)
     last = max(0, math.ceil(STEADY_TO * pods) - 1)
@@ -106,6 +147,13 @@ def latencies(created: Mapping[str, float], bound: Mapping[str, float]) -> list[
 # --- the scheduler process ------------------------------------------------------------------------
 
 
+def cpu_ms_per_pod(cpu_seconds: float | None, bound: int) -> float | None:
+    """Scheduler CPU milliseconds per bound pod; None without a process or a bound pod."""
+    if cpu_seconds is None or bound <= 0:
+        return None
+    return 1000.0 * cpu_seconds / bound
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ProcessUsage:
     cpu_seconds: float
@@ -117,10 +165,12 @@ class ProcessUsage:
 class ProcessMeter:
     """Reads one process's CPU time and peak RSS from /proc/<pid>/stat and status."""
 
-    def __init__(self, pid: int, proc: Path = Path("/proc")) -> None:
+    def __init__(self, pid: int, proc: Path = Path("/proc"), *, since_start: bool = False) -> None:
+        """since_start: count the CPU from the process's start (a drain times the scheduler
+        from its spawn), not from now."""
         self._dir = proc / str(pid)
         self._ticks = os.sysconf("SC_CLK_TCK")
-        self._start_cpu = self.cpu_seconds()
+        self._start_cpu = 0.0 if since_start else self.cpu_seconds()
 
     def cpu_seconds(self) -> float:
         return parse_cpu_seconds((self._dir / "stat").read_text(), self._ticks)
@@ -129,7 +179,8 @@ class ProcessMeter:
         return parse_peak_rss((self._dir / "status").read_text())
 
     def usage(self) -> ProcessUsage:
-        """CPU since this meter was made, and the peak RSS so far; call before the process ends."""
+        """CPU since this meter was made (or since the process started), and the peak RSS so
+        far; call before the process ends."""
         return ProcessUsage(
             cpu_seconds=self.cpu_seconds() - self._start_cpu, peak_rss_bytes=self.peak_rss_bytes()
         )

@@ -1,5 +1,6 @@
 """Placement quality of one run, read from the final pods and nodes: spread skew, nodes used,
-cpu balance, preferred-affinity hits, and violations (which must be zero).
+cpu balance, preferred-affinity hits, and violations (which must be zero); for a mixed workload
+also per pod class (placed, skew of the class's own spread, its preferred-node share).
 
 Pure: it takes the API objects as listed and computes; nothing here talks to the API server.
 A violation is a node over its allocatable cpu, memory or pod count, a DoNotSchedule spread
@@ -22,6 +23,18 @@ JSON = dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
+class ClassQuality:
+    """The measured pods of one class of a mixed workload."""
+
+    measured_pods: int
+    placed: int
+    max_skew: int | None
+    """The largest final skew over the spread constraints of the class's pods; None if none."""
+    preferred_share: float | None
+    """Share of the class's placed pods with preferred node affinity on a preferred node."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class Quality:
     measured_pods: int
     placed: int
@@ -38,6 +51,8 @@ class Quality:
     violations: dict[str, int]
     """Per kind: "allocatable" (nodes over), "spread" (pods beyond maxSkew), "anti-affinity"
     (pods sharing a domain with a pod they must avoid)."""
+    classes: dict[str, ClassQuality] = dataclasses.field(default_factory=dict)
+    """Per pod class (the class label's value) of a mixed workload; empty for one shape."""
 
     @property
     def total_violations(self) -> int:
@@ -102,8 +117,15 @@ def _labels(obj: JSON) -> dict[str, str]:
     return dict(obj["metadata"].get("labels") or {})
 
 
-def assess(nodes: Sequence[JSON], pods: Sequence[JSON], measured: Collection[str]) -> Quality:
-    """The quality of the placement of pods (initial and measured) on nodes."""
+def assess(
+    nodes: Sequence[JSON],
+    pods: Sequence[JSON],
+    measured: Collection[str],
+    *,
+    class_label: str | None = None,
+) -> Quality:
+    """The quality of the placement of pods (initial and measured) on nodes; with class_label,
+    also per value of that label among the measured pods."""
     node_by_name = {_name(node): node for node in nodes}
     placed_pods = [pod for pod in pods if (pod.get("spec") or {}).get("nodeName") in node_by_name]
     measured_placed = [pod for pod in placed_pods if _name(pod) in measured]
@@ -119,6 +141,9 @@ def assess(nodes: Sequence[JSON], pods: Sequence[JSON], measured: Collection[str
         if constraint.get("whenUnsatisfiable", "DoNotSchedule") == "DoNotSchedule":
             violations["spread"] += excess
     used = {pod["spec"]["nodeName"] for pod in measured_placed}
+    classes = {}
+    if class_label is not None:
+        classes = _per_class(class_label, node_by_name, pods, placed_pods, measured)
     return Quality(
         measured_pods=len(measured),
         placed=len(measured_placed),
@@ -128,7 +153,34 @@ def assess(nodes: Sequence[JSON], pods: Sequence[JSON], measured: Collection[str
         spread_skew=skews,
         preferred_share=_preferred_share(node_by_name, measured_placed),
         violations=violations,
+        classes=classes,
     )
+
+
+def _per_class(
+    class_label: str,
+    node_by_name: Mapping[str, JSON],
+    pods: Sequence[JSON],
+    placed_pods: Sequence[JSON],
+    measured: Collection[str],
+) -> dict[str, ClassQuality]:
+    by_class: dict[str, list[JSON]] = defaultdict(list)
+    for pod in pods:
+        value = _labels(pod).get(class_label)
+        if value is not None and _name(pod) in measured:
+            by_class[value].append(pod)
+    out = {}
+    for value, members in sorted(by_class.items()):
+        placed = [pod for pod in members if (pod.get("spec") or {}).get("nodeName") in node_by_name]
+        # The skew of the class's own constraints, counted over every placed pod they select.
+        skews = [_skew(c, node_by_name, placed_pods)[0] for _, c in _spread_constraints(members)]
+        out[value] = ClassQuality(
+            measured_pods=len(members),
+            placed=len(placed),
+            max_skew=max(skews, default=None),
+            preferred_share=_preferred_share(node_by_name, placed),
+        )
+    return out
 
 
 def _allocatable(node: JSON) -> tuple[int, int, int]:

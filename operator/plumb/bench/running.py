@@ -7,14 +7,21 @@ bound; the scheduler started (so it syncs with exactly that cluster); our watch 
 measured pods created by many concurrent creators while the watch timestamps each binding; the
 scheduler's CPU and peak RSS read; the scheduler stopped; the placement assessed; everything the
 run created deleted, so the next scheduler sees none of it.
+
+A drain run turns the middle round: our watch starts, the measured pods are created and seen
+pending, and only then does the scheduler (or the raw binder) start; its time, CPU included,
+runs from that start.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import math
 import os
+import re
 import secrets
+import subprocess
 import sys
 import tempfile
 import time
@@ -57,6 +64,7 @@ class Settings:
     out: Path
     quick: bool = False
     large: bool = False
+    xlarge: bool = False
     workloads: list[str] | None = None
     command: str = "plumb bench"
     kernel_only: bool = False
@@ -68,12 +76,17 @@ class RunResult:
 
     workload: str
     scheduler: str
+    description: str
     nodes: int
     initial_pods: int
+    drain: bool
+    """The measured pods were pending before the scheduler started; times run from its start."""
     timing: measuring.Timing
     quality: quality.Quality
     usage: measuring.ProcessUsage | None
     """None for the ceiling, which runs inside the bench process."""
+    cpu_ms_per_pod: float | None
+    """Scheduler CPU milliseconds per bound measured pod (None for the ceiling)."""
     api_cpu_seconds: float
     """kube-apiserver + etcd CPU over the measured phase: the cost on the other side."""
     harness_cpu_seconds: float
@@ -91,10 +104,13 @@ def main(settings: Settings) -> int:
     0. Speed never fails it."""
     if settings.kernel_only:
         return kernel_only(quick=settings.quick)
-    selected = workloads.select(settings.workloads, quick=settings.quick, large=settings.large)
+    selected = workloads.select(
+        settings.workloads, quick=settings.quick, large=settings.large, xlarge=settings.xlarge
+    )
     started = time.monotonic()
     load_at_start = os.getloadavg()[0]
     bin_dir = building.ensure_binaries()
+    warm_kernel_cache()
     with tempfile.TemporaryDirectory(prefix="plumb-bench-") as scratch:
         work = Path(scratch)
         print("starting etcd and kube-apiserver on 127.0.0.1 ...", file=sys.stderr)
@@ -113,6 +129,7 @@ def main(settings: Settings) -> int:
     }
     context["creators"] = populating.CREATORS
     context["binder_concurrency"] = ceiling.CONCURRENCY
+    context["event_concurrency"] = ceiling.EVENT_CONCURRENCY
     context["total_seconds"] = round(time.monotonic() - started, 1)
     rows = [kernelbench.as_dict(figures) for figures in kernel]
     written = report.write(settings.out, [_as_dict(r) for r in results], context, rows)
@@ -122,6 +139,27 @@ def main(settings: Settings) -> int:
     for problem in problems:
         print(f"FAILED: {problem}", file=sys.stderr)
     return 1 if problems else 0
+
+
+_KERNEL_READY = re.compile(r"kernel ready in ([0-9.]+) s")
+
+
+def kernel_ready_seconds(log: str) -> float | None:
+    """How long plumb's kernel took to load (or compile) at start, from its log: a cold numba
+    cache shows here, and in a drain's time, which counts from the spawn."""
+    found = _KERNEL_READY.search(log)
+    return float(found.group(1)) if found else None
+
+
+def warm_kernel_cache() -> None:
+    """Compiles plumb's kernel into numba's cache in a throwaway process, as the image does at
+    build (Dockerfile), so each ``plumb run`` measured here loads it as a deployed plumb does:
+    a compile inside the run would count in its start-up time, CPU and peak RSS."""
+    _status("warming plumb's kernel cache (as the image build does) ...")
+    subprocess.run(
+        [sys.executable, "-c", "from plumb.kernel import compiled; compiled.warm_up()"],
+        check=True,
+    )
 
 
 def smoke_problems(results: list[RunResult]) -> list[str]:
@@ -208,9 +246,10 @@ async def _run_one(
     label = f"{workload.name:<18} {scheduler:<14}"
     _status(f"{label} creating {workload.nodes} nodes, {workload.initial_pods} initial pods")
 
-    def pod(name: str) -> builders.PodBuilder:
+    def pod(name: str, index: int) -> builders.PodBuilder:
+        """The index-th pod of the run (initial pods first)."""
         base = builders.make_pod(name, namespace).scheduler(scheduler_name)
-        return workload.pod(base.label(workloads.APP_LABEL, workload.name))
+        return workload.shape(index)(base.label(workloads.APP_LABEL, workload.name))
 
     await populating.create_namespace(api, namespace)
     await populating.create_nodes(
@@ -224,47 +263,72 @@ async def _run_one(
         api,
         namespace,
         [
-            pod(f"init-{i:05d}").node(node_names[workload.ceiling_node(i)]).obj()
+            pod(f"init-{i:05d}", i).node(node_names[workload.ceiling_node(i)]).obj()
             for i in range(workload.initial_pods)
         ],
     )
-    measured = [pod(f"pod-{i:05d}").obj() for i in range(workload.measured_pods)]
-    measured_names = {body["metadata"]["name"] for body in measured}
+    measured = [
+        pod(f"pod-{i:05d}", workload.initial_pods + i).obj() for i in range(workload.measured_pods)
+    ]
+    measured_names = [body["metadata"]["name"] for body in measured]
+    measured_set = set(measured_names)
+
+    def node_for(name: str) -> str:
+        index = workload.initial_pods + int(name.split("-")[1])
+        return node_names[workload.ceiling_node(index)]
 
     directory = work / f"{workload.name}-{scheduler}"
     directory.mkdir()
     process: schedulers.SchedulerProcess | None = None
     binder: ceiling.RawBinder | None = None
-    on_added: watching.OnAdded | None = None
+    sent: dict[str, float] = {}
+    answered: dict[str, float] = {}
+    started = math.nan
+    creating: asyncio.Task[None] | None = None
     try:
-        _status(f"{label} starting {scheduler}")
-        if scheduler == PLUMB:
-            process = await schedulers.start_plumb(plane, directory, scheduler_name, workload.nodes)
-        elif scheduler == KUBE_SCHEDULER:
-            process = await schedulers.start_kube_scheduler(plane, directory)
+        if workload.drain:
+            # The backlog first: every measured pod created and seen pending by our watch, then
+            # the scheduler (or the raw binder) starts, and time runs from there.
+            watch = watching.PodWatch(api, namespace)
+            await watch.start()
+            _status(f"{label} creating the backlog of {workload.measured_pods} pending pods")
+            try:
+                await populating.create_pods(api, namespace, measured, sent=sent, answered=answered)
+                await _wait_pending(label, watch, measured_set)
+            except BaseException:
+                await watch.stop()
+                raise
+            _status(f"{label} starting {scheduler}")
+            api_meters, harness = _side_meters(plane)
+            started = time.monotonic()
+            if scheduler == CEILING:
+                binder = ceiling.RawBinder(api, namespace, node_for)
+                await binder.warm_up()
+                for name in measured_names:
+                    binder.submit(name, watch.pending[name])
+            else:
+                process = await _start(plane, directory, scheduler, scheduler_name, workload)
+            meter = measuring.ProcessMeter(process.pid, since_start=True) if process else None
         else:
-
-            def node_for(name: str) -> str:
-                index = workload.initial_pods + int(name.split("-")[1])
-                return node_names[workload.ceiling_node(index)]
-
-            binder = ceiling.RawBinder(api, namespace, node_for)
-            await binder.warm_up()
-            on_added = binder.on_added
-        watch = watching.PodWatch(api, namespace, on_added=on_added)
-        await watch.start()
-        meter = measuring.ProcessMeter(process.pid) if process else None
-        api_meters = [measuring.ProcessMeter(pid) for pid in (plane.apiserver_pid, plane.etcd_pid)]
-        harness = measuring.ProcessMeter(os.getpid())
-        sent: dict[str, float] = {}
-        answered: dict[str, float] = {}
-        creating = asyncio.create_task(
-            populating.create_pods(api, namespace, measured, sent=sent, answered=answered)
-        )
+            _status(f"{label} starting {scheduler}")
+            on_added: watching.OnAdded | None = None
+            if scheduler == CEILING:
+                binder = ceiling.RawBinder(api, namespace, node_for)
+                await binder.warm_up()
+                on_added = binder.on_added
+            else:
+                process = await _start(plane, directory, scheduler, scheduler_name, workload)
+            watch = watching.PodWatch(api, namespace, on_added=on_added)
+            await watch.start()
+            meter = measuring.ProcessMeter(process.pid) if process else None
+            api_meters, harness = _side_meters(plane)
+            creating = asyncio.create_task(
+                populating.create_pods(api, namespace, measured, sent=sent, answered=answered)
+            )
         try:
-            await _wait_bound(label, watch, measured_names, creating, process)
+            await _wait_bound(label, watch, measured_set, creating, process)
         finally:
-            if not creating.done():
+            if creating is not None and not creating.done():
                 creating.cancel()
             await watch.stop()
         usage = meter.usage() if meter else None
@@ -277,47 +341,102 @@ async def _run_one(
         if binder is not None:
             await binder.stop()
         log = process.stop() if process else {}
+        if process is not None and scheduler == PLUMB:
+            log["kernel_ready_seconds"] = kernel_ready_seconds(process.log.read_text("utf-8"))
     if binder is not None and binder.failures:
         log = {"bind_failures": len(binder.failures), "samples": binder.failures[:5]}
-    bound = {name: at for name, at in watch.bound.items() if name in measured_names}
+    bound = {name: at for name, at in watch.bound.items() if name in measured_set}
     pods = await populating.list_pods(api, namespace)
     nodes = await populating.list_nodes(api, node_selector)
-    assessed = quality.assess(nodes, pods, measured_names)
-    timed = measuring.timing(sent, bound, answered)
+    class_label = workloads.CLASS_LABEL if workload.mix else None
+    assessed = quality.assess(nodes, pods, measured_set, class_label=class_label)
+    if workload.drain:
+        timed = measuring.drain_timing(started, len(measured), bound)
+        curve = latencies = sorted(at - started for at in bound.values())
+    else:
+        timed = measuring.timing(sent, bound, answered)
+        curve = measuring.bound_curve(sent, bound)
+        latencies = measuring.latencies(sent, bound)
     _status(f"{label} cleaning up")
     await populating.delete_run(api, namespace, node_selector)
     _finish(label, timed, assessed)
     return RunResult(
         workload=workload.name,
         scheduler=scheduler,
+        description=workload.description,
         nodes=workload.nodes,
         initial_pods=workload.initial_pods,
+        drain=workload.drain,
         timing=timed,
         quality=assessed,
         usage=usage,
+        cpu_ms_per_pod=measuring.cpu_ms_per_pod(usage.cpu_seconds if usage else None, timed.bound),
         api_cpu_seconds=api_cpu,
         harness_cpu_seconds=harness_cpu,
-        bound_curve=measuring.bound_curve(sent, bound),
-        latencies=measuring.latencies(sent, bound),
+        bound_curve=curve,
+        latencies=latencies,
         log=log,
         wall_seconds=round(time.monotonic() - began, 1),
     )
+
+
+async def _start(
+    plane: controlplane.ControlPlane,
+    directory: Path,
+    scheduler: str,
+    scheduler_name: str,
+    workload: workloads.Workload,
+) -> schedulers.SchedulerProcess:
+    if scheduler == PLUMB:
+        return await schedulers.start_plumb(plane, directory, scheduler_name, workload.nodes)
+    return await schedulers.start_kube_scheduler(plane, directory)
+
+
+def _side_meters(
+    plane: controlplane.ControlPlane,
+) -> tuple[list[measuring.ProcessMeter], measuring.ProcessMeter]:
+    """Meters on the API server and etcd, and on this process (creators, watch, raw binder)."""
+    api_meters = [measuring.ProcessMeter(pid) for pid in (plane.apiserver_pid, plane.etcd_pid)]
+    return api_meters, measuring.ProcessMeter(os.getpid())
+
+
+async def _wait_pending(label: str, watch: watching.PodWatch, measured: set[str]) -> None:
+    """Until the watch has seen every measured pod pending: the backlog has settled."""
+    last_progress = time.monotonic()
+    seen = 0
+    while True:
+        watch.check()
+        pending = sum(1 for name in measured if name in watch.pending)
+        if pending >= len(measured):
+            return
+        now = time.monotonic()
+        if pending != seen:
+            seen, last_progress = pending, now
+        if now - last_progress > STALL_SECONDS:
+            raise RuntimeError(
+                f"{label}: the watch saw {pending} of {len(measured)} backlog pods pending, "
+                f"none more for {STALL_SECONDS:.0f} s; is a scheduler already running?"
+            )
+        await asyncio.sleep(0.05)
 
 
 async def _wait_bound(
     label: str,
     watch: watching.PodWatch,
     measured: set[str],
-    creating: asyncio.Task[None],
+    creating: asyncio.Task[None] | None,
     process: schedulers.SchedulerProcess | None,
 ) -> None:
+    """Until every measured pod is bound, or none was for STALL_SECONDS after the last create
+    (creating: the creators' task; None when the pods were all created beforehand)."""
     total = len(measured)
     started = last_progress = time.monotonic()
     seen = 0
     bar = _Progress(label, total)
     while True:
         await asyncio.sleep(0.1)
-        if creating.done():
+        created = creating is None or creating.done()
+        if creating is not None and creating.done():
             creating.result()
         watch.check()
         if process is not None:
@@ -330,7 +449,7 @@ async def _wait_bound(
         if bound >= total:
             bar.done()
             return
-        if creating.done() and now - last_progress > STALL_SECONDS:
+        if created and now - last_progress > STALL_SECONDS:
             bar.done()
             _status(f"{label} gave up: {total - bound} pods unbound for {STALL_SECONDS:.0f} s")
             return
@@ -370,9 +489,15 @@ class _Progress:
 
 
 def _finish(label: str, timed: measuring.Timing, assessed: quality.Quality) -> None:
+    if timed.origin == "start":
+        first = (timed.first_bind or math.nan) * 1000
+        source = f"first bind {first:.0f} ms after the start, then {timed.bind_throughput or 0:.1f}"
+        source += " pods/s"
+    else:
+        source = f"created at {timed.creation_rate:.0f} pods/s"
     _status(
         f"{label} {timed.bound}/{timed.pods} bound, {timed.throughput:.1f} pods/s "
         f"(steady {timed.steady_throughput:.1f}), p50 {timed.latency_p50 * 1000:.0f} ms, "
-        f"p99 {timed.latency_p99 * 1000:.0f} ms, created at {timed.creation_rate:.0f} pods/s, "
+        f"p99 {timed.latency_p99 * 1000:.0f} ms, {source}, "
         f"violations {assessed.total_violations}"
     )

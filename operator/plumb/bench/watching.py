@@ -27,7 +27,8 @@ class WatchError(RuntimeError):
 
 
 class PodWatch:
-    """Records bound[name] = monotonic time spec.nodeName was first seen on each pod."""
+    """Records bound[name] = monotonic time spec.nodeName was first seen on each pod, and
+    pending[name] = uid of each pod seen without one (a drain waits for all its pods there)."""
 
     def __init__(
         self, api: k8s_client.ApiClient, namespace: str, *, on_added: OnAdded | None = None
@@ -36,6 +37,7 @@ class PodWatch:
         self._namespace = namespace
         self._on_added = on_added
         self.bound: dict[str, float] = {}
+        self.pending: dict[str, str] = {}
         self.events = 0
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -70,8 +72,13 @@ class PodWatch:
 
     def _see(self, pod: JSON) -> None:
         name = pod["metadata"]["name"]
-        if name not in self.bound and (pod.get("spec") or {}).get("nodeName"):
+        if name in self.bound:
+            return
+        if (pod.get("spec") or {}).get("nodeName"):
             self.bound[name] = time.monotonic()
+            self.pending.pop(name, None)
+        else:
+            self.pending[name] = pod["metadata"]["uid"]
 
     async def _watch(self, path: str, version: str) -> None:
         while True:

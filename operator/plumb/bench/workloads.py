@@ -2,7 +2,8 @@
 
 A workload says how many nodes, initial pods (created already bound, spread round-robin over the
 nodes) and measured pods (created pending, for the scheduler under test) it has, and how a node
-and a pod look. Adding one is adding an entry to ``WORKLOADS``.
+and a pod look: one pod shape, or a mix of pod classes taken in turn. A drain workload creates
+its measured pods before the scheduler starts. Adding one is adding an entry to ``WORKLOADS``.
 """
 
 from __future__ import annotations
@@ -14,7 +15,10 @@ from plumb.testing import builders
 
 ZONE_COUNT = 5
 APP_LABEL = "app"
-"""Every bench pod carries app=<workload name>: the selector of its spread and anti-affinity."""
+"""Every bench pod carries app=<workload name>: the selector of its spread and anti-affinity.
+A class of a mixed workload may set its own (its spread counts only its own pods)."""
+CLASS_LABEL = "bench.plumb.dev/class"
+"""The pod class of a mixed workload's pods, by which the placement is assessed per class."""
 
 
 def zone_of(index: int) -> str:
@@ -24,6 +28,8 @@ def zone_of(index: int) -> str:
 
 NodeShape = Callable[[builders.NodeBuilder, int], builders.NodeBuilder]
 PodShape = Callable[[builders.PodBuilder], builders.PodBuilder]
+PodClass = tuple[str, PodShape]
+"""A class of a mixed workload: its name (the CLASS_LABEL value) and its shape."""
 
 
 def _plain_node(node: builders.NodeBuilder, index: int) -> builders.NodeBuilder:
@@ -47,9 +53,17 @@ class Workload:
     measured_pods: int
     node: NodeShape = _plain_node
     pod: PodShape = _plain_pod
+    mix: tuple[PodClass, ...] = ()
+    """When set, instead of ``pod``: the pod with global index i (initial pods first, then the
+    measured ones) is of class mix[i % len(mix)], so the classes interleave."""
+    drain: bool = False
+    """The measured pods are created, and seen pending, before the scheduler starts; time runs
+    from the scheduler's start."""
     large: bool = False
     """Only with ``--large``: minutes of runtime per scheduler."""
-    quick: tuple[int, int, int] = (200, 100, 500)
+    xlarge: bool = False
+    """Only with ``--xlarge``: tens of minutes of runtime per scheduler."""
+    quick: tuple[int, int, int] = (200, 100, 300)
     """(nodes, initial pods, measured pods) in quick mode."""
 
     def __post_init__(self) -> None:
@@ -58,6 +72,17 @@ class Workload:
                 f"workload {self.name!r}: nodes={self.nodes}, initial_pods={self.initial_pods}, "
                 f"measured_pods={self.measured_pods}; need nodes > 0, initial >= 0, measured > 0"
             )
+
+    def shape(self, pod_index: int) -> PodShape:
+        """The shape of the pod_index-th pod (initial pods first), with its class label."""
+        if not self.mix:
+            return self.pod
+        name, shape = self.mix[pod_index % len(self.mix)]
+        return lambda pod: shape(pod.label(CLASS_LABEL, name))
+
+    def class_of(self, pod_index: int) -> str | None:
+        """The class name of the pod_index-th pod, None for a workload of one shape."""
+        return self.mix[pod_index % len(self.mix)][0] if self.mix else None
 
     def quick_variant(self) -> Workload:
         nodes, initial, measured = self.quick
@@ -90,6 +115,26 @@ def _preferred_affinity(pod: builders.PodBuilder) -> builders.PodBuilder:
     )
 
 
+XLARGE_SPREAD_APP = "xlarge-spread"
+
+
+def _own_zone_spread(pod: builders.PodBuilder) -> builders.PodBuilder:
+    # Its own app label: the skew counts only the spread class, not the whole mix.
+    return _plain_pod(pod.label(APP_LABEL, XLARGE_SPREAD_APP)).spread(
+        builders.ZONE_LABEL, 1, when="DoNotSchedule", selector={APP_LABEL: XLARGE_SPREAD_APP}
+    )
+
+
+# Three classes in turn over nodes in five zones: every 15 consecutive pods (initial ones
+# included) hold 5 of each class, one per zone under round-robin, which keeps the raw binder's
+# spread pods even; sizes are multiples of 15 for that.
+MIX: tuple[PodClass, ...] = (
+    ("plain", _plain_pod),
+    ("zone-spread", _own_zone_spread),
+    ("preferred-affinity", _preferred_affinity),
+)
+
+
 WORKLOADS: tuple[Workload, ...] = (
     Workload(
         name="basic",
@@ -97,6 +142,15 @@ WORKLOADS: tuple[Workload, ...] = (
         nodes=500,
         initial_pods=500,
         measured_pods=2000,
+    ),
+    Workload(
+        name="drain",
+        description="basic's pods as a backlog: all pending before the scheduler starts",
+        nodes=500,
+        initial_pods=500,
+        measured_pods=2000,
+        drain=True,
+        quick=(200, 100, 300),
     ),
     Workload(
         name="zone-spread",
@@ -131,6 +185,16 @@ WORKLOADS: tuple[Workload, ...] = (
         measured_pods=10000,
         large=True,
     ),
+    Workload(
+        name="xlarge",
+        description="15,000 nodes, 30,000 pods: plain, zone-spread and preferred-affinity in turn",
+        nodes=15000,
+        initial_pods=3000,
+        measured_pods=30000,
+        mix=MIX,
+        xlarge=True,
+        quick=(1500, 300, 1500),
+    ),
 )
 
 
@@ -138,15 +202,18 @@ def names() -> list[str]:
     return [workload.name for workload in WORKLOADS]
 
 
-def select(wanted: Iterable[str] | None, *, quick: bool, large: bool) -> list[Workload]:
+def select(
+    wanted: Iterable[str] | None, *, quick: bool, large: bool, xlarge: bool = False
+) -> list[Workload]:
     """The workloads to run, in WORKLOADS order; quick mode shrinks each one.
 
-    With no names given: every workload, leaving out the large ones unless large is set.
+    With no names given: every workload, leaving out the large ones unless large is set and the
+    xlarge ones unless xlarge is set.
     """
     by_name = {workload.name: workload for workload in WORKLOADS}
     chosen: Sequence[Workload]
     if wanted is None:
-        chosen = [w for w in WORKLOADS if large or not w.large]
+        chosen = [w for w in WORKLOADS if (large or not w.large) and (xlarge or not w.xlarge)]
     else:
         requested = list(wanted)
         unknown = [name for name in requested if name not in by_name]

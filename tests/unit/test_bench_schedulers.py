@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 from plumb.bench import schedulers
 
@@ -57,3 +58,19 @@ def test_kube_scheduler_log_skips_its_expected_start_and_exit_lines() -> None:
         "tracebacks": 0,
         "samples": ['"Pod was slow"'],
     }
+
+
+def test_profiler_records_collapsed_stacks_of_the_plumb_process(tmp_path: Path) -> None:
+    output = tmp_path / "basic-plumb.raw"
+    command = schedulers.profiler_command(4242, output)
+    assert Path(command[0]).name == "py-spy"
+    assert command[1] == "record"
+
+    def option(name: str) -> str:
+        return command[command.index(name) + 1]
+
+    assert option("--pid") == "4242"
+    assert option("--format") == "raw"
+    assert option("--output") == str(output)
+    # plumb is not paused for each sample, so its CPU figures stay its own.
+    assert "--nonblocking" in command

@@ -266,8 +266,11 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     nonzero, incoming = (DEFAULT_MILLI_CPU, DEFAULT_MEMORY), None
     try:
         requests: Mapping[str, int] = MappingProxyType(pod_requests(spec))
-        nonzero = nonzero_pair(spec)
-        if (scored := scoring_pair(spec)) != nonzero:
+        scored = scoring_pair(spec)
+        # Without pod-level requests the two pairs are the same sum (their docs): one walk of
+        # the containers fewer per pod event.
+        nonzero = nonzero_pair(spec) if _pod_level_requests(spec) else scored
+        if scored != nonzero:
             incoming = scored
     except quantities.QuantityError as error:
         requests = _EMPTY

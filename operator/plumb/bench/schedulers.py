@@ -32,6 +32,12 @@ _EXPECTED = (
 )
 """Log lines that say nothing about how a run went."""
 _SYNCED = re.compile(r"synced (\d+) nodes and (\d+) pods")
+PROFILE_ENV = "PLUMB_BENCH_PROFILE"
+"""Names a directory: py-spy records plumb from its sync to its stop into
+``<directory>/<run directory's name>.raw`` (collapsed stacks, one ``frame;frame;... count`` a
+line, to aggregate from a shell)."""
+PROFILE_RATE = 100
+"""Samples per second: py-spy's default, light enough beside a run on 2 shared CPUs."""
 
 
 class SchedulerProcess(abc.ABC):
@@ -55,6 +61,7 @@ class Plumb(SchedulerProcess):
     def __init__(self, popen: subprocess.Popen[bytes], log: Path) -> None:
         super().__init__(PLUMB, popen.pid, log)
         self.popen = popen
+        self.profiler: subprocess.Popen[bytes] | None = None
 
     def check(self) -> None:
         if self.popen.poll() is not None:
@@ -64,6 +71,9 @@ class Plumb(SchedulerProcess):
             )
 
     def stop(self) -> dict[str, Any]:
+        if self.profiler is not None:
+            stop_profiler(self.profiler)
+            self.profiler = None
         if self.popen.poll() is None:
             self.popen.send_signal(signal.SIGTERM)
             try:
@@ -140,6 +150,11 @@ async def start_plumb(
                     f"plumb synced {synced.group(1)} nodes, expected only this run's {nodes}; "
                     f"nodes of an earlier run are still there"
                 )
+            profile = os.environ.get(PROFILE_ENV)
+            if profile:
+                plumb.profiler = await asyncio.to_thread(
+                    start_profiler, plumb.pid, Path(profile), directory.name
+                )
             return plumb
         if time.monotonic() > deadline:
             plumb.stop()
@@ -162,6 +177,58 @@ async def start_kube_scheduler(plane: controlplane.ControlPlane, directory: Path
         timeout=SYNC_TIMEOUT,
     )
     return KubeScheduler(started)
+
+
+def profiler_command(pid: int, output: Path) -> list[str]:
+    """The ``py-spy record`` command line that samples ``pid`` into ``output`` as collapsed
+    stacks, until it is interrupted (SIGINT writes the file)."""
+    beside = Path(sys.executable).with_name("py-spy")
+    return [
+        str(beside) if beside.exists() else "py-spy",
+        "record",
+        "--pid",
+        str(pid),
+        "--rate",
+        str(PROFILE_RATE),
+        "--format",
+        "raw",
+        # Don't pause plumb for each sample: the CPU seconds the bench reports stay plumb's own.
+        "--nonblocking",
+        "--output",
+        str(output),
+    ]
+
+
+def start_profiler(pid: int, directory: Path, name: str) -> subprocess.Popen[bytes]:
+    """py-spy attached to ``pid``, writing ``<directory>/<name>.raw``; its own messages go to
+    ``<name>.py-spy.log`` beside it."""
+    directory.mkdir(parents=True, exist_ok=True)
+    with (directory / f"{name}.py-spy.log").open("wb") as out:
+        profiler = subprocess.Popen(
+            profiler_command(pid, directory / f"{name}.raw"),
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    time.sleep(0.5)
+    if profiler.poll() is not None:
+        raise RuntimeError(
+            f"py-spy could not attach to plumb (pid {pid}); see {directory / name}.py-spy.log "
+            f"(is py-spy installed in the venv: `pip install py-spy`, and may this user ptrace?)"
+        )
+    return profiler
+
+
+def stop_profiler(profiler: subprocess.Popen[bytes]) -> None:
+    """Interrupts py-spy, which then writes its file, and waits for it."""
+    if profiler.poll() is None:
+        profiler.send_signal(signal.SIGINT)
+        try:
+            profiler.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            profiler.kill()
+            profiler.wait()
 
 
 def summarise_log(text: str, scheduler: str) -> dict[str, Any]:

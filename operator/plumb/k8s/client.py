@@ -3,19 +3,29 @@ preemption victim's deletion, list, watch, the leader Lease).
 
 The Authorization header is set per request from ``credentials.Tokens``, so a rotated token
 file is picked up without a new session; a 401 re-reads the file at once and, when the token
-changed, sends the request once more."""
+changed, sends the request once more.
+
+The requests made per pod (the binding, the Scheduled event, a pod status patch) skip aiohttp
+for ``Http1Pool``: keep-alive HTTP/1.1 connections that send one prepared request each and read
+its answer, for about a third of aiohttp's CPU per request (~100 against ~250-400 µs on
+loopback; py-spy put aiohttp's request machinery at a fifth of plumb's CPU in the benchmark's
+basic workload). Lists, watches and the Lease go through aiohttp."""
 
 from __future__ import annotations
 
+import asyncio
+import asyncio.sslproto
 import contextlib
 import dataclasses
 import json
+import ssl
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import quote, urlencode, urlsplit
 
 import aiohttp
+import orjson
 
 from plumb.k8s import credentials as credentials_module
 
@@ -81,6 +91,7 @@ class ApiClient:
         self.tokens = credentials_module.Tokens(creds)
         self.streams: dict[str, StreamActivity] = {}
         self._session: aiohttp.ClientSession | None = None
+        self._pool: Http1Pool | None = None
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -97,10 +108,21 @@ class ApiClient:
             )
         return self._session
 
+    @property
+    def pool(self) -> Http1Pool:
+        if self._pool is None:
+            self._pool = Http1Pool(
+                self._creds.server, self._creds.ssl_context(), limit=self._connections
+            )
+        return self._pool
+
     async def close(self) -> None:
         if self._session is not None:
             await self._session.close()
             self._session = None
+        if self._pool is not None:
+            self._pool.close()
+            self._pool = None
 
     async def request(
         self,
@@ -111,23 +133,50 @@ class ApiClient:
         params: Mapping[str, str] | None = None,
         content_type: str = "application/json",
         request_timeout: float | None = None,
+        hot: bool = False,
     ) -> ApiResponse:
         """Send one request; HTTP errors come back as a response, transport errors raise.
 
         ``request_timeout`` (seconds) overrides the client's for this request: a collection
-        delete can take minutes."""
-        data = None if body is None else json.dumps(body, separators=(",", ":"))
-        response = await self._send(method, path, data, params, content_type, request_timeout)
+        delete can take minutes. ``hot``: a small request made per pod, sent through
+        ``pool`` rather than aiohttp."""
+        data = None if body is None else encode(body)
+        send = self._send_hot if hot else self._send
+        response = await send(method, path, data, params, content_type, request_timeout)
         if response.status == 401 and self.tokens.refresh():
             # The token rotated under us: the new one is in the file now.
-            response = await self._send(method, path, data, params, content_type, request_timeout)
+            response = await send(method, path, data, params, content_type, request_timeout)
         return response
+
+    async def _send_hot(
+        self,
+        method: str,
+        path: str,
+        data: bytes | None,
+        params: Mapping[str, str] | None,
+        content_type: str,
+        request_timeout: float | None,
+    ) -> ApiResponse:
+        headers = {**self._headers, **self.tokens.headers()}
+        if data is not None:
+            headers["Content-Type"] = content_type
+        target = f"{path}?{urlencode(params)}" if params else path
+        timeout = request_timeout or self._timeout.total
+        try:
+            status, answered, raw = await self.pool.send(method, target, headers, data, timeout)
+        except (OSError, ssl.SSLError, TimeoutError, HttpError) as error:
+            raise TransportError(f"{method} {path}: {type(error).__name__}: {error}") from error
+        return ApiResponse(
+            status=status,
+            body=_body(answered.get("content-type", ""), raw),
+            retry_after=_retry_after(answered.get("retry-after")),
+        )
 
     async def _send(
         self,
         method: str,
         path: str,
-        data: str | None,
+        data: bytes | None,
         params: Mapping[str, str] | None,
         content_type: str,
         request_timeout: float | None,
@@ -150,12 +199,8 @@ class ApiClient:
             ) as response:
                 raw = await response.read()
                 retry_after = _retry_after(response.headers.get("Retry-After"))
-                parsed: Any
-                if response.content_type == "application/json" and raw:
-                    parsed = json.loads(raw)
-                else:
-                    parsed = raw.decode(errors="replace")
-                return ApiResponse(status=response.status, body=parsed, retry_after=retry_after)
+                body = _body(response.content_type, raw)
+                return ApiResponse(status=response.status, body=body, retry_after=retry_after)
         except (aiohttp.ClientError, TimeoutError) as error:
             raise TransportError(f"{method} {path}: {type(error).__name__}: {error}") from error
 
@@ -201,15 +246,17 @@ class ApiClient:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding"
-        return await self.request("POST", path, body=binding)
+        return await self.request("POST", path, body=binding, hot=True)
 
     async def create_event(self, *, namespace: str, event: JSON) -> ApiResponse:
         path = f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events"
-        return await self.request("POST", path, body=event)
+        return await self.request("POST", path, body=event, hot=True)
 
     async def patch_pod_status(self, *, namespace: str, name: str, patch: JSON) -> ApiResponse:
         path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/status"
-        return await self.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
+        return await self.request(
+            "PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH, hot=True
+        )
 
     async def delete_pod(self, *, namespace: str, name: str, uid: str) -> ApiResponse:
         """DELETE pods/{name}, on the condition that the pod is still the one with ``uid``.
@@ -280,6 +327,273 @@ class ApiClient:
         path = f"/api/v1/namespaces/{quote(namespace)}/persistentvolumeclaims/{quote(name)}"
         merge = "application/merge-patch+json"
         return await self.request("PATCH", path, body=patch, content_type=merge)
+
+
+class HttpError(Exception):
+    """The server's answer broke HTTP/1.1, or the connection closed before it was whole."""
+
+
+TLS_READ_BUFFER = 64 * 1024
+"""Bytes each TLS connection reads into at a time (asyncio's default is 256 KiB)."""
+
+
+def limit_tls_buffers(size: int = TLS_READ_BUFFER) -> None:
+    """Gives every TLS connection this process opens from now on a ``size``-byte read buffer.
+
+    asyncio allocates (and fills with zeros) its whole read buffer per TLS connection, 256 KiB
+    by default. plumb holds about a hundred connections (a binding or an event in flight each,
+    plus aiohttp's), so that was 27 MiB of resident memory, a fifth of plumb's peak on 500
+    nodes (docs/performance.md). 64 KiB still takes a watch's largest reads in a few calls.
+    The size is a class attribute of asyncio's SSL protocol (Python 3.11 and later)."""
+    protocol = getattr(asyncio.sslproto, "SSLProtocol", None)
+    if protocol is not None and hasattr(protocol, "max_size"):
+        protocol.max_size = size
+
+
+class Http1Pool:
+    """Keep-alive HTTP/1.1 connections to one server, at most ``limit`` open, each carrying one
+    request at a time: a request takes an idle connection (or opens one), sends, reads the whole
+    answer, and gives the connection back unless either side said ``Connection: close``.
+
+    No retries: a request whose connection breaks raises, as aiohttp's does for a POST."""
+
+    def __init__(self, server: str, ssl_context: ssl.SSLContext | bool, *, limit: int) -> None:
+        url = urlsplit(server)
+        self._host = url.hostname or "localhost"
+        self._tls = url.scheme == "https"
+        self._port = url.port or (443 if self._tls else 80)
+        self._ssl = ssl_context if self._tls else None
+        self._authority = url.netloc.encode("ascii")
+        self._idle: list[_Http1Connection] = []
+        self._slots = asyncio.Semaphore(limit)
+        self._closed = False
+
+    async def send(
+        self,
+        method: str,
+        target: str,
+        headers: Mapping[str, str],
+        body: bytes | None,
+        within: float | None,
+    ) -> tuple[int, dict[str, str], bytes]:
+        """(status, headers with lower-case names, body) of one request; ``within`` seconds
+        for all of it, connecting included (None: no limit)."""
+        head = [f"{method} {target} HTTP/1.1\r\n".encode("ascii"), b"Host: ", self._authority]
+        for name, value in headers.items():
+            head.append(f"\r\n{name}: {value}".encode("latin-1"))
+        head.append(b"\r\nContent-Length: %d\r\n\r\n" % len(body or b""))
+        if body:
+            head.append(body)
+        request = b"".join(head)
+        async with self._slots, asyncio.timeout(within):
+            connection = await self._connection()
+            try:
+                status, answered, raw = await connection.exchange(request)
+            except BaseException:
+                connection.close()
+                raise
+            if connection.reusable and not self._closed:
+                self._idle.append(connection)
+            else:
+                connection.close()
+            return status, answered, raw
+
+    async def _connection(self) -> _Http1Connection:
+        while self._idle:
+            connection = self._idle.pop()
+            if connection.reusable:
+                return connection
+            connection.close()  # closed by the server, or out of step, while it was idle
+        loop = asyncio.get_running_loop()
+        if self._ssl is not None:
+            _transport, connection = await loop.create_connection(
+                _Http1Connection,
+                self._host,
+                self._port,
+                ssl=self._ssl,
+                server_hostname=self._host,
+            )
+        else:
+            _transport, connection = await loop.create_connection(
+                _Http1Connection, self._host, self._port
+            )
+        return connection
+
+    def close(self) -> None:
+        """Closes the idle connections now, those in use when their request ends."""
+        self._closed = True
+        while self._idle:
+            self._idle.pop().close()
+
+
+class _Http1Connection(asyncio.Protocol):
+    """One HTTP/1.1 connection's reading side: parses the answer to the request in flight as
+    its bytes arrive (Content-Length, chunked, or up to the end of the connection)."""
+
+    def __init__(self) -> None:
+        self._transport: asyncio.Transport | None = None
+        self._buffer = bytearray()
+        self._waiter: asyncio.Future[tuple[int, dict[str, str], bytes]] | None = None
+        self._open = False
+        self._keep = True
+        # The answer being read: its status and headers once they are in, then its body.
+        self._status = 0
+        self._headers: dict[str, str] | None = None
+        self._length: int | None = None  # Content-Length; None: chunked or to the end
+        self._chunked = False
+        self._chunks: list[bytes] = []
+        self._chunk_left = -1  # bytes (and the CRLF after them) of the chunk being read
+
+    @property
+    def reusable(self) -> bool:
+        return self._open and self._keep and self._waiter is None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
+        self._open = True
+
+    async def exchange(self, request: bytes) -> tuple[int, dict[str, str], bytes]:
+        assert self._transport is not None
+        assert self._waiter is None
+        self._waiter = asyncio.get_running_loop().create_future()
+        self._buffer.clear()
+        self._headers, self._chunks, self._chunk_left = None, [], -1
+        self._transport.write(request)
+        try:
+            return await self._waiter
+        finally:
+            self._waiter = None
+
+    def data_received(self, data: bytes) -> None:
+        if self._waiter is None or self._waiter.done():
+            self._keep = False  # bytes nobody asked for: the connection is out of step
+            return
+        self._buffer += data
+        try:
+            answer = self._parse()
+        except (ValueError, HttpError) as error:
+            self._keep = False
+            self._waiter.set_exception(HttpError(f"a malformed answer: {error}"))
+            return
+        if answer is not None:
+            if self._buffer:
+                self._keep = False  # bytes beyond the answer: the connection is out of step
+            self._waiter.set_result(answer)
+
+    def eof_received(self) -> bool | None:
+        self._keep = False
+        if self._waiter is not None and not self._waiter.done():
+            if self._headers is not None and self._length is None and not self._chunked:
+                self._waiter.set_result((self._status, self._headers, bytes(self._buffer)))
+            else:
+                self._waiter.set_exception(HttpError("the server closed the connection"))
+        return None
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._open = False
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_exception(
+                HttpError(f"the connection was lost: {exc}" if exc else "the connection closed")
+            )
+
+    def close(self) -> None:
+        self._open = False
+        if self._transport is not None:
+            self._transport.close()
+
+    def _parse(self) -> tuple[int, dict[str, str], bytes] | None:
+        """The whole answer once it is in, else None (and what there is kept for later)."""
+        buffer = self._buffer
+        if self._headers is None:
+            end = buffer.find(b"\r\n\r\n")
+            if end < 0:
+                return None
+            lines = bytes(buffer[:end]).decode("latin-1").split("\r\n")
+            del buffer[: end + 4]
+            version, status = lines[0].split(" ", 2)[:2]
+            headers: dict[str, str] = {}
+            for line in lines[1:]:
+                name, _, value = line.partition(":")
+                headers[name.strip().lower()] = value.strip()
+            self._status = int(status)
+            if 100 <= self._status < 200:
+                return self._parse()  # an interim answer (100 Continue): the real one follows
+            self._headers = headers
+            connection = headers.get("connection", "").lower()
+            if connection == "close" or (version == "HTTP/1.0" and connection != "keep-alive"):
+                self._keep = False
+            self._chunked = "chunked" in headers.get("transfer-encoding", "").lower()
+            self._length = None
+            if not self._chunked:
+                if "content-length" in headers:
+                    self._length = int(headers["content-length"])
+                elif self._status in (204, 304):
+                    self._length = 0
+                else:
+                    self._keep = False  # the body runs to the end of the connection
+        if self._chunked:
+            return self._parse_chunks()
+        if self._length is not None and len(buffer) >= self._length:
+            body = bytes(buffer[: self._length])
+            del buffer[: self._length]
+            return self._status, self._headers, body
+        return None
+
+    def _parse_chunks(self) -> tuple[int, dict[str, str], bytes] | None:
+        buffer = self._buffer
+        while True:
+            if self._chunk_left < 0:
+                end = buffer.find(b"\r\n")
+                if end < 0:
+                    return None
+                size = int(bytes(buffer[:end]).split(b";", 1)[0], 16)
+                del buffer[: end + 2]
+                if size == 0:
+                    self._chunk_left = 0
+                else:
+                    self._chunk_left = size + 2
+            if self._chunk_left == 0:
+                # The last chunk: trailer lines (rarely any) up to an empty line.
+                end = buffer.find(b"\r\n")
+                while end > 0:
+                    del buffer[: end + 2]
+                    end = buffer.find(b"\r\n")
+                if end < 0:
+                    return None
+                del buffer[:2]
+                assert self._headers is not None
+                return self._status, self._headers, b"".join(self._chunks)
+            if len(buffer) < self._chunk_left:
+                return None
+            self._chunks.append(bytes(buffer[: self._chunk_left - 2]))
+            del buffer[: self._chunk_left]
+            self._chunk_left = -1
+
+
+def encode(body: Any) -> bytes:
+    """``body`` as compact JSON: orjson (several times faster than json, and a bind and an
+    event are encoded per pod); json only for what orjson refuses (an integer beyond 64 bits)."""
+    try:
+        return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(body, separators=(",", ":")).encode()
+
+
+def decode(raw: bytes | str) -> Any:
+    """A JSON document (a response, a watch event): orjson, as ``encode``; json for what orjson
+    refuses and json reads (NaN, a lone surrogate), which raises on a malformed document."""
+    try:
+        return orjson.loads(raw)
+    except ValueError:  # orjson.JSONDecodeError
+        return json.loads(raw)
+
+
+def _body(content_type: str, raw: bytes) -> Any:
+    """An answer's body: decoded when it is JSON, else its text."""
+    if content_type.startswith("application/json") and raw:
+        return decode(raw)
+    return raw.decode(errors="replace")
 
 
 def _lease_path(namespace: str, name: str) -> str:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import time
 import traceback
@@ -161,7 +160,7 @@ async def _stream(
             for line in lines:
                 if not line.strip():
                     continue
-                event = json.loads(line)
+                event = k8s_client.decode(line)
                 event_type = str(event.get("type", ""))
                 body = event.get("object") or {}
                 if event_type == "ERROR":

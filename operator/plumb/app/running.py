@@ -29,7 +29,7 @@ from plumb.backend import queue as queue_module
 from plumb.framework import runs
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
-from plumb.kernel import executor
+from plumb.kernel import compiled_jit, executor
 from plumb.observability import metrics, trace, tracing
 
 logger = logging.getLogger(__name__)
@@ -85,9 +85,14 @@ def operator_settings() -> kopf.OperatorSettings:
 async def run(settings: RunSettings) -> None:
     """Run the scheduler until SIGINT/SIGTERM (kopf handles the signals)."""
     creds = credentials_module.load(settings.kubeconfig, context=settings.context)
+    k8s_client.limit_tls_buffers()
     kernel = executor.KernelExecutor()
     started = time.monotonic()
+    # LLVM's code is needed to load the kernel and never after: what the imports and the load
+    # left resident is dropped before the cache and the batches grow (see compiled_jit).
+    compiled_jit.release_compiler_pages()
     await kernel.warm_up()
+    compiled_jit.release_compiler_pages()
     logger.info("kernel ready in %.1f s", time.monotonic() - started)
     names = ",".join(profile.name for profile in settings.served.profiles)
     first = settings.served.profiles[0].name

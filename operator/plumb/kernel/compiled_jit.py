@@ -16,9 +16,13 @@ A change to any of them recompiles the whole kernel once; otherwise it loads fro
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import hashlib
+import logging
 import pathlib
+import re
+import weakref
 from collections.abc import Callable
 from typing import Any, TypeVar, cast
 
@@ -30,11 +34,24 @@ from plumb.kernel import numbacache
 # numba reads NUMBA_CACHE_DIR when it is imported and when each cached function is decorated.
 numbacache.configure()
 
+import llvmlite.binding as ll  # type: ignore[import-untyped]  # noqa: E402  (numba's LLVM)
 import numba  # noqa: E402  (after numbacache.configure(), see above)
 from numba.core import caching  # noqa: E402
+from numba.core.runtime import _nrt_python  # type: ignore[attr-defined]  # noqa: E402
 from numba.misc.special import literally  # noqa: E402
 
-__all__ = ["HIGHEST", "LOWEST", "MAX", "PLUGINS", "inline", "jit", "literally"]
+__all__ = [
+    "HIGHEST",
+    "LOWEST",
+    "MAX",
+    "PLUGINS",
+    "inline",
+    "jit",
+    "literally",
+    "release_compiler_pages",
+]
+
+logger = logging.getLogger(__name__)
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -89,6 +106,99 @@ class _CacheImpl(caching.CompileResultCacheImpl):
     # (numba's attribute: a list, read per instance.)
     _locator_classes = [_Locator, *caching.CompileResultCacheImpl._locator_classes]  # noqa: RUF012
 
+    def rebuild(self, target_context: Any, payload: Any) -> Any:
+        """numba's, noting the loaded library and its linking bitcode (see _release_linking)."""
+        result = super().rebuild(target_context, payload)  # type: ignore[no-untyped-call]
+        _, kind, data = payload[0]  # the library's (name, "object", (object code, bitcode))
+        if kind == "object":
+            _loaded.append((weakref.ref(result.library), data[1]))
+        return result
+
+
+# Libraries loaded from the cache whose linking module may be parsed again on demand.
+_loaded: list[tuple[weakref.ref[Any], bytes]] = []
+
+
+def _release_linking() -> None:
+    """Free the LLVM module (~10 MiB for ``decide``) numba parses from each cached library's
+    bitcode and keeps, only to link the library into a caller compiled later; parse it again
+    should one ever be compiled."""
+    while _loaded:
+        ref, bitcode = _loaded.pop()
+        library = ref()
+        if library is not None and library._shared_module is not None:
+            library._shared_module = None
+            library._get_module_for_linking = functools.partial(_reparsed, library, bitcode)
+
+
+def _reparsed(library: Any, bitcode: bytes) -> Any:
+    if library._shared_module is None:
+        library._shared_module = ll.parse_bitcode(bitcode)
+    return library._shared_module
+
 
 class _Cache(caching.FunctionCache):
     _impl_class = _CacheImpl
+
+    def load_overload(self, sig: Any, target_context: Any) -> Any:
+        """numba's ``load_overload`` without its ``target_context.refresh()``, which readies
+        the context for compiling: it imports and registers every typing and lowering module
+        of numba, and initialises the NRT, whose atomics it compiles with LLVM (the first
+        LLVM compile of the process, which sets up LLVM's optimiser and code generator). A
+        kernel loaded from the cache needs none of it, only the NRT's C functions to link
+        against: ~35 MiB less resident at start. A miss compiles, and the compiler refreshes
+        the context itself first."""
+        _runtime_symbols()
+        with self._guard_against_spurious_io_errors():
+            return self._load_overload(sig, target_context)  # type: ignore[no-untyped-call]
+
+
+@functools.cache
+def _runtime_symbols() -> None:
+    """Tell LLVM where the NRT's C functions are (the part of numba's ``rtsys.initialize``
+    that cached code needs: the NRT functions written in LLVM IR are compiled into it)."""
+    for name, address in _nrt_python.c_helpers.items():
+        ll.add_symbol(name if name.startswith("_") else f"NRT_{name}", address)
+
+
+_MADV_DONTNEED = 4  # linux/mman.h
+_MAPPING = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ \S+\s*(.*)$")
+
+
+def release_compiler_pages(smaps: pathlib.Path = pathlib.Path("/proc/self/smaps")) -> int:
+    """Drop LLVM's code (llvmlite's shared library, ~150 MiB mapped) from this process's
+    resident set; the bytes dropped from the mappings (0 where there is no /proc).
+
+    Importing numba runs LLVM's initialisers and loading the kernel runs its JIT linker,
+    which leaves ~40 MiB of the library's pages resident, yet the compiled kernel never calls
+    into LLVM again. The pages are clean copies of the file (read-only mappings holding no
+    page of their own, checked per mapping), so ``MADV_DONTNEED`` only unmaps them: a later
+    compile faults back what it runs, from the page cache. Also frees the linking modules of
+    the functions loaded from the cache (see _release_linking) and hands free heap memory back
+    (``malloc_trim``). Call it after the imports and again after the kernel is loaded."""
+    _release_linking()
+    try:
+        text = smaps.read_text()
+        libc = ctypes.CDLL(None, use_errno=True)
+    except OSError:
+        return 0
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    mappings: list[tuple[int, int, bool]] = []  # start, end, whether it may be dropped
+    for line in text.splitlines():
+        found = _MAPPING.match(line)
+        if found:
+            start, end, perms, path = found.groups()
+            droppable = "w" not in perms and path.rsplit("/", 1)[-1].startswith("libllvmlite")
+            mappings.append((int(start, 16), int(end, 16), droppable))
+        elif line.startswith("Anonymous:") and mappings and int(line.split()[1]) != 0:
+            # Copy-on-write pages (relocated data): dropping them would lose the relocations.
+            start, end, _ = mappings[-1]
+            mappings[-1] = (start, end, False)
+    released = 0
+    for start, end, droppable in mappings:
+        if droppable and libc.madvise(start, end - start, _MADV_DONTNEED) == 0:
+            released += end - start
+    if hasattr(libc, "malloc_trim"):
+        libc.malloc_trim(0)
+    logger.debug("released %d MiB of LLVM mappings", released >> 20)
+    return released

@@ -7,8 +7,10 @@ replay`` applies them newest first down to the sequence number a decision saw, a
 the cache that decision was made on. The journal keeps the last ``limit`` writes: a decision
 older than that can no longer be replayed from a dump (the dump says so).
 
-Undo records hold references to the immutable records the cache held, nothing copied, except
-for the selectors of Services and controllers (rarely written), which are kept whole.
+Undo records hold references to the immutable records the cache held, nothing copied. A
+Service's or controller's write is kept as the few selectors it replaced (``Reselect``); the
+dump, which writes the selectors whole for each such write (``Reworkload``), gets them rebuilt
+from the selectors as they are now when it is taken (``entries``).
 """
 
 from __future__ import annotations
@@ -16,16 +18,22 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from typing import TypeVar
 
 from plumb.backend import objects, specs
 
 DEFAULT_LIMIT = 20_000
+_V = TypeVar("_V")
 
 Services = Mapping[str, Mapping[str, Mapping[str, str]]]
 """Service selectors by namespace and name."""
 Controllers = Mapping[str, specs.LabelSelector]
 """Controller selectors by "kind/namespace/name"."""
+ServiceKey = tuple[str, str]
+"""A Service's (namespace, name)."""
+ControllerKey = tuple[str, str, str]
+"""A controller's (kind, namespace, name)."""
 
 
 class PodState(enum.Enum):
@@ -90,6 +98,36 @@ class Reworkload:
     controllers: Controllers
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Reselect:
+    """Undo a Service or controller write as the journal keeps it: only the selectors it
+    changed, each as it was (None: absent). ``entries`` hands it out as a ``Reworkload``."""
+
+    services: Mapping[ServiceKey, Mapping[str, str] | None]
+    controllers: Mapping[ControllerKey, specs.LabelSelector | None]
+
+    def undone(self, state: Reworkload) -> Reworkload:
+        """The selectors ``state`` had before this write (``state``: those right after it)."""
+        services = dict(state.services)
+        for namespace in {namespace for namespace, _name in self.services}:
+            by_name = dict(services.get(namespace, {}))
+            for (in_namespace, name), selector in self.services.items():
+                if in_namespace == namespace:
+                    _put(by_name, name, selector)
+            _put(services, namespace, by_name or None)
+        controllers = dict(state.controllers)
+        for key, before in self.controllers.items():
+            _put(controllers, "/".join(key), before)
+        return Reworkload(services=services, controllers=controllers)
+
+
+def _put(into: dict[str, _V], key: str, value: _V | None) -> None:
+    if value is None:
+        into.pop(key, None)
+    else:
+        into[key] = value
+
+
 Undo = Unplace | Replace | Restate | Renode | Renamespace | Reworkload
 UNDO_KINDS: Mapping[str, type[Undo]] = {
     kind.__name__: kind for kind in (Unplace, Replace, Restate, Renode, Renamespace, Reworkload)
@@ -101,8 +139,12 @@ class Journal:
 
     def __init__(self, limit: int = DEFAULT_LIMIT) -> None:
         # Sequence numbers are consecutive, so only the undos are kept: the last is ``seq``.
-        self._undos: collections.deque[Undo] = collections.deque(maxlen=limit)
+        self._undos: collections.deque[Undo | Reselect] = collections.deque(maxlen=limit)
         self._seq = 0
+        # The selectors as they are now, to rebuild each Reselect's whole Reworkload from.
+        self.workloads_now: Callable[[], Reworkload] = lambda: Reworkload(
+            services={}, controllers={}
+        )
 
     @property
     def seq(self) -> int:
@@ -114,10 +156,20 @@ class Journal:
         """The earliest state the journal can go back to."""
         return self._seq - len(self._undos)
 
-    def note(self, undo: Undo) -> None:
+    def note(self, undo: Undo | Reselect) -> None:
         self._seq += 1
         self._undos.append(undo)
 
     def entries(self) -> Iterator[tuple[int, Undo]]:
-        """Each undo with its sequence number, oldest first."""
-        return enumerate(self._undos, self.oldest + 1)
+        """Each undo with its sequence number, oldest first; a Service's or controller's write
+        as the whole selectors it undoes to (rebuilt now, newest first, from ``workloads_now``:
+        one copy of them per such write, only while a dump is taken)."""
+        undos: list[Undo | Reselect] = list(self._undos)
+        state: Reworkload | None = None
+        for index in reversed(range(len(undos))):
+            undo = undos[index]
+            if isinstance(undo, Reselect):
+                state = undo.undone(state if state is not None else self.workloads_now())
+                undos[index] = state
+        whole: list[Undo] = [u for u in undos if not isinstance(u, Reselect)]
+        return enumerate(whole, self.oldest + 1)

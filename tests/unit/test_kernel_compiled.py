@@ -422,6 +422,7 @@ def test_out_of_range_input_is_refused_before_the_unchecked_code_reads_it(
         compiled.run(*change(*failure_case().build()))
 
 
+@settings(deadline=None)  # the first call compiles the hash on its own (a second, uncached)
 @given(st.integers(0, 2**64 - 1), st.integers(0, 2**64 - 1))
 def test_tie_break_hash_wraps_like_the_reference(node_hash: int, pod_hash: int) -> None:
     want = reference.mix(np.array([node_hash], dtype=np.uint64), np.uint64(pod_hash))[0]
@@ -470,12 +471,30 @@ async def test_the_kernel_runs_on_its_own_thread() -> None:
         threads.append(threading.get_ident())
         return reference.run(cluster, batch)
 
-    with executor.KernelExecutor(kernel) as kernels:
+    with executor.KernelExecutor(kernel, inline_pairs=0) as kernels:
         first = await kernels.run(*failure_case().build())
         await kernels.run(*failure_case().build())
     assert first.chosen.tolist() == [0]
     assert threads[0] != threading.get_ident()
     assert threads[0] == threads[1]
+
+
+async def test_a_small_batch_is_decided_on_the_event_loop() -> None:
+    threads: list[int] = []
+
+    def kernel(cluster: c.Cluster, batch: c.Batch) -> c.Result:
+        threads.append(threading.get_ident())
+        return compiled.run(cluster, batch)
+
+    cluster, batch = failure_case().build()
+    pairs = cluster.name_hashes.shape[0] * batch.requests.shape[0]
+    with executor.KernelExecutor(kernel, inline_pairs=pairs) as kernels:
+        small = await kernels.run(cluster, batch)
+    with executor.KernelExecutor(kernel, inline_pairs=pairs - 1) as kernels:
+        large = await kernels.run(cluster, batch)
+    assert threads[0] == threading.get_ident()
+    assert threads[1] != threading.get_ident()
+    assert small.chosen.tolist() == large.chosen.tolist() == [0]
 
 
 async def test_the_event_loop_keeps_running_while_the_kernel_works() -> None:
@@ -486,7 +505,7 @@ async def test_the_event_loop_keeps_running_while_the_kernel_works() -> None:
         assert release.wait(timeout=5), "the event loop stalled while the kernel ran"
         return compiled.run(cluster, batch)
 
-    with executor.KernelExecutor(kernel) as kernels:
+    with executor.KernelExecutor(kernel, inline_pairs=0) as kernels:
         decision = asyncio.ensure_future(kernels.run(*failure_case().build()))
         await asyncio.sleep(0)
         release.set()

@@ -175,7 +175,7 @@ class _Workspace(threading.local):
                 np.empty((resources + 17, nodes), dtype=np.int64),
                 np.empty((2, nodes), dtype=np.int32),
                 np.empty((5, nodes), dtype=np.float64),
-                np.empty((2, nodes), dtype=np.bool_),
+                np.empty((3, nodes), dtype=np.bool_),
             )
             self._key = (nodes, resources)
         # A flag per domain of any key, plus the "" domain of nodes without the label.

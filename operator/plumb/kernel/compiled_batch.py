@@ -140,6 +140,9 @@ def decide(
     accumulated = floats[0]  # the soft spread's sums, per slot
     fractions = floats[1:5]  # compiled_scores.resource_scores's
     scored, has_key = booleans[0], booleans[1]
+    # Each node's static or resource failure code (PASS: neither) for the static row
+    # ``early_row`` and the current resource bits; kept, updated at each placement.
+    early, early_row = booleans[2].view(np.int8), -1
     fit_columns, balanced_columns = fit_spec[0], balanced_spec[0]
     scoring = np.zeros(resources, dtype=np.bool_)  # columns a resource score reads
     for f in range(fit_columns.shape[0]):
@@ -232,6 +235,7 @@ def decide(
         if fit_filter and not _same(bits_for, requests[b]):
             bits_for[:] = requests[b]
             compiled_filters.resource_bits(free, requests[b], pods_column, bits, 0, nodes)
+            early_row = -1
         dynamic = compiled_filters.dynamic_filter(
             domains,
             domain_counts,
@@ -255,7 +259,10 @@ def decide(
             keys_used,
         )
         u = static_row[b]
-        count = compiled_filters.combine(static_code[u], bits, verdict, dynamic, code_row, feasible)
+        if u != early_row:
+            compiled_filters.early_codes(static_code[u], bits, early, 0, nodes)
+            early_row = u
+        count = compiled_filters.combine(early, verdict, dynamic, code_row, feasible)
         feasible_count[b] = count
         # The details of why nodes failed are for a pod no node fits, and zeros otherwise: a
         # row the output set's earlier use filled (``dirty``) is cleared, a clean one left be.
@@ -376,7 +383,6 @@ def decide(
                 pod,
                 weights,
                 True,
-                code_row,
                 total_row,
                 compact,
                 name_hashes,
@@ -394,7 +400,6 @@ def decide(
                 pod,
                 weights,
                 False,
-                code_row,
                 total_row,
                 compact,
                 name_hashes,
@@ -414,6 +419,7 @@ def decide(
             free[r, node] -= requests[b, r]
         if fit_filter:
             compiled_filters.resource_bits(free, bits_for, pods_column, bits, node, node + 1)
+            compiled_filters.early_codes(static_code[u], bits, early, node, node + 1)
         placed_nonzero[0, node] += pod_nonzero[b, 0]
         placed_nonzero[1, node] += pod_nonzero[b, 1]
         compiled_scores.resource_scores(

@@ -13,8 +13,9 @@ arrangement is for speed:
   a pass per key gives each node the smallest (``dynamic_filter``). A key whose domains are
   the nodes themselves (the hostname) needs no table: its checks read the counts in node
   order.
-- ``combine``: static reason, resources, then that verdict, in one pass; then the feasible
-  nodes listed. Why each node failed in detail (``details``) only for a pod no node fits.
+- ``combine``: static reason and resources (``early_codes``, kept per batch and updated at
+  each placement), then that verdict, in one pass; then the feasible nodes listed. Why each
+  node failed in detail (``details``) only for a pod no node fits.
 """
 
 from __future__ import annotations
@@ -261,23 +262,32 @@ def _at_most(verdict: c.I32, counted: Any, failed: np.int32, fresh: bool) -> Non
 
 
 @compiled_jit.jit
+def early_codes(static: c.I32, bits: c.I64, early: Any, start: int, end: int) -> None:
+    """The codes of nodes ``start:end`` before the dynamic filters: the static reason, then
+    the resources the node is short of (``PASS``: neither), one byte a node."""
+    for n in range(start, end):
+        early[n] = _STATIC if static[n] != 0 else (_RESOURCES if bits[n] != 0 else _PASS)
+
+
+@compiled_jit.jit
 def combine(
-    static: c.I32,
-    bits: c.I64,
+    early: Any,
     verdict: c.I32,
     dynamic: bool,
     code_row: Any,
     feasible: c.I32,
 ) -> int:
-    """Every node's code: the static reason, then the resources it is short of, then
-    ``verdict`` (when ``dynamic``). Lists the feasible nodes in ``feasible`` and returns how
-    many there are."""
-    for n in range(static.shape[0]):
-        late = verdict[n] & 7 if dynamic else _PASS
-        code_row[n] = _STATIC if static[n] != 0 else (_RESOURCES if bits[n] != 0 else late)
+    """Every node's code: its ``early_codes``, then ``verdict`` (when ``dynamic``). Lists the
+    feasible nodes in ``feasible`` and returns how many there are."""
+    if dynamic:
+        for n in range(early.shape[0]):
+            late = np.int8(verdict[n] & 7)
+            code_row[n] = early[n] if early[n] != _PASS else late
+    else:
+        code_row[:] = early
     # Apart: the store at a running count does not vectorise, the pass above does.
     count = 0
-    for n in range(static.shape[0]):
+    for n in range(early.shape[0]):
         feasible[count] = n
         count += code_row[n] == _PASS
     return count

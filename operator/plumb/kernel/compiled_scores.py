@@ -369,8 +369,15 @@ def spread_raws(
         shift = float(spread_max_skew[i] - 1)
         # kube-scheduler's Score skips a constraint on a node without its key (the node may
         # still be scored, under the system defaults, for the keys it has).
-        if hostname[i]:
-            # Weighted by log(2 + the nodes scored); a node's own count.
+        if hostname[i] and everywhere[spread_key[i]]:
+            # Weighted by log(2 + the nodes scored); a node's own count, every node with the
+            # key (no domain to look up).
+            weight = math.log(n_scored + 2)
+            row = counts[spread_row[i]]
+            for j in range(count):
+                gathered[j] = row[np.uint64(feasible[j])]
+            has_key[:count] = True
+        elif hostname[i]:
             weight = math.log(n_scored + 2)
             row = counts[spread_row[i]]
             _gather_counts(feasible, count, key_domains, row, True, gathered, has_key)

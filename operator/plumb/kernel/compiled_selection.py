@@ -71,7 +71,6 @@ def totals_and_best(
     pod: Any,
     weights: c.I64,
     general: bool,
-    code_row: Any,
     total_row: c.I64,
     compact: c.I64,
     name_hashes: c.U64,
@@ -104,16 +103,13 @@ def totals_and_best(
         score = slot_weighted[j] + w2 * taint + w3 * affinity + w4 * spread + w5 * inter
         compact[j] = score
         highest = max(highest, score)
-    # Every node's total in one pass (the feasible ones' in order, 0 elsewhere): a memset and
-    # a scatter would write the row twice.
-    k = 0
-    for n in range(code_row.shape[0]):
-        if code_row[n] == _PASS:
-            total_row[n] = compact[k]
-            k += 1
-        else:
-            total_row[n] = 0
-    return _best(compact, count, highest, feasible, name_hashes, pod_hash, best)
+    # Every node's total: zeros (a vectorised fill), then the feasible ones' by slot. (One
+    # pass reading the totals at a running count does not vectorise: three times slower.)
+    total_row[:] = 0
+    for j in range(count):
+        total_row[np.uint64(feasible[j])] = compact[j]
+    # (The slot arrays are read: their rows are the tie-break's scratch now.)
+    return _best(compact, count, highest, feasible, name_hashes, pod_hash, best, slots[1:])
 
 
 _BLOCK = 32  # candidates screened at once when picking the best
@@ -128,12 +124,15 @@ def _best(
     name_hashes: c.U64,
     pod_hash: np.uint64,
     best: c.I64,
+    scratch: c.I64,
 ) -> int:
     """The TOP best of the totals in ``compact`` by (total, tie-break), as slots, in order.
 
     Usually several nodes share the highest total (nodes alike score alike): then only they
-    are candidates. Otherwise candidates are screened a block at a time (a vectorised "any at
-    least the current TOP-th?") before the scalar insertion."""
+    are candidates, listed first (``scratch[0]``), their tie-break hashes then computed in a
+    pass of their own (``scratch[1]``, which vectorises) and inserted in slot order (rarely
+    more than a few insertions). Otherwise candidates are screened a block at a time (a
+    vectorised "any at least the current TOP-th?") before the scalar insertion."""
     best_total = np.full(c.TOP, _LOWEST, dtype=np.int64)
     best_tie = np.zeros(c.TOP, dtype=np.uint64)
     kept = 0
@@ -141,11 +140,19 @@ def _best(
     for j in range(count):
         at_highest += compact[j] == highest
     if at_highest >= c.TOP:
-        for j in range(count):
-            if compact[j] == highest:
-                tie = tie_break(name_hashes[np.uint64(feasible[j])], pod_hash)
-                if kept < c.TOP or tie > best_tie[c.TOP - 1]:
-                    kept = insert(best_total, best_tie, best, kept, highest, tie, j)
+        candidates, ties = scratch[0], scratch[1].view(np.uint64)
+        listed = 0
+        for j in range(count):  # branch-free: the store at a running count
+            candidates[listed] = j
+            listed += compact[j] == highest
+        for i in range(listed):
+            ties[i] = name_hashes[np.uint64(feasible[np.uint64(candidates[i])])]
+        for i in range(listed):
+            ties[i] = tie_break(ties[i], pod_hash)
+        for i in range(listed):
+            tie = ties[i]
+            if kept < c.TOP or tie > best_tie[c.TOP - 1]:
+                kept = insert(best_total, best_tie, best, kept, highest, tie, candidates[i])
         return kept
     for start in range(0, count, _BLOCK):
         end = min(start + _BLOCK, count)

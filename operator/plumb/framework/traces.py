@@ -7,6 +7,7 @@ the bind latency, the final result) and hands the records to the tracer. Nothing
 from __future__ import annotations
 
 import dataclasses
+import types
 from collections.abc import Mapping, Sequence
 
 from plumb.backend import objects, queue, snapshot
@@ -14,6 +15,8 @@ from plumb.framework import cycle, scoring
 from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopologyspread
 from plumb.kernel import contract
 from plumb.observability import trace
+
+_NONE: Mapping[str, trace.Rejection] = types.MappingProxyType({})
 
 PolicyRef = tuple[str, str, int]
 """A governing SchedulingPolicy: namespace, name, generation."""
@@ -107,7 +110,7 @@ def hashes(
             trace.Candidate(
                 node=c.node,
                 score=c.total,
-                scores=dict(zip(contract.SCORE_PLUGINS, c.scores, strict=False)),
+                scores=trace.Scores(contract.SCORE_PLUGINS, c.scores),
             )
             for c in decision.candidates
         )
@@ -181,7 +184,7 @@ def input_hash(
 
 def rejections(
     decision: cycle.Decision, plugin_of: Mapping[str, str]
-) -> dict[str, trace.Rejection]:
+) -> Mapping[str, trace.Rejection]:
     """How many nodes each filter plugin rejected, from a failed decision's reasons, the
     plugins that rejected most first.
 
@@ -196,6 +199,8 @@ def rejections(
     if noderesourcesfit.NAME in nodes:
         others = sum(n for plugin, n in nodes.items() if plugin != noderesourcesfit.NAME)
         nodes[noderesourcesfit.NAME] = decision.total - decision.feasible - others
+    if not grouped:
+        return _NONE  # a scheduled pod's: one shared empty mapping, not a dict per trace kept
     return {
         plugin: trace.Rejection(nodes=nodes[plugin], reasons=grouped[plugin])
         for plugin in sorted(grouped, key=lambda p: (-nodes[p], p))

@@ -21,6 +21,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+import orjson
+
 FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 JSON = "json"
 PLAIN = "plain"
@@ -69,6 +71,16 @@ class JsonFormatter(logging.Formatter):
             entry["exc_info"] = record.exc_text
         if record.stack_info:
             entry["stack_info"] = self.formatStack(record.stack_info)
+        return _json_line(entry)
+
+
+def _json_line(entry: Mapping[str, Any]) -> str:
+    """One compact JSON object (orjson: a trace line is written per decision); json for what
+    orjson refuses (a key that is not a string, an integer beyond 64 bits). A value neither
+    can encode is written as its ``str``."""
+    try:
+        return orjson.dumps(entry, default=str).decode()
+    except TypeError:  # orjson.JSONEncodeError
         return json.dumps(entry, ensure_ascii=False, separators=(",", ":"), default=str)
 
 

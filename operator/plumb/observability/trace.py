@@ -41,8 +41,10 @@ import enum
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, cast
+
+import orjson
 
 from plumb.observability import logs
 
@@ -61,6 +63,39 @@ _HASH_VERSION = 1
 
 class TraceError(ValueError):
     """A line or a mapping that claims to be a trace but is not one."""
+
+
+class Scores(Mapping[str, int]):
+    """Per-plugin scores as a read-only mapping over a plugin-name tuple shared by every
+    candidate of a profile: a tuple of values rather than a dict per candidate (a trace of
+    every pod is kept, three candidates each). Equal to, and read like, the dict it stands for.
+    """
+
+    __slots__ = ("_names", "_values")
+
+    def __init__(self, names: tuple[str, ...], values: Sequence[int]) -> None:
+        if len(values) != len(names):
+            names, values = names[: len(values)], values[: len(names)]
+        self._names = names
+        # Scores are 0-100: one byte each (41 bytes for eight, a tuple of them is 104).
+        self._values: Sequence[int] = (
+            bytes(values) if all(0 <= v <= 255 for v in values) else tuple(values)
+        )
+
+    def __getitem__(self, key: str) -> int:
+        try:
+            return self._values[self._names.index(key)]
+        except ValueError:
+            raise KeyError(key) from None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __repr__(self) -> str:
+        return repr(dict(zip(self._names, self._values, strict=True)))
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -322,21 +357,33 @@ def ms(seconds: float) -> float:
 # Hashes ------------------------------------------------------------------------------------
 
 
-def canonical(value: object) -> str:
-    """``value`` as canonical JSON (see the module doc)."""
-    return json.dumps(
-        value,
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-        default=_jsonable,
-    )
+_ORJSON = orjson.OPT_SORT_KEYS | orjson.OPT_PASSTHROUGH_DATACLASS
+"""Keys sorted; dataclasses through ``_jsonable`` (only their compare=True fields)."""
+
+
+def canonical(value: object) -> bytes:
+    """``value`` as canonical JSON (see the module doc), UTF-8 encoded.
+
+    orjson, since a trace's hashes are worked out per pod; json for what orjson refuses (a key
+    that is not a string, an integer beyond 64 bits). The two write the same bytes for what
+    traces hash, but for floats in exponent form (orjson ``1e16``, json ``1e+16``), which no
+    hashed input holds."""
+    try:
+        return orjson.dumps(value, default=_jsonable, option=_ORJSON)
+    except TypeError:  # orjson.JSONEncodeError
+        return json.dumps(
+            value,
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
+            allow_nan=False,
+            default=_jsonable,
+        ).encode()
 
 
 def digest(value: object) -> str:
     """blake2b (16 bytes, hex) of ``value``'s canonical JSON."""
-    return hashlib.blake2b(canonical(value).encode(), digest_size=16).hexdigest()
+    return hashlib.blake2b(canonical(value), digest_size=16).hexdigest()
 
 
 def input_hash(
@@ -395,7 +442,7 @@ def _fields(value: Any) -> dict[str, Any]:
 def _shared(value: Any) -> Any:
     # Frozen specs (a Deployment's tolerations, selectors, spread rules) are shared by many
     # pods: their plain form is worked out once (callers only read it).
-    return json.loads(canonical(_fields(value)))
+    return orjson.loads(canonical(_fields(value)))
 
 
 # Reading lines -----------------------------------------------------------------------------

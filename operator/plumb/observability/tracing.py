@@ -85,7 +85,9 @@ class Tracer:
         self._summary_every = summary_every
         self._bucket = _Bucket(rate, burst, clock())
         self._last: collections.OrderedDict[str, trace.Trace] = collections.OrderedDict()
-        self._tried: dict[str, int] = {}  # the latest attempt per pod in _last, logged or not
+        # A pod's latest attempt when newer than its record's (a repeat held back); else the
+        # record's own ``attempts`` (no entry: one dict entry less per pod kept).
+        self._tried: dict[str, int] = {}
         # Per pod uid: the result and message last written, and when.
         self._written: collections.OrderedDict[str, tuple[str, str, float]] = (
             collections.OrderedDict()
@@ -139,7 +141,11 @@ class Tracer:
 
     def tried(self, pod: str) -> int | None:
         """How many attempts the pod has had, counting those whose repeat was held back."""
-        return self._tried.get(pod)
+        tried = self._tried.get(pod)
+        if tried is not None:
+            return tried
+        kept = self._last.get(pod)
+        return None if kept is None else kept.attempts
 
     def records(self) -> list[trace.Trace]:
         """The last record of every pod kept, oldest first."""
@@ -188,7 +194,7 @@ class Tracer:
     def _remember(self, record: trace.Trace) -> None:
         self._last[record.pod] = record
         self._last.move_to_end(record.pod)
-        self._tried[record.pod] = record.attempts
+        self._tried.pop(record.pod, None)
         while len(self._last) > self._keep:
             dropped, _ = self._last.popitem(last=False)
             self._tried.pop(dropped, None)

@@ -69,23 +69,9 @@ def timing(
     start = min(created.values())
     latencies = [bound[name] - created[name] for name in created if name in bound]
     bound_times = sorted(bound[name] - start for name in created if name in bound)
-    duration = bound_times[-1] if bound_times else math.nan
-    throughput = len(bound_times) / duration if bound_times and duration > 0 else 0.0
-    steady, window = _steady(bound_times, len(created))
     last_created = max(created_done.values()) - start if created_done else math.nan
     creation_rate = len(created_done) / last_created if last_created > 0 else math.inf
-    return Timing(
-        pods=len(created),
-        bound=len(bound_times),
-        duration=duration,
-        throughput=throughput,
-        steady_throughput=steady,
-        steady_window=window,
-        latency_p50=percentile(latencies, 0.50),
-        latency_p90=percentile(latencies, 0.90),
-        latency_p99=percentile(latencies, 0.99),
-        creation_rate=creation_rate,
-    )
+    return _timed(len(created), bound_times, latencies, creation_rate=creation_rate)
 
 
 def drain_timing(started: float, pods: int, bound: Mapping[str, float]) -> Timing:
@@ -95,13 +81,36 @@ def drain_timing(started: float, pods: int, bound: Mapping[str, float]) -> Timin
     if pods <= 0:
         raise ValueError(f"pods={pods}: a drain needs measured pods to time")
     bound_times = sorted(at - started for at in bound.values())
-    duration = bound_times[-1] if bound_times else math.nan
-    throughput = len(bound_times) / duration if bound_times and duration > 0 else 0.0
-    steady, window = _steady(bound_times, pods)
     bind_throughput = None
     if len(bound_times) > 1:
         span = bound_times[-1] - bound_times[0]
         bind_throughput = (len(bound_times) - 1) / span if span > 0 else math.inf
+    return _timed(
+        pods,
+        bound_times,
+        bound_times,
+        creation_rate=math.nan,
+        origin="start",
+        bind_throughput=bind_throughput,
+        first_bind=bound_times[0] if bound_times else None,
+    )
+
+
+def _timed(
+    pods: int,
+    bound_times: Sequence[float],
+    latencies: Sequence[float],
+    *,
+    creation_rate: float,
+    origin: str = "create",
+    bind_throughput: float | None = None,
+    first_bind: float | None = None,
+) -> Timing:
+    """The figures every run has, from its sorted bound times (seconds after its origin) and
+    its pods' latencies, with those that depend on how the run was timed."""
+    duration = bound_times[-1] if bound_times else math.nan
+    throughput = len(bound_times) / duration if bound_times and duration > 0 else 0.0
+    steady, window = _steady(bound_times, pods)
     return Timing(
         pods=pods,
         bound=len(bound_times),
@@ -109,13 +118,13 @@ def drain_timing(started: float, pods: int, bound: Mapping[str, float]) -> Timin
         throughput=throughput,
         steady_throughput=steady,
         steady_window=window,
-        latency_p50=percentile(bound_times, 0.50),
-        latency_p90=percentile(bound_times, 0.90),
-        latency_p99=percentile(bound_times, 0.99),
-        creation_rate=math.nan,
-        origin="start",
+        latency_p50=percentile(latencies, 0.50),
+        latency_p90=percentile(latencies, 0.90),
+        latency_p99=percentile(latencies, 0.99),
+        creation_rate=creation_rate,
+        origin=origin,
         bind_throughput=bind_throughput,
-        first_bind=bound_times[0] if bound_times else None,
+        first_bind=first_bind,
     )
 
 

@@ -2,6 +2,6 @@
 
 import sys
 
-from plumb import cli
+from plumb import entry
 
-sys.exit(cli.main())
+sys.exit(entry.main())

@@ -13,10 +13,7 @@ from pathlib import Path
 from plumb import DEFAULT_SCHEDULER_NAME, __version__, explain, leader, replay
 from plumb import scheduler as scheduler_module
 from plumb.app import configuring, debug, running
-from plumb.bench import running as bench_running
 from plumb.bench import workloads as bench_workloads
-from plumb.controlplane import building
-from plumb.controlplane import running as controlplane
 from plumb.k8s import credentials as credentials_module
 from plumb.observability import logs, trace
 
@@ -313,6 +310,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _cluster(args: argparse.Namespace, directory: Path) -> int:
+    from plumb.controlplane import building
+    from plumb.controlplane import running as controlplane
     from plumb.localnode import running as localnode
 
     action: str = args.action
@@ -383,6 +382,8 @@ def _cluster_image(directory: Path, *, context: Path | None, name: str) -> int:
 
 
 def _cluster_up(directory: Path, *, node: bool, scheduler: bool) -> int:
+    from plumb.controlplane import building
+    from plumb.controlplane import running as controlplane
     from plumb.localnode import running as localnode
 
     existing = controlplane.load(directory)
@@ -409,12 +410,22 @@ def _cluster_up(directory: Path, *, node: bool, scheduler: bool) -> int:
     return 0
 
 
+def _setup_errors() -> tuple[type[Exception], ...]:
+    """What building or starting a local cluster raises, for a one-line error."""
+    from plumb.controlplane import building
+    from plumb.controlplane import running as controlplane
+
+    return (building.BuildError, controlplane.ControlPlaneError)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    # The cluster, demo and bench commands import their modules when run: ``plumb run``, the
+    # scheduler, is left with what it uses (a faster start, a smaller resident set).
     args = _parser().parse_args(argv)
     if args.command == "cluster":
         try:
             return _cluster(args, args.dir or default_cluster_dir())
-        except (building.BuildError, controlplane.ControlPlaneError) as error:
+        except _setup_errors() as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
     if args.command == "demo":
@@ -424,7 +435,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         try:
             return demo.main(keep_running=args.keep_running, node=args.node)
-        except (building.BuildError, controlplane.ControlPlaneError) as error:
+        except _setup_errors() as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
     if args.command == "explain":
@@ -439,6 +450,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             kernel_name=args.kernel,
         )
     if args.command == "bench":
+        from plumb.bench import running as bench_running
+
         bench_settings = bench_running.Settings(
             out=args.out,
             quick=args.quick,
@@ -448,9 +461,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             command=" ".join(["plumb", *(sys.argv[1:] if argv is None else argv)]),
             kernel_only=args.kernel_only,
         )
+        refused: tuple[type[Exception], ...] = (ValueError, *_setup_errors())
         try:
             return bench_running.main(bench_settings)
-        except (ValueError, building.BuildError, controlplane.ControlPlaneError) as error:
+        except refused as error:
             print(f"error: {error}", file=sys.stderr)
             return 1
     logs.configure(args.log_level, args.log_format)

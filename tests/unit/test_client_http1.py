@@ -194,12 +194,12 @@ async def test_a_broken_answer_raises_a_transport_error(answer: bytes) -> None:
 
 def test_tls_connections_get_the_smaller_read_buffer() -> None:
     """asyncio's SSL protocol allocates its whole read buffer per connection: plumb asks for
-    64 KiB instead of 256 KiB (a hundred connections held 27 MiB)."""
+    32 KiB instead of 256 KiB (a hundred connections held 27 MiB)."""
     import asyncio.sslproto
 
     before = asyncio.sslproto.SSLProtocol.max_size
     try:
         k8s_client.limit_tls_buffers()
-        assert asyncio.sslproto.SSLProtocol.max_size == k8s_client.TLS_READ_BUFFER == 64 * 1024
+        assert asyncio.sslproto.SSLProtocol.max_size == k8s_client.TLS_READ_BUFFER == 32 * 1024
     finally:
         asyncio.sslproto.SSLProtocol.max_size = before

@@ -333,7 +333,7 @@ class HttpError(Exception):
     """The server's answer broke HTTP/1.1, or the connection closed before it was whole."""
 
 
-TLS_READ_BUFFER = 64 * 1024
+TLS_READ_BUFFER = 32 * 1024
 """Bytes each TLS connection reads into at a time (asyncio's default is 256 KiB)."""
 
 
@@ -343,7 +343,8 @@ def limit_tls_buffers(size: int = TLS_READ_BUFFER) -> None:
     asyncio allocates (and fills with zeros) its whole read buffer per TLS connection, 256 KiB
     by default. plumb holds about a hundred connections (a binding or an event in flight each,
     plus aiohttp's), so that was 27 MiB of resident memory, a fifth of plumb's peak on 500
-    nodes (docs/performance.md). 64 KiB still takes a watch's largest reads in a few calls.
+    nodes (docs/performance.md). 32 KiB is two TLS records (at most 16 KiB each) per read:
+    64 KiB held 5 MiB more at the peak, for reads a watch makes a few more of.
     The size is a class attribute of asyncio's SSL protocol (Python 3.11 and later)."""
     protocol = getattr(asyncio.sslproto, "SSLProtocol", None)
     if protocol is not None and hasattr(protocol, "max_size"):

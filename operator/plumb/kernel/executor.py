@@ -32,7 +32,7 @@ class Kernel(Protocol):
 
 
 class Warmer(Protocol):
-    def __call__(self) -> None: ...
+    def __call__(self) -> float | None: ...
 
 
 class KernelExecutor:
@@ -65,10 +65,11 @@ class KernelExecutor:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, work, self._kernel)
 
-    async def warm_up(self) -> None:
-        """Compile or load the kernel now, on its thread, so the first real pod does not wait."""
+    async def warm_up(self) -> float | None:
+        """Compile or load the kernel now, on its thread, so the first real pod does not wait;
+        what the warmer answers (compiled.warm_up: the seconds its first call took)."""
         loop = asyncio.get_running_loop()
-        await loop.run_in_executor(self._pool, self._warm_up)
+        return await loop.run_in_executor(self._pool, self._warm_up)
 
     def close(self) -> None:
         """Wait for the batch in progress, if any, and stop the thread."""

@@ -139,6 +139,11 @@ class Cache:
         placed = self._pods.get(uid)
         return placed.node if placed else None
 
+    def pod(self, uid: str) -> objects.PodInfo | None:
+        """The pod as placed (assumed or bound), if it is."""
+        placed = self._pods.get(uid)
+        return placed.pod if placed else None
+
     def assume(self, pod: objects.PodInfo, node: str) -> None:
         if pod.uid in self._pods:
             raise CacheError(f"pod {pod.key} ({pod.uid}) is already in the cache; not assuming it")

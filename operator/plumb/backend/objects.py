@@ -99,6 +99,10 @@ class PodInfo:
     preempted: bool = dataclasses.field(default=False, compare=False)
     # The claims of its volumes, in spec order (the volume plugins read them).
     claims: tuple[PodClaim, ...] = ()
+    # metadata.generation: the API server counts each change of the spec in it, but not a
+    # binding (nor a label or status change); 0 where it is not set. Not compared: equal
+    # generations mean the spec-derived fields above are equal.
+    generation: int = dataclasses.field(default=0, compare=False)
 
     @property
     def key(self) -> str:
@@ -257,11 +261,24 @@ def rfc3339(text: str) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_pod(body: Mapping[str, Any]) -> PodInfo:
-    """A PodInfo from a pod body; an unusable spec is recorded in ``problem``, never raised."""
+def parse_pod(body: Mapping[str, Any], known: PodInfo | None = None) -> PodInfo:
+    """A PodInfo from a pod body; an unusable spec is recorded in ``problem``, never raised.
+
+    ``known``: the same pod as last parsed. When its generation and labels are this body's,
+    the spec has not changed since (a binding, a status or an annotation change: most of a
+    pod's events), and what is read from the spec is taken from it rather than parsed again.
+    """
     metadata = body.get("metadata") or {}
     spec = body.get("spec") or {}
     status = body.get("status") or {}
+    if known is not None and known.generation:
+        generation = metadata.get("generation")
+        if (
+            generation == known.generation
+            and metadata.get("uid") == known.uid
+            and _labels(metadata) == known.labels
+        ):
+            return _respecified(known, metadata, spec, status)
     problems = []
     nonzero, incoming = (DEFAULT_MILLI_CPU, DEFAULT_MEMORY), None
     try:
@@ -281,10 +298,6 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
     except (specs.SpecError, ValueError, TypeError, KeyError) as error:
         scheduling = specs.NO_CONSTRAINTS
         problems.append(f"unusable scheduling constraints: {error}")
-    owner = None
-    for reference in metadata.get("ownerReferences") or ():
-        if reference.get("controller"):
-            owner = (str(reference.get("kind", "")), str(reference.get("name", "")))
     return PodInfo(
         uid=str(metadata.get("uid", "")),
         namespace=namespace,
@@ -302,7 +315,7 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         gated=bool(spec.get("schedulingGates")),
         labels=_labels(metadata),
         scheduling=scheduling,
-        owner=owner,
+        owner=_owner(metadata),
         images=_images(spec),
         problem="; ".join(problems) or None,
         scheduled_condition=_pod_scheduled(status),
@@ -312,7 +325,42 @@ def parse_pod(body: Mapping[str, Any]) -> PodInfo:
         start_time=str(status.get("startTime") or ""),
         preempted=_preempted(status),
         claims=_claims(spec, str(metadata.get("name", ""))),
+        generation=_generation(metadata),
     )
+
+
+def _respecified(
+    known: PodInfo, metadata: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]
+) -> PodInfo:
+    """``known`` with what a body may change without changing its generation read again:
+    the node a binding sets, the metadata and the status."""
+    return dataclasses.replace(
+        known,
+        node_name=str(spec.get("nodeName") or ""),
+        resource_version=str(metadata.get("resourceVersion") or ""),
+        terminal=status.get("phase") in TERMINAL_PHASES,
+        deleting=metadata.get("deletionTimestamp") is not None,
+        owner=_owner(metadata),
+        scheduled_condition=_pod_scheduled(status),
+        qos=_qos(spec, status),
+        nominated_node=str(status.get("nominatedNodeName") or ""),
+        start_time=str(status.get("startTime") or ""),
+        preempted=_preempted(status),
+    )
+
+
+def _generation(metadata: Mapping[str, Any]) -> int:
+    generation = metadata.get("generation")
+    return generation if isinstance(generation, int) and not isinstance(generation, bool) else 0
+
+
+def _owner(metadata: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(kind, name) of the controller owning the object (the last one, as before)."""
+    owner = None
+    for reference in metadata.get("ownerReferences") or ():
+        if reference.get("controller"):
+            owner = (str(reference.get("kind", "")), str(reference.get("name", "")))
+    return owner
 
 
 def _claims(spec: Mapping[str, Any], pod_name: str) -> tuple[PodClaim, ...]:

@@ -317,6 +317,11 @@ class SchedulingQueue:
     def __contains__(self, uid: object) -> bool:
         return uid in self._entries
 
+    def pod(self, uid: str) -> objects.PodInfo | None:
+        """The pod as the queue holds it, if it does."""
+        entry = self._entries.get(uid)
+        return entry.pod if entry is not None else None
+
     def where(self, uid: str) -> Where | None:
         entry = self._entries.get(uid)
         return entry.where if entry else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -75,7 +76,9 @@ class ClusterFeed:
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A pod was listed, added, modified or deleted."""
-        pod = _read("Pod", body, objects.parse_pod)
+        uid = str((body.get("metadata") or {}).get("uid", ""))
+        known = self.cache.pod(uid) or self.queue.pod(uid)
+        pod = _read("Pod", body, functools.partial(objects.parse_pod, known=known))
         if pod is not None:
             self._pod_event(event_type, pod)
 

@@ -232,6 +232,25 @@ def test_the_watch_confirming_an_assumed_pod_keeps_the_decided_record(
     assert placed.pod is relabelled
 
 
+def test_the_watch_confirming_an_assumed_pod_leaves_the_snapshot_as_it_was(
+    two_nodes: cache.Cache,
+) -> None:
+    # The room the pod takes is the same before and after: the next batch reuses the
+    # snapshot rather than copying the node table again.
+    two_nodes.assume(pod(make_pod("web").req(cpu="1"), "u1"), "n1")
+    before = two_nodes.snapshot()
+    two_nodes.add_pod(pod(make_pod("web").req(cpu="1").node("n1"), "u1"))
+    after = two_nodes.snapshot()
+    assert after.generation == before.generation
+    assert used(two_nodes) == {"n1": 1000, "n2": 0}
+    # A confirmation that changes what the pod asks for does take a new snapshot.
+    two_nodes.assume(pod(make_pod("api").req(cpu="1"), "u2"), "n2")
+    assumed = two_nodes.snapshot()
+    two_nodes.add_pod(pod(make_pod("api").req(cpu="2").node("n2"), "u2"))
+    assert two_nodes.snapshot().generation != assumed.generation
+    assert used(two_nodes) == {"n1": 1000, "n2": 2000}
+
+
 def test_the_cache_keeps_no_trace_of_pods_and_nodes_it_no_longer_holds(
     two_nodes: cache.Cache,
 ) -> None:

@@ -165,10 +165,16 @@ class Cache:
             self.journal.note(journal_module.Unplace(uid=pod.uid))
         elif before.state is PodState.ASSUMED and before.node == pod.node_name:
             self.journal.note(journal_module.Restate(uid=pod.uid, state=before.state))
-            if before.pod == dataclasses.replace(pod, node_name=before.pod.node_name):
-                # Only spec.nodeName differs: keep the record the scheduler decided on (its
-                # kernel run keeps it too, for replay) rather than hold two copies of the pod.
-                pod = before.pod
+            if objects.same_but_node(before.pod, pod):
+                # The watch confirms our binding and nothing else: the pod's room on the node
+                # is what it was, only its state changes. The record the scheduler decided on
+                # stays (its kernel run keeps it too, for replay): no second copy of the pod.
+                self._touch_pod(pod.uid)
+                self._pods[pod.uid] = journal_module.Placed(
+                    pod=before.pod, node=node, state=PodState.ADDED
+                )
+                self._assumed -= 1
+                return
         else:
             self.journal.note(journal_module.Replace(placed=before))
         if before is not None:

@@ -329,6 +329,11 @@ def parse_pod(body: Mapping[str, Any], known: PodInfo | None = None) -> PodInfo:
     )
 
 
+def same_but_node(left: PodInfo, right: PodInfo) -> bool:
+    """Whether the two are equal (as PodInfo compares) but for ``node_name``."""
+    return all(getattr(left, name) == getattr(right, name) for name in _COMPARED_BUT_NODE)
+
+
 def _respecified(
     known: PodInfo, metadata: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]
 ) -> PodInfo:
@@ -499,3 +504,10 @@ def parse_node(body: Mapping[str, Any]) -> NodeInfo:
         problem=problem,
         images=_node_images(status),
     )
+
+
+_COMPARED_BUT_NODE = tuple(
+    field.name
+    for field in dataclasses.fields(PodInfo)
+    if field.compare and field.name != "node_name"
+)

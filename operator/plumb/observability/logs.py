@@ -41,6 +41,11 @@ def configure(level: str, log_format: str = JSON) -> None:
         raise ValueError(f"log format {log_format!r} is not one of {', '.join(FORMATS)}")
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter() if log_format == JSON else PlainFormatter())
+    # Neither format shows the thread or the process: a record (one per decision) need not
+    # look them up (logging's documented optimisation).
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
     logging.basicConfig(level=level.upper(), handlers=[handler])
     if level.lower() != "debug":
         logging.getLogger("kopf").setLevel(logging.WARNING)

@@ -41,8 +41,8 @@ import enum
 import functools
 import hashlib
 import json
-from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, TypeVar
 
 import orjson
 
@@ -422,11 +422,16 @@ def _jsonable(value: object) -> Any:
     """What ``json`` cannot encode itself, as something it can (it recurses into the result)."""
     if isinstance(value, enum.Enum):
         return value.value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        try:
-            return _shared(cast(Hashable, value))
-        except TypeError:  # holds a dict: not hashable, not shared
-            return _fields(value)
+    kind = type(value)
+    if dataclasses.is_dataclass(kind) and not isinstance(value, type):
+        if kind not in _UNSHARED:
+            try:
+                return _shared(value)
+            except TypeError:  # holds a dict: not hashable, not shared
+                # Not tried again for this type (a pod record never is: its requests are a
+                # mapping); the bytes are the same either way, only the caching is lost.
+                _UNSHARED.add(kind)
+        return _fields(value)
     if isinstance(value, Mapping):
         return dict(value)
     if isinstance(value, set | frozenset):
@@ -434,8 +439,17 @@ def _jsonable(value: object) -> Any:
     raise TypeError(f"{type(value).__name__} has no canonical JSON form: {value!r:.100}")
 
 
+_UNSHARED: set[type] = set()  # dataclasses whose instances could not be hashed
+_COMPARED: dict[type, tuple[str, ...]] = {}  # each dataclass's compared fields
+
+
 def _fields(value: Any) -> dict[str, Any]:
-    return {f.name: getattr(value, f.name) for f in dataclasses.fields(value) if f.compare}
+    kind = type(value)
+    names = _COMPARED.get(kind)
+    if names is None:
+        names = tuple(f.name for f in dataclasses.fields(value) if f.compare)
+        _COMPARED[kind] = names
+    return {name: getattr(value, name) for name in names}
 
 
 @functools.lru_cache(maxsize=4096)

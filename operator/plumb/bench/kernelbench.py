@@ -16,8 +16,6 @@ import time
 from typing import Any
 
 MODULE = "plumb.kernel.benchmarking"
-BATCH_SIZE = 32
-"""Pods per batch call, as the scheduler pops them (its DEFAULT_BATCH)."""
 TIMEOUT_SECONDS = 1800.0
 
 
@@ -79,12 +77,13 @@ def run(
     selected: tuple[Size, ...] | list[Size],
     *,
     repeats: int,
-    batch_size: int = BATCH_SIZE,
+    batch_size: int | None = None,
     timeout: float = TIMEOUT_SECONDS,
 ) -> list[KernelFigures]:
     """Measure every size in a child process; the child's stderr passes through to ours."""
     command = [sys.executable, "-m", MODULE, "--repeats", str(repeats)]
-    command += ["--batch-size", str(batch_size)]
+    if batch_size is not None:  # else the scheduler's batch, which the child knows
+        command += ["--batch-size", str(batch_size)]
     for size in selected:
         command += ["--size", f"{size.nodes}:{size.pods}:{size.reference_pods}"]
     started = time.monotonic()
@@ -136,7 +135,7 @@ METHOD = (
 
 def table(rows: list[dict[str, Any]]) -> list[str]:
     """The markdown table of the micro-benchmark's figures (as_dict's), a row per size."""
-    batch = rows[0]["batch_size"] if rows else BATCH_SIZE
+    batch = rows[0]["batch_size"] if rows else "-"
     lines = [
         f"| nodes | numba, one pod per call (µs/pod) | numba, batches of {batch} (µs/pod) "
         "| reference (µs/pod) | speed-up vs reference, one pod per call | "

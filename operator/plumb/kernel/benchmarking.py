@@ -40,13 +40,13 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from plumb.kernel import compiled, reference
+from plumb.kernel import compiled, executor, reference
 from plumb.kernel import contract as c
 
 GI = 1 << 30
 MI = 1 << 20
 ZONES = 5
-BATCH_SIZE = 32
+BATCH_SIZE = executor.BATCH
 """Pods per batch call: what the scheduler pops per cycle (scheduler.DEFAULT_BATCH)."""
 RESIDENTS_PER_NODE = 4
 

@@ -25,6 +25,12 @@ from plumb.kernel import compiled, contract
 T = TypeVar("T")
 INLINE_PAIRS = 20_000
 """A batch of at most this many (node, pod) pairs is decided on the event loop's thread."""
+BATCH = 128
+"""Pods decided per kernel call at most: the scheduler's batch (scheduler.DEFAULT_BATCH) and
+the kernel micro-benchmark's. A backlog goes in batches this big: the work done once per batch
+(the cluster's arrays, the snapshot) is shared by more pods, and such a batch runs on the
+kernel's thread while the loop sends the bindings already decided (a drain of 2,000 pods:
+docs/performance.md)."""
 
 
 class Kernel(Protocol):

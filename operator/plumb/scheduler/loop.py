@@ -32,13 +32,14 @@ from plumb.framework.plugins import podtopologyspread
 from plumb.framework.plugins import volumes as volume_plugins
 from plumb.framework.preempting import NO_CLAIMS
 from plumb.kernel import contract
+from plumb.kernel import executor as kernel_executor
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
 from plumb.scheduler import counting, feed, preempting, profiles
 
 KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
-DEFAULT_BATCH = 32
+DEFAULT_BATCH = kernel_executor.BATCH
 STALLED_CYCLE_SECONDS = 60.0
 """A batch still being decided after this long means the loop is stuck (liveness fails)."""
 

@@ -242,6 +242,22 @@ def bound(client: kube.Kube, namespace: str) -> int:
         return 0
 
 
+def wait_traced(plumb: Plumb, pods: set[str]) -> dict[str, JSON]:
+    """Waits for a Scheduled trace line for each of pods (namespace/name) and returns them by
+    pod. plumb writes the line once the binding is answered, so the API server may show a pod
+    bound a moment before its line is in the log."""
+
+    def traced() -> dict[str, JSON]:
+        return {
+            str(line["pod"]): line
+            for line in plumb.lines()
+            if line.get("result") == "Scheduled" and line.get("pod") in pods
+        }
+
+    wait_until(f"a Scheduled trace line for {len(pods)} pods", lambda: traced().keys() == pods, 60)
+    return traced()
+
+
 def wait_all_bound(client: kube.Kube, namespace: str, plumb: Plumb, count: int) -> None:
     """Waits until count pods of namespace are bound; on a timeout, says which are not and what
     plumb last traced for each."""

@@ -203,11 +203,8 @@ def test_policies_listed_through_errors_at_startup_still_govern_the_first_pods(
 
         placed = Counter(p["spec"]["nodeName"] for p in client.pods(namespace))
         assert placed == {f"{node_prefix}-a": 2, f"{node_prefix}-b": 2}, placed
-        traced = {
-            line["pod"]: line.get("policy")
-            for line in plumb.lines()
-            if line.get("result") == "Scheduled"
-        }
+        pods = {f"{namespace}/{name}" for name in names}
+        traced = {pod: line.get("policy") for pod, line in harness.wait_traced(plumb, pods).items()}
         governed = f"{namespace}/web-spread"
-        assert traced == {f"{namespace}/{name}": governed for name in names}, traced
+        assert traced == dict.fromkeys(pods, governed), traced
         assert plumb.stop() == 0

@@ -17,10 +17,11 @@ import asyncio
 import asyncio.sslproto
 import contextlib
 import dataclasses
+import functools
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -121,7 +122,7 @@ class ApiClient:
             await self._session.close()
             self._session = None
         if self._pool is not None:
-            self._pool.close()
+            await self._pool.close()
             self._pool = None
 
     async def request(
@@ -366,6 +367,7 @@ class Http1Pool:
         self._ssl = ssl_context if self._tls else None
         self._authority = url.netloc.encode("ascii")
         self._idle: list[_Http1Connection] = []
+        self._open: set[_Http1Connection] = set()  # until each is lost
         self._slots = asyncio.Semaphore(limit)
         self._closed = False
 
@@ -406,32 +408,42 @@ class Http1Pool:
                 return connection
             connection.close()  # closed by the server, or out of step, while it was idle
         loop = asyncio.get_running_loop()
+        opened = functools.partial(_Http1Connection, self._open.discard)
         if self._ssl is not None:
             _transport, connection = await loop.create_connection(
-                _Http1Connection,
+                opened,
                 self._host,
                 self._port,
                 ssl=self._ssl,
                 server_hostname=self._host,
             )
         else:
-            _transport, connection = await loop.create_connection(
-                _Http1Connection, self._host, self._port
-            )
+            _transport, connection = await loop.create_connection(opened, self._host, self._port)
+        self._open.add(connection)
         return connection
 
-    def close(self) -> None:
-        """Closes the idle connections now, those in use when their request ends."""
+    async def close(self, *, within: float = 5.0) -> None:
+        """Closes the idle connections now, those in use when their request ends, and waits
+        (``within`` seconds at most) until every socket is closed: a socket still open when
+        its event loop ends is never closed, and the interpreter warns of it."""
         self._closed = True
         while self._idle:
             self._idle.pop().close()
+        lost = [connection.lost for connection in self._open]
+        if lost:
+            await asyncio.wait(lost, timeout=within)
 
 
 class _Http1Connection(asyncio.Protocol):
     """One HTTP/1.1 connection's reading side: parses the answer to the request in flight as
-    its bytes arrive (Content-Length, chunked, or up to the end of the connection)."""
+    its bytes arrive (Content-Length, chunked, or up to the end of the connection).
 
-    def __init__(self) -> None:
+    Closing aborts the transport: the socket closes at once, with no TLS close_notify
+    exchange to wait for (nothing is left to send once an answer is read or given up)."""
+
+    def __init__(self, on_lost: Callable[[_Http1Connection], None]) -> None:
+        self._on_lost = on_lost
+        self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
         self._waiter: asyncio.Future[tuple[int, dict[str, str], bytes]] | None = None
@@ -493,6 +505,9 @@ class _Http1Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._open = False
+        self._on_lost(self)
+        if not self.lost.done():
+            self.lost.set_result(None)
         if self._waiter is not None and not self._waiter.done():
             self._waiter.set_exception(
                 HttpError(f"the connection was lost: {exc}" if exc else "the connection closed")
@@ -501,7 +516,7 @@ class _Http1Connection(asyncio.Protocol):
     def close(self) -> None:
         self._open = False
         if self._transport is not None:
-            self._transport.close()
+            self._transport.abort()
 
     def _parse(self) -> tuple[int, dict[str, str], bytes] | None:
         """The whole answer once it is in, else None (and what there is kept for later)."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 import collections
 import dataclasses
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -134,3 +135,42 @@ def test_both_schedulers_bind_six_of_seven_pods_two_per_node(
     assert message is not None
     assert message.startswith("0/3 nodes are available: 3 Insufficient cpu."), message
     assert schedulers.overcommitted(kube_client, namespace, nodes) == []
+
+
+def test_both_schedulers_give_a_freed_node_to_the_pods_that_waited_longest(
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    scheduler: schedulers.Runner,
+) -> None:
+    # Four pods created in a burst (creationTimestamp has whole seconds: they share one or
+    # two) all fail: no node has their label. When a node gets it, it has room for two, and
+    # both schedulers give it to the first two: kube-scheduler's queue orders by its own
+    # nanosecond timestamp of each failure, never by anything random such as the uid.
+    node = add_node(builders.make_node(f"{namespace}-n").capacity(cpu="2", memory="4Gi"))
+    names = [f"p{i}" for i in range(4)]
+    for name in names:
+        kube_client.create_pod(
+            scheduler.pod(name, namespace)
+            .node_selector("plumb.test/ready", namespace)
+            .req(cpu="800m")
+            .obj()
+        )
+    assert set(schedulers.wait_settled(kube_client, namespace, names).values()) == {None}
+    # Past both schedulers' 1 s backoff after a first failure: the node's change sends all four
+    # back to the active queue at once, and its order alone decides.
+    time.sleep(2)
+
+    kube_client.patch_node(node, {"metadata": {"labels": {"plumb.test/ready": namespace}}})
+
+    def bound() -> dict[str, str] | None:
+        placed = {
+            p["metadata"]["name"]: p["spec"]["nodeName"]
+            for p in kube_client.pods(namespace)
+            if p["spec"].get("nodeName")
+        }
+        return placed if len(placed) >= 2 else None
+
+    placed = kube.wait_for("two pods bound on the labelled node", bound, timeout=60)
+    assert placed == {"p0": node, "p1": node}
+    assert schedulers.overcommitted(kube_client, namespace, [node]) == []

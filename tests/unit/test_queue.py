@@ -90,14 +90,34 @@ async def fail_unschedulable(q: SchedulingQueue, name: str) -> Entry:
 # Order ----------------------------------------------------------------------------------------
 
 
-async def test_pop_order_is_priority_then_age_then_uid(q: SchedulingQueue) -> None:
+async def test_pop_order_is_priority_then_age_then_arrival(q: SchedulingQueue) -> None:
     q.add(pending("low", priority=0, created="2024-01-01T00:00:00Z"))
     q.add(pending("negative", priority=-5, created="2023-01-01T00:00:00Z"))
     q.add(pending("high-new", priority=10, created="2024-01-01T00:05:00Z"))
     q.add(pending("mid-b", uid="b", priority=5, created="2024-01-01T00:02:00Z"))
     q.add(pending("high-old", priority=10, created="2024-01-01T00:01:00Z"))
     q.add(pending("mid-a", uid="a", priority=5, created="2024-01-01T00:02:00Z"))
-    assert await pop_names(q) == ["high-old", "high-new", "mid-a", "mid-b", "low", "negative"]
+    assert await pop_names(q) == ["high-old", "high-new", "mid-b", "mid-a", "low", "negative"]
+
+
+async def test_pods_created_within_one_second_pop_in_the_order_they_arrived(
+    q: SchedulingQueue,
+) -> None:
+    # creationTimestamp has whole seconds: a burst shares one. kube-scheduler's queue timestamp
+    # is its own clock at the add, so the burst goes in the order the watch delivered it (the
+    # order of creation); a uid tie-break would pop it in a random order.
+    names = [f"burst-{i}" for i in range(6)]
+    for name, uid in zip(names, ["f", "b", "e", "a", "d", "c"], strict=True):
+        q.add(pending(name, uid=uid, created="2024-01-01T00:00:00Z"))
+    q.add(pending("earlier", uid="z", created="2023-12-31T23:59:59Z"))  # listed late, older
+    assert await pop_names(q) == ["earlier", *names]
+
+
+async def test_an_update_keeps_a_pods_place_in_line(q: SchedulingQueue) -> None:
+    q.add(pending("first", uid="b", created="2024-01-01T00:00:00Z"))
+    q.add(pending("second", uid="a", created="2024-01-01T00:00:00Z"))
+    q.add(pending("first", uid="b", created="2024-01-01T00:00:00Z", cpu="2"))  # in place
+    assert await pop_names(q) == ["first", "second"]
 
 
 async def test_popped_pod_is_in_flight_and_counted(q: SchedulingQueue) -> None:
@@ -244,8 +264,8 @@ async def test_a_move_for_one_namespace_leaves_the_others_waiting(
     shop = dataclasses.replace(pending("web"), namespace="shop")
     q.add(shop)
     q.add(pending("db"))
-    await fail_unschedulable(q, "db")
     await fail_unschedulable(q, "web")
+    await fail_unschedulable(q, "db")
     clock.advance(60)
     q.move_all(namespace="shop")
     assert q.where("uid-web") is Where.ACTIVE

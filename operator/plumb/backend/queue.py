@@ -1,10 +1,13 @@
 """The scheduling queue: activeQ, backoffQ and the unschedulable pool, one entry per pod.
 
-- activeQ pops by (priority desc, time in line asc, uid), as kube-scheduler's PrioritySort: a
-  pod's time in line is its creationTimestamp until an attempt fails, then the time it failed
-  (kube-scheduler refreshes its queue timestamp on each failure), so a pod tried again goes
-  behind the pods that arrived before it failed, and a flood of unschedulable pods tried over
-  and over cannot starve newer ones.
+- activeQ pops by (priority desc, time in line asc, place in line asc), as kube-scheduler's
+  PrioritySort: a pod's time in line is its creationTimestamp until an attempt fails, then the
+  time it failed (kube-scheduler refreshes its queue timestamp on each failure), so a pod tried
+  again goes behind the pods that arrived before it failed, and a flood of unschedulable pods
+  tried over and over cannot starve newer ones. Both times have whole seconds, so pods of one
+  second go in the order they entered the line (arrived from the watch, or failed), as
+  kube-scheduler's nanosecond queue timestamps order them; never by uid, which would pop the
+  pods a burst creates within a second in a random order.
 - backoffQ holds pods whose last attempt failed for a reason that may pass by itself (a failed
   bind); they wait 1 s, doubling per attempt up to 10 s (``Backoff``: a configuration's
   podInitialBackoffSeconds and podMaxBackoffSeconds), then go back to activeQ.
@@ -83,6 +86,8 @@ class Entry:
     plugins: frozenset[str] = frozenset()
     # When its last attempt failed (creationTimestamp's form), "" before any: its time in line.
     failed_at: str = ""
+    # Its place in line among pods of the same time in line: taken on arrival and on a failure.
+    line: int = 0
 
 
 class SchedulingQueue:
@@ -99,7 +104,7 @@ class SchedulingQueue:
         self._wall = wall  # the failure times activeQ orders by, comparable to creationTimestamp
         self.backoff_policy = backoff  # replaced on a configuration reload
         self._entries: dict[str, Entry] = {}
-        self._active: list[tuple[int, str, str, int]] = []
+        self._active: list[tuple[int, str, int, str, int]] = []
         self._backoff: list[tuple[float, int, str]] = []
         # Insertion order is the order pods became unschedulable, so the oldest is first.
         self._unschedulable: dict[str, Entry] = {}
@@ -110,6 +115,7 @@ class SchedulingQueue:
         # The newest version the watch reported of pods being bound (see update_assumed).
         self._assumed_updates: dict[str, objects.PodInfo] = {}
         self._seq = 0
+        self._line = 0  # the last place in line given
         self._wakeup = asyncio.Event()
 
     # Feeding -------------------------------------------------------------------------------
@@ -120,6 +126,7 @@ class SchedulingQueue:
         entry = self._entries.get(pod.uid)
         if entry is None:
             entry = Entry(pod=pod, where=Where.GATED, first_enqueued=now, since=now)
+            entry.line = self._next_in_line()
             self._entries[pod.uid] = entry
             self._to_active_or_gated(entry)
             return
@@ -219,7 +226,7 @@ class SchedulingQueue:
 
     def _peek_active(self) -> Entry | None:
         while self._active:
-            _, _, uid, seq = self._active[0]
+            *_, uid, seq = self._active[0]
             entry = self._entries.get(uid)
             if entry is not None and entry.seq == seq and entry.where is Where.ACTIVE:
                 return entry
@@ -255,7 +262,7 @@ class SchedulingQueue:
         if entry is None or entry.where is not Where.IN_FLIGHT:
             return
         entry.plugins = plugins
-        entry.failed_at = self._stamp()
+        self._failed(entry)
         if entry.updated_in_flight or self._helped_in_flight(entry):
             self._after_backoff(entry)
             return
@@ -268,7 +275,7 @@ class SchedulingQueue:
         """The attempt failed for a passing reason (a failed bind): retry after a backoff."""
         entry = self._entries.get(uid)
         if entry is not None and entry.where is Where.IN_FLIGHT:
-            entry.failed_at = self._stamp()
+            self._failed(entry)
             self._after_backoff(entry)
 
     def retry(self, entry: Entry) -> None:
@@ -287,7 +294,7 @@ class SchedulingQueue:
             entry.pod = newest
         self._entries[entry.pod.uid] = entry
         entry.where = Where.IN_FLIGHT
-        entry.failed_at = self._stamp()
+        self._failed(entry)
         self._after_backoff(entry)
 
     def sweep(self, listed: set[str], started: float) -> int:
@@ -369,8 +376,17 @@ class SchedulingQueue:
         self._landed(entry.pod.uid)
         pod = entry.pod
         in_line = entry.failed_at or pod.creation_timestamp
-        heapq.heappush(self._active, (-pod.priority, in_line, pod.uid, entry.seq))
+        heapq.heappush(self._active, (-pod.priority, in_line, entry.line, pod.uid, entry.seq))
         self._wakeup.set()
+
+    def _next_in_line(self) -> int:
+        self._line += 1
+        return self._line
+
+    def _failed(self, entry: Entry) -> None:
+        """The attempt failed: the pod's time in line is now, behind every pod already in line."""
+        entry.failed_at = self._stamp()
+        entry.line = self._next_in_line()
 
     def _stamp(self) -> str:
         """Now, in the form the API server writes creationTimestamp (whole seconds, UTC)."""

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -26,17 +26,43 @@ class PopulateError(RuntimeError):
 # Deleting 11,000 pods in one request takes the API server well over the client's usual 30 s
 # on 2 cores (the large workload timed out there).
 DELETE_TIMEOUT = 300.0
+GATEWAY_TIMEOUT = 504
+
+
+def _refused(method: str, path: str, response: k8s_client.ApiResponse) -> PopulateError:
+    return PopulateError(
+        f"{method} {path}: HTTP {response.status}: {response.message()}; is the control "
+        f"plane healthy and empty of a previous bench run?"
+    )
 
 
 async def _checked(api: k8s_client.ApiClient, method: str, path: str, **kwargs: Any) -> JSON:
     response = await api.request(method, path, **kwargs)
     if not response.ok:
-        raise PopulateError(
-            f"{method} {path}: HTTP {response.status}: {response.message()}; is the control "
-            f"plane healthy and empty of a previous bench run?"
-        )
+        raise _refused(method, path, response)
     body: JSON = response.body if isinstance(response.body, dict) else {}
     return body
+
+
+async def _delete_collection(
+    api: k8s_client.ApiClient, path: str, params: Mapping[str, str]
+) -> None:
+    """DELETE a collection, asked again while the API server answers 504: its own request
+    timeout (a minute) cuts a deletion of 30,000 pods short, and what it deleted stays deleted.
+    """
+    deadline = time.monotonic() + DELETE_TIMEOUT
+    while True:
+        response = await api.request(
+            "DELETE",
+            path,
+            params=params,
+            body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
+            request_timeout=DELETE_TIMEOUT,
+        )
+        if response.ok:
+            return
+        if response.status != GATEWAY_TIMEOUT or time.monotonic() > deadline:
+            raise _refused("DELETE", path, response)
 
 
 async def create_namespace(api: k8s_client.ApiClient, name: str) -> None:
@@ -102,21 +128,8 @@ async def delete_run(api: k8s_client.ApiClient, namespace: str, node_selector: s
 
     The namespace itself stays: without kube-controller-manager nothing would finish deleting it.
     """
-    await _checked(
-        api,
-        "DELETE",
-        f"/api/v1/namespaces/{quote(namespace)}/pods",
-        body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
-        request_timeout=DELETE_TIMEOUT,
-    )
-    await _checked(
-        api,
-        "DELETE",
-        "/api/v1/nodes",
-        params={"labelSelector": node_selector},
-        body={"apiVersion": "v1", "kind": "DeleteOptions", "gracePeriodSeconds": 0},
-        request_timeout=DELETE_TIMEOUT,
-    )
+    await _delete_collection(api, f"/api/v1/namespaces/{quote(namespace)}/pods", {})
+    await _delete_collection(api, "/api/v1/nodes", {"labelSelector": node_selector})
     deadline = time.monotonic() + 120
     while True:
         pods = await list_pods(api, namespace)

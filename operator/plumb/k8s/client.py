@@ -17,11 +17,10 @@ import asyncio
 import asyncio.sslproto
 import contextlib
 import dataclasses
-import functools
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -408,18 +407,20 @@ class Http1Pool:
                 return connection
             connection.close()  # closed by the server, or out of step, while it was idle
         loop = asyncio.get_running_loop()
-        opened = functools.partial(_Http1Connection, self._open.discard)
         if self._ssl is not None:
             _transport, connection = await loop.create_connection(
-                opened,
+                _Http1Connection,
                 self._host,
                 self._port,
                 ssl=self._ssl,
                 server_hostname=self._host,
             )
         else:
-            _transport, connection = await loop.create_connection(opened, self._host, self._port)
+            _transport, connection = await loop.create_connection(
+                _Http1Connection, self._host, self._port
+            )
         self._open.add(connection)
+        connection.lost.add_done_callback(lambda _: self._open.discard(connection))
         return connection
 
     async def close(self, *, within: float = 5.0) -> None:
@@ -441,8 +442,7 @@ class _Http1Connection(asyncio.Protocol):
     Closing aborts the transport: the socket closes at once, with no TLS close_notify
     exchange to wait for (nothing is left to send once an answer is read or given up)."""
 
-    def __init__(self, on_lost: Callable[[_Http1Connection], None]) -> None:
-        self._on_lost = on_lost
+    def __init__(self) -> None:
         self.lost: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._transport: asyncio.Transport | None = None
         self._buffer = bytearray()
@@ -505,7 +505,6 @@ class _Http1Connection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._open = False
-        self._on_lost(self)
         if not self.lost.done():
             self.lost.set_result(None)
         if self._waiter is not None and not self._waiter.done():

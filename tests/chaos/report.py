@@ -22,6 +22,8 @@ ORDER = (
     "restart-etcd",
     "watch-expiry",
     "api-faults",
+    "leadership-stall",
+    "deviation-bind-fault",
     "node-churn",
     "fuzz",
     "soak",

@@ -208,3 +208,98 @@ def test_policies_listed_through_errors_at_startup_still_govern_the_first_pods(
         governed = f"{namespace}/web-spread"
         assert traced == dict.fromkeys(pods, governed), traced
         assert plumb.stop() == 0
+
+
+class FirstBindingRefused(faultproxy.FaultProxy):
+    """The fault proxy, answering 500 to the first binding of the pod named ``pod``."""
+
+    def __init__(self, upstream: str, *, pod: str, **kwargs: Any) -> None:
+        super().__init__(upstream, **kwargs)
+        self.pod = pod
+        self.refused = 0
+
+    async def _answer(self, request: web.BaseRequest) -> web.StreamResponse:
+        if (
+            request.method == "POST"
+            and request.path.endswith(f"/pods/{self.pod}/binding")
+            and not self.refused
+        ):
+            self.refused += 1
+            message = f"faultproxy injected InternalError into POST {request.path}"
+            return web.Response(
+                status=500,
+                headers={"Content-Type": "application/json"},
+                body=faultproxy.status_body(500, "InternalError", message),
+            )
+        return await super()._answer(request)
+
+
+def test_a_deviation_whose_binding_failed_once_is_charged_once(
+    plane: controlplane.ControlPlane,
+    client: kube.Kube,
+    namespace: str,
+    node_prefix: str,
+    start_plumb: PlumbFactory,
+    tmp_path: Path,
+) -> None:
+    # Zone c is too small for a web pod: with one pod in a and one in b, maxSkew 1 blocks every
+    # node for the third, which deviates on the budget. Its first binding is refused (500).
+    for zone, cpu in (("a", "4"), ("b", "4"), ("c", "500m")):
+        client.create_node(
+            builders.make_node(f"{node_prefix}-{zone}")
+            .capacity(cpu=cpu, memory="16Gi", pods=110)
+            .zone(zone)
+            .label("plumb.test/chaos", node_prefix)
+            .obj()
+        )
+    spread = {"topologyKey": ZONE, "maxSkew": 1, "whenUnsatisfiable": "DoNotSchedule"}
+    spec = {
+        "selector": {"matchLabels": {"app": "web"}},
+        "topology": [spread],
+        "deviationBudget": {"maxViolations": 3, "window": "10m"},
+    }
+    custom = k8s.CustomObjectsApi(client.api)
+    custom.create_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, _policy("web", spec))
+
+    def create(name: str) -> None:
+        client.create_pod(
+            builders.make_pod(name, namespace)
+            .label("app", "web")
+            .scheduler(harness.SCHEDULER)
+            .node_selector("plumb.test/chaos", node_prefix)
+            .req(cpu="1", memory="64Mi")
+            .obj()
+        )
+
+    proxy = FirstBindingRefused(plane.server, ca_file=plane.ca_file, pod="web-2")
+    with proxy:
+        plumb = start_plumb(kubeconfig=proxy.write_kubeconfig(tmp_path / "kc", plane.token))
+        for name in ("web-0", "web-1"):
+            create(name)
+        harness.wait_all_bound(client, namespace, plumb, 2)
+        create("web-2")
+        harness.wait_all_bound(client, namespace, plumb, 3)
+        assert proxy.refused == 1
+        harness.wait_traced(plumb, {f"{namespace}/web-2"})
+        # A clean stop writes the last status (the budget as it stands).
+        assert plumb.stop() == 0
+    body = custom.get_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL, "web")
+    budget = body["status"]["budget"]
+    uid = next(
+        p["metadata"]["uid"] for p in client.pods(namespace) if p["metadata"]["name"] == "web-2"
+    )
+    assert (budget["used"], budget["remaining"]) == (1, 2), budget
+    assert budget["chargedPods"] == [uid], budget
+    failed = [
+        line
+        for line in plumb.lines()
+        if line.get("pod") == f"{namespace}/web-2" and line.get("result") == "BindFailed"
+    ]
+    assert failed, "no BindFailed trace line for web-2"
+    assert failed[0].get("deviation"), failed
+    harness.record(
+        "deviation-bind-fault",
+        pods=3,
+        faults="the deviating binding refused once (500)",
+        violations=0 if budget["used"] == 1 else budget["used"] - 1,
+    )

@@ -271,5 +271,5 @@ def test_a_sweep_keeps_what_was_written_after_the_list_began(two_nodes: cache.Ca
     two_nodes.assume(pod(make_pod("late").req(cpu="1"), "late"), "n1")  # after the list began
     two_nodes.sweep(None, set(), listed_at=listed_at)
     assert two_nodes.state("late") is PodState.ASSUMED
-    assert two_nodes.sweep(None, set(), listed_at=two_nodes.tick) == 1
+    assert len(two_nodes.sweep(None, set(), listed_at=two_nodes.tick)) == 1
     assert two_nodes.state("late") is None

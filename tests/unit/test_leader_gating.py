@@ -15,6 +15,7 @@ from plumb.backend import objects
 from plumb.backend import queue as queue_module
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
+from plumb.kernel import contract
 from plumb.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, reference_kernel
 
@@ -44,12 +45,18 @@ class HangingApi(FakeApi):
         return k8s_client.ApiResponse(status=201, body={})
 
 
-def _scheduler(api: FakeApi, gate: Gate, clock: Clock) -> scheduler_module.Scheduler:
+def _scheduler(
+    api: FakeApi,
+    gate: Gate,
+    clock: Clock,
+    *,
+    kernel: scheduler_module.KernelRunner = reference_kernel,
+) -> scheduler_module.Scheduler:
     return scheduler_module.Scheduler(
         served=scheduler_module.defaults("plumb"),
         binder=binder.Binder(api, gate=gate),
         recorder=events.Recorder(api, instance="test", clock=clock, gate=gate),
-        kernel=reference_kernel,
+        kernel=kernel,
         queue=queue_module.SchedulingQueue(clock=clock),
         may_act=gate,
         clock=clock,
@@ -115,6 +122,46 @@ async def test_standing_down_cancels_bindings_in_flight_and_puts_their_pods_back
 
 def objects_uid(body: dict[str, Any]) -> str:
     return str(body["metadata"]["uid"])
+
+
+class HeldKernel:
+    """The reference kernel, which waits until ``free`` is set (a batch still being decided)."""
+
+    def __init__(self) -> None:
+        self.free = asyncio.Event()
+        self.runs = 0
+
+    async def __call__(self, cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
+        self.runs += 1
+        await self.free.wait()
+        return await reference_kernel(cluster, batch)
+
+
+async def test_leadership_lost_while_a_batch_is_decided_puts_its_pods_back_for_the_next_term() -> (
+    None
+):
+    api, gate, clock, kernel = FakeApi(), Gate(), Clock(), HeldKernel()
+    s = _scheduler(api, gate, clock, kernel=kernel)
+    names = [f"web-{i}" for i in range(5)]
+    s.resync(NODES, _pods(*names))
+    term = asyncio.create_task(s.run())
+    await _spin()
+    assert kernel.runs == 1  # the batch of five waits for the kernel
+    assert s.queue.counts()[queue_module.Where.IN_FLIGHT] == 5
+    term.cancel()  # the lease is lost mid-batch
+    await asyncio.gather(term, return_exceptions=True)
+    await s.stand_down()
+    assert s.queue.counts()[queue_module.Where.IN_FLIGHT] == 0
+    assert s.queue.counts()[queue_module.Where.ACTIVE] == 5
+    # The same replica leads again (the Lease still names it): every pod is bound, once.
+    kernel.free.set()
+    term = asyncio.create_task(s.run())
+    await _spin()
+    await s.drain()
+    assert sorted(name for name, _ in api.binds) == names
+    assert len(s.queue) == 0
+    term.cancel()
+    await asyncio.gather(term, return_exceptions=True)
 
 
 async def test_probes_report_ready_after_the_first_list_and_stuck_loops_and_watches() -> None:

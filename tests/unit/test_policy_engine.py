@@ -166,10 +166,10 @@ def test_the_budget_sentence_counts_deviations_and_names_the_policy() -> None:
     assert state.active is not None
     policy = state.active
     assert engine.may_deviate(policy)
-    assert engine.spend(policy)
-    assert engine.spend(policy)
+    assert engine.spend(policy, _pod("a"))
+    assert engine.spend(policy, _pod("b"))
     assert not engine.may_deviate(policy)
-    assert not engine.spend(policy)
+    assert not engine.spend(policy, _pod("c"))
     assert engine.budget_text(policy) == (
         "SchedulingPolicy shop/web's deviation budget: 2 of 2 used, 0 left in the window "
         "since 2027-01-15T08:00:00Z"
@@ -241,6 +241,6 @@ def test_a_resumed_policy_takes_up_its_budget_once() -> None:
     assert engine.budget_text(state.active).startswith(
         "SchedulingPolicy shop/web's deviation budget: 2 of 3 used"
     )
-    engine.spend(state.active)
+    engine.spend(state.active, _pod("c"))
     engine.resume(body)  # kopf's resume after the startup list: nothing is taken up again
     assert "3 of 3 used" in engine.budget_text(state.active)

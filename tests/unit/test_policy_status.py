@@ -109,8 +109,8 @@ def _condition(built: Mapping[str, Any], kind: str) -> dict[str, Any]:
 def _budget_state(used: int, *, failures: int = 0) -> budget_module.BudgetState:
     limits = spec.DeviationBudget(max_violations=3, window=600)
     budget = budget_module.Budget(limits, now=T0)
-    for _ in range(used):
-        budget.record_deviation(T0 + 1)
+    for i in range(used):
+        budget.record_deviation(T0 + 1, f"uid-{i}")
     for i in range(10):
         budget.record_attempt(i >= failures, T0 + 2)
     return budget.state(T0 + 3)
@@ -146,6 +146,7 @@ def test_a_whole_status_fits_the_crd_and_reads_like_kubectl_get() -> None:
         "remaining": 2,
         "windowStart": STAMP0,
         "failureRate": 0.0,
+        "chargedPods": ["uid-0"],
     }
     assert built["lastDecision"] == {
         "pod": "shop/web-1",

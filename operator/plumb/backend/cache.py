@@ -40,6 +40,17 @@ class CacheError(RuntimeError):
 PodState = journal_module.PodState  # the states of the diagram above; a pod is a journal.Placed
 
 
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Swept:
+    """What ``Cache.sweep`` removed: nodes by name, and the pods as they were placed."""
+
+    nodes: tuple[str, ...] = ()
+    pods: tuple[objects.PodInfo, ...] = ()
+
+    def __len__(self) -> int:
+        return len(self.nodes) + len(self.pods)
+
+
 class Cache:
     """Nodes and the pods on them; the single source the scheduler snapshots each cycle."""
 
@@ -202,26 +213,26 @@ class Cache:
 
     def sweep(
         self, node_names: set[str] | None, pod_uids: set[str] | None, *, listed_at: int
-    ) -> int:
+    ) -> Swept:
         """Remove what a list started at ``listed_at`` no longer has: nodes, and pods (bound,
         or assumed by us) deleted while the watch was down (None: that kind was not listed).
         An assumed pod the list lacks was deleted before the list began (it was assumed
         earlier, and a pod that exists is listed): its confirming event, and its deletion, were
         lost in the gap, and nothing else would ever release its room. Entries written after
-        the list started are newer than it and stay. Returns how many entries were swept."""
-        swept = 0
+        the list started are newer than it and stay. Returns what was swept."""
+        nodes: list[str] = []
+        pods: list[objects.PodInfo] = []
         if node_names is not None:
             for name in self.nodes.names():
                 if name not in node_names and self._node_ticks.get(name, 0) <= listed_at:
                     self.remove_node(name)
-                    swept += 1
-        if pod_uids is None:
-            return swept
-        for uid in list(self._pods):
-            if uid not in pod_uids and self._pod_ticks.get(uid, 0) <= listed_at:
-                self._unplace(uid)
-                swept += 1
-        return swept
+                    nodes.append(name)
+        if pod_uids is not None:
+            for uid, placed in list(self._pods.items()):
+                if uid not in pod_uids and self._pod_ticks.get(uid, 0) <= listed_at:
+                    self._unplace(uid)
+                    pods.append(placed.pod)
+        return Swept(nodes=tuple(nodes), pods=tuple(pods))
 
     @property
     def tick(self) -> int:

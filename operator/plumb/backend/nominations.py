@@ -34,11 +34,21 @@ class Nominations:
         """Hold room on ``node`` for ``pod`` (replacing an earlier nomination of the pod)."""
         self._by_uid[pod.uid] = Nomination(pod, node)
 
-    def update(self, pod: objects.PodInfo) -> None:
-        """A newer record of a nominated pod (its spec may have changed); its node stays."""
-        held = self._by_uid.get(pod.uid)
-        if held is not None:
-            self._by_uid[pod.uid] = Nomination(pod, held.node)
+    def update(self, pod: objects.PodInfo) -> str | None:
+        """A newer record of a pending pod from the watch; returns the node now held for it.
+
+        kube-scheduler's ``UpdateNominatedPod``: the nomination follows the pod's
+        ``status.nominatedNodeName`` whenever the status sets, changes or clears it. Only when
+        both the record held and this one have none is the node held in memory kept: a
+        nomination made here whose status write the watch has not shown yet."""
+        held = self._by_uid.pop(pod.uid, None)
+        node = pod.nominated_node
+        if not node and held is not None and not held.pod.nominated_node:
+            node = held.node
+        if not node:
+            return None
+        self._by_uid[pod.uid] = Nomination(pod, node)
+        return node
 
     def remove(self, uid: str) -> Nomination | None:
         return self._by_uid.pop(uid, None)
@@ -69,6 +79,10 @@ class Nominations:
             ),
             key=lambda held: held.pod.uid,
         )
+
+    def all(self) -> list[Nomination]:
+        """Every nomination held, in uid order."""
+        return sorted(self._by_uid.values(), key=lambda held: held.pod.uid)
 
     def __len__(self) -> int:
         return len(self._by_uid)

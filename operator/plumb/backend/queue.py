@@ -15,7 +15,8 @@
   (``move_all``) sends them back, and after 5 minutes they go back regardless.
 - pods with scheduling gates wait, outside the queues, until an update removes the gates.
 - a pod popped and not yet finished is "in flight": an update arriving meanwhile is kept and,
-  if the attempt fails, the pod is retried at once instead of waiting for a cluster event.
+  if the attempt fails, the pod is retried at once instead of waiting for a cluster event. An
+  attempt cut short by the loss of leadership puts its pods back (``recall``).
 - a pod placed has left the queue while its binding is in flight (assumed in the cache): an
   update arriving meanwhile is kept aside (``update_assumed``), and if the binding fails the
   retry decides that newest version, not the one the failed attempt decided. kube-scheduler
@@ -252,6 +253,16 @@ class SchedulingQueue:
             entry.attempts = max(0, entry.attempts - 1)
             self._push_active(entry)
 
+    def recall(self) -> int:
+        """Leadership was lost mid-attempt: every pod in flight goes back to activeQ as if it
+        had not been popped (its attempt was cut short, not failed); returns how many. Without
+        this, a replica that leads again would never pop them, and no other replica would
+        either while this one leads."""
+        cut = [entry for entry in self._entries.values() if entry.where is Where.IN_FLIGHT]
+        for entry in cut:
+            self.requeue(entry)
+        return len(cut)
+
     def done(self, uid: str) -> None:
         """The attempt placed the pod; it leaves the queue."""
         self.delete(uid)
@@ -297,21 +308,21 @@ class SchedulingQueue:
         self._failed(entry)
         self._after_backoff(entry)
 
-    def sweep(self, listed: set[str], started: float) -> int:
+    def sweep(self, listed: set[str], started: float) -> list[objects.PodInfo]:
         """Drop pods a full list started at ``started`` (this queue's clock) no longer has:
-        deleted while the watch was down. Pods queued after the list started stay."""
+        deleted while the watch was down; returns them. Pods queued after the list started
+        stay. A pod in flight goes too, as on a deletion the watch reports: its attempt finds
+        it gone and ends (else an attempt that failed would keep a ghost waiting for ever)."""
         gone = [
-            uid
+            entry.pod
             for uid, entry in self._entries.items()
-            if uid not in listed
-            and entry.first_enqueued < started
-            and entry.where is not Where.IN_FLIGHT
+            if uid not in listed and entry.first_enqueued < started
         ]
-        for uid in gone:
-            self.delete(uid)
+        for pod in gone:
+            self.delete(pod.uid)
         for uid in [uid for uid in self._assumed_updates if uid not in listed]:
             del self._assumed_updates[uid]  # deleted while bound: no retry will come for it
-        return len(gone)
+        return gone
 
     def now(self) -> float:
         return self._clock()

@@ -20,8 +20,16 @@ failure rate is above the threshold, while the change is at most one window old.
 come later than a window after a change are not blamed on it. ``spec_settled`` ends the watch
 (after a revert, the policy stays reverted until the spec changes again).
 
-**Restart.** ``restore`` reads ``status.budget``: ``used`` and ``windowStart`` exactly (if that
-window is still running, the deviations spent in it stay spent), and ``failureRate`` as if it had
+**Charged once.** A deviation is charged to the pod it placed (``record_deviation`` with its
+uid): the same pod deviating again in the window is not charged again, and ``refund`` gives the
+deviation back when its placement did not stand (the binding failed or was abandoned, or the pod
+was placed within the rules after all). The uids charged are written to status
+(``chargedPods``), so a new leader that places a pod the old one charged does not charge it
+again.
+
+**Restart.** ``restore`` reads ``status.budget``: ``used``, ``chargedPods`` and ``windowStart``
+exactly (if that window is still running, the deviations spent in it stay spent), and
+``failureRate`` as if it had
 come from ``MIN_ATTEMPTS`` attempts, because the status keeps the rate, not the count: a budget
 tripped by its rate stays tripped after a restart, and fresh attempts soon outweigh the
 carried rate. A restart does not start a revert watch: that needs a spec change.
@@ -61,6 +69,7 @@ class BudgetState:
     max_violations: int
     used: int
     remaining: int
+    charged: tuple[str, ...]  # the uids of the pods charged in this window, sorted
     window: float
     window_start: float
     attempts: int
@@ -81,6 +90,7 @@ class Budget:
         self._spec = spec
         self._start = now
         self._used = 0
+        self._charged: set[str] = set()  # uids of the pods charged in this window
         self._attempts = 0.0  # floats: a restored rate is carried as a fractional count
         self._failures = 0.0
         self._changed_at: float | None = None
@@ -108,12 +118,33 @@ class Budget:
             self._since_attempts += 1
             self._since_failures += 0 if success else 1
 
-    def record_deviation(self, now: float) -> bool:
-        """Spend one deviation if the budget allows it; False (and nothing spent) if not."""
+    def record_deviation(self, now: float, pod: str = "") -> bool:
+        """Spend one deviation on the pod with uid ``pod`` if the budget allows it; False (and
+        nothing spent) if not. A pod already charged in this window is not charged again."""
+        self._roll(now)
+        if pod and pod in self._charged:
+            return True
         if not self.allows_deviation(now):
             return False
         self._used += 1
+        if pod:
+            self._charged.add(pod)
         return True
+
+    def refund(self, pod: str, now: float) -> bool:
+        """Give back the deviation charged to ``pod`` in this window (its placement did not
+        stand); False when none is (never charged, or charged in a window now over)."""
+        self._roll(now)
+        if pod not in self._charged:
+            return False
+        self._charged.discard(pod)
+        self._used = max(0, self._used - 1)
+        return True
+
+    def charged(self, pod: str, now: float) -> bool:
+        """Whether a deviation of this window is charged to ``pod``."""
+        self._roll(now)
+        return pod in self._charged
 
     def spec_changed(self, now: float) -> None:
         """A new spec generation came into force: watch its failure rate for a revert."""
@@ -176,6 +207,7 @@ class Budget:
             max_violations=self._spec.max_violations,
             used=self._used,
             remaining=self.remaining(now),
+            charged=tuple(sorted(self._charged)),
             window=self._spec.window,
             window_start=self._start,
             attempts=round(self._attempts),
@@ -199,6 +231,12 @@ class Budget:
         self._start = start
         self._used = used if isinstance(used, int) and not isinstance(used, bool) else 0
         self._used = max(0, self._used)
+        charged = status_budget.get("chargedPods")
+        self._charged = (
+            {uid for uid in charged if isinstance(uid, str) and uid}
+            if isinstance(charged, list)
+            else set()
+        )
         if isinstance(rate, int | float) and not isinstance(rate, bool) and 0 <= rate <= 1:
             self._attempts = float(MIN_ATTEMPTS)
             self._failures = float(rate) * MIN_ATTEMPTS
@@ -221,4 +259,5 @@ class Budget:
     def _reset(self, start: float) -> None:
         self._start = start
         self._used = 0
+        self._charged = set()
         self._attempts = self._failures = 0.0

@@ -251,17 +251,42 @@ class PolicyEngine:
             for rule in policy.topology
         )
 
-    def may_deviate(self, policy: spec_module.Policy) -> bool:
+    def may_deviate(self, policy: spec_module.Policy, pod: objects.PodInfo | None = None) -> bool:
+        """Whether the budget allows a deviation, or ``pod`` has one already paid for."""
         budget = self._budgets.get(policy.key)
-        return budget is not None and budget.allows_deviation(self._clock())
+        if budget is None:
+            return False
+        now = self._clock()
+        return budget.allows_deviation(now) or (pod is not None and budget.charged(pod.uid, now))
 
-    def spend(self, policy: spec_module.Policy) -> bool:
-        """Take one deviation from the policy's budget; False when none is left."""
+    def spend(self, policy: spec_module.Policy, pod: objects.PodInfo) -> bool:
+        """Take one deviation from the policy's budget for ``pod`` (once per pod in a window,
+        budget.py); False when none is left."""
         budget = self._budgets.get(policy.key)
-        if budget is None or not budget.record_deviation(self._clock()):
+        if budget is None:
+            return False
+        now = self._clock()
+        if budget.charged(pod.uid, now):
+            return True  # charged by an attempt that did not stand, here or by the last leader
+        if not budget.record_deviation(now, pod.uid):
             return False
         self._deviations[policy.key] = self._deviations.get(policy.key, 0) + 1
+        self.on_dirty(policy.namespace, policy.name)
         return True
+
+    def refund(self, policy: spec_module.Policy, pod: objects.PodInfo) -> None:
+        """The placement ``pod``'s deviation paid for did not stand (its binding failed or was
+        abandoned, or it was placed within the rules): the deviation goes back to the budget."""
+        budget = self._budgets.get(policy.key)
+        if budget is not None and budget.refund(pod.uid, self._clock()):
+            logger.info(
+                "policy %s/%s: the deviation charged to pod %s is refunded: its placement did "
+                "not stand",
+                policy.namespace,
+                policy.name,
+                pod.key,
+            )
+            self.on_dirty(policy.namespace, policy.name)
 
     def budget_text(self, policy: spec_module.Policy) -> str:
         """The policy and its budget, in a sentence for events and FailedScheduling."""

@@ -120,6 +120,7 @@ def build(
             "remaining": budget.remaining,
             "windowStart": timestamps.format_time(budget.window_start),
             "failureRate": round(budget.failure_rate, 4),
+            "chargedPods": list(budget.charged),
         }
     if decision is not None:
         status["lastDecision"] = _decision(decision)

@@ -84,17 +84,8 @@ class ClusterFeed:
 
     def _pod_event(self, event_type: str | None, pod: objects.PodInfo) -> None:
         if event_type == "DELETED":
-            self.uncertain.pop(pod.uid, None)
-            self.committed_late.discard(pod.uid)
-            if self.nominations.remove(pod.uid) is not None:
-                self.queue.move_all(POD_REMOVED_HELPS)  # the room it held is free
-            self.queue.delete(pod.uid)
-            self._recorder.forget(pod.uid)
-            self.tracer.forget(pod.key, pod.uid)
-            was_placed = self.cache.state(pod.uid) is not None
-            self.cache.remove_pod(pod.uid)
-            if was_placed:
-                self.queue.move_all(POD_REMOVED_HELPS)  # freed room may fit a waiting pod
+            if self._forget(pod):
+                self.queue.move_all(POD_REMOVED_HELPS)
             return
         if pod.node_name:
             self._committed_late(pod)
@@ -119,12 +110,26 @@ class ClusterFeed:
                 self.queue.move_all(POD_REMOVED_HELPS)
             self.queue.delete(pod.uid)
             return
-        if pod.uid in self.nominations:
-            self.nominations.update(pod)
-        elif pod.nominated_node:
-            # Nominated before this replica saw it (a restart, a new leader): hold its room.
-            self.nominations.nominate(pod, pod.nominated_node)
+        # The nomination follows the status (set before this replica saw the pod: a restart,
+        # a new leader; moved or cleared by the leader while this replica stood by).
+        held_on = self.nominations.node_of(pod.uid)
+        now_on = self.nominations.update(pod) if held_on or pod.nominated_node else None
+        if held_on is not None and now_on != held_on:
+            self.queue.move_all(POD_REMOVED_HELPS)  # the room it held there is free
         self.queue.add(pod)
+
+    def _forget(self, pod: objects.PodInfo) -> bool:
+        """The pod is gone (deleted, or missing from a full list): every record of it goes.
+        Returns whether it held room, placed or nominated, that a waiting pod may now take."""
+        self.uncertain.pop(pod.uid, None)
+        self.committed_late.discard(pod.uid)
+        freed = self.nominations.remove(pod.uid) is not None
+        self.queue.delete(pod.uid)
+        self._recorder.forget(pod.uid)
+        self.tracer.forget(pod.key, pod.uid)
+        freed = freed or self.cache.state(pod.uid) is not None
+        self.cache.remove_pod(pod.uid)
+        return freed
 
     def on_budget(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A PodDisruptionBudget was listed, added, modified or deleted."""
@@ -177,6 +182,12 @@ class ClusterFeed:
         if record is None:
             return
         self.committed_late.add(pod.uid)
+        if record.deviation and record.policy:
+            # The deviation was refunded when the request failed; it stands after all.
+            namespace, _, name = record.policy.partition("/")
+            state = self.policies.store.get(namespace, name)
+            if state is not None and state.active is not None:
+                self.policies.spend(state.active, pod)
         self.tracer.emit(
             dataclasses.replace(
                 record,
@@ -293,9 +304,22 @@ class ClusterFeed:
         pod_uids = (
             None if pods is None else {str((p.get("metadata") or {}).get("uid", "")) for p in pods}
         )
-        swept = self.cache.sweep(node_names, pod_uids, listed_at=mark[0])
+        removed = self.cache.sweep(node_names, pod_uids, listed_at=mark[0])
+        swept = len(removed.nodes)
         if pod_uids is not None:
-            swept += self.queue.sweep(pod_uids, mark[1])
+            # A deletion the watch missed is a deletion everywhere (client-go's relist delivers
+            # it as one): a nominated pod's room, a lost binding's record, its trace lines.
+            gone = [*removed.pods, *self.queue.sweep(pod_uids, mark[1])]
+            gone += [
+                held.pod
+                for held in self.nominations.all()
+                if held.pod.uid not in pod_uids
+                and held.pod.uid not in self.queue
+                and self.cache.state(held.pod.uid) is None
+            ]
+            swept += len({pod.uid for pod in gone})
+            for pod in gone:
+                self._forget(pod)
         if swept:
             logger.warning("resync removed %d objects deleted while a watch was down", swept)
             self.queue.move_all()

@@ -328,7 +328,7 @@ class Scheduler(feed.ClusterFeed):
             decision.node is None
             and podtopologyspread.NAME in decision.plugins
             and any(rule.hard for rule in policy.topology)
-            and self.policies.may_deviate(policy)
+            and self.policies.may_deviate(policy, decision.pod)
         )
 
     async def _deviate(
@@ -366,7 +366,7 @@ class Scheduler(feed.ClusterFeed):
             seconds = time.perf_counter() - started
             deviated = traces.rerun(record, entry.pod, snap, profile, _ref(policy), seconds)
             found = deviation.least_skew(entry.pod, rules, snap, compiled, result, self.cache)
-        if found is None or not self.policies.may_deviate(policy):
+        if found is None or not self.policies.may_deviate(policy, entry.pod):
             await self._fail(entry, blocked, record, policy, profile)
             return
         if self.queue.where(entry.pod.uid) is not queue_module.Where.IN_FLIGHT:
@@ -374,7 +374,9 @@ class Scheduler(feed.ClusterFeed):
         if found.node not in self.cache.nodes:
             self.queue.requeue(entry)
             return
-        self.policies.spend(policy)
+        # Charged now, so the note tells the budget as it stands; refunded if the placement
+        # does not stand (the binding fails or is abandoned).
+        self.policies.spend(policy, entry.pod)
         note = (
             f"Placed on {found.node} beyond SchedulingPolicy {policy.namespace}/{policy.name} "
             f"(generation {policy.generation}): {found.describe()}; no node met the policy. "
@@ -388,7 +390,8 @@ class Scheduler(feed.ClusterFeed):
             node=found.node,
             plan_hash=traces.deviation_plan_hash(entry.pod.uid, found.node),
         )
-        self._apply(entry, placed, record, policy, deviation=True)
+        if not self._apply(entry, placed, record, policy, deviation=True):
+            self.policies.refund(policy, entry.pod)
 
     def _apply(
         self,
@@ -398,10 +401,12 @@ class Scheduler(feed.ClusterFeed):
         policy: spec.Policy | None = None,
         *,
         deviation: bool = False,
-    ) -> None:
+    ) -> bool:
+        """Carry out a decision: report a failure, or assume the pod and bind it in the
+        background. Returns whether a binding was started."""
         pod = entry.pod
         if self.queue.where(pod.uid) is not queue_module.Where.IN_FLIGHT:
-            return  # deleted, or bound by someone else, while the kernel ran
+            return False  # deleted, or bound by someone else, while the kernel ran
         message, budget = decision.message, None
         if policy is not None:
             if decision.node is None and podtopologyspread.NAME in decision.plugins:
@@ -419,11 +424,11 @@ class Scheduler(feed.ClusterFeed):
             step = self.queue.backoff_duration(entry.attempts)
             self._recorder.failed_scheduling(pod, message, step=step)
             self.tracer.emit(record, repeat_after=step)
-            return
+            return False
         node = self.cache.nodes.info(decision.node)
         if node is None:
             self.queue.requeue(entry)  # the node went away while the kernel ran
-            return
+            return False
         plan = None
         if pod.claims:
             try:
@@ -431,16 +436,25 @@ class Scheduler(feed.ClusterFeed):
                 plan = volume_plugins.plan(pod, node, self.cache.volumes)
             except ValueError:
                 self.queue.requeue(entry)  # a volume went while the kernel ran
-                return
+                return False
             self.cache.volumes.assume(plan)
         self.cache.assume(pod, decision.node)
         self.post_filter.forget(pod.uid)  # placed: its nomination, if any, holds nothing now
         self.queue.done(pod.uid)
+        charged = None
+        if policy is not None:
+            if deviation:
+                charged = policy  # refunded should this binding not stand
+            else:
+                # Placed within the rules: a deviation an earlier attempt paid for (one whose
+                # binding was cut short by a change of leader) is not used.
+                self.policies.refund(policy, pod)
         task = asyncio.get_running_loop().create_task(
-            self._bind(entry, decision.node, record, plan)
+            self._bind(entry, decision.node, record, plan, charged)
         )
         self._binds.add(task)
         task.add_done_callback(self._binds.discard)
+        return True
 
     def _budget(self, policy: spec.Policy) -> trace.Budget | None:
         state = self.policies.budget_state(policy)
@@ -460,15 +474,35 @@ class Scheduler(feed.ClusterFeed):
         node: str,
         record: trace.Trace,
         plan: volumes_module.BindingPlan | None = None,
+        charged: spec.Policy | None = None,
     ) -> None:
+        """The binding cycle: PreBind (volumes), then the binding; a deviation ``charged`` to
+        a policy's budget is refunded unless the binding stands."""
         pod = entry.pod
         started = time.monotonic()
+        stands = False
+        try:
+            stands = await self._binding(entry, node, record, plan, started)
+        finally:
+            if charged is not None and not stands:
+                self.policies.refund(charged, pod)
+
+    async def _binding(
+        self,
+        entry: queue_module.Entry,
+        node: str,
+        record: trace.Trace,
+        plan: volumes_module.BindingPlan | None,
+        started: float,
+    ) -> bool:
+        """Whether the pod was bound to ``node`` (by this try, or an earlier one)."""
+        pod = entry.pod
         # A try to a node an earlier lost try went to speaks for that node: its own answer
         # reports it, and the watch must not report it first.
         self.uncertain.get(pod.uid, {}).pop(node, None)
         try:
             if plan is not None and not await self._prebind(entry, plan, record, started):
-                return
+                return False
             result = await self._binder.bind(pod, node)
         except asyncio.CancelledError:
             # Leadership lost (or shutdown) mid-request: whether the server got it or not, the
@@ -488,7 +522,7 @@ class Scheduler(feed.ClusterFeed):
             raise
         if result.outcome is Outcome.NOT_LEADER:
             self._step_back(entry)
-            return
+            return False
         latency = time.monotonic() - started
         # The answer lost (or a 409 for our own earlier try), but the watch already shows the
         # pod on this very node: the API server committed our binding. It is counted, traced
@@ -506,14 +540,14 @@ class Scheduler(feed.ClusterFeed):
         if pod.uid in self.committed_late:
             self.committed_late.discard(pod.uid)
             if committed:
-                return  # an earlier try to this node stood, and the watch has reported it
+                return True  # an earlier try to this node stood, and the watch reported it
         if bound:
             self.uncertain.pop(pod.uid, None)  # this try stands; an earlier one cannot
             self.tracer.emit(
                 dataclasses.replace(record, result=trace.SCHEDULED, bind_ms=trace.ms(latency))
             )
             self._recorder.scheduled(pod, node)
-            return
+            return True
         self._recorder.forget(pod.uid)
         # Still assumed: the watch has not settled the pod. Otherwise it has: bound (ours,
         # committed although the answer was lost, or someone else's) or deleted; either way
@@ -543,6 +577,7 @@ class Scheduler(feed.ClusterFeed):
             record, result=trace.BIND_FAILED, message=message, bind_ms=trace.ms(latency)
         )
         self.tracer.emit(failed, repeat_after=step, level=level)
+        return False
 
     async def _prebind(
         self,
@@ -598,15 +633,21 @@ class Scheduler(feed.ClusterFeed):
             self.queue.retry(entry)
 
     async def stand_down(self) -> None:
-        """Leadership is lost: cancel the bindings in flight and forget their assumptions, so
-        the pods are back in the queue for whoever leads next (the watch drops those that were
-        bound after all)."""
+        """Leadership is lost (the loop was cancelled first): cancel the bindings in flight
+        and forget their assumptions, and put back the pods of a batch cut short while it was
+        being decided, so every pod is in the queue for whoever leads next, this replica
+        included (the watch drops those that were bound after all)."""
         tasks = [*self._binds, *self.post_filter.tasks]
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
-        if tasks:
-            logger.info("stood down: %d bindings in flight cancelled", len(tasks))
+        recalled = self.queue.recall()
+        if tasks or recalled:
+            logger.info(
+                "stood down: %d bindings in flight cancelled, %d pods being decided put back",
+                len(tasks),
+                recalled,
+            )
 
     def _needs_own_batch(self, pod: objects.PodInfo) -> bool:
         # Host ports are checked before the kernel, against pods already placed: a pod wanting

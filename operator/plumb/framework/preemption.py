@@ -121,7 +121,9 @@ class Node:
 class DisruptionBudget:
     """A PodDisruptionBudget as preemption reads it. A None or empty selector matches nothing
     (policy/v1), as does one that failed to parse (pass None). ``disrupted`` are the names in
-    status.disruptedPods: already counted by the API server, so neither counted nor violated."""
+    status.disruptedPods: already counted by the API server, so neither counted nor violated.
+    A pod with no labels at all matches no budget, even one selecting only by NotIn or
+    DoesNotExist: kube-scheduler's filterPodsWithPDBViolation skips such a pod (v1.34 to v1.37)."""
 
     namespace: str
     selector: specs.LabelSelector | None

@@ -1,11 +1,14 @@
 """plumb's own kubeconfig loader: what the ``kubernetes`` package's loader gave for the same
 files (server, CA, token, client certificate, basic login, TLS verification), and what it adds
-or refuses: $KUBECONFIG merging, contexts, exec plugins, auth-provider."""
+or refuses: $KUBECONFIG merging, contexts, auth-provider, and exec plugins run as client-go runs
+them (args, env, provideClusterInfo, interactiveMode, apiVersion, client certificates)."""
 
 from __future__ import annotations
 
 import base64
 import json
+import re
+import ssl
 import stat
 import sys
 from pathlib import Path
@@ -14,7 +17,9 @@ import pytest
 from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
 
+from plumb.controlplane import pki
 from plumb.k8s import credentials as credentials_module
+from tests.unit.test_credentials import ScriptedPlugin
 
 CA = b"-----BEGIN CERTIFICATE-----\nnot really\n-----END CERTIFICATE-----\n"
 CERT = b"client certificate"
@@ -138,35 +143,225 @@ def test_kubeconfig_files_merge_first_one_wins(tmp_path: Path) -> None:
 
 
 def test_an_exec_plugin_supplies_the_token(tmp_path: Path) -> None:
-    plugin = tmp_path / "plugin.py"
-    plugin.write_text(
-        "import json, os, sys\n"
-        "info = json.loads(os.environ['KUBERNETES_EXEC_INFO'])\n"
-        "assert info['spec']['interactive'] is False\n"
-        "print(json.dumps({'apiVersion': info['apiVersion'], 'kind': 'ExecCredential',\n"
-        "                  'status': {'token': os.environ['GREETING'] + '-' + sys.argv[1]}}))\n"
-    )
-    exec_spec = {
-        "apiVersion": "client.authentication.k8s.io/v1",
-        "command": sys.executable,
-        "args": ["plugin.py", "tok"],  # relative to the kubeconfig's directory
-        "env": [{"name": "GREETING", "value": "hello"}],
-    }
+    plugin = ScriptedPlugin(tmp_path / "plugin")
     kubeconfig = _write(
-        tmp_path / "kubeconfig", _config({"server": "https://a"}, {"exec": exec_spec})
+        tmp_path / "kubeconfig", _config({"server": "https://a"}, {"exec": plugin.spec()})
     )
     creds = credentials_module.load(kubeconfig)
-    assert creds.token == "hello-tok"
+    assert creds.token == "tok-1"
+    assert creds.headers() == {"Authorization": "Bearer tok-1"}
     assert creds.token_file is None
+    assert creds.exec_plugin is not None  # and so it is run again when the token goes stale
+
+
+def test_an_exec_plugin_gets_its_args_its_env_and_the_cluster_it_asked_for(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "ca.crt").write_bytes(CA)
+    plugin = ScriptedPlugin(tmp_path / "plugin", names=("GREETING", "HOME"))
+    spec = plugin.spec(
+        apiVersion="client.authentication.k8s.io/v1beta1",  # interactiveMode defaults then
+        provideClusterInfo=True,
+        env=[{"name": "GREETING", "value": "hello"}],
+    )
+    spec["args"] += ["--region", "eu-west-1"]
+    cluster: dict[str, object] = {
+        "server": "https://a:443",
+        "certificate-authority": "ca.crt",
+        "tls-server-name": "api.internal",
+        "extensions": [
+            {"name": "client.authentication.k8s.io/exec", "extension": {"audience": "plumb"}}
+        ],
+    }
+    kubeconfig = _write(tmp_path / "kubeconfig", _config(cluster, {"exec": spec}))
+    credentials_module.load(kubeconfig, environ={"HOME": "/home/plumb"})
+    (run,) = plugin.runs
+    assert run["args"] == ["--region", "eu-west-1"]
+    assert run["env"] == {"GREETING": "hello", "HOME": "/home/plumb"}
+    assert run["info"] == {
+        "apiVersion": "client.authentication.k8s.io/v1beta1",
+        "kind": "ExecCredential",
+        "spec": {
+            "interactive": False,
+            "cluster": {
+                "server": "https://a:443",
+                "tls-server-name": "api.internal",
+                "certificate-authority-data": _b64(CA),
+                "config": {"audience": "plumb"},
+            },
+        },
+    }
+
+
+def test_without_provide_cluster_info_the_plugin_is_told_nothing_of_the_cluster(
+    tmp_path: Path,
+) -> None:
+    plugin = ScriptedPlugin(tmp_path / "plugin")
+    kubeconfig = _write(
+        tmp_path / "kubeconfig", _config({"server": "https://a"}, {"exec": plugin.spec()})
+    )
+    credentials_module.load(kubeconfig)
+    (run,) = plugin.runs
+    assert run["info"] == {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "kind": "ExecCredential",
+        "spec": {"interactive": False},
+    }
+
+
+@pytest.mark.parametrize(
+    ("fields", "refusal"),
+    [
+        ({"interactiveMode": "Never"}, None),
+        ({"interactiveMode": "IfAvailable"}, None),  # plumb has no terminal: not interactive
+        ({"apiVersion": "client.authentication.k8s.io/v1beta1", "interactiveMode": None}, None),
+        ({"interactiveMode": "Always"}, "interactiveMode Always, but plumb runs without a"),
+        ({"interactiveMode": None}, "interactiveMode None; set one of Never, IfAvailable"),
+        ({"interactiveMode": "Sometimes"}, "interactiveMode 'Sometimes'"),
+        ({"apiVersion": None}, "apiVersion None; set one of client.authentication.k8s.io/v1,"),
+        ({"apiVersion": "client.authentication.k8s.io/v1alpha1"}, "apiVersion 'client.auth"),
+    ],
+    ids=[
+        "never",
+        "if-available",
+        "v1beta1-default",
+        "always",
+        "v1-unset",
+        "unknown",
+        "none",
+        "old",
+    ],
+)
+def test_interactive_mode_and_api_version_are_decided_as_client_go_decides_without_a_terminal(
+    tmp_path: Path, fields: dict[str, object], refusal: str | None
+) -> None:
+    plugin = ScriptedPlugin(tmp_path / "plugin")
+    spec = {k: v for k, v in {**plugin.spec(), **fields}.items() if v is not None}
+    kubeconfig = _write(tmp_path / "kubeconfig", _config({"server": "https://a"}, {"exec": spec}))
+    if refusal is None:
+        assert credentials_module.load(kubeconfig).token == "tok-1"
+        assert plugin.runs[0]["info"]["spec"]["interactive"] is False
+        assert plugin.runs[0]["info"]["apiVersion"] == spec["apiVersion"]
+    else:
+        with pytest.raises(credentials_module.CredentialsError, match=re.escape(refusal)):
+            credentials_module.load(kubeconfig)
+        assert plugin.runs == []  # refused before it could prompt anyone
+
+
+def test_a_plugin_answering_in_another_api_version_is_refused(tmp_path: Path) -> None:
+    plugin = tmp_path / "plugin.py"
+    plugin.write_text(
+        "import json\n"
+        "print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1beta1',\n"
+        "                  'kind': 'ExecCredential', 'status': {'token': 't'}}))\n"
+    )
+    spec = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "interactiveMode": "Never",
+        "command": sys.executable,
+        "args": [str(plugin)],
+    }
+    kubeconfig = _write(tmp_path / "kubeconfig", _config({"server": "https://a"}, {"exec": spec}))
+    with pytest.raises(
+        credentials_module.CredentialsError,
+        match=re.escape(
+            "configured to use API version client.authentication.k8s.io/v1, but returned "
+            "'client.authentication.k8s.io/v1beta1'"
+        ),
+    ):
+        credentials_module.load(kubeconfig)
+
+
+def test_a_plugin_command_with_a_path_is_found_beside_the_kubeconfig(tmp_path: Path) -> None:
+    plugin = ScriptedPlugin(tmp_path / "plugin")
+    (tmp_path / "bin").mkdir()
+    wrapper = tmp_path / "bin" / "get-token"
+    wrapper.write_text(f'#!/bin/sh\nexec {sys.executable} "$@"\n')
+    wrapper.chmod(0o755)
+    spec = plugin.spec(command="bin/get-token")  # relative: to the kubeconfig, as kubectl
+    kubeconfig = _write(tmp_path / "kubeconfig", _config({"server": "https://a"}, {"exec": spec}))
+    assert credentials_module.load(kubeconfig).token == "tok-1"
 
 
 def test_a_failing_exec_plugin_is_reported(tmp_path: Path) -> None:
-    exec_spec = {"command": sys.executable, "args": ["-c", "import sys; sys.exit('no login')"]}
+    plugin = ScriptedPlugin(tmp_path / "plugin", plan=[{"fail": "no login: run aws sso login"}])
     kubeconfig = _write(
-        tmp_path / "kubeconfig", _config({"server": "https://a"}, {"exec": exec_spec})
+        tmp_path / "kubeconfig", _config({"server": "https://a"}, {"exec": plugin.spec()})
     )
-    with pytest.raises(credentials_module.CredentialsError, match="no login"):
+    with pytest.raises(credentials_module.CredentialsError) as raised:
         credentials_module.load(kubeconfig)
+    message = str(raised.value)
+    assert f"user 'x-user': the exec plugin {sys.executable!r} failed with exit code 1" in message
+    assert "no login: run aws sso login" in message
+
+
+def test_a_missing_exec_plugin_says_how_to_install_it(tmp_path: Path) -> None:
+    spec = {
+        "apiVersion": "client.authentication.k8s.io/v1",
+        "interactiveMode": "Never",
+        "command": "plumb-test-no-such-plugin",
+        "installHint": "pip install plumb-test-no-such-plugin",
+    }
+    kubeconfig = _write(tmp_path / "kubeconfig", _config({"server": "https://a"}, {"exec": spec}))
+    with pytest.raises(
+        credentials_module.CredentialsError,
+        match=re.escape(
+            "the exec plugin 'plumb-test-no-such-plugin' was not found "
+            "(pip install plumb-test-no-such-plugin); install it"
+        ),
+    ):
+        credentials_module.load(kubeconfig)
+
+
+def test_a_token_beside_an_exec_plugin_is_used_and_the_plugin_never_run(tmp_path: Path) -> None:
+    plugin = ScriptedPlugin(tmp_path / "plugin")
+    user: dict[str, object] = {"token": "given", "exec": plugin.spec()}
+    kubeconfig = _write(tmp_path / "kubeconfig", _config({"server": "https://a"}, user))
+    creds = credentials_module.load(kubeconfig)
+    assert creds.token == "given"  # as client-go: the exec authenticator stands aside
+    assert creds.exec_plugin is None
+    assert plugin.runs == []
+
+
+def test_a_client_certificate_from_an_exec_plugin_lands_in_one_private_file(
+    tmp_path: Path,
+) -> None:
+    authority = pki.Authority(directory=tmp_path / "pki")
+    pair = authority.client(pki.Identity(name="alice", user="alice"))
+    plugin = ScriptedPlugin(
+        tmp_path / "plugin", plan=[{"token": False, "cert": str(pair.cert), "key": str(pair.key)}]
+    )
+    kubeconfig = _write(
+        tmp_path / "kubeconfig", _config({"server": "https://a"}, {"exec": plugin.spec()})
+    )
+    creds = credentials_module.load(kubeconfig)
+    assert creds.token is None
+    assert creds.client_cert_file is not None
+    assert creds.client_key_file == creds.client_cert_file  # one file: renamed whole on renewal
+    held = Path(creds.client_cert_file)
+    assert stat.S_IMODE(held.stat().st_mode) == 0o600
+    assert pair.cert.read_bytes().strip() in held.read_bytes()
+    assert pair.key.read_bytes().strip() in held.read_bytes()
+    assert isinstance(creds.ssl_context(), ssl.SSLContext)  # loads as a pair
+
+
+def test_a_client_certificate_without_its_key_is_refused(tmp_path: Path) -> None:
+    authority = pki.Authority(directory=tmp_path / "pki")
+    pair = authority.client(pki.Identity(name="alice", user="alice"))
+    other = authority.client(pki.Identity(name="bob", user="bob"))
+    for plan, message in (
+        ({"cert": str(pair.cert)}, "returned only a client certificate or key, not both"),
+        (
+            {"cert": str(pair.cert), "key": str(other.key)},
+            "returned a client certificate and key that do not load as a pair",
+        ),
+    ):
+        plugin = ScriptedPlugin(tmp_path / "plugin", plan=[plan])
+        kubeconfig = _write(
+            tmp_path / "kubeconfig", _config({"server": "https://a"}, {"exec": plugin.spec()})
+        )
+        with pytest.raises(credentials_module.CredentialsError, match=message):
+            credentials_module.load(kubeconfig)
 
 
 @pytest.mark.parametrize(

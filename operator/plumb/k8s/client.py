@@ -2,8 +2,11 @@
 preemption victim's deletion, list, watch, the leader Lease).
 
 The Authorization header is set per request from ``credentials.Tokens``, so a rotated token
-file is picked up without a new session; a 401 re-reads the file at once and, when the token
-changed, sends the request once more.
+file or a renewed exec credential is picked up without a new session: a credential due for
+renewal is renewed before the request goes (in a worker thread: an exec plugin such as
+``aws eks get-token`` takes a second), and a 401 renews it at once and, when it changed, sends
+the request once more. A new client certificate from an exec plugin closes the connections made
+with the old one, as client-go does.
 
 The requests made per pod (the binding, the Scheduled event, a pod status patch) skip aiohttp
 for ``Http1Pool``: keep-alive HTTP/1.1 connections that send one prepared request each and read
@@ -83,15 +86,21 @@ class ApiClient:
         timeout: float = 30.0,
         connections: int = 200,
         user_agent: str = "plumb",
+        tokens: credentials_module.Tokens | None = None,
     ) -> None:
+        """``tokens``: where the credential comes from (default: ``creds``, on the real
+        clocks)."""
         self._creds = creds
         self._timeout = aiohttp.ClientTimeout(total=timeout)
         self._connections = connections
         self._headers = {"User-Agent": user_agent, "Accept": "application/json"}
-        self.tokens = credentials_module.Tokens(creds)
+        self.tokens = tokens or credentials_module.Tokens(creds)
         self.streams: dict[str, StreamActivity] = {}
         self._session: aiohttp.ClientSession | None = None
         self._pool: Http1Pool | None = None
+        self._renewing = asyncio.Lock()  # one renewal in flight; the others wait for it
+        self._certificates = self.tokens.certificate_generation  # the one the connections use
+        self._retiring: set[asyncio.Task[None]] = set()  # closing connections of an old one
 
     @property
     def session(self) -> aiohttp.ClientSession:
@@ -123,6 +132,42 @@ class ApiClient:
         if self._pool is not None:
             await self._pool.close()
             self._pool = None
+        if self._retiring:
+            await asyncio.gather(*self._retiring)
+
+    async def _credential(self) -> tuple[int, dict[str, str]]:
+        """The credential's generation and Authorization header for a request about to go,
+        renewed first when it is due."""
+        if self.tokens.due():
+            async with self._renewing:
+                if self.tokens.due():  # not renewed while this request waited for the lock
+                    await asyncio.to_thread(self.tokens.current)
+        self._follow_certificate()
+        return self.tokens.generation, self.tokens.headers()
+
+    async def _renew(self, since: int) -> bool:
+        """After a 401 to a request sent with generation ``since``: whether the credential is
+        now another, worth sending the request again with."""
+        async with self._renewing:
+            renewed = await asyncio.to_thread(self.tokens.refresh, since)
+        self._follow_certificate()
+        return renewed
+
+    def _follow_certificate(self) -> None:
+        """A connection keeps the identity of the certificate it was opened with: after the
+        exec plugin gives a new one, new requests go on new connections, and the old ones are
+        closed (a watch on one ends, and is resumed)."""
+        generation = self.tokens.certificate_generation
+        if generation == self._certificates:
+            return
+        self._certificates = generation
+        session, pool = self._session, self._pool
+        self._session, self._pool = None, None
+        for old in (session, pool):
+            if old is not None:
+                task = asyncio.create_task(old.close())
+                self._retiring.add(task)
+                task.add_done_callback(self._retiring.discard)
 
     async def request(
         self,
@@ -142,22 +187,25 @@ class ApiClient:
         ``pool`` rather than aiohttp."""
         data = None if body is None else encode(body)
         send = self._send_hot if hot else self._send
-        response = await send(method, path, data, params, content_type, request_timeout)
-        if response.status == 401 and self.tokens.refresh():
-            # The token rotated under us: the new one is in the file now.
-            response = await send(method, path, data, params, content_type, request_timeout)
+        generation, auth = await self._credential()
+        response = await send(method, path, auth, data, params, content_type, request_timeout)
+        if response.status == 401 and await self._renew(generation):
+            # The credential rotated under us (a new token file, a plugin's new token).
+            _, auth = await self._credential()
+            response = await send(method, path, auth, data, params, content_type, request_timeout)
         return response
 
     async def _send_hot(
         self,
         method: str,
         path: str,
+        auth: Mapping[str, str],
         data: bytes | None,
         params: Mapping[str, str] | None,
         content_type: str,
         request_timeout: float | None,
     ) -> ApiResponse:
-        headers = {**self._headers, **self.tokens.headers()}
+        headers = {**self._headers, **auth}
         if data is not None:
             headers["Content-Type"] = content_type
         target = f"{path}?{urlencode(params)}" if params else path
@@ -176,12 +224,13 @@ class ApiClient:
         self,
         method: str,
         path: str,
+        auth: Mapping[str, str],
         data: bytes | None,
         params: Mapping[str, str] | None,
         content_type: str,
         request_timeout: float | None,
     ) -> ApiResponse:
-        headers = self.tokens.headers()
+        headers = dict(auth)
         if data is not None:
             headers["Content-Type"] = content_type
         try:
@@ -219,13 +268,14 @@ class ApiClient:
             total=None, sock_connect=self._timeout.total, sock_read=read_timeout
         )
         activity = self.streams.setdefault(path, StreamActivity())
+        generation, auth = await self._credential()
         try:
             async with self.session.request(
-                method, path, params=params, timeout=timeout, headers=self.tokens.headers()
+                method, path, params=params, timeout=timeout, headers=auth
             ) as response:
                 if response.status == 401:
-                    # The caller retries the watch; by then the rotated token is in use.
-                    self.tokens.refresh()
+                    # The caller retries the watch; by then the renewed credential is in use.
+                    await self._renew(generation)
                 streaming = response.status == 200
                 activity.open += streaming
                 activity.changed_at = time.monotonic()

@@ -1,12 +1,14 @@
 """How plumb reaches the API server: one set of credentials shared by kopf and the hot API path,
-and the bearer token kept current when its file rotates.
+and the credential kept current when it rotates.
 
 In a pod (``KUBERNETES_SERVICE_HOST`` and ``KUBERNETES_SERVICE_PORT`` set, and a service-account
 token file present) plumb talks to the ``kubernetes`` Service with the projected token and the
-cluster CA, as any in-cluster client does; elsewhere it reads a kubeconfig. Projected tokens
-rotate (the kubelet rewrites the file about every hour, and the old token dies with its pod or
-its expiry), so a token that came from a file (in-cluster, or a kubeconfig ``tokenFile``) is
-read again every minute, as client-go's cached token source does, and at once on a 401.
+cluster CA, as any in-cluster client does; elsewhere it reads a kubeconfig. Credentials rotate,
+and ``Tokens`` is the one place that knows the current one and when to renew it: a token that
+came from a file (in-cluster, or a kubeconfig ``tokenFile``; the kubelet rewrites projected
+tokens about every hour) is read again every minute, as client-go's cached token source does;
+an exec plugin (``k8s/execplugins.py``) is run again shortly before its credential's
+``expirationTimestamp``, as client-go's exec authenticator does; both at once on a 401.
 ``$PLUMB_SERVICE_ACCOUNT_DIR`` (or the ``service_account_dir`` argument) points at another
 directory holding ``token``, ``ca.crt`` and ``namespace``, for tests and odd mounts.
 
@@ -15,9 +17,9 @@ which imports the whole generated client (every API and model, ~20 MiB resident)
 never uses. What client-go reads for a connection is covered: $KUBECONFIG's files merged as
 kubectl merges them, relative paths against each file's directory, the cluster's server, CA
 (file or data) and insecure-skip-tls-verify, and the user's token, tokenFile, client
-certificate and key (files or data), basic login and exec credential plugin (run once, at
-start). The legacy ``auth-provider`` plugins (gcp, oidc, azure; gone from kubectl since 1.26)
-are refused with a message.
+certificate and key (files or data), basic login and exec credential plugin (its token, its
+client certificate, or both). The legacy ``auth-provider`` plugins (gcp, oidc, azure; gone from
+kubectl since 1.26) are refused with a message.
 """
 
 from __future__ import annotations
@@ -25,14 +27,14 @@ from __future__ import annotations
 import atexit
 import base64
 import dataclasses
+import datetime
 import functools
-import json
 import logging
 import os
 import shutil
 import ssl
-import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -40,11 +42,20 @@ from typing import Any
 
 import yaml  # type: ignore[import-untyped]  # no stubs in the dev dependencies
 
+from plumb.k8s import execplugins
+
 logger = logging.getLogger(__name__)
 
 SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 SERVICE_ACCOUNT_ENV = "PLUMB_SERVICE_ACCOUNT_DIR"
 TOKEN_REREAD_SECONDS = 60.0  # client-go's cachingTokenSource re-reads a token file every minute
+# An exec credential is renewed this many seconds before its expirationTimestamp (or a tenth of
+# its lifetime, if shorter), so that no request arrives carrying a token that died on the way.
+EXEC_RENEW_EARLY = 10.0
+EXEC_RETRY_SECONDS = 5.0  # a plugin that failed is not run again sooner
+# Nor, on time alone, this soon after a run that succeeded: a plugin that gives a credential
+# already expired (a clock set wrong) would otherwise be run before every request.
+EXEC_MIN_INTERVAL = 1.0
 
 
 class CredentialsError(RuntimeError):
@@ -62,6 +73,11 @@ class Credentials:
         default=None, repr=False
     )  # ``Tokens`` keeps the current one
     token_file: str | None = None  # where ``token`` came from, when it may rotate
+    # The exec plugin that issued ``token`` (and the client certificate, if it gave one: then
+    # both files are one private file holding the certificate and the key, rewritten in place
+    # when the plugin gives a new one), and when what it issued expires (None: it did not say).
+    exec_plugin: execplugins.ExecPlugin | None = None
+    expires: datetime.datetime | None = None
     client_cert_file: str | None = None
     client_key_file: str | None = None
     username: str | None = None
@@ -118,8 +134,22 @@ def read_token(path: str | Path) -> str:
 
 
 class Tokens:
-    """The bearer token now: the one loaded, or, when it came from a file, the file's content
-    read again once ``every`` seconds have passed or when ``refresh`` is called (after a 401)."""
+    """The credential to send now, and when to renew it: the one place that knows both.
+
+    A literal token never changes. A token file is read again once ``every`` seconds have
+    passed. An exec plugin is run again ``EXEC_RENEW_EARLY`` seconds before its credential's
+    expirationTimestamp (client-go runs it once the timestamp has passed; a 401 in between then
+    costs a request), and never on time alone when the plugin gave no timestamp. ``refresh``
+    renews at once, after a 401, unless the credential changed since the refused one was sent.
+    A plugin that fails is logged and the last credential kept (it may still be good: EKS's
+    tokens outlive their timestamp by a minute), and it is not run again for
+    ``EXEC_RETRY_SECONDS``; nor on time alone sooner than ``EXEC_MIN_INTERVAL`` after a run.
+
+    ``generation`` counts the changes of the credential, ``certificate_generation`` those of
+    the client certificate (connections made with the old one keep its identity: the API client
+    closes them, as client-go does). Safe from several threads: kopf's login handler runs in
+    one, and the API client runs plugins in one, so that the event loop never waits for them.
+    """
 
     def __init__(
         self,
@@ -127,29 +157,79 @@ class Tokens:
         *,
         every: float = TOKEN_REREAD_SECONDS,
         clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
     ) -> None:
         self._creds = creds
         self._token = creds.token
         self._every = every
         self._clock = clock
+        self._wall_clock = wall_clock
+        self._lock = threading.Lock()  # one renewal at a time, as client-go's mutex
         self._read_at = clock()
+        self._not_before = clock() + EXEC_MIN_INTERVAL  # no renewal on time alone before
+        self._failed_until = clock()  # no run at all before (after a failed run)
+        self._renew_at: float | None = None  # wall-clock seconds; exec plugins only
+        self._certificate: bytes | None = None
+        self.generation = 0
+        self.certificate_generation = 0
+        if creds.exec_plugin is not None:
+            self._schedule(creds.expires)
+            if creds.client_cert_file is not None:
+                self._certificate = Path(creds.client_cert_file).read_bytes()
 
     @property
     def rotating(self) -> bool:
-        """Whether the token comes from a file that may change under it."""
-        return self._creds.token_file is not None
+        """Whether the credential may change under plumb (a token file or an exec plugin)."""
+        return self._creds.token_file is not None or self._creds.exec_plugin is not None
+
+    def due(self) -> bool:
+        """Whether the credential is to be renewed before the next request is sent."""
+        if self._creds.exec_plugin is not None:
+            return (
+                self._renew_at is not None
+                and self._wall_clock() >= self._renew_at
+                and self._clock() >= max(self._not_before, self._failed_until)
+            )
+        if self._creds.token_file is not None:
+            return self._clock() - self._read_at >= self._every
+        return False
 
     def current(self) -> str | None:
-        if self.rotating and self._clock() - self._read_at >= self._every:
-            self.refresh()
+        """The token to send, renewed first when it is due (which may run the plugin)."""
+        if self.due():
+            with self._lock:
+                if self.due():  # not renewed by another thread meanwhile
+                    self._renew()
         return self._token
 
-    def refresh(self) -> bool:
-        """Read the token file again now; True when the token changed. A file that cannot be
-        read keeps the last token (the kubelet replaces it by rename, so this is rare)."""
-        path = self._creds.token_file
-        if path is None:
-            return False
+    def refresh(self, since: int | None = None) -> bool:
+        """Renew the credential now (the server refused it); True when the one in hand now
+        differs from the one of generation ``since`` (default: the current one), so that a
+        request refused with it is worth sending again. A credential that changed since
+        ``since`` is not renewed again, as client-go's maybeRefreshCreds."""
+        with self._lock:
+            if since is not None and since != self.generation:
+                return True
+            if self._creds.exec_plugin is not None and self._clock() < self._failed_until:
+                return False
+            before = self.generation
+            self._renew()
+            return self.generation != before
+
+    def headers(self) -> dict[str, str]:
+        """The Authorization header of the credential in hand (``current`` renews it)."""
+        return authorization(self._token, self._creds)
+
+    def _renew(self) -> None:
+        """Called with the lock held."""
+        if self._creds.exec_plugin is not None:
+            self._run(self._creds.exec_plugin)
+        elif self._creds.token_file is not None:
+            self._reread(self._creds.token_file)
+
+    def _reread(self, path: str) -> None:
+        """A file that cannot be read keeps the last token (the kubelet replaces it by
+        rename, so this is rare)."""
         self._read_at = self._clock()
         try:
             token = read_token(path)
@@ -157,15 +237,62 @@ class Tokens:
             logger.warning(
                 "cannot read the token file %s again (%s); keeping the last", path, error
             )
-            return False
-        changed = token != self._token
-        if changed:
+            return
+        if token != self._token:
             logger.info("the token in %s changed; using the new one", path)
-        self._token = token
-        return changed
+            self._token = token
+            self.generation += 1
 
-    def headers(self) -> dict[str, str]:
-        return authorization(self.current(), self._creds)
+    def _run(self, plugin: execplugins.ExecPlugin) -> None:
+        try:
+            issued = plugin.run()
+            certificate = issued.pem()
+            target = self._creds.client_cert_file
+            if certificate != self._certificate and certificate is not None and target:
+                _write_certificate(certificate, plugin.command, target=target)
+        except (execplugins.ExecPluginError, CredentialsError, OSError) as error:
+            self._failed_until = self._clock() + EXEC_RETRY_SECONDS
+            logger.warning(
+                "%s; keeping the last credential, and running the plugin again in %g s at "
+                "the soonest",
+                error,
+                EXEC_RETRY_SECONDS,
+            )
+            return
+        self._not_before = self._clock() + EXEC_MIN_INTERVAL
+        self._schedule(issued.expires)
+        changed = issued.token != self._token
+        self._token = issued.token
+        # A plugin that stops giving a certificate leaves the last one in place: the token
+        # carries the identity then.
+        if certificate is not None and certificate != self._certificate:
+            if self._creds.client_cert_file is None:
+                logger.warning(
+                    "the exec plugin %r now gives a client certificate, which plumb takes only "
+                    "at its start; restart plumb to use it",
+                    plugin.command,
+                )
+            else:
+                self._certificate = certificate
+                self.certificate_generation += 1
+                changed = True
+        if changed:
+            self.generation += 1
+        until = issued.expires.isoformat() if issued.expires else "no expiry given"
+        logger.info(
+            "ran the exec plugin %r again: %s credential (%s)",
+            plugin.command,
+            "a new" if changed else "the same",
+            until,
+        )
+
+    def _schedule(self, expires: datetime.datetime | None) -> None:
+        if expires is None:
+            self._renew_at = None
+            return
+        end = expires.timestamp()
+        lifetime = max(0.0, end - self._wall_clock())
+        self._renew_at = end - min(EXEC_RENEW_EARLY, lifetime / 10)
 
 
 def in_cluster(
@@ -326,17 +453,39 @@ def kubeconfig_credentials(
         token = read_token(token_file)
     cert = _file_or_data(user, "client-certificate", user_dir)
     key = _file_or_data(user, "client-key", user_dir)
-    if user.get("exec"):
-        issued = _exec_credential(user["exec"], user_dir, server, cluster, environ)
-        token = issued.get("token") or token
-        if issued.get("clientCertificateData") and issued.get("clientKeyData"):
-            cert = _private_file(str(issued["clientCertificateData"]).encode())
-            key = _private_file(str(issued["clientKeyData"]).encode())
+    token = bearer_token(str(token)) if token else None
+    plugin, expires = None, None
+    if user.get("exec") and (token or cert or user.get("username") or user.get("password")):
+        # client-go's exec authenticator stands aside for a token, a basic login or a client
+        # certificate given beside it (kubectl --token works with any kubeconfig so).
+        logger.info("user %r has its own credentials; its exec plugin is not run", user_name)
+    elif user.get("exec"):
+        # Run once now, so that a plugin that cannot log in stops plumb at its start with the
+        # plugin's own words; ``Tokens`` runs it again later.
+        spec = user["exec"]
+        wants_cluster = isinstance(spec, Mapping) and spec.get("provideClusterInfo")
+        try:
+            info = (
+                execplugins.cluster_info(cluster, server=server, directory=cluster_dir)
+                if wants_cluster
+                else None
+            )
+            plugin = execplugins.ExecPlugin.from_kubeconfig(
+                spec, directory=user_dir, cluster=info, environ=environ
+            )
+            issued = plugin.run()
+        except execplugins.ExecPluginError as error:
+            raise CredentialsError(f"user {user_name!r}: {error}") from error
+        token, expires, certificate = issued.token, issued.expires, issued.pem()
+        if certificate is not None:
+            cert = key = _write_certificate(certificate, plugin.command)
     return Credentials(
         server=server,
         ca_file=_file_or_data(cluster, "certificate-authority", cluster_dir),
-        token=bearer_token(str(token)) if token else None,
+        token=token,
         token_file=token_file,
+        exec_plugin=plugin,
+        expires=expires,
         client_cert_file=cert,
         client_key_file=key,
         username=user.get("username"),
@@ -381,63 +530,19 @@ def _private_file(content: bytes) -> str:
     return name
 
 
-EXEC_TIMEOUT = 60.0  # seconds an exec credential plugin may take
-EXEC_EXTENSION = "client.authentication.k8s.io/exec"  # a cluster's data for its exec plugin
-
-
-def _exec_credential(
-    spec: Any,
-    directory: Path,
-    server: str,
-    cluster: Mapping[str, Any],
-    environ: Mapping[str, str] | None,
-) -> dict[str, Any]:
-    """Run a kubeconfig's exec credential plugin (client.authentication.k8s.io), as client-go
-    does, non-interactively; the ``status`` of the ExecCredential it prints."""
-    if not isinstance(spec, dict) or not spec.get("command"):
-        raise CredentialsError("the exec plugin has no command")
-    api_version = str(spec.get("apiVersion") or "client.authentication.k8s.io/v1beta1")
-    request: dict[str, Any] = {"interactive": False}
-    if spec.get("provideClusterInfo"):
-        request["cluster"] = {
-            "server": server,
-            "certificate-authority-data": cluster.get("certificate-authority-data"),
-            "insecure-skip-tls-verify": bool(cluster.get("insecure-skip-tls-verify")),
-        }
-        for extension in cluster.get("extensions") or []:
-            if isinstance(extension, dict) and extension.get("name") == EXEC_EXTENSION:
-                request["cluster"]["config"] = extension.get("extension")
-    env = dict(os.environ if environ is None else environ)
-    for variable in spec.get("env") or []:
-        env[str(variable["name"])] = str(variable["value"])
-    env["KUBERNETES_EXEC_INFO"] = json.dumps(
-        {"apiVersion": api_version, "kind": "ExecCredential", "spec": request}
-    )
-    command = [str(spec["command"]), *(str(arg) for arg in spec.get("args") or [])]
+def _write_certificate(pem: bytes, command: str, *, target: str | None = None) -> str:
+    """``pem`` checked (it must load as a certificate with its key, as client-go checks the
+    pair) and put in a private file: ``target``, replaced whole, or a new one."""
+    staged = _private_file(pem)
     try:
-        # The kubeconfig's own plugin, run as kubectl runs it.
-        done = subprocess.run(
-            command,
-            cwd=directory,
-            env=env,
-            stdin=subprocess.DEVNULL,
-            capture_output=True,
-            timeout=EXEC_TIMEOUT,
-            check=False,
-        )
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise CredentialsError(f"the exec plugin {command[0]!r} did not run: {error}") from error
-    if done.returncode != 0:
-        stderr = done.stderr.decode(errors="replace").strip()
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(staged)
+    except ssl.SSLError as error:
+        os.unlink(staged)
         raise CredentialsError(
-            f"the exec plugin {command[0]!r} exited with {done.returncode}: {stderr}"
-        )
-    try:
-        status = json.loads(done.stdout)["status"]
-    except (ValueError, KeyError, TypeError) as error:
-        raise CredentialsError(
-            f"the exec plugin {command[0]!r} printed no ExecCredential status: {error}"
+            f"the exec plugin {command!r} returned a client certificate and key that do not "
+            f"load as a pair: {error}"
         ) from error
-    if not isinstance(status, dict):
-        raise CredentialsError(f"the exec plugin {command[0]!r} printed a malformed status")
-    return status
+    if target is None:
+        return staged
+    os.replace(staged, target)
+    return target

@@ -1,6 +1,7 @@
 """Invalid KubeSchedulerConfiguration files, each refused by the real kube-scheduler v1.34.4
 (non-zero exit, a message naming the field) and by plumb's schedconfig.parse (ConfigError
-naming the same field), and a valid file both accept."""
+naming the same field), and a valid file both accept; YAML go-yaml refuses is refused in its
+words, and ``plumb run`` refuses such a file at start."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import pytest
 
 from plumb.controlplane import running as controlplane
 from plumb.framework import schedconfig
+from tests.integration.conftest import launch_plumb
+from tests.unit import test_schedconfig
 
 pytestmark = pytest.mark.integration
 
@@ -43,6 +46,25 @@ class Case:
 
 
 CASES = (
+    # YAML go-yaml itself refuses (issue 24): no field, go-yaml's words.
+    Case(
+        "yaml-int-abc",
+        "{header}podMaxBackoffSeconds: !!int abc\n",
+        ("yaml: cannot decode !!str `abc` as a !!int",),
+        "",
+    ),
+    Case(
+        "yaml-timestamp-month-13",
+        "{header}podMaxBackoffSeconds: !!timestamp 2020-13-45\n",
+        ("yaml: cannot decode !!str `2020-13-45` as a !!timestamp",),
+        "",
+    ),
+    Case(
+        "yaml-billion-laughs",
+        "{header}" + test_schedconfig.laughs().removeprefix(test_schedconfig.HEADER),
+        ("yaml: document contains excessive aliasing",),
+        "",
+    ),
     Case(
         "unknown-field",
         "{header}profiles: [{schedulerName: a, pluginss: {}}]\n",
@@ -267,6 +289,17 @@ CASES = (
         "profiles[0].pluginConfig[0].args.defaultConstraints[0].whenUnsatisfiable",
     ),
     Case(
+        # null in a list of structs is Go's zero value (a crash in plumb before issue 24).
+        "default-constraint-null",
+        "{header}profiles: [{schedulerName: a, pluginConfig: [{name: PodTopologySpread, args: "
+        "{defaultingType: List, defaultConstraints: [null]}}]}]\n",
+        (
+            "profiles[0].pluginConfig[0].args.defaultConstraints[0].maxSkew: Invalid value: 0: "
+            "not in valid range (0, inf)",
+        ),
+        "profiles[0].pluginConfig[0].args.defaultConstraints[0].maxSkew",
+    ),
+    Case(
         "default-constraint-max-skew",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: PodTopologySpread, args: "
         "{defaultingType: List, defaultConstraints: [{maxSkew: 0, topologyKey: zone, "
@@ -421,3 +454,24 @@ def test_kube_scheduler_and_plumb_accept_the_valid_file(
     # Weight 0 is 1 in kube-scheduler, not "off".
     assert parsed.profiles[0].weights[schedconfig.SCORE_ORDER.index("TaintToleration")] == 1
     assert parsed.profiles[1].strategy == "MostAllocated"
+
+
+def test_plumb_run_refuses_a_file_beyond_the_readers_bounds_at_start(
+    control_plane: controlplane.ControlPlane, tmp_path: Path
+) -> None:
+    text, says = test_schedconfig.BAD_FILES["billion-laughs"]
+    config = tmp_path / "laughs.yaml"
+    config.write_text(text, encoding="utf-8")
+    log = tmp_path / "plumb.log"
+    process = launch_plumb(control_plane.kubeconfig, log, "--config", str(config))
+    try:
+        # Refused before it connects; the kernel, loaded first, takes a few seconds.
+        code = process.wait(timeout=_START_TIMEOUT_SECONDS)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    output = log.read_text(errors="replace")
+    assert code == 2, output[-3000:]
+    assert f"error: {config}: {says}" in output
+    assert "Traceback" not in output

@@ -1,15 +1,20 @@
 """The configuration file changes while plumb schedules 1,000 pods on the real control plane: the
 new profiles take over between two batches with no pod lost or decided twice, and a broken file
-keeps the running profiles and says so in the log and the metrics."""
+keeps the running profiles and says so in the log and the metrics. Files beyond the reader's
+bounds (issue 24) are refused the same way, and the process still shuts down cleanly."""
 
 from __future__ import annotations
 
 import collections
+import functools
 import json
+import signal
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
+from kubernetes import client as k8s
 from prometheus_client import parser
 
 from plumb.controlplane import running as controlplane
@@ -17,6 +22,7 @@ from plumb.framework import schedconfig
 from plumb.observability import metrics, trace
 from plumb.testing import builders, kube, kubescheduler
 from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, free_port
+from tests.unit.test_schedconfig import BAD_FILES
 
 NAME = "plumb"
 PODS = 1000
@@ -128,3 +134,90 @@ def test_a_changed_file_switches_profiles_mid_burst_and_a_broken_one_is_refused(
     )
     after = [r for r in _scheduled_traces(plumb) if r.pod == f"{namespace}/after"]
     assert [r.config for r in after] == [packing]
+
+
+def _replace(path: Path, data: bytes) -> None:
+    """Write the file whole, then rename it into place, so no poll reads half of it."""
+    partial = path.with_suffix(".partial")
+    partial.write_bytes(data)
+    partial.replace(path)
+
+
+def _lease_holder(kube_client: kube.Kube, namespace: str) -> str | None:
+    api = k8s.CoordinationV1Api(kube_client.api)
+    response = api.read_namespaced_lease("plumb", namespace, _preload_content=False)
+    holder = json.loads(response.data)["spec"].get("holderIdentity")
+    return None if holder is None else str(holder)
+
+
+def test_files_beyond_the_readers_bounds_are_refused_a_later_one_applied_and_sigterm_is_clean(
+    control_plane: controlplane.ControlPlane,
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    start_plumb: PlumbFactory,
+    tmp_path: Path,
+) -> None:
+    # Equal shape, different size: LeastAllocated puts a pod on the big node, MostAllocated on
+    # the small one.
+    here = ("plumb.dev/test", namespace)
+    big = add_node(
+        builders.make_node(f"{namespace}-big").capacity(cpu="64", memory="128Gi").label(*here)
+    )
+    small = add_node(
+        builders.make_node(f"{namespace}-small").capacity(cpu="4", memory="8Gi").label(*here)
+    )
+    path = tmp_path / "scheduler-config.yaml"
+    spreading = _write(path, _body(control_plane, "LeastAllocated"))
+    port = free_port()
+    plumb = start_plumb(
+        "--config",
+        str(path),
+        "--metrics-port",
+        str(port),
+        "--leader-elect",
+        "--leader-elect-resource-namespace",
+        namespace,
+    )
+
+    def said(words: str) -> bool:
+        return words in plumb.output()
+
+    kube.wait_for("the Lease", functools.partial(said, "became leader"))
+
+    def placed(name: str) -> str:
+        kube_client.create_pod(
+            builders.make_pod(name, namespace)
+            .scheduler(NAME)
+            .req(cpu="1", memory="2Gi")
+            .node_selector(*here)
+            .obj()
+        )
+        return str(
+            kube.wait_for(
+                f"{name} bound", lambda: kube_client.pod(namespace, name)["spec"].get("nodeName")
+            )
+        )
+
+    keeping = f"refused, keeping profiles plumb (configuration {spreading}): {path}: "
+    for bad in ("billion-laughs", "2000-nested-brackets"):
+        text, says = BAD_FILES[bad]
+        _replace(path, text.encode())
+        kube.wait_for(f"the {bad} refusal", functools.partial(said, keeping + says), timeout=15)
+    samples = _samples(port)
+    assert samples[metrics.CONFIG_RELOAD_SUCCESSFUL] == 0.0
+    assert samples[f"{metrics.CONFIG_RELOADS}failure"] == 2.0
+    assert placed("kept") == big  # the running configuration stayed
+
+    packing = _write(path, _body(control_plane, "MostAllocated"))
+    kube.wait_for("the reload", functools.partial(said, "configuration reloaded"), timeout=15)
+    assert _samples(port)[metrics.CONFIG_RELOAD_SUCCESSFUL] == 1.0
+    assert placed("applied") == small
+    assert [r.config for r in _scheduled_traces(plumb) if r.pod.endswith("/applied")] == [packing]
+
+    terminated = time.monotonic()
+    plumb.process.send_signal(signal.SIGTERM)
+    assert plumb.process.wait(timeout=20) == 0
+    print(f"exited {time.monotonic() - terminated:.1f} s after SIGTERM")
+    assert "released the lease" in plumb.output()
+    assert not _lease_holder(kube_client, namespace)  # a standby need not wait it out

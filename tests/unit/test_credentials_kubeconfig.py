@@ -389,3 +389,37 @@ def test_a_missing_kubeconfig_is_a_credentials_error(tmp_path: Path) -> None:
             environ={"KUBECONFIG": str(tmp_path / "absent")},
             service_account_dir=tmp_path / "no-sa",
         )
+
+
+def _laughs() -> str:
+    """A "billion laughs" under a cluster's server: ~500 bytes that stand for 10^9 strings."""
+    lines = ["lol0: &lol0 [" + ", ".join(["lol"] * 10) + "]"]
+    lines += [f"lol{i}: &lol{i} [" + ", ".join([f"*lol{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    return "\n".join(lines) + "\nclusters:\n- name: c\n  cluster: {server: *lol8}\n"
+
+
+# Kubeconfigs a tool or a hand got wrong, or a hostile one: each refused with its problem.
+BAD_KUBECONFIGS = {
+    "int-abc": (
+        "clusters:\n- name: c\n  cluster: {insecure-skip-tls-verify: !!int abc}\n",
+        "cannot decode !!str `abc` as a !!int",
+    ),
+    "timestamp-month-13": (
+        "current-context: !!timestamp 2020-13-45\n",
+        "cannot decode !!str `2020-13-45` as a !!timestamp",
+    ),
+    "2000-nested-brackets": ("users: " + "[" * 2000 + "]" * 2000 + "\n", "max depth of 100"),
+    "billion-laughs": (_laughs(), "document contains excessive aliasing"),
+}
+
+
+@pytest.mark.parametrize(("text", "says"), BAD_KUBECONFIGS.values(), ids=list(BAD_KUBECONFIGS))
+def test_a_bad_kubeconfig_is_refused_naming_its_problem(
+    tmp_path: Path, text: str, says: str
+) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(text)
+    with pytest.raises(credentials_module.CredentialsError) as raised:
+        credentials_module.load(kubeconfig)
+    assert f"{kubeconfig} is not a readable kubeconfig: yaml: " in str(raised.value)
+    assert says in str(raised.value)

@@ -447,3 +447,105 @@ def refusal_text(text: str) -> schedconfig.ConfigError:
     with pytest.raises(schedconfig.ConfigError) as raised:
         schedconfig.parse(text)
     return raised.value
+
+
+# The reader's bounds: what kube-scheduler's go-yaml refuses, refused in its words ---------------
+
+
+def laughs() -> str:
+    """A "billion laughs": nine anchors, each ten aliases of the one before, so ~500 bytes
+    stand for 10^9 strings."""
+    lines = ["lol0: &lol0 [" + ", ".join(["lol"] * 10) + "]"]
+    lines += [f"lol{i}: &lol{i} [" + ", ".join([f"*lol{i - 1}"] * 10) + "]" for i in range(1, 9)]
+    return HEADER + "\n".join(lines) + "\n"
+
+
+# Each bad file of issue 24 and the refusal that names its problem.
+BAD_FILES = {
+    "int-abc": (
+        HEADER + "podMaxBackoffSeconds: !!int abc\n",
+        "yaml: line 3: cannot decode !!str `abc` as a !!int",
+    ),
+    "timestamp-month-13": (
+        HEADER + "podMaxBackoffSeconds: !!timestamp 2020-13-45\n",
+        "yaml: line 3: cannot decode !!str `2020-13-45` as a !!timestamp",
+    ),
+    "2000-nested-brackets": (
+        HEADER + "profiles: " + "[" * 2000 + "]" * 2000 + "\n",
+        "yaml: line 3: exceeded max depth of 100",
+    ),
+    "billion-laughs": (laughs(), "yaml: document contains excessive aliasing"),
+}
+
+
+@pytest.mark.parametrize(("text", "says"), BAD_FILES.values(), ids=list(BAD_FILES))
+def test_a_bad_yaml_file_is_refused_naming_its_problem(text: str, says: str) -> None:
+    error = refusal_text(text)
+    assert says in str(error)
+    assert error.field == ""
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ("!!bool maybe", "line 3: cannot decode !!str `maybe` as a !!bool"),
+        ("!!float abc", "line 3: cannot decode !!str `abc` as a !!float"),
+        ("!!int 1.5", "line 3: cannot decode !!float `1.5` as a !!int"),
+        ("!!binary z", "failed to decode base64 data"),
+        ("!!python/name:os.system x", "could not determine a constructor"),
+    ],
+)
+def test_a_value_its_tag_cannot_hold_is_refused(value: str, says: str) -> None:
+    assert says in str(refusal(f"podMaxBackoffSeconds: {value}\n"))
+
+
+def test_a_plain_value_that_only_looks_like_a_date_is_a_string_as_in_go_yaml() -> None:
+    error = refusal("podMaxBackoffSeconds: 2020-13-45\n")
+    assert error.field == "podMaxBackoffSeconds"
+    assert "cannot unmarshal string into Go struct field podMaxBackoffSeconds" in str(error)
+
+
+def _args_nested(depth: int) -> str:
+    # An unknown plugin's args are not decoded (noted and ignored), so only the bound refuses.
+    return (
+        "profiles: [{schedulerName: a, pluginConfig: [{name: Foo, args: {x: "
+        + "[" * depth
+        + "]" * depth
+        + "}}]}]\n"
+    )
+
+
+def test_nesting_up_to_the_bound_is_read_and_past_it_refused_in_every_form() -> None:
+    # The document, profiles, a profile, pluginConfig, its item, args: 6 levels above x.
+    parsed = parse(_args_nested(94))
+    assert parsed.ignored[0].startswith("profiles[0].pluginConfig[0].args")
+    too_deep = "exceeded max depth of 100"
+    assert too_deep in str(refusal(_args_nested(95)))
+    block = "".join(f"{'  ' * i}- \n" for i in range(150))
+    assert too_deep in str(refusal("profiles:\n" + block))
+    assert too_deep in str(refusal("profiles: " + "{a: " * 2000 + "\n"))
+    json_text = '{"profiles": ' + "[" * 5000 + "]" * 5000 + "}"
+    assert f"json: {too_deep}" in str(refusal_text(json_text))
+    # Written shallow, nested deep once the aliases are expanded.
+    deep = "a: &a " + "[" * 60 + "]" * 60 + "\nb: " + "[" * 60 + "*a" + "]" * 60 + "\n"
+    assert too_deep in str(refusal(deep))
+
+
+def test_an_anchor_that_contains_itself_is_refused() -> None:
+    error = refusal("profiles: &p [{schedulerName: a}, *p]\n")
+    assert str(error) == "yaml: line 3: anchor 'p' value contains itself"
+
+
+def test_anchors_within_go_yamls_allowance_are_read() -> None:
+    parsed = parse(
+        "profiles:\n"
+        "- schedulerName: a\n"
+        "  pluginConfig: &packing\n"
+        "  - {name: NodeResourcesFit, args: {scoringStrategy: {type: MostAllocated}}}\n"
+        "- {schedulerName: b, pluginConfig: *packing}\n"
+    )
+    assert [p.strategy for p in parsed.profiles] == [scoring.MOST_ALLOCATED] * 2
+
+
+def test_a_control_character_is_refused() -> None:
+    assert "yaml: unacceptable character #x0000" in str(refusal("profiles: [a\x00]\n"))

@@ -3,7 +3,10 @@
 
 A file that does not parse, fails validation or cannot replace the running profiles in place is
 refused with the reason in the log: the running configuration stays and
-``plumb_config_last_reload_successful`` drops to 0 until a good file is applied.
+``plumb_config_last_reload_successful`` drops to 0 until a good file is applied. Nothing a file
+holds ends the watching: the reader is bounded (k8s/documents.py: nesting, aliases), a
+changed file is read off the event loop, and even a failure plumb did not foresee is logged and
+counted as a refusal, so a later good file is still applied.
 """
 
 from __future__ import annotations
@@ -81,30 +84,61 @@ class Reloader:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self._interval)
             self._wake.clear()
-            self.check()
+            data = self._changed()
+            if data is not None:
+                # PyYAML is pure Python: a large file read on the loop would hold the Lease's
+                # renewals and the watches for seconds. The scheduler itself is reconfigured on
+                # the loop, between two batches.
+                self._apply(await asyncio.to_thread(self._parsed, data))
 
     def check(self) -> None:
-        """Apply the file if its content changed since it was last looked at."""
+        """Apply the file if its content changed since it was last looked at (read and parsed
+        on the calling thread)."""
+        data = self._changed()
+        if data is not None:
+            self._apply(self._parsed(data))
+
+    def _changed(self) -> bytes | None:
+        """The file's content if it changed since it was last looked at, else None."""
         try:
             data = self._path.read_bytes()
         except OSError as error:
             # A file being replaced (an editor's rename, a ConfigMap's symlink swap) may be
             # missing for a moment: say so, keep running, look again at the next poll.
             logger.warning("cannot read %s: %s", self._path, error.strerror or error)
-            return
+            return None
         if data == self._last:
-            return
-        self._last = data
+            return None
+        self._last = data  # a refused file is not read again until it changes (or SIGHUP)
+        return data
+
+    def _parsed(self, data: bytes) -> profiles.Served | Exception:
+        """The configuration the bytes give, or why not; never raises."""
         try:
-            served = served_from(data, self._path)
-            self._scheduler.reconfigure(served)
-        except (ConfigFileError, profiles.ReconfigureError) as error:
-            logger.error(
-                "configuration reload refused, keeping %s: %s",
-                self._scheduler.served.describe(),
-                error,
-            )
-            self._metrics.config_reload(success=False)
-            return
-        logger.info("configuration reloaded from %s: %s", self._path, served.describe())
-        self._metrics.config_reload(success=True)
+            return served_from(data, self._path)
+        except Exception as error:
+            # ConfigFileError; anything else is a fault in plumb's reader, refused all the
+            # same, so that the watching goes on and a later good file is still applied.
+            return error
+
+    def _apply(self, parsed: profiles.Served | Exception) -> None:
+        if not isinstance(parsed, Exception):
+            try:
+                self._scheduler.reconfigure(parsed)
+            except Exception as error:
+                parsed = error
+            else:
+                logger.info("configuration reloaded from %s: %s", self._path, parsed.describe())
+                self._metrics.config_reload(success=True)
+                return
+        foreseen = isinstance(parsed, ConfigFileError | profiles.ReconfigureError)
+        logger.error(
+            "configuration reload refused, keeping %s: %s",
+            self._scheduler.served.describe(),
+            parsed
+            if foreseen
+            else f"{self._path}: {type(parsed).__name__}: {parsed} "
+            "(a fault in plumb, please report it with the file)",
+            exc_info=None if foreseen else parsed,
+        )
+        self._metrics.config_reload(success=False)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import datetime
 import functools
@@ -139,14 +138,13 @@ async def run(settings: RunSettings) -> None:
     loop.add_signal_handler(
         signal.SIGUSR1, _write_snapshot, scheduler, settings.snapshot_dir, writing
     )
-    reload_task: asyncio.Task[None] | None = None
+    background: list[asyncio.Task[None]] = []  # stopped, in this order, at shutdown
     if settings.config is not None:
         reloader = configuring.Reloader(
             settings.config, scheduler, scheduler.metrics, settings.config_bytes
         )
         loop.add_signal_handler(signal.SIGHUP, reloader.request)
-        reload_task = asyncio.create_task(reloader.run(), name="plumb-config-reload")
-    election_task: asyncio.Task[None] | None = None
+        background.append(asyncio.create_task(reloader.run(), name="plumb-config-reload"))
     if elector is None:
         leadership.start()
     else:
@@ -157,26 +155,14 @@ async def run(settings: RunSettings) -> None:
             elector.settings.namespace,
             elector.settings.name,
         )
-        election_task = asyncio.create_task(elector.run(), name="plumb-leader-election")
-
-    async def stop_leading() -> None:
-        if reload_task is not None:
-            reload_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await reload_task
-        if election_task is not None:
-            election_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await election_task
-        await leadership.shutdown()
-        await scheduler.drain()
+        background.append(asyncio.create_task(elector.run(), name="plumb-leader-election"))
 
     @kopf.on.cleanup(registry=registry)
     async def stop_loop(**_: Any) -> None:
         # Stop our own tasks inside kopf's shutdown: left running, kopf would count them as
         # hung and wait its 5 s grace period before exiting. The lease is released here, so
         # a standby takes over while this process is still exiting.
-        await stop_leading()
+        await stop_leading(background, leadership, scheduler)
 
     try:
         logger.info(
@@ -192,7 +178,7 @@ async def run(settings: RunSettings) -> None:
             clusterwide=True,
         )
     finally:
-        await stop_leading()
+        await stop_leading(background, leadership, scheduler)
         await api.close()
         if exporter is not None:
             await exporter.cleanup()
@@ -204,6 +190,32 @@ async def run(settings: RunSettings) -> None:
         await asyncio.gather(*writing, return_exceptions=True)
         kernel.close()
         logger.info("plumb stopped")
+
+
+async def stop_leading(
+    background: list[asyncio.Task[None]],
+    leadership: leading.Leadership,
+    scheduler: scheduler_module.Scheduler,
+) -> None:
+    """Stop the background tasks (the configuration's reload, the election), then leading: a
+    last status write, the Lease released, the binds in flight waited for.
+
+    A task that had already died is logged, never raised: shutdown must not depend on how a
+    task ended. Called twice at exit (kopf's cleanup, then run's ``finally``); each task is
+    stopped once, as ``background`` is emptied.
+    """
+    while background:
+        task = background.pop(0)
+        task.cancel()
+        await asyncio.wait([task])
+        if not task.cancelled() and task.exception() is not None:
+            logger.error(
+                "%s had stopped on an error before shutdown; shutting down all the same",
+                task.get_name(),
+                exc_info=task.exception(),
+            )
+    await leadership.shutdown()
+    await scheduler.drain()
 
 
 def _always() -> bool:

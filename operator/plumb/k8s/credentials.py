@@ -12,14 +12,15 @@ an exec plugin (``k8s/execplugins.py``) is run again shortly before its credenti
 ``$PLUMB_SERVICE_ACCOUNT_DIR`` (or the ``service_account_dir`` argument) points at another
 directory holding ``token``, ``ca.crt`` and ``namespace``, for tests and odd mounts.
 
-The kubeconfig is read here, with pyyaml, rather than by the ``kubernetes`` package's loader,
-which imports the whole generated client (every API and model, ~20 MiB resident) that plumb
-never uses. What client-go reads for a connection is covered: $KUBECONFIG's files merged as
-kubectl merges them, relative paths against each file's directory, the cluster's server, CA
-(file or data) and insecure-skip-tls-verify, and the user's token, tokenFile, client
-certificate and key (files or data), basic login and exec credential plugin (its token, its
-client certificate, or both). The legacy ``auth-provider`` plugins (gcp, oidc, azure; gone from
-kubectl since 1.26) are refused with a message.
+The kubeconfig is read here, by the bounded reader of k8s/documents.py (a hostile file is
+refused, not expanded), rather than by the ``kubernetes`` package's loader, which imports the
+whole generated client (every API and model, ~20 MiB resident) that plumb never uses. What
+client-go reads for a connection is covered: $KUBECONFIG's files merged as kubectl merges them,
+relative paths against each file's directory, the cluster's server, CA (file or data) and
+insecure-skip-tls-verify, and the user's token, tokenFile, client certificate and key (files
+or data), basic login and exec credential plugin (its token, its client certificate, or both).
+The legacy ``auth-provider`` plugins (gcp, oidc, azure; gone from kubectl since 1.26) are
+refused with a message.
 """
 
 from __future__ import annotations
@@ -40,9 +41,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml  # type: ignore[import-untyped]  # no stubs in the dev dependencies
-
-from plumb.k8s import execplugins
+from plumb.k8s import documents, execplugins
 
 logger = logging.getLogger(__name__)
 
@@ -357,7 +356,7 @@ def load(
     paths = [kubeconfig] if kubeconfig is not None else kubeconfig_paths(env)
     try:
         return kubeconfig_credentials(_merged(paths, required=kubeconfig is not None), context, env)
-    except (CredentialsError, OSError, yaml.YAMLError) as error:
+    except (CredentialsError, OSError) as error:
         where = str(kubeconfig) if kubeconfig else "the in-cluster service account or $KUBECONFIG"
         raise CredentialsError(
             f"cannot load Kubernetes credentials from {where}: {error}; "
@@ -395,7 +394,10 @@ def _merged(paths: list[Path], *, required: bool) -> Kubeconfig:
     for path in paths:
         if not required and not path.exists():
             continue
-        document: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+        try:
+            document: Any = documents.load(path.read_text(encoding="utf-8"))[0]
+        except (documents.DocumentError, UnicodeDecodeError) as error:
+            raise CredentialsError(f"{path} is not a readable kubeconfig: {error}") from None
         found = True
         if document is None:
             continue

@@ -263,8 +263,9 @@ def _spread(args: Args, path: str) -> ConfigError | None:
             f"{path}.defaultingType", defaulting, "when .defaultConstraints are not empty"
         )
     seen: list[tuple[str, str]] = []
-    for i, constraint in enumerate(constraints):
+    for i, item in enumerate(constraints):
         where = f"{path}.defaultConstraints[{i}]"
+        constraint = item or {}  # null: Go's zero value, refused below for its maxSkew
         skew = int(constraint.get("maxSkew") or 0)
         if skew <= 0:
             return errors.invalid(f"{where}.maxSkew", skew, "not in valid range (0, inf)")

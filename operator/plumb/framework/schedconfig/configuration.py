@@ -14,6 +14,7 @@ from plumb.framework import scoring
 from plumb.framework.schedconfig import args as plugin_args
 from plumb.framework.schedconfig import decoding, errors, names, plugins
 from plumb.framework.schedconfig.errors import ConfigError
+from plumb.k8s import documents
 from plumb.kernel import contract
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
@@ -75,7 +76,10 @@ def parse(text: str | bytes) -> Configuration:
         body = data.decode("utf-8")
     except UnicodeDecodeError as error:
         raise ConfigError("", f"the file is not UTF-8: {error}") from None
-    document, _ = decoding.load(body)
+    try:
+        document, _ = documents.load(body)
+    except documents.DocumentError as error:
+        raise ConfigError(error.field, error.message, error.text) from None
     decoding.type_meta(document, body)
     return _read(document, digest)
 

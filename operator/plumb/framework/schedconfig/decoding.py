@@ -2,20 +2,16 @@
 YAML or JSON, apiVersion and kind checked, a Go type for every field, unknown and duplicate
 fields refused and named by path.
 
-``load`` turns the text into plain values (duplicate keys refused), ``check`` holds a value
-against a schema. Schemas are plain data: a scalar kind name, ``ListOf``, ``MapOf`` or a dict
-of field name to schema (a Go struct).
+``k8s.documents.load`` turns the text into plain values (duplicate keys refused, within bounds),
+``check`` here holds a value against a schema. Schemas are plain data: a scalar kind name,
+``ListOf``, ``MapOf`` or a dict of field name to schema (a Go struct).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-import re
 from collections.abc import Mapping
-from typing import Any, ClassVar
-
-import yaml  # type: ignore[import-untyped]  # no stubs in the dev dependencies
+from typing import Any
 
 from plumb.framework.schedconfig import names
 from plumb.framework.schedconfig.errors import ConfigError, strict
@@ -122,92 +118,6 @@ CONFIGURATION: dict[str, Schema] = {
     "extenders": ListOf(EXTENDER),
     "delayCacheUntilActive": BOOL,
 }
-
-
-class _Pairs(list[tuple[str, Any]]):
-    """A JSON object's members in order, duplicates kept, until ``_plain`` checks them."""
-
-
-class _Loader(yaml.SafeLoader):  # type: ignore[misc]  # yaml is untyped
-    """PyYAML's safe loader with go-yaml v2's booleans (sigs.k8s.io/yaml): y, Y, n and N are
-    booleans there too."""
-
-    bool_values: ClassVar[dict[str, bool]] = {
-        **yaml.SafeLoader.bool_values,
-        "y": True,
-        "n": False,
-    }
-
-
-_Loader.add_implicit_resolver("tag:yaml.org,2002:bool", re.compile(r"^(?:y|Y|n|N)$"), list("yYnN"))
-
-
-def load(text: str) -> tuple[Any, bool]:
-    """The document as plain values and whether it was JSON (kube-scheduler's codec takes a
-    document whose first non-space character is '{' as JSON, anything else as YAML).
-
-    A key twice in one mapping is refused as kube-scheduler's strict decoding does: for JSON
-    ``duplicate field "<path>"``, for YAML go-yaml's ``key "<k>" already set in map`` with the
-    line.
-    """
-    if text.lstrip()[:1] == "{":
-        try:
-            raw = json.loads(text, object_pairs_hook=_Pairs)
-        except json.JSONDecodeError as error:
-            raise ConfigError("", f"json: {error}") from None
-        return _plain_json(raw, ""), True
-    try:
-        node = yaml.compose(text, Loader=_Loader)
-    except yaml.YAMLError as error:
-        raise ConfigError("", f"yaml: {error}") from None
-    if node is None:
-        return None, False
-    return _plain_yaml(node, "", _Loader("")), False
-
-
-def _plain_json(value: Any, path: str) -> Any:
-    if isinstance(value, _Pairs):
-        out: dict[str, Any] = {}
-        for key, item in value:
-            where = _child(path, key)
-            if key in out:
-                raise strict(where, f'duplicate field "{where}"')
-            out[key] = _plain_json(item, where)
-        return out
-    if isinstance(value, list):
-        return [_plain_json(item, f"{path}[{i}]") for i, item in enumerate(value)]
-    return value
-
-
-def _plain_yaml(node: Any, path: str, loader: Any) -> Any:
-    if isinstance(node, yaml.MappingNode):
-        out: dict[str, Any] = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            name = _yaml_key(key)
-            where = _child(path, name)
-            if name in out:
-                line = key_node.start_mark.line + 1
-                raise ConfigError(
-                    where,
-                    f'duplicate field "{where}"',
-                    "strict decoding error: yaml: unmarshal errors:\n"
-                    f'  line {line}: key "{name}" already set in map (at {where})',
-                )
-            out[name] = _plain_yaml(value_node, where, loader)
-        return out
-    if isinstance(node, yaml.SequenceNode):
-        return [_plain_yaml(item, f"{path}[{i}]", loader) for i, item in enumerate(node.value)]
-    return loader.construct_object(node, deep=True)
-
-
-def _yaml_key(key: Any) -> str:
-    # sigs.k8s.io/yaml turns every mapping key into a JSON string.
-    if isinstance(key, bool):
-        return "true" if key else "false"
-    if key is None:
-        return "null"
-    return str(key)
 
 
 def _child(path: str, name: str) -> str:

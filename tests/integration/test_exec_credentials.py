@@ -27,7 +27,9 @@ from plumb.testing import builders, crds, kube
 from tests.integration.conftest import Plumb, launch_plumb, wait_synced
 from tests.unit.test_credentials import ScriptedPlugin
 
-pytestmark = pytest.mark.integration
+# A control plane of its own (~20 s): in `make test-long`; the unit tests of
+# tests/unit/test_credentials.py keep the renewal in `make test`.
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 LIFETIME = 3.0  # seconds each token of the plugin lives
 # kube-apiserver keeps a token it accepted for 10 s without asking the webhook again

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from plumb import cli, leader
-from plumb.app import running
+from plumb.app import runtime
 from plumb.k8s import client as k8s_client
 
 TIMINGS = leader.Timings(lease_duration=15.0, renew_deadline=10.0, retry_period=2.0)
@@ -291,8 +291,8 @@ def test_timings_that_would_let_two_leaders_act_are_refused() -> None:
 
 
 def test_identity_is_the_pod_name_else_the_host_and_a_suffix_unique_per_process() -> None:
-    assert running.identity({"POD_NAME": "plumb-7d9f-abcde"}) == "plumb-7d9f-abcde"
-    first, second = running.identity({}), running.identity({})
+    assert runtime.identity({"POD_NAME": "plumb-7d9f-abcde"}) == "plumb-7d9f-abcde"
+    first, second = runtime.identity({}), runtime.identity({})
     assert first.startswith(f"{socket.gethostname()}_")
     assert first != second
 

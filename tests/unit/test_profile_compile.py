@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from plumb.backend import cache as cache_module
-from plumb.backend import objects, specs, workloads
+from plumb.backend import controllers, objects, specs
 from plumb.framework import compiling, cycle, scoring
 from plumb.framework.plugins import nodeaffinity
 from plumb.kernel import compiled, contract, reference
@@ -277,7 +277,7 @@ def _service_cluster() -> cache_module.Cache:
         "metadata": {"namespace": "shop", "name": "web"},
         "spec": {"selector": {"app": "web"}},
     }
-    c.workloads.on_event(workloads.SERVICE, "ADDED", service)
+    c.workloads.on_event(controllers.SERVICE, "ADDED", service)
     return c
 
 

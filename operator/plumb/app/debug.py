@@ -68,7 +68,7 @@ class Capture(Protocol):
 
 
 Dumper = Callable[[], Capture]
-"""Captures the scheduler's snapshot (app/running.py's ``capture_snapshot``); called on the
+"""Captures the scheduler's snapshot (app/runtime.py's ``capture_snapshot``); called on the
 event loop, which owns the cache."""
 
 

@@ -15,9 +15,9 @@ import numpy as np
 
 from plumb.backend import cache as cache_module
 from plumb.backend import objects, snapshot
-from plumb.framework import compiling, scoring, status
+from plumb.framework import compiling, diagnoses, scoring
 from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopologyspread
-from plumb.framework.plugins import volumes as volume_plugins
+from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.kernel import contract, reference
 
 Kernel = Callable[[contract.Cluster, contract.Batch], contract.Result]
@@ -124,7 +124,7 @@ def explain(
         per_node = [
             node_reasons(compiled, int(codes[n]), int(details[n])) for n in range(len(names))
         ]
-        diagnosis = status.Diagnosis.count(len(names), per_node)
+        diagnosis = diagnoses.Diagnosis.count(len(names), per_node)
         decisions.append(
             Decision(
                 pod=pod,
@@ -225,7 +225,9 @@ def prepare(
             )
         elif total == 0:
             early.append(
-                Decision(pod=pod, node=None, feasible=0, total=0, message=status.NO_NODES_AVAILABLE)
+                Decision(
+                    pod=pod, node=None, feasible=0, total=0, message=diagnoses.NO_NODES_AVAILABLE
+                )
             )
         elif (rejected := _volume_prefilter(pod, snap, cache, profile)) is not None:
             early.append(rejected)
@@ -258,7 +260,7 @@ def _volume_prefilter(
         node=None,
         feasible=0,
         total=len(snap),
-        message=f"{status.NO_NODES_PREFIX.format(total=len(snap))} {failure.message}. "
+        message=f"{diagnoses.NO_NODES_PREFIX.format(total=len(snap))} {failure.message}. "
         f"{VOLUME_PREFILTER_POSTFILTER}",
         unresolvable=failure.unresolvable,
         plugins=frozenset({failure.plugin}),

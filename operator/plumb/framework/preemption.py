@@ -1,7 +1,7 @@
 """Preemption's decision, kube-scheduler v1.34's DefaultPreemption PostFilter, as pure computation.
 
-The computation alone: framework/preempting.py feeds it from the cache with the kernel as
-``fits``, and scheduler/preempting.py carries the outcome out (nomination, DisruptionTarget,
+The computation alone: framework/preemptionsearch.py feeds it from the cache with the kernel as
+``fits``, and scheduler/postfilter.py carries the outcome out (nomination, DisruptionTarget,
 deletes, events).
 
 The story of one call to ``preempt``, after a pod fits nowhere:
@@ -55,7 +55,7 @@ from typing import Protocol
 import numpy as np
 
 from plumb.backend import hashing, specs
-from plumb.framework import status
+from plumb.framework import diagnoses
 from plumb.kernel import reference
 
 # kube-scheduler's words (defaultpreemption/default_preemption.go, preemption/preemption.go).
@@ -410,7 +410,7 @@ def _sentence(total: int, searched: Iterable[tuple[str, ...]]) -> str:
         counter.update(reasons)
     if total > searched_count:
         counter[NOT_HELPFUL] += total - searched_count
-    return status.Diagnosis(total_nodes=total, reasons=dict(counter)).message()
+    return diagnoses.Diagnosis(total_nodes=total, reasons=dict(counter)).message()
 
 
 def _aggregate(errors: Sequence[str]) -> str:

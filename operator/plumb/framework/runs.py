@@ -20,7 +20,7 @@ from typing import Any
 
 from plumb.backend import cache as cache_module
 from plumb.backend import codec, dumps, nominations, objects, specs
-from plumb.framework import cycle, deviation, preempting, preemption, scoring, traces
+from plumb.framework import cycle, deviation, preemption, preemptionsearch, scoring, traces
 from plumb.framework.plugins import podtopologyspread
 
 FORMAT = "plumb.dev/snapshot/v1"
@@ -232,7 +232,7 @@ def _replay_preemption(
     assert run.preemption is not None
     inputs = run.preemption
     exempt = inputs.exempt
-    found = preempting.search(
+    found = preemptionsearch.search(
         pod,
         cache.snapshot(),
         cache,

@@ -29,14 +29,14 @@ from plumb.binder import Binder, Outcome
 from plumb.events import Recorder
 from plumb.framework import cycle, deviation, runs, scoring, traces
 from plumb.framework.plugins import podtopologyspread
-from plumb.framework.plugins import volumes as volume_plugins
-from plumb.framework.preempting import NO_CLAIMS
+from plumb.framework.plugins import volumeverdicts as volume_plugins
+from plumb.framework.preemptionsearch import NO_CLAIMS
 from plumb.kernel import contract
 from plumb.kernel import executor as kernel_executor
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
-from plumb.scheduler import counting, feed, preempting, profiles
+from plumb.scheduler import feed, meters, postfilter, profiles
 
 KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
 DEFAULT_BATCH = kernel_executor.BATCH
@@ -74,7 +74,7 @@ class Scheduler(feed.ClusterFeed):
         journal: int = journal_module.DEFAULT_LIMIT,
         may_act: Gate = _always,
         clock: Callable[[], float] = time.monotonic,
-        offload: preempting.Offload | None = None,
+        offload: postfilter.Offload | None = None,
         volume_api: prebind.VolumeApi | None = None,
     ) -> None:
         cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
@@ -92,7 +92,7 @@ class Scheduler(feed.ClusterFeed):
         # Attempts, latencies and kernel runs, counted as they happen (a registry of its own
         # unless the app layer serves one).
         self.metrics = metrics if metrics is not None else metrics_module.Metrics()
-        self._kernel = counting.timed(kernel, self.metrics)
+        self._kernel = meters.timed(kernel, self.metrics)
         self.batch_size = batch_size
         self._binder = binder
         self._volume_api = volume_api  # VolumeBinding's PreBind writes (None: no volumes)
@@ -104,14 +104,14 @@ class Scheduler(feed.ClusterFeed):
         self._cycle_started: float | None = None  # when the batch being decided was popped
         # Preemption after a failed cycle; its kernel runs go where ``offload`` sends them
         # (the kernel's thread in the app; at once with the reference kernel by default).
-        self.post_filter = preempting.PostFilter(
+        self.post_filter = postfilter.PostFilter(
             cache=self.cache,
             nominations=self.nominations,
             budgets=self.budgets,
             policies=self.policies,
             recorder=recorder,
             metrics=self.metrics,
-            offload=offload if offload is not None else preempting.inline,
+            offload=offload if offload is not None else postfilter.inline,
             runs=self.runs,
         )
 
@@ -190,7 +190,7 @@ class Scheduler(feed.ClusterFeed):
             return
         logger.error("scheduling %s failed: %s", pod.key, error, exc_info=error)
         message = f"internal error: {type(error).__name__}: {error}"
-        counting.count_errors(self.metrics, self.queue, [entry])
+        meters.count_errors(self.metrics, self.queue, [entry])
         step = self.queue.backoff_duration(entry.attempts)
         self.queue.backoff(pod.uid)
         self._recorder.failed_scheduling(
@@ -534,7 +534,7 @@ class Scheduler(feed.ClusterFeed):
         )
         bound = result.outcome is Outcome.BOUND or committed
         outcome = Outcome.BOUND if bound else result.outcome
-        counting.count_bind(self.metrics, self.queue, entry, outcome, latency)
+        meters.count_bind(self.metrics, self.queue, entry, outcome, latency)
         if outcome not in (Outcome.GONE, Outcome.CONFLICT):  # not the zone's doing
             self.policies.observe_bind(pod, node, success=bound, latency=latency)
         if pod.uid in self.committed_late:

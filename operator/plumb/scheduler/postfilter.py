@@ -1,7 +1,7 @@
 """PostFilter: when a pod fits nowhere, make room by preemption and carry it out (kube-scheduler).
 
 The story of one failed pod (``PostFilter.run``):
-1. the search (framework/preempting.py) is read from the cache on the loop and decided on the
+1. the search (framework/preemptionsearch.py) is read from the cache on the loop and decided on the
    kernel's thread: every node where evicting lower-priority pods would let the pod fit, the
    fewest and least important victims on each, the best node by kube-scheduler's order;
 2. nothing found: the FailedScheduling message goes on with kube-scheduler's PostFilter text
@@ -29,7 +29,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from plumb.backend import cache as cache_module
 from plumb.backend import nominations, objects
 from plumb.events import Recorder
-from plumb.framework import cycle, preempting, preemption, scoring, traces
+from plumb.framework import cycle, preemption, preemptionsearch, scoring, traces
 from plumb.framework import runs as runs_module
 from plumb.kernel import reference
 from plumb.observability import metrics as metrics_module
@@ -39,19 +39,20 @@ from plumb.policy import engine, spec
 logger = logging.getLogger("plumb.scheduler")
 
 Offload = Callable[
-    [Callable[[cycle.Kernel], preempting.Search | None]], Awaitable[preempting.Search | None]
+    [Callable[[cycle.Kernel], preemptionsearch.Search | None]],
+    Awaitable[preemptionsearch.Search | None],
 ]
 
 
 async def inline(
-    work: Callable[[cycle.Kernel], preempting.Search | None],
-) -> preempting.Search | None:
+    work: Callable[[cycle.Kernel], preemptionsearch.Search | None],
+) -> preemptionsearch.Search | None:
     """An ``Offload`` that runs the search at once with the reference kernel (tests)."""
     return work(reference.run)
 
 
 _IN_PROGRESS = preemption.PREFIX + preemption.NOT_ELIGIBLE_TERMINATING
-_IN_PROGRESS_TEXT = f"{preempting.NO_CLAIMS}, {_IN_PROGRESS}"
+_IN_PROGRESS_TEXT = f"{preemptionsearch.NO_CLAIMS}, {_IN_PROGRESS}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -102,7 +103,7 @@ class PostFilter:
         nominated = self._nominations.node_of(pod.uid) or ""
         snap = self._cache.snapshot()
         held = self._nominations.holding(pod.priority, excluding=(pod.uid,))
-        plan = preempting.prepare(
+        plan = preemptionsearch.prepare(
             pod,
             snap,
             self._cache,
@@ -217,7 +218,7 @@ class PostFilter:
         return policy is not None and pod.qos in policy.preemption.exempt_qos
 
 
-def _trace_part(found: preempting.Search) -> trace.Preemption:
+def _trace_part(found: preemptionsearch.Search) -> trace.Preemption:
     outcome = found.outcome
     rejected: dict[str, int] = {}
     for reasons in outcome.rejected.values():

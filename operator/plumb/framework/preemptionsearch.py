@@ -13,7 +13,7 @@ The work is split in two: ``prepare`` reads the cache (on the event loop, which 
 a ``Plan`` that holds everything it needs; ``Plan.decide`` runs the kernel over the plan alone,
 so it may run on the kernel's thread while the loop goes on changing the cache.
 
-Purely computational; no I/O. The scheduler (scheduler/preempting.py) carries the outcome out.
+Purely computational; no I/O. The scheduler (scheduler/postfilter.py) carries the outcome out.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from plumb.backend import cache as cache_module
-from plumb.backend import counting, nominations, objects, snapshot, specs
+from plumb.backend import countrows, nominations, objects, snapshot, specs
 from plumb.framework import compiling, cycle, preemption, scoring
 from plumb.framework.plugins import nodeports
 from plumb.kernel import contract
@@ -184,7 +184,7 @@ class WhatIf:
         found = self._membership.get(pod.uid)
         if found is None:
             found = np.array(
-                [counting.belongs(key, pod, self._labels) for key in self._compiled.row_keys],
+                [countrows.belongs(key, pod, self._labels) for key in self._compiled.row_keys],
                 dtype=np.int32,
             )
             self._membership[pod.uid] = found

@@ -32,7 +32,7 @@ from plumb.k8s import credentials as credentials_module
 from plumb.kernel import compiled_jit, executor
 from plumb.observability import metrics, trace, tracing
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("plumb.app.running")  # the name log readers and plumb bench filter on
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -9,6 +9,7 @@ from typing import Protocol
 
 from plumb.backend import objects
 from plumb.k8s import client as k8s_client
+from plumb.k8s import gates
 
 MAX_THROTTLED_RETRIES = 5
 
@@ -35,16 +36,6 @@ class BindingApi(Protocol):
     ) -> k8s_client.ApiResponse: ...
 
 
-class Gate(Protocol):
-    """Whether this replica may bind now (leader.Elector.may_act); asked before every POST."""
-
-    def __call__(self) -> bool: ...
-
-
-def _always() -> bool:
-    return True
-
-
 NOT_LEADER_MESSAGE = "not sent: this replica is not the leader (or its lease is not renewed)"
 
 
@@ -54,7 +45,9 @@ class Binder:
     ``gate`` is asked right before each POST (after waiting for a slot, and before each retry
     after a 429), so a leader whose lease went unrenewed sends nothing more."""
 
-    def __init__(self, api: BindingApi, *, concurrency: int = 64, gate: Gate = _always) -> None:
+    def __init__(
+        self, api: BindingApi, *, concurrency: int = 64, gate: gates.Gate = gates.always
+    ) -> None:
         self._api = api
         self._slots = asyncio.Semaphore(concurrency)
         self._gate = gate

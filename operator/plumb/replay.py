@@ -29,8 +29,8 @@ from typing import Any, TextIO
 
 from plumb.backend import cache as cache_module
 from plumb.backend import dumps, objects
-from plumb.framework import cycle, runs
-from plumb.kernel import reference
+from plumb.framework import runs
+from plumb.kernel import contract, reference
 from plumb.observability import trace
 
 TIMEOUT = 60.0
@@ -120,7 +120,7 @@ def main(
     return 0
 
 
-def _kernel(name: str) -> cycle.Kernel:
+def _kernel(name: str) -> contract.Kernel:
     if name == "reference":
         return reference.run
     from plumb.kernel import compiled  # numba: loaded only when replay runs the real kernel
@@ -131,7 +131,7 @@ def _kernel(name: str) -> cycle.Kernel:
 def replay_pods(
     document: runs.Snapshot,
     pods: Sequence[objects.PodInfo],
-    kernel: cycle.Kernel,
+    kernel: contract.Kernel,
     *,
     input_hash: str | None = None,
 ) -> list[Outcome]:
@@ -176,7 +176,7 @@ def check_log(
     document: runs.Snapshot,
     pods: Sequence[objects.PodInfo],
     records: Iterable[trace.Trace],
-    kernel: cycle.Kernel,
+    kernel: contract.Kernel,
     out: TextIO,
 ) -> int:
     """Replay every decision of ``records`` whose pod is in ``pods`` and say whether its node
@@ -228,7 +228,7 @@ def _preemption(
     decided: runs.Run,
     uid: str,
     caches: dict[int, cache_module.Cache],
-    kernel: cycle.Kernel,
+    kernel: contract.Kernel,
 ) -> runs.Replayed | None:
     """The preemption search that followed ``decided`` for pod ``uid``, made again."""
     search = document.preemption_after(decided, uid)

@@ -50,7 +50,7 @@ def _scheduler(
     gate: Gate,
     clock: Clock,
     *,
-    kernel: scheduler_module.KernelRunner = reference_kernel,
+    kernel: contract.KernelRunner = reference_kernel,
 ) -> scheduler_module.Scheduler:
     return scheduler_module.Scheduler(
         served=scheduler_module.defaults("plumb"),

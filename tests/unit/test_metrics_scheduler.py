@@ -23,7 +23,7 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def _scheduler(
-    api: FakeApi, clock: Clock, kernel: scheduler_module.KernelRunner = reference_kernel
+    api: FakeApi, clock: Clock, kernel: contract.KernelRunner = reference_kernel
 ) -> scheduler_module.Scheduler:
     s = make_scheduler(api, clock, kernel=kernel, metrics=metrics.Metrics())
     runtime.register_metrics(s.metrics, s)

@@ -6,7 +6,7 @@ addedAffinity, on small hand-made clusters."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
@@ -19,7 +19,7 @@ from plumb.kernel import compiled, contract, reference
 from plumb.testing.builders import ZONE_LABEL, NodeBuilder, PodBuilder, make_node, make_pod
 from tests.unit.scenarios import cluster, pod
 
-Kernel = Callable[[contract.Cluster, contract.Batch], contract.Result]
+Kernel = contract.Kernel
 KERNELS = pytest.mark.parametrize("kernel", [reference.run, compiled.run], ids=["ref", "numba"])
 HOSTNAME = "kubernetes.io/hostname"
 

@@ -29,6 +29,7 @@ from plumb.backend import queue as queue_module
 from plumb.framework import runs
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
+from plumb.k8s import gates
 from plumb.kernel import compiled_jit, executor
 from plumb.observability import metrics, trace, tracing
 
@@ -106,7 +107,7 @@ async def run(settings: RunSettings) -> None:
     first = settings.served.profiles[0].name
     api = k8s_client.ApiClient(creds, user_agent=f"plumb/{first}")
     elector = _elector(settings, api)
-    gate: scheduler_module.Gate = _always if elector is None else elector.may_act
+    gate: gates.Gate = gates.always if elector is None else elector.may_act
     # Events name the replica that posted them (kube-scheduler: its name and host).
     who = socket.gethostname() if elector is None else elector.settings.identity
     instance = f"{first}-{who}"
@@ -216,10 +217,6 @@ async def stop_leading(
             )
     await leadership.shutdown()
     await scheduler.drain()
-
-
-def _always() -> bool:
-    return True
 
 
 def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ kube-scheduler's FailedScheduling wording for the pods that fit nowhere.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 import numpy as np
@@ -20,7 +20,6 @@ from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopol
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.kernel import contract, reference
 
-Kernel = Callable[[contract.Cluster, contract.Batch], contract.Result]
 _NONE: Mapping[str, str] = MappingProxyType({})
 
 _DYNAMIC_PLUGINS = {
@@ -274,7 +273,7 @@ def schedule_batch(
     pods: Sequence[objects.PodInfo],
     snap: snapshot.Snapshot,
     cache: cache_module.Cache,
-    kernel: Kernel = reference.run,
+    kernel: contract.Kernel = reference.run,
 ) -> tuple[list[Decision], tuple[objects.PodInfo, ...]]:
     """Decide for ``pods`` in order, as if one at a time; returns decisions and deferred pods."""
     prepared = prepare(pods, snap, cache)
@@ -289,7 +288,7 @@ def schedule(
     pod: objects.PodInfo,
     snap: snapshot.Snapshot,
     cache: cache_module.Cache,
-    kernel: Kernel = reference.run,
+    kernel: contract.Kernel = reference.run,
 ) -> Decision:
     """One pod, one decision (tests and replay)."""
     decisions, _deferred = schedule_batch([pod], snap, cache, kernel)

@@ -99,7 +99,7 @@ class WhatIf:
     def __init__(
         self,
         compiled: compiling.Compiled,
-        kernel: cycle.Kernel,
+        kernel: contract.Kernel,
         pods_on: Mapping[str, Sequence[objects.PodInfo]],
         namespace_labels: Mapping[str, Mapping[str, str]],
     ) -> None:
@@ -222,7 +222,7 @@ class Plan:
     exempt: frozenset[str]  # uids of pods their SchedulingPolicy protects
     nominated_node: str
 
-    def decide(self, kernel: cycle.Kernel) -> Search | None:
+    def decide(self, kernel: contract.Kernel) -> Search | None:
         """Where the pod should preempt, and whom; None when it fits as things are now (try it
         again as a new attempt). Touches nothing but the plan: may run on any thread."""
         compiled = self.compiled
@@ -323,7 +323,7 @@ def search(
     pod: objects.PodInfo,
     snap: snapshot.Snapshot,
     cache: cache_module.Cache,
-    kernel: cycle.Kernel,
+    kernel: contract.Kernel,
     **options: Any,
 ) -> Search | None:
     """``prepare`` and ``decide`` in one go (tests, replay)."""

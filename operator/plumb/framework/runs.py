@@ -22,6 +22,7 @@ from plumb.backend import cache as cache_module
 from plumb.backend import codec, dumps, nominations, objects, specs
 from plumb.framework import cycle, deviation, preemption, preemptionsearch, scoring, traces
 from plumb.framework.plugins import podtopologyspread
+from plumb.kernel import contract
 
 FORMAT = "plumb.dev/snapshot/v1"
 DEFAULT_LIMIT = 1_000
@@ -167,7 +168,7 @@ def load(data: Mapping[str, Any]) -> Snapshot:
 
 
 def replay(
-    run: Run, cache: cache_module.Cache, kernel: cycle.Kernel, pods: Sequence[objects.PodInfo]
+    run: Run, cache: cache_module.Cache, kernel: contract.Kernel, pods: Sequence[objects.PodInfo]
 ) -> dict[str, Replayed]:
     """Decide ``pods`` (the run's, or the same pods read from elsewhere) as ``run`` did, over
     ``cache`` (rewound to ``run.seq``); each pod's decision and hashes, by uid."""
@@ -200,7 +201,7 @@ def replay(
 
 
 def _replay_deviation(
-    run: Run, cache: cache_module.Cache, kernel: cycle.Kernel, pod: objects.PodInfo
+    run: Run, cache: cache_module.Cache, kernel: contract.Kernel, pod: objects.PodInfo
 ) -> dict[str, Replayed]:
     assert run.deviation is not None
     snap = cache.snapshot()
@@ -226,7 +227,7 @@ def _replay_deviation(
 
 
 def _replay_preemption(
-    run: Run, cache: cache_module.Cache, kernel: cycle.Kernel, pod: objects.PodInfo
+    run: Run, cache: cache_module.Cache, kernel: contract.Kernel, pod: objects.PodInfo
 ) -> dict[str, Replayed]:
     """A preemption search again: the nominated node and the victims, or the sentence."""
     assert run.preemption is not None

@@ -15,8 +15,8 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
 from plumb import events as events_module
 from plumb import prebind
@@ -31,6 +31,7 @@ from plumb.framework import cycle, deviation, runs, scoring, traces
 from plumb.framework.plugins import podtopologyspread
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.framework.preemptionsearch import NO_CLAIMS
+from plumb.k8s import gates
 from plumb.kernel import contract
 from plumb.kernel import executor as kernel_executor
 from plumb.observability import metrics as metrics_module
@@ -38,20 +39,9 @@ from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
 from plumb.scheduler import feed, meters, postfilter, profiles
 
-KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
 DEFAULT_BATCH = kernel_executor.BATCH
 STALLED_CYCLE_SECONDS = 60.0
 """A batch still being decided after this long means the loop is stuck (liveness fails)."""
-
-
-class Gate(Protocol):
-    """Whether this replica may schedule now (leader.Elector.may_act)."""
-
-    def __call__(self) -> bool: ...
-
-
-def _always() -> bool:
-    return True
 
 
 logger = logging.getLogger("plumb.scheduler")
@@ -66,13 +56,13 @@ class Scheduler(feed.ClusterFeed):
         served: profiles.Served,
         binder: Binder,
         recorder: Recorder,
-        kernel: KernelRunner,
+        kernel: contract.KernelRunner,
         batch_size: int = DEFAULT_BATCH,
         queue: queue_module.SchedulingQueue | None = None,
         tracer: tracing.Tracer | None = None,
         metrics: metrics_module.Metrics | None = None,
         journal: int = journal_module.DEFAULT_LIMIT,
-        may_act: Gate = _always,
+        may_act: gates.Gate = gates.always,
         clock: Callable[[], float] = time.monotonic,
         offload: postfilter.Offload | None = None,
         volume_api: prebind.VolumeApi | None = None,

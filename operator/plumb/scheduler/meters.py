@@ -4,14 +4,11 @@ its pop to its result: the binding's answer when the pod was placed."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 
 from plumb.backend import queue as queue_module
 from plumb.binder import Outcome
 from plumb.kernel import contract
 from plumb.observability import metrics as metrics_module
-
-KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
 
 BIND_RESULTS = {
     Outcome.BOUND: metrics_module.BOUND,
@@ -21,7 +18,7 @@ BIND_RESULTS = {
 """A binding's metric label by its outcome; any other outcome is an error."""
 
 
-def timed(kernel: KernelRunner, metrics: metrics_module.Metrics) -> KernelRunner:
+def timed(kernel: contract.KernelRunner, metrics: metrics_module.Metrics) -> contract.KernelRunner:
     """``kernel``, each run's duration observed."""
     observe = metrics.kernel_run
 

@@ -31,7 +31,7 @@ from plumb.backend import nominations, objects
 from plumb.events import Recorder
 from plumb.framework import cycle, preemption, preemptionsearch, scoring, traces
 from plumb.framework import runs as runs_module
-from plumb.kernel import reference
+from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import engine, spec
@@ -39,13 +39,13 @@ from plumb.policy import engine, spec
 logger = logging.getLogger("plumb.scheduler")
 
 Offload = Callable[
-    [Callable[[cycle.Kernel], preemptionsearch.Search | None]],
+    [Callable[[contract.Kernel], preemptionsearch.Search | None]],
     Awaitable[preemptionsearch.Search | None],
 ]
 
 
 async def inline(
-    work: Callable[[cycle.Kernel], preemptionsearch.Search | None],
+    work: Callable[[contract.Kernel], preemptionsearch.Search | None],
 ) -> preemptionsearch.Search | None:
     """An ``Offload`` that runs the search at once with the reference kernel (tests)."""
     return work(reference.run)

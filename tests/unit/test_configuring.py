@@ -247,7 +247,9 @@ async def test_shutdown_releases_the_lease_even_if_the_reload_task_died(
     store = test_leader.LeaseStore()
     elector = leader.Elector(
         test_leader.FakeApi(store),
-        leader.Settings(namespace="plumb-system", identity="a", timings=test_leader.TIMINGS),
+        leader.ElectionSettings(
+            namespace="plumb-system", identity="a", timings=test_leader.TIMINGS
+        ),
     )
     scheduler = make_scheduler(FakeApi(), Clock())
     api = k8s_client.ApiClient(credentials_module.Credentials(server="http://127.0.0.1:1"))

@@ -128,7 +128,7 @@ class Replica:
         self.changes: list[tuple[float, bool]] = []
         self.elector = leader.Elector(
             self.api,
-            leader.Settings(namespace="plumb-system", identity=name, timings=TIMINGS),
+            leader.ElectionSettings(namespace="plumb-system", identity=name, timings=TIMINGS),
             on_change=lambda leading: self.changes.append((time.now, leading)),
             clock=time.clock,
             wall=time.wall,

@@ -241,7 +241,7 @@ def _elector(settings: RunSettings, api: k8s_client.ApiClient) -> leader.Elector
     )
     return leader.Elector(
         api,
-        leader.Settings(
+        leader.ElectionSettings(
             namespace=namespace,
             name=settings.leader_name,
             identity=identity(),
@@ -272,7 +272,7 @@ def _write_snapshot(
     task.add_done_callback(writing.discard)
 
 
-async def _save_snapshot(taken: debug.Capture, path: Path) -> None:
+async def _save_snapshot(taken: debug.Encodable, path: Path) -> None:
     try:
         await asyncio.to_thread(_write_bytes, path, taken)
     except OSError as error:
@@ -285,7 +285,7 @@ async def _save_snapshot(taken: debug.Capture, path: Path) -> None:
     )
 
 
-def _write_bytes(path: Path, taken: debug.Capture) -> None:
+def _write_bytes(path: Path, taken: debug.Encodable) -> None:
     path.write_bytes(debug.serialise(taken))
 
 

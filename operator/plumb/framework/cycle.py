@@ -42,7 +42,7 @@ _DYNAMIC_REASONS = {
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Candidate:
+class ScoredNode:
     node: str
     total: int
     scores: tuple[int, ...]  # normalised, per contract.SCORE_PLUGINS
@@ -62,7 +62,7 @@ class Decision:
     # The filter plugins that rejected some node: the cluster events that may help this pod
     # are the ones that touch what these plugins look at.
     plugins: frozenset[str] = frozenset()
-    candidates: tuple[Candidate, ...] = ()
+    candidates: tuple[ScoredNode, ...] = ()
 
 
 def unschedulable_as_written(pod: objects.PodInfo, total: int) -> Decision:
@@ -104,7 +104,7 @@ def explain(
                 chosen = n
         top_totals, top_scores = top_totals_of[b], top_scores_of[b]
         candidates = tuple(
-            Candidate(node=names[n], total=top_totals[rank], scores=tuple(top_scores[rank]))
+            ScoredNode(node=names[n], total=top_totals[rank], scores=tuple(top_scores[rank]))
             for rank, n in enumerate(top_of[b])
             if n >= 0
         )

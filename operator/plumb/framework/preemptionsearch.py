@@ -41,7 +41,7 @@ _MASKED = 1  # a static code that rejects a node the what-if does not ask about
 class Search:
     """A preemption search's outcome, with the records of the chosen victims."""
 
-    outcome: preemption.Outcome
+    outcome: preemption.PreemptionVerdict
     victims: tuple[objects.PodInfo, ...] = ()
     searched: int = 0  # nodes whose victims were looked for
 
@@ -239,7 +239,7 @@ class Plan:
         by_uid = {p.uid: p for name in compiled.names if name in listed for p in self.pods_on[name]}
         records = {uid: victim_record(p, exempt=uid in self.exempt) for uid, p in by_uid.items()}
         nodes = [
-            preemption.Node(
+            preemption.NodePods(
                 name=name,
                 pods=tuple(records[p.uid] for p in self.pods_on[name]) if name in listed else (),
             )
@@ -248,18 +248,18 @@ class Plan:
         whatif = WhatIf(compiled, kernel, self.pods_on, self.namespace_labels)
 
         def removed(
-            node: preemption.Node, remaining: Sequence[preemption.Pod]
+            node: preemption.NodePods, remaining: Sequence[preemption.Pod]
         ) -> list[objects.PodInfo]:
             keep = {p.uid for p in remaining}
             return [by_uid[p.uid] for p in node.pods if p.uid not in keep]
 
         def fits(
-            _pod: preemption.Pod, node: preemption.Node, remaining: Sequence[preemption.Pod]
+            _pod: preemption.Pod, node: preemption.NodePods, remaining: Sequence[preemption.Pod]
         ) -> bool:
             return whatif.fits(node.name, removed(node, remaining))
 
         def explains(
-            _pod: preemption.Pod, node: preemption.Node, remaining: Sequence[preemption.Pod]
+            _pod: preemption.Pod, node: preemption.NodePods, remaining: Sequence[preemption.Pod]
         ) -> list[str]:
             return whatif.reasons(node.name, removed(node, remaining))
 

@@ -99,7 +99,7 @@ class Capture:
 
     taken: str
     scheduler_name: str
-    cache: dumps.Capture
+    cache: dumps.CacheCapture
     runs: tuple[Run, ...]
 
     def encode(self) -> dict[str, Any]:
@@ -108,7 +108,7 @@ class Capture:
 
     def encode_lazily(self) -> dict[str, Any]:
         """The document with its long arrays as iterators encoding one record at a time, to
-        be written out as they go (see ``dumps.Capture.encode_lazily``)."""
+        be written out as they go (see ``dumps.CacheCapture.encode_lazily``)."""
         return {
             "format": FORMAT,
             "taken": self.taken,
@@ -130,7 +130,7 @@ def capture(cache: cache_module.Cache, log: RunLog, scheduler_name: str) -> Capt
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Snapshot:
+class SnapshotDocument:
     """A snapshot document read back."""
 
     taken: str
@@ -156,13 +156,15 @@ class Snapshot:
         return None
 
 
-def load(data: Mapping[str, Any]) -> Snapshot:
+def load(data: Mapping[str, Any]) -> SnapshotDocument:
     if not isinstance(data, Mapping) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, Mapping) else type(data).__name__
         raise dumps.DumpError(f"not a plumb snapshot (format {found!r}, want {FORMAT})")
     try:
         runs = codec.decode(tuple[Run, ...], data["runs"])
-        return Snapshot(taken=str(data["taken"]), cache=dumps.load(data["cache"]), runs=runs)
+        return SnapshotDocument(
+            taken=str(data["taken"]), cache=dumps.load(data["cache"]), runs=runs
+        )
     except (KeyError, TypeError, codec.CodecError) as error:
         raise dumps.DumpError(f"a malformed plumb snapshot: {error}") from error
 

@@ -25,7 +25,7 @@ from plumb.backend import journal as journal_module
 from plumb.backend import objects
 from plumb.backend import queue as queue_module
 from plumb.backend import volumes as volumes_module
-from plumb.binder import Binder, Outcome
+from plumb.binder import Binder, BindOutcome
 from plumb.events import Recorder
 from plumb.framework import cycle, deviation, runs, scoring, traces
 from plumb.framework.plugins import podtopologyspread
@@ -446,11 +446,11 @@ class Scheduler(feed.ClusterFeed):
         task.add_done_callback(self._binds.discard)
         return True
 
-    def _budget(self, policy: spec.Policy) -> trace.Budget | None:
+    def _budget(self, policy: spec.Policy) -> trace.BudgetRecord | None:
         state = self.policies.budget_state(policy)
         if state is None:
             return None
-        return trace.Budget(
+        return trace.BudgetRecord(
             used=state.used,
             remaining=state.remaining,
             max_violations=state.max_violations,
@@ -510,7 +510,7 @@ class Scheduler(feed.ClusterFeed):
             )
             self.tracer.emit(cancelled, level=logging.INFO)
             raise
-        if result.outcome is Outcome.NOT_LEADER:
+        if result.outcome is BindOutcome.NOT_LEADER:
             self._step_back(entry)
             return False
         latency = time.monotonic() - started
@@ -518,14 +518,14 @@ class Scheduler(feed.ClusterFeed):
         # pod on this very node: the API server committed our binding. It is counted, traced
         # and reported (the Scheduled event `kubectl describe` shows) as the success it was.
         committed = (
-            result.outcome is not Outcome.BOUND
+            result.outcome is not BindOutcome.BOUND
             and self.cache.state(pod.uid) is cache_module.PodState.ADDED
             and self.cache.node_of(pod.uid) == node
         )
-        bound = result.outcome is Outcome.BOUND or committed
-        outcome = Outcome.BOUND if bound else result.outcome
+        bound = result.outcome is BindOutcome.BOUND or committed
+        outcome = BindOutcome.BOUND if bound else result.outcome
         meters.count_bind(self.metrics, self.queue, entry, outcome, latency)
-        if outcome not in (Outcome.GONE, Outcome.CONFLICT):  # not the zone's doing
+        if outcome not in (BindOutcome.GONE, BindOutcome.CONFLICT):  # not the zone's doing
             self.policies.observe_bind(pod, node, success=bound, latency=latency)
         if pod.uid in self.committed_late:
             self.committed_late.discard(pod.uid)
@@ -550,10 +550,10 @@ class Scheduler(feed.ClusterFeed):
         settled = self.cache.state(pod.uid) is not cache_module.PodState.ASSUMED
         if not settled:
             self.cache.forget(pod.uid)
-        if result.outcome is Outcome.GONE or settled:
+        if result.outcome is BindOutcome.GONE or settled:
             # Nothing to retry: the pod is gone, or bound (elsewhere, or here after all).
             message, step, level = result.message, 0.0, logging.INFO
-            if settled and result.outcome is not Outcome.GONE:
+            if settled and result.outcome is not BindOutcome.GONE:
                 message = f"{result.message}; not retried: the watch has settled the pod"
         else:
             message = f"{result.message}; retrying after a backoff"

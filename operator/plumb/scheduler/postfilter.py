@@ -56,11 +56,11 @@ _IN_PROGRESS_TEXT = f"{preemptionsearch.NO_CLAIMS}, {_IN_PROGRESS}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Outcome:
+class PostFilterResult:
     """What PostFilter did for a failed decision: its message now, and the trace's part."""
 
     decision: cycle.Decision
-    preemption: trace.Preemption | None = None
+    preemption: trace.PreemptionRecord | None = None
     retry: bool = False  # the pod fits as things are now: try it again at once
 
 
@@ -95,7 +95,7 @@ class PostFilter:
         decision: cycle.Decision,
         policy: spec.Policy | None,
         profile: scoring.Profile,
-    ) -> Outcome:
+    ) -> PostFilterResult:
         """PostFilter for ``decision`` (a pod that fit nowhere)."""
         pod = decision.pod
         if pod.uid in self._evicting:
@@ -115,7 +115,8 @@ class PostFilter:
             nominated_node=nominated,
         )
         if plan is None:
-            return Outcome(decision=decision)  # it cannot be compiled alone: nothing to search
+            # It cannot be compiled alone: nothing to search.
+            return PostFilterResult(decision=decision)
         if self._runs is not None:
             # For replay: the search's inputs besides the cache, where the cache stood.
             self._runs.record(
@@ -137,7 +138,7 @@ class PostFilter:
             )
         found = await self._offload(plan.decide)
         if found is None:
-            return Outcome(decision=decision, retry=True)
+            return PostFilterResult(decision=decision, retry=True)
         outcome = found.outcome
         if outcome.message != _IN_PROGRESS:  # kube-scheduler counts each evaluation
             self._metrics.preemption_attempt()
@@ -166,7 +167,7 @@ class PostFilter:
         task = asyncio.get_running_loop().create_task(self._evict(pod, outcome.node, found.victims))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
-        return Outcome(decision=decision, preemption=part)
+        return PostFilterResult(decision=decision, preemption=part)
 
     def clear(self, pod: objects.PodInfo) -> None:
         """Drop ``pod``'s nomination here and in its status."""
@@ -197,9 +198,9 @@ class PostFilter:
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
-    def _failed(self, decision: cycle.Decision, post_filter: str) -> Outcome:
+    def _failed(self, decision: cycle.Decision, post_filter: str) -> PostFilterResult:
         message = f"{decision.message} {post_filter}" if post_filter else decision.message
-        return Outcome(decision=dataclasses.replace(decision, message=message))
+        return PostFilterResult(decision=dataclasses.replace(decision, message=message))
 
     def _rules(self, policy: spec.Policy | None) -> preemption.Rules:
         if policy is None:
@@ -218,13 +219,13 @@ class PostFilter:
         return policy is not None and pod.qos in policy.preemption.exempt_qos
 
 
-def _trace_part(found: preemptionsearch.Search) -> trace.Preemption:
+def _trace_part(found: preemptionsearch.Search) -> trace.PreemptionRecord:
     outcome = found.outcome
     rejected: dict[str, int] = {}
     for reasons in outcome.rejected.values():
         for reason in reasons:
             rejected[reason] = rejected.get(reason, 0) + 1
-    return trace.Preemption(
+    return trace.PreemptionRecord(
         node=outcome.node,
         victims=tuple(
             trace.Victim(pod=v.key, priority=v.priority, qos=v.qos) for v in found.victims

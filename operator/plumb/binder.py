@@ -9,11 +9,12 @@ from typing import Protocol
 
 from plumb.backend import objects
 from plumb.k8s import client as k8s_client
+from plumb.k8s import gates
 
 MAX_THROTTLED_RETRIES = 5
 
 
-class Outcome(enum.Enum):
+class BindOutcome(enum.Enum):
     BOUND = "bound"
     GONE = "gone"  # 404: the pod (with this uid) no longer exists
     CONFLICT = "conflict"  # 409: already bound, or recreated under the same name
@@ -23,7 +24,7 @@ class Outcome(enum.Enum):
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class BindResult:
-    outcome: Outcome
+    outcome: BindOutcome
     message: str = ""
 
 
@@ -35,16 +36,6 @@ class BindingApi(Protocol):
     ) -> k8s_client.ApiResponse: ...
 
 
-class Gate(Protocol):
-    """Whether this replica may bind now (leader.Elector.may_act); asked before every POST."""
-
-    def __call__(self) -> bool: ...
-
-
-def _always() -> bool:
-    return True
-
-
 NOT_LEADER_MESSAGE = "not sent: this replica is not the leader (or its lease is not renewed)"
 
 
@@ -54,7 +45,9 @@ class Binder:
     ``gate`` is asked right before each POST (after waiting for a slot, and before each retry
     after a 429), so a leader whose lease went unrenewed sends nothing more."""
 
-    def __init__(self, api: BindingApi, *, concurrency: int = 64, gate: Gate = _always) -> None:
+    def __init__(
+        self, api: BindingApi, *, concurrency: int = 64, gate: gates.Gate = gates.always
+    ) -> None:
         self._api = api
         self._slots = asyncio.Semaphore(concurrency)
         self._gate = gate
@@ -63,22 +56,22 @@ class Binder:
         async with self._slots:
             for _ in range(MAX_THROTTLED_RETRIES):
                 if not self._gate():
-                    return BindResult(outcome=Outcome.NOT_LEADER, message=NOT_LEADER_MESSAGE)
+                    return BindResult(outcome=BindOutcome.NOT_LEADER, message=NOT_LEADER_MESSAGE)
                 try:
                     response = await self._api.bind(
                         namespace=pod.namespace, name=pod.name, uid=pod.uid, node=node
                     )
                 except k8s_client.TransportError as error:
-                    return BindResult(outcome=Outcome.RETRY, message=str(error))
+                    return BindResult(outcome=BindOutcome.RETRY, message=str(error))
                 if response.ok:
-                    return BindResult(outcome=Outcome.BOUND)
+                    return BindResult(outcome=BindOutcome.BOUND)
                 if response.status == 404:
-                    return BindResult(outcome=Outcome.GONE, message=response.message())
+                    return BindResult(outcome=BindOutcome.GONE, message=response.message())
                 if response.status == 409:
-                    return BindResult(outcome=Outcome.CONFLICT, message=response.message())
+                    return BindResult(outcome=BindOutcome.CONFLICT, message=response.message())
                 if response.status != 429:
                     text = f"HTTP {response.status}: {response.message()}"
-                    return BindResult(outcome=Outcome.RETRY, message=text)
+                    return BindResult(outcome=BindOutcome.RETRY, message=text)
                 # Throttled: the assumption stays while we wait as long as the server asks.
                 await asyncio.sleep(response.retry_after if response.retry_after else 1.0)
-            return BindResult(outcome=Outcome.RETRY, message="throttled (HTTP 429) repeatedly")
+            return BindResult(outcome=BindOutcome.RETRY, message="throttled (HTTP 429) repeatedly")

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from plumb import DEFAULT_SCHEDULER_NAME, __version__, explain, leader, replay
 from plumb import scheduler as scheduler_module
-from plumb.app import configuring, debug, running
+from plumb.app import configuring, debug, runtime
 from plumb.bench import workloads as bench_workloads
 from plumb.k8s import credentials as credentials_module
 from plumb.observability import logs, trace
@@ -66,13 +66,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--metrics-port",
         type=int,
-        default=running.RunSettings.metrics_port,
+        default=runtime.RunSettings.metrics_port,
         help="serve Prometheus metrics at :PORT/metrics (and the probes, /healthz and /readyz) "
         "on --metrics-address; 0 turns them off (default: %(default)s)",
     )
     run.add_argument(
         "--metrics-address",
-        default=running.RunSettings.metrics_host,
+        default=runtime.RunSettings.metrics_host,
         help="address the metrics port (metrics and the /healthz, /readyz probes) listens on; "
         "the default, %(default)s, is every interface, so that Prometheus and the kubelet reach "
         "it: use 127.0.0.1 to keep it on this machine",
@@ -94,7 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--debug-port",
         type=int,
-        default=running.RunSettings.debug_port,
+        default=runtime.RunSettings.debug_port,
         help="serve each pod's last decision (/debug/pods/NS/NAME, for `plumb explain`) and the "
         "cache's snapshot (/debug/snapshot) on 127.0.0.1:PORT only, never another interface: "
         "they hold every pod spec of the cluster; reach it with kubectl port-forward. 0 turns "
@@ -103,7 +103,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--trace-candidates",
         type=int,
-        default=running.RunSettings.trace_candidates,
+        default=runtime.RunSettings.trace_candidates,
         choices=range(trace.TOP + 1),
         metavar=f"0-{trace.TOP}",
         help="top candidates, with their per-plugin scores, on each trace line "
@@ -113,13 +113,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--snapshot-dir",
         type=Path,
-        default=running.RunSettings.snapshot_dir,
+        default=runtime.RunSettings.snapshot_dir,
         help="where SIGUSR1 writes a snapshot dump for `plumb replay` (default: %(default)s)",
     )
     run.add_argument(
         "--journal",
         type=int,
-        default=running.RunSettings.journal,
+        default=runtime.RunSettings.journal,
         help="cache writes kept so a snapshot dump can replay decisions made before them "
         "(default: %(default)s)",
     )
@@ -130,7 +130,7 @@ def _parser() -> argparse.ArgumentParser:
         help="run with Lease leader election: every replica watches and keeps its cache warm, "
         "only the one holding the Lease schedules (default: off, this process schedules)",
     )
-    timings = running.RunSettings.leader_timings
+    timings = runtime.RunSettings.leader_timings
     for flag, default, what in (
         (
             "lease-duration",
@@ -154,14 +154,14 @@ def _parser() -> argparse.ArgumentParser:
         )
     run.add_argument(
         "--leader-elect-resource-name",
-        default=running.RunSettings.leader_name,
+        default=runtime.RunSettings.leader_name,
         help="the Lease's name (default: %(default)s)",
     )
     run.add_argument(
         "--leader-elect-resource-namespace",
         default=None,
         help="the Lease's namespace (default: the pod's namespace in a cluster, else "
-        f"{running.DEFAULT_LEADER_NAMESPACE})",
+        f"{runtime.DEFAULT_LEADER_NAMESPACE})",
     )
 
     explain_cmd = commands.add_parser(
@@ -492,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except configuring.ConfigFileError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
-    settings = running.RunSettings(
+    settings = runtime.RunSettings(
         kubeconfig=args.kubeconfig,
         context=args.context,
         served=served,
@@ -511,7 +511,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         leader_namespace=args.leader_elect_resource_namespace,
     )
     try:
-        asyncio.run(running.run(settings))
+        asyncio.run(runtime.run(settings))
     except credentials_module.CredentialsError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

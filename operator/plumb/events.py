@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from plumb.backend import objects, queue
 from plumb.k8s import client as k8s_client
+from plumb.k8s import gates
 
 logger = logging.getLogger(__name__)
 
@@ -66,16 +67,6 @@ class PodsApi(EventsApi, Protocol):
     ) -> k8s_client.ApiResponse: ...
 
 
-class Gate(Protocol):
-    """Whether this replica may write now (leader.Elector.may_act): only the leader reports."""
-
-    def __call__(self) -> bool: ...
-
-
-def _always() -> bool:
-    return True
-
-
 class Recorder:
     """Posts Scheduled / FailedScheduling events and patches the PodScheduled condition; nominates
     a preemptor's node and preempts its victims.
@@ -90,7 +81,7 @@ class Recorder:
         instance: str,
         concurrency: int = 32,
         clock: Callable[[], float] = time.monotonic,
-        gate: Gate = _always,
+        gate: gates.Gate = gates.always,
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
     ) -> None:
         self._api = api

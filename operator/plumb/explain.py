@@ -231,7 +231,7 @@ def _candidates(record: trace.Trace) -> list[str]:
     return lines
 
 
-def _preemption(preemption: trace.Preemption) -> list[str]:
+def _preemption(preemption: trace.PreemptionRecord) -> list[str]:
     if preemption.node is None:
         # The sentence starts "preemption: " as kube-scheduler words it; the label says it.
         message = preemption.message.removeprefix("preemption: ")

@@ -29,8 +29,8 @@ from typing import Any, TextIO
 
 from plumb.backend import cache as cache_module
 from plumb.backend import dumps, objects
-from plumb.framework import cycle, runs
-from plumb.kernel import reference
+from plumb.framework import runs
+from plumb.kernel import contract, reference
 from plumb.observability import trace
 
 TIMEOUT = 60.0
@@ -41,7 +41,7 @@ class ReplayError(Exception):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Outcome:
+class PodReplay:
     """One pod replayed: the decision made again and which run it was."""
 
     replayed: runs.Replayed
@@ -120,7 +120,7 @@ def main(
     return 0
 
 
-def _kernel(name: str) -> cycle.Kernel:
+def _kernel(name: str) -> contract.Kernel:
     if name == "reference":
         return reference.run
     from plumb.kernel import compiled  # numba: loaded only when replay runs the real kernel
@@ -129,12 +129,12 @@ def _kernel(name: str) -> cycle.Kernel:
 
 
 def replay_pods(
-    document: runs.Snapshot,
+    document: runs.SnapshotDocument,
     pods: Sequence[objects.PodInfo],
-    kernel: cycle.Kernel,
+    kernel: contract.Kernel,
     *,
     input_hash: str | None = None,
-) -> list[Outcome]:
+) -> list[PodReplay]:
     """Each pod's decision made again (see the module doc)."""
     outcomes = []
     cache: dict[int, cache_module.Cache] = {}  # rewound caches by journal position
@@ -155,7 +155,7 @@ def replay_pods(
             replayed = runs.replay(run, cache[run.seq], kernel, given)[pod.uid]
             if input_hash is None or replayed.input_hash == input_hash:
                 recorded = next(p for p in run.pods if p.uid == pod.uid)
-                chosen = Outcome(
+                chosen = PodReplay(
                     replayed=replayed,
                     snapshot=run.generation,
                     batch=len(run.pods),
@@ -173,10 +173,10 @@ def replay_pods(
 
 
 def check_log(
-    document: runs.Snapshot,
+    document: runs.SnapshotDocument,
     pods: Sequence[objects.PodInfo],
     records: Iterable[trace.Trace],
-    kernel: cycle.Kernel,
+    kernel: contract.Kernel,
     out: TextIO,
 ) -> int:
     """Replay every decision of ``records`` whose pod is in ``pods`` and say whether its node
@@ -224,11 +224,11 @@ def check_log(
 
 
 def _preemption(
-    document: runs.Snapshot,
+    document: runs.SnapshotDocument,
     decided: runs.Run,
     uid: str,
     caches: dict[int, cache_module.Cache],
-    kernel: cycle.Kernel,
+    kernel: contract.Kernel,
 ) -> runs.Replayed | None:
     """The preemption search that followed ``decided`` for pod ``uid``, made again."""
     search = document.preemption_after(decided, uid)
@@ -239,7 +239,7 @@ def _preemption(
     return runs.replay(search, caches[search.seq], kernel, search.pods)[uid]
 
 
-def _preemption_differs(record: trace.Trace, outcome: Outcome) -> str:
+def _preemption_differs(record: trace.Trace, outcome: PodReplay) -> str:
     """How the line's preemption differs from the one made again ("" when it does not)."""
     line, again = record.preemption, outcome.preemption
     if line is None or again is None:
@@ -277,7 +277,7 @@ def _traces(lines: Iterable[str]) -> list[trace.Trace]:
     return records
 
 
-def read_snapshot(source: str) -> runs.Snapshot:
+def read_snapshot(source: str) -> runs.SnapshotDocument:
     """A snapshot from a file, or from a debug endpoint's URL (http://.../debug/snapshot)."""
     try:
         if source.startswith(("http://", "https://")):

@@ -29,12 +29,12 @@ async def test_binding_outcomes(
         first = objects.parse_pod(
             kube_client.create_pod(builders.make_pod("web", namespace).scheduler("nobody").obj())
         )
-        assert (await bind.bind(first, node)).outcome is binder.Outcome.BOUND
+        assert (await bind.bind(first, node)).outcome is binder.BindOutcome.BOUND
         assert kube_client.pod(namespace, "web")["spec"]["nodeName"] == node
 
         # Bound already (by us, or by another scheduler first): 409, never a second binding.
         again = await bind.bind(first, other)
-        assert again.outcome is binder.Outcome.CONFLICT
+        assert again.outcome is binder.BindOutcome.CONFLICT
         assert kube_client.pod(namespace, "web")["spec"]["nodeName"] == node
 
         # Recreated under the same name: the old uid must not bind the new pod.
@@ -45,12 +45,12 @@ async def test_binding_outcomes(
         )
         kube_client.create_pod(builders.make_pod("web", namespace).scheduler("nobody").obj())
         stale = await bind.bind(first, node)
-        assert stale.outcome is binder.Outcome.CONFLICT
+        assert stale.outcome is binder.BindOutcome.CONFLICT
         assert "uid" in stale.message.lower()
         assert not kube_client.pod(namespace, "web")["spec"].get("nodeName")
 
         # Gone: 404.
         ghost = objects.parse_pod(builders.make_pod("ghost", namespace).uid("no-such-uid").obj())
-        assert (await bind.bind(ghost, node)).outcome is binder.Outcome.GONE
+        assert (await bind.bind(ghost, node)).outcome is binder.BindOutcome.GONE
     finally:
         await api.close()

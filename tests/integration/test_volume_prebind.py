@@ -14,7 +14,7 @@ from plumb import prebind
 from plumb.backend import objects, snapshot, volumes
 from plumb.controlplane import running as controlplane
 from plumb.framework.plugins import nodeaffinity
-from plumb.framework.plugins import volumes as volume_plugins
+from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
 from plumb.testing import builders, kube, kubescheduler

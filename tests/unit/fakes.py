@@ -74,7 +74,7 @@ def make_scheduler(
     api: FakeApi,
     clock: Clock,
     *,
-    kernel: scheduler_module.KernelRunner = reference_kernel,
+    kernel: contract.KernelRunner = reference_kernel,
     log: logging.Logger | None = None,
     batch_size: int = scheduler_module.DEFAULT_BATCH,
     metrics: metrics_module.Metrics | None = None,

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plumb.app import running
+from plumb.app import runtime
 
 
 async def infinite_watch() -> AsyncIterator[int]:  # named as kopf's generator
@@ -37,8 +37,8 @@ def test_kopf_watch_closed_at_exit_is_logged_without_a_traceback(
     loop.default_exception_handler = seen.append  # type: ignore[method-assign,assignment]
     try:
         with caplog.at_level(logging.INFO, logger="plumb"):
-            running._exception_handler(loop, _context(infinite_watch()))
-            running._exception_handler(loop, _context(other_stream()))
+            runtime._exception_handler(loop, _context(infinite_watch()))
+            runtime._exception_handler(loop, _context(other_stream()))
     finally:
         loop.close()
     quiet = [r for r in caplog.records if "watch stream closed at exit" in r.getMessage()]

@@ -7,7 +7,7 @@ import asyncio
 import inspect
 from typing import Any, cast
 
-from plumb.app import running as app_running
+from plumb.app import runtime as app_running
 from plumb.backend import objects
 from plumb.bench import ceiling
 from plumb.events import Recorder

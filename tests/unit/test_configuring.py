@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from plumb import cli, leader
-from plumb.app import configuring, leading, running
+from plumb.app import configuring, leading, runtime
 from plumb.framework import schedconfig, scoring
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
@@ -247,7 +247,9 @@ async def test_shutdown_releases_the_lease_even_if_the_reload_task_died(
     store = test_leader.LeaseStore()
     elector = leader.Elector(
         test_leader.FakeApi(store),
-        leader.Settings(namespace="plumb-system", identity="a", timings=test_leader.TIMINGS),
+        leader.ElectionSettings(
+            namespace="plumb-system", identity="a", timings=test_leader.TIMINGS
+        ),
     )
     scheduler = make_scheduler(FakeApi(), Clock())
     api = k8s_client.ApiClient(credentials_module.Credentials(server="http://127.0.0.1:1"))
@@ -265,8 +267,8 @@ async def test_shutdown_releases_the_lease_even_if_the_reload_task_died(
     await asyncio.sleep(0)
     assert died.done()
     with caplog.at_level(logging.INFO):
-        await running.stop_leading([died, election], leadership, scheduler)
-        await running.stop_leading([], leadership, scheduler)  # run's finally: a second call
+        await runtime.stop_leading([died, election], leadership, scheduler)
+        await runtime.stop_leading([], leadership, scheduler)  # run's finally: a second call
     assert election.cancelled()
     assert store.lease["spec"]["holderIdentity"] is None  # released: a standby takes it at once
     assert not elector.may_act()

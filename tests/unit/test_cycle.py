@@ -1,5 +1,5 @@
-"""Tests for plumb.framework.cycle and status: where a pod lands, and what the scheduler says when
-it lands nowhere (kube-scheduler's "0/N nodes are available" text)."""
+"""Tests for plumb.framework.cycle and diagnoses: where a pod lands, and what the scheduler says
+when it lands nowhere (kube-scheduler's "0/N nodes are available" text)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from plumb.backend import cache
-from plumb.framework import cycle, status
+from plumb.framework import cycle, diagnoses
 from plumb.testing.builders import make_node, make_pod
 from tests.unit.scenarios import cluster, pod, schedule
 
@@ -125,7 +125,7 @@ def test_feasible_counts_the_nodes_that_fit() -> None:
 
 
 def test_diagnosis_counts_reasons_over_nodes() -> None:
-    diagnosis = status.Diagnosis.count(
+    diagnosis = diagnoses.Diagnosis.count(
         4, [["Insufficient cpu"], ["Insufficient cpu", "Too many pods"], [], ["Insufficient cpu"]]
     )
     assert dict(diagnosis.reasons) == {"Insufficient cpu": 3, "Too many pods": 1}
@@ -133,7 +133,7 @@ def test_diagnosis_counts_reasons_over_nodes() -> None:
 
 
 def test_diagnosis_of_no_nodes() -> None:
-    assert status.Diagnosis.count(0, []).message() == status.NO_NODES_AVAILABLE
+    assert diagnoses.Diagnosis.count(0, []).message() == diagnoses.NO_NODES_AVAILABLE
 
 
 # Choice ---------------------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plumb.backend import cache, objects, workloads
+from plumb.backend import cache, controllers, objects
 from plumb.framework import cycle
 from plumb.testing.builders import make_node, make_pod
 
@@ -37,7 +37,7 @@ def _incoming() -> objects.PodInfo:
 def test_a_service_pod_is_spread_away_from_its_siblings() -> None:
     c = _cluster()
     assert cycle.schedule(_incoming(), c.snapshot(), c).node == "a1"  # no service: roomier node
-    c.workloads.on_event(workloads.SERVICE, "ADDED", _service({"app": "web"}))
+    c.workloads.on_event(controllers.SERVICE, "ADDED", _service({"app": "web"}))
     decision = cycle.schedule(_incoming(), c.snapshot(), c)
     assert decision.node == "b1"
     assert decision.candidates[0].scores[4] == 100  # PodTopologySpread's normalised score
@@ -45,7 +45,7 @@ def test_a_service_pod_is_spread_away_from_its_siblings() -> None:
 
 def test_a_service_that_does_not_select_the_pod_changes_nothing() -> None:
     c = _cluster()
-    c.workloads.on_event(workloads.SERVICE, "ADDED", _service({"app": "db"}))
+    c.workloads.on_event(controllers.SERVICE, "ADDED", _service({"app": "db"}))
     assert cycle.schedule(_incoming(), c.snapshot(), c).node == "a1"
 
 
@@ -71,8 +71,8 @@ def test_a_pod_pinned_by_node_name_reports_the_other_nodes_as_prefiltered() -> N
 
 def test_a_relist_forgets_a_service_deleted_while_the_watch_was_down() -> None:
     c = _cluster()
-    c.workloads.on_event(workloads.SERVICE, "ADDED", _service({"app": "web"}))
-    c.workloads.replace(workloads.SERVICE, [])  # the list no longer has the service
+    c.workloads.on_event(controllers.SERVICE, "ADDED", _service({"app": "web"}))
+    c.workloads.replace(controllers.SERVICE, [])  # the list no longer has the service
     assert cycle.schedule(_incoming(), c.snapshot(), c).node == "a1"
-    c.workloads.replace(workloads.SERVICE, [_service({"app": "web"})])
+    c.workloads.replace(controllers.SERVICE, [_service({"app": "web"})])
     assert cycle.schedule(_incoming(), c.snapshot(), c).node == "b1"

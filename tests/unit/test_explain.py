@@ -43,14 +43,14 @@ SCHEDULED = trace.Trace(
     feasible=5,
     total=6,
     candidates=(
-        trace.Candidate(node="shop-b1", score=806, scores=_scores(90, 96, 100, 0, 100, 0)),
-        trace.Candidate(node="shop-a1", score=704, scores=_scores(95, 99, 100, 0, 50, 0)),
-        trace.Candidate(node="shop-c1", score=650, scores=_scores(80, 90, 100, 0, 40, 0)),
+        trace.CandidateRecord(node="shop-b1", score=806, scores=_scores(90, 96, 100, 0, 100, 0)),
+        trace.CandidateRecord(node="shop-a1", score=704, scores=_scores(95, 99, 100, 0, 50, 0)),
+        trace.CandidateRecord(node="shop-c1", score=650, scores=_scores(80, 90, 100, 0, 40, 0)),
     ),
     weights=PLUGINS,
     policy="shop/web-spread",
     generation=3,
-    budget=trace.Budget(
+    budget=trace.BudgetRecord(
         used=1,
         remaining=2,
         max_violations=3,
@@ -146,7 +146,7 @@ def test_a_deviation_says_so() -> None:
     assert "generation 3; a deviation on its budget" in text
 
 
-NOMINATED = trace.Preemption(
+NOMINATED = trace.PreemptionRecord(
     node="node-b",
     victims=(
         trace.Victim(pod="team-a/batch-1", priority=0, qos="BestEffort"),
@@ -170,7 +170,7 @@ PREEMPTED = dataclasses.replace(
 
 NOT_PREEMPTED = dataclasses.replace(
     UNSCHEDULABLE,
-    preemption=trace.Preemption(
+    preemption=trace.PreemptionRecord(
         searched=5,
         rejected={"No preemption victims found for incoming pod": 5},
         message=(
@@ -213,7 +213,7 @@ def test_a_pod_preemption_could_not_help_reads_why_and_the_nodes_it_could_not_fr
         "  5 nodes searched, 0 candidate nodes",
         "  could not free nodes: 5 No preemption victims found for incoming pod",
     ]
-    ineligible = trace.Preemption(message="not eligible due to preemptionPolicy=Never.")
+    ineligible = trace.PreemptionRecord(message="not eligible due to preemptionPolicy=Never.")
     assert explain.render(dataclasses.replace(UNSCHEDULABLE, preemption=ineligible)).endswith(
         "\npreemption: none: not eligible due to preemptionPolicy=Never.\n"
     )

@@ -36,7 +36,7 @@ from tests.unit.kernel_builders import (
     place,
 )
 
-Kernel = Callable[[c.Cluster, c.Batch], c.Result]
+Kernel = c.Kernel
 KERNELS = pytest.mark.parametrize("kernel", [reference.run, compiled.run], ids=["ref", "numba"])
 
 

@@ -4,8 +4,6 @@ from kube-scheduler v1.34."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 import pytest
 from hypothesis import given
@@ -15,7 +13,7 @@ from plumb.kernel import compiled, reference
 from plumb.kernel import contract as c
 from tests.unit.kernel_builders import CPU, GI, GPU, MEMORY, PODS, Case, failure_case, only
 
-Kernel = Callable[[c.Cluster, c.Batch], c.Result]
+Kernel = c.Kernel
 KERNELS = pytest.mark.parametrize("kernel", [reference.run, compiled.run], ids=["ref", "numba"])
 
 U64 = 2**64

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from plumb import cli, leader
-from plumb.app import running
+from plumb.app import runtime
 from plumb.k8s import client as k8s_client
 
 TIMINGS = leader.Timings(lease_duration=15.0, renew_deadline=10.0, retry_period=2.0)
@@ -128,7 +128,7 @@ class Replica:
         self.changes: list[tuple[float, bool]] = []
         self.elector = leader.Elector(
             self.api,
-            leader.Settings(namespace="plumb-system", identity=name, timings=TIMINGS),
+            leader.ElectionSettings(namespace="plumb-system", identity=name, timings=TIMINGS),
             on_change=lambda leading: self.changes.append((time.now, leading)),
             clock=time.clock,
             wall=time.wall,
@@ -291,8 +291,8 @@ def test_timings_that_would_let_two_leaders_act_are_refused() -> None:
 
 
 def test_identity_is_the_pod_name_else_the_host_and_a_suffix_unique_per_process() -> None:
-    assert running.identity({"POD_NAME": "plumb-7d9f-abcde"}) == "plumb-7d9f-abcde"
-    first, second = running.identity({}), running.identity({})
+    assert runtime.identity({"POD_NAME": "plumb-7d9f-abcde"}) == "plumb-7d9f-abcde"
+    first, second = runtime.identity({}), runtime.identity({})
     assert first.startswith(f"{socket.gethostname()}_")
     assert first != second
 

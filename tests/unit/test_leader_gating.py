@@ -50,7 +50,7 @@ def _scheduler(
     gate: Gate,
     clock: Clock,
     *,
-    kernel: scheduler_module.KernelRunner = reference_kernel,
+    kernel: contract.KernelRunner = reference_kernel,
 ) -> scheduler_module.Scheduler:
     return scheduler_module.Scheduler(
         served=scheduler_module.defaults("plumb"),
@@ -93,7 +93,7 @@ async def test_a_binding_refused_by_the_gate_is_not_sent_and_the_pod_waits_again
     api = FakeApi()
     refusing = binder.Binder(api, gate=lambda: False)
     result = await refusing.bind(make_pod_info("web-0"), "node-a")
-    assert result.outcome is binder.Outcome.NOT_LEADER
+    assert result.outcome is binder.BindOutcome.NOT_LEADER
     assert api.binds == []
 
 

@@ -65,7 +65,7 @@ def test_scores_take_less_room_than_a_dict() -> None:
 
 
 def _record(scores: object) -> trace.Trace:
-    candidate = trace.Candidate(node="node-a", score=612, scores=scores)  # type: ignore[arg-type]
+    candidate = trace.CandidateRecord(node="node-a", score=612, scores=scores)  # type: ignore[arg-type]
     return trace.Trace(
         pod="default/web-0",
         uid="u-1",
@@ -97,7 +97,7 @@ def test_the_traces_built_hold_compact_scores_and_a_shared_empty_rejection() -> 
         node="node-a",
         feasible=3,
         total=3,
-        candidates=(cycle.Candidate(node="node-a", total=612, scores=VALUES),),
+        candidates=(cycle.ScoredNode(node="node-a", total=612, scores=VALUES),),
     )
     built = traces.rejections(decision, {})
     assert built == {}
@@ -107,7 +107,7 @@ def test_the_traces_built_hold_compact_scores_and_a_shared_empty_rejection() -> 
     (candidate,), _inputs, plan = hashed["u-1"]
     assert isinstance(candidate.scores, trace.Scores)
     assert candidate.scores == _as_dict()
-    plain = trace.Candidate(node="node-a", score=612, scores=_as_dict())
+    plain = trace.CandidateRecord(node="node-a", score=612, scores=_as_dict())
     assert candidate == plain
     assert plan == trace.plan_hash("u-1", "node-a", (plain,))
 

@@ -32,7 +32,7 @@ def test_the_run_command_imports_no_kubernetes_package() -> None:
     imported = _python(
         """
         import json, sys
-        import plumb.cli, plumb.app.running, kopf
+        import plumb.cli, plumb.app.runtime, kopf
         print(json.dumps(sorted(m for m in sys.modules if m.split(".")[0] == "kubernetes")))
         """
     )

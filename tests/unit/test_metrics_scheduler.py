@@ -11,7 +11,7 @@ import pytest
 from prometheus_client import parser
 
 from plumb import scheduler as scheduler_module
-from plumb.app import running
+from plumb.app import runtime
 from plumb.backend import queue as queue_module
 from plumb.k8s import client as k8s_client
 from plumb.kernel import contract
@@ -23,10 +23,10 @@ Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def _scheduler(
-    api: FakeApi, clock: Clock, kernel: scheduler_module.KernelRunner = reference_kernel
+    api: FakeApi, clock: Clock, kernel: contract.KernelRunner = reference_kernel
 ) -> scheduler_module.Scheduler:
     s = make_scheduler(api, clock, kernel=kernel, metrics=metrics.Metrics())
-    running.register_metrics(s.metrics, s)
+    runtime.register_metrics(s.metrics, s)
     return s
 
 

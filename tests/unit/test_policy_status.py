@@ -85,7 +85,7 @@ def _build(
     domains: Mapping[str, Mapping[str, int]] | None = None,
     matched: int = 0,
     budget: budget_module.BudgetState | None = None,
-    decision: status.Decision | None = None,
+    decision: status.LastDecision | None = None,
     previous: Any = None,
     now: float = T0,
 ) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def test_a_whole_status_fits_the_crd_and_reads_like_kubectl_get() -> None:
     state = _state(
         make_policy("web").spread(ZONE, 1, min_domains=3).spread(HOSTNAME, 3).budget().obj()
     )
-    decision = status.Decision(
+    decision = status.LastDecision(
         pod="shop/web-1",
         node="n3",
         result="Scheduled",

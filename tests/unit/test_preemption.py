@@ -45,8 +45,8 @@ def pod(
     )
 
 
-def node(name: str, *pods: pre.Pod, cpu: int = 4) -> pre.Node:
-    return pre.Node(name=name, allocatable={"cpu": cpu}, pods=pods)
+def node(name: str, *pods: pre.Pod, cpu: int = 4) -> pre.NodePods:
+    return pre.NodePods(name=name, allocatable={"cpu": cpu}, pods=pods)
 
 
 class SumFits:
@@ -56,13 +56,13 @@ class SumFits:
     def __init__(self) -> None:
         self.asked: list[str] = []
 
-    def __call__(self, p: pre.Pod, n: pre.Node, remaining: Sequence[pre.Pod]) -> bool:
+    def __call__(self, p: pre.Pod, n: pre.NodePods, remaining: Sequence[pre.Pod]) -> bool:
         self.asked.append(n.name)
         used = sum(r.requests.get("cpu", 0) for r in remaining)
         return used + p.requests.get("cpu", 0) <= n.allocatable.get("cpu", 0)
 
 
-def unschedulable(*nodes: pre.Node) -> dict[str, pre.NodeStatus]:
+def unschedulable(*nodes: pre.NodePods) -> dict[str, pre.NodeStatus]:
     return {
         n.name: pre.NodeStatus(code=pre.Code.UNSCHEDULABLE, reasons=("Insufficient cpu",))
         for n in nodes
@@ -83,11 +83,11 @@ def budget(
 
 def run(
     preemptor: pre.Pod,
-    *nodes: pre.Node,
+    *nodes: pre.NodePods,
     budgets: Sequence[pre.DisruptionBudget] = (),
     statuses: dict[str, pre.NodeStatus] | None = None,
     rules: pre.Rules = pre.NO_RULES,
-) -> pre.Outcome:
+) -> pre.PreemptionVerdict:
     return pre.preempt(
         preemptor,
         nodes,
@@ -420,7 +420,7 @@ def test_no_candidate_message_in_kube_schedulers_words() -> None:
 
 
 def test_explains_gives_the_reasons_with_victims_removed() -> None:
-    def explains(p: pre.Pod, n: pre.Node, remaining: Sequence[pre.Pod]) -> Sequence[str]:
+    def explains(p: pre.Pod, n: pre.NodePods, remaining: Sequence[pre.Pod]) -> Sequence[str]:
         return ("Insufficient memory",)
 
     n = node("n", pod("low", 0, cpu=1), cpu=2)
@@ -668,7 +668,7 @@ def test_the_choice_does_not_depend_on_node_or_pod_order() -> None:
     results = set()
     for order in itertools.permutations(base):
         shuffled = [
-            pre.Node(name=n.name, allocatable=n.allocatable, pods=n.pods[::-1]) for n in order
+            pre.NodePods(name=n.name, allocatable=n.allocatable, pods=n.pods[::-1]) for n in order
         ]
         for nodes in (list(order), shuffled):
             outcome = run(pod("vip", 10, cpu=2), *nodes)
@@ -760,7 +760,7 @@ def test_under_any_rules_victims_are_minimal_allowed_and_within_the_cap(
             assert cap is not None, name
     # The rules only ever take nodes away: every candidate is one without them too.
     unruled = [
-        pre.Node(
+        pre.NodePods(
             name=n.name,
             allocatable=n.allocatable,
             pods=tuple(dataclasses.replace(p, exempt=False) for p in n.pods),

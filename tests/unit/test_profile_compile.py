@@ -6,20 +6,20 @@ addedAffinity, on small hand-made clusters."""
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from plumb.backend import cache as cache_module
-from plumb.backend import objects, specs, workloads
+from plumb.backend import controllers, objects, specs
 from plumb.framework import compiling, cycle, scoring
 from plumb.framework.plugins import nodeaffinity
 from plumb.kernel import compiled, contract, reference
 from plumb.testing.builders import ZONE_LABEL, NodeBuilder, PodBuilder, make_node, make_pod
 from tests.unit.scenarios import cluster, pod
 
-Kernel = Callable[[contract.Cluster, contract.Batch], contract.Result]
+Kernel = contract.Kernel
 KERNELS = pytest.mark.parametrize("kernel", [reference.run, compiled.run], ids=["ref", "numba"])
 HOSTNAME = "kubernetes.io/hostname"
 
@@ -277,7 +277,7 @@ def _service_cluster() -> cache_module.Cache:
         "metadata": {"namespace": "shop", "name": "web"},
         "spec": {"selector": {"app": "web"}},
     }
-    c.workloads.on_event(workloads.SERVICE, "ADDED", service)
+    c.workloads.on_event(controllers.SERVICE, "ADDED", service)
     return c
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from plumb import replay
 from plumb.backend import cache as cache_module
-from plumb.backend import codec, dumps, objects, workloads
+from plumb.backend import codec, controllers, dumps, objects
 from plumb.backend import queue as queue_module
 from plumb.framework import runs, scoring
 from plumb.framework.plugins import podtopologyspread
@@ -97,7 +97,7 @@ def test_the_journal_rewinds_a_dump_to_each_state_it_went_through() -> None:
     saw()
     cache.add_pod(objects.parse_pod(_web("web-3", "u3") | {"spec": {"nodeName": "n2"}}))
     cache.workloads.on_event(
-        workloads.SERVICE,
+        controllers.SERVICE,
         "ADDED",
         {"metadata": {"namespace": "shop", "name": "web"}, "spec": {"selector": {"app": "web"}}},
     )

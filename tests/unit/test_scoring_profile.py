@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Callable
 
 import pytest
 
@@ -15,7 +14,7 @@ from plumb.kernel import compiled, contract, reference
 from plumb.testing.builders import ZONE_LABEL, make_node, make_pod
 from tests.unit.scenarios import cluster, pod
 
-Kernel = Callable[[contract.Cluster, contract.Batch], contract.Result]
+Kernel = contract.Kernel
 KERNELS = pytest.mark.parametrize("kernel", [reference.run, compiled.run], ids=["ref", "numba"])
 NOT_READY = math.exp(-2)  # a zone whose nodes are all NotReady
 

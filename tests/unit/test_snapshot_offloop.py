@@ -20,7 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Any, cast
 
-from plumb.app import debug, running
+from plumb.app import debug, runtime
 from plumb.backend import cache as cache_module
 from plumb.backend import dumps, objects
 from plumb.framework import runs
@@ -119,7 +119,7 @@ async def test_sigusr1_writes_the_snapshot_of_the_moment_it_came(tmp_path: Path)
     scheduler.cache.assume(objects.parse_pod(make_pod("web-0", "shop").uid("u0").obj()), "n0")
     expected = scheduler.dump()
     writing: set[asyncio.Task[None]] = set()
-    running._write_snapshot(scheduler, tmp_path, writing)
+    runtime._write_snapshot(scheduler, tmp_path, writing)
     # What happens after the signal is not in the file, though it is written later.
     scheduler.cache.forget("u0")
     assert len(writing) == 1

@@ -69,13 +69,13 @@ RECORD = trace.Trace(
         "TaintToleration": trace.Rejection(nodes=1, reasons={"node(s) had untolerated taint(s)": 1})
     },
     candidates=(
-        trace.Candidate(node="node-b", score=612, scores={"NodeResourcesFit": 88, "x y": 3}),
-        trace.Candidate(node="node-a", score=598, scores={"NodeResourcesFit": 90, "x y": 0}),
+        trace.CandidateRecord(node="node-b", score=612, scores={"NodeResourcesFit": 88, "x y": 3}),
+        trace.CandidateRecord(node="node-a", score=598, scores={"NodeResourcesFit": 90, "x y": 0}),
     ),
     weights={"NodeResourcesFit": 1, "x y": 2},
     policy="shop/web-spread",
     generation=2,
-    budget=trace.Budget(
+    budget=trace.BudgetRecord(
         used=1, remaining=2, max_violations=3, open=True, text="1 of 3 used, 2 left"
     ),
     snapshot=41,
@@ -172,7 +172,7 @@ PREEMPTED = dataclasses.replace(
     message="0/4 nodes are available: 4 Insufficient cpu. preemption: nominated to node-b",
     candidates=(),
     bind_ms=None,
-    preemption=trace.Preemption(
+    preemption=trace.PreemptionRecord(
         node="node-b",
         victims=(
             trace.Victim(pod="team-a/batch-1", priority=0, qos="BestEffort"),
@@ -234,7 +234,7 @@ def test_no_preemption_is_null_and_a_line_from_before_preemption_still_reads(
     log, handler = json_lines
     tracing.Tracer(log=log).emit(RECORD)
     assert json.loads(handler.lines[0])["preemption"] is None
-    empty = dataclasses.replace(RECORD, preemption=trace.Preemption())
+    empty = dataclasses.replace(RECORD, preemption=trace.PreemptionRecord())
     assert trace.Trace.from_fields(empty.fields()) == empty  # ran, found nothing, said nothing
     # A line written before the field existed (docs/observability.md's, abridged).
     old = (
@@ -578,7 +578,7 @@ async def test_the_scheduler_writes_one_line_per_decision_that_matches_what_it_d
         )
     )
     # It asks more cpu than any node has: no node is worth searching.
-    assert waiting.preemption == trace.Preemption(
+    assert waiting.preemption == trace.PreemptionRecord(
         searched=0,
         message=(
             "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."

@@ -20,7 +20,7 @@ from plumb.framework.plugins import (
     volumerestrictions,
     volumezone,
 )
-from plumb.framework.plugins import volumes as volume_plugins
+from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.k8s import client as k8s_client
 from plumb.testing.builders import PodBuilder, make_node, make_pod
 from tests.unit.scenarios import statics

@@ -19,7 +19,7 @@ from prometheus_client import parser
 from plumb.app import watches
 from plumb.backend import queue as queue_module
 from plumb.k8s import client as k8s_client
-from plumb.k8s import watching
+from plumb.k8s import reflectors
 from plumb.observability import metrics
 from plumb.testing.builders import make_node, make_pod
 from tests.unit import loopback
@@ -136,9 +136,9 @@ async def test_a_handler_that_raises_once_is_followed_by_a_relist_and_later_even
     async def sleep(seconds: float) -> None:
         sleeps.append(seconds)
 
-    caplog.set_level(logging.INFO, logger=watching.__name__)
+    caplog.set_level(logging.INFO, logger=reflectors.__name__)
     task = asyncio.create_task(
-        watching.watch_forever(
+        reflectors.watch_forever(
             api,
             PODS,
             "10",
@@ -195,7 +195,7 @@ async def test_failures_back_off_doubling_to_the_cap_and_a_failing_relist_is_ret
         sleeps.append(seconds)
 
     task = asyncio.create_task(
-        watching.watch_forever(api, PODS, "10", on_event=on_event, relist=relist, sleep=sleep)
+        reflectors.watch_forever(api, PODS, "10", on_event=on_event, relist=relist, sleep=sleep)
     )
     await _until(lambda: len(scripted.watched) == 8)
     await _stop(task)
@@ -224,7 +224,7 @@ async def test_shutdown_stops_a_watch_waiting_out_its_backoff(
         raise AssertionError("cancelled before the relist")
 
     task = asyncio.create_task(
-        watching.watch_forever(api, PODS, "10", on_event=on_event, relist=relist, sleep=sleep)
+        reflectors.watch_forever(api, PODS, "10", on_event=on_event, relist=relist, sleep=sleep)
     )
     await asyncio.wait_for(waiting.wait(), timeout=5)
     await _stop(task)

@@ -59,7 +59,7 @@ async def _loopback_only(
     return await handler(request)
 
 
-class Capture(Protocol):
+class Encodable(Protocol):
     """A snapshot taken on the loop, to encode in any thread (``runs.Capture``)."""
 
     def encode_lazily(self) -> Mapping[str, Any]:
@@ -67,12 +67,12 @@ class Capture(Protocol):
         ...
 
 
-Dumper = Callable[[], Capture]
-"""Captures the scheduler's snapshot (app/running.py's ``capture_snapshot``); called on the
+Dumper = Callable[[], Encodable]
+"""Captures the scheduler's snapshot (app/runtime.py's ``capture_snapshot``); called on the
 event loop, which owns the cache."""
 
 
-def serialise(capture: Capture) -> bytes:
+def serialise(capture: Encodable) -> bytes:
     """The snapshot document as JSON bytes, the same as ``json.dumps(capture.encode())``.
 
     Slow (seconds at 10,000 pods): call it in a worker thread. Each record is encoded and

@@ -3,11 +3,11 @@ list's resourceVersion, so the loop starts on a full picture and no object is re
 
 Pods, nodes, namespaces, Services, controllers, PodDisruptionBudgets and the volume plugins'
 objects (PersistentVolumes, claims, StorageClasses, CSINodes) are watched with
-k8s/watching.py rather than kopf's on.event: kopf's per-object machinery cost more CPU and memory
+k8s/reflectors.py rather than kopf's on.event: kopf's per-object machinery cost more CPU and memory
 than the scheduling itself (docs/architecture.md has the measurements). kopf runs the operator
 around it.
 
-Each collection has its own task, supervised by watching.watch_forever: a handler failing on
+Each collection has its own task, supervised by reflectors.watch_forever: a handler failing on
 one object re-lists that collection only (counted in ``plumb_watch_restarts_total``), and the
 others go on.
 """
@@ -21,9 +21,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from plumb import scheduler as scheduler_module
-from plumb.backend import workloads
+from plumb.backend import controllers
 from plumb.k8s import client as k8s_client
-from plumb.k8s import watching
+from plumb.k8s import reflectors
 
 logger = logging.getLogger(__name__)
 
@@ -31,10 +31,10 @@ JSON = dict[str, Any]
 
 # Collections whose selectors make up the default spread selector, and their kinds.
 WORKLOAD_PATHS = (
-    ("/api/v1/services", workloads.SERVICE),
-    ("/api/v1/replicationcontrollers", workloads.REPLICATION_CONTROLLER),
-    ("/apis/apps/v1/replicasets", workloads.REPLICA_SET),
-    ("/apis/apps/v1/statefulsets", workloads.STATEFUL_SET),
+    ("/api/v1/services", controllers.SERVICE),
+    ("/api/v1/replicationcontrollers", controllers.REPLICATION_CONTROLLER),
+    ("/apis/apps/v1/replicasets", controllers.REPLICA_SET),
+    ("/apis/apps/v1/statefulsets", controllers.STATEFUL_SET),
 )
 NAMESPACES = "/api/v1/namespaces"
 NODES = "/api/v1/nodes"
@@ -115,7 +115,7 @@ async def sync_and_watch(
     loop = asyncio.get_running_loop()
     return [
         loop.create_task(
-            watching.watch_forever(
+            reflectors.watch_forever(
                 api,
                 feed.path,
                 versions[feed.path],
@@ -130,7 +130,7 @@ async def sync_and_watch(
     ]
 
 
-def _counter(scheduler: scheduler_module.Scheduler, path: str) -> watching.FailureHandler:
+def _counter(scheduler: scheduler_module.Scheduler, path: str) -> reflectors.FailureHandler:
     resource = path.rsplit("/", 1)[-1]  # "/apis/apps/v1/replicasets": "replicasets"
     scheduler.metrics.watching(resource)
 
@@ -142,7 +142,7 @@ def _counter(scheduler: scheduler_module.Scheduler, path: str) -> watching.Failu
 
 def _relister(
     api: k8s_client.ApiClient, feed: Feed, scheduler: scheduler_module.Scheduler
-) -> watching.Relister:
+) -> reflectors.Relister:
     async def relist() -> str:
         mark = scheduler.mark()
         items, version = await api.list_all(feed.path)

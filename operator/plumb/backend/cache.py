@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend import counting, nodetable, objects, snapshot, specs, volumes, workloads
+from plumb.backend import controllers, countrows, nodetable, objects, snapshot, specs, volumes
 from plumb.backend import journal as journal_module
 
 
@@ -58,9 +58,9 @@ class Cache:
         self.nodes = nodetable.NodeTable()
         self._pods: dict[str, journal_module.Placed] = {}
         self._by_node: dict[str, set[str]] = {}
-        self.rows = counting.CountRows()
+        self.rows = countrows.CountRows()
         self.journal = journal_module.Journal(journal_limit)
-        self.workloads = workloads.Workloads(self.journal)
+        self.workloads = controllers.Workloads(self.journal)
         # PersistentVolumes, claims, StorageClasses and CSINodes, for the volume plugins (not
         # journalled: a replayed pod with claims reads them as they are now).
         self.volumes = volumes.Volumes()
@@ -115,7 +115,7 @@ class Cache:
 
     # What the framework reads ---------------------------------------------------------------
 
-    def count_rows(self, keys: Sequence[counting.RowKey]) -> npt.NDArray[np.int32]:
+    def count_rows(self, keys: Sequence[countrows.RowKey]) -> npt.NDArray[np.int32]:
         """(rows x nodes in name order): how many placed pods of each row are on each node."""
         order = self.nodes.order
         out = np.zeros((len(keys), order.shape[0]), dtype=np.int32)
@@ -125,7 +125,7 @@ class Cache:
             out[t] = row[order]
         return out
 
-    def carriers(self) -> list[counting.Carrier]:
+    def carriers(self) -> list[countrows.Carrier]:
         return self.rows.carriers()
 
     @property

@@ -5,7 +5,7 @@ node and state, namespace labels, Service and controller selectors) and the jour
 records; ``Dumped.rewind(seq)`` applies the undos newer than ``seq``, newest first, and builds a
 fresh ``Cache`` holding what the original held when its journal stood at ``seq``.
 
-``dump`` is ``capture`` then ``Capture.encode``. The capture copies only the containers (a few
+``dump`` is ``capture`` then ``CacheCapture.encode``. The capture copies only the containers (a few
 milliseconds at 10,000 pods), on the thread that owns the cache; the records they hold are
 frozen, so the capture stays the cache as it was while the cache moves on, and the encoding
 (most of the cost) can run in another thread.
@@ -34,7 +34,7 @@ def dump(cache: cache_module.Cache) -> dict[str, Any]:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Capture:
+class CacheCapture:
     """The cache and its journal at one instant, not yet encoded: safe to encode in any thread
     while the cache goes on changing (it shares only frozen records with it)."""
 
@@ -85,10 +85,10 @@ def _materialised(value: Any) -> Any:
     return value
 
 
-def capture(cache: cache_module.Cache) -> Capture:
+def capture(cache: cache_module.Cache) -> CacheCapture:
     """What ``dump`` writes, copied out of ``cache`` without encoding it (cheap: call it on the
     thread that owns the cache, then ``encode`` anywhere)."""
-    return Capture(
+    return CacheCapture(
         seq=cache.journal.seq,
         oldest=cache.journal.oldest,
         resources=tuple(cache.nodes.resources),

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from plumb.backend import cache as cache_module
-from plumb.backend import counting, hashing, objects, snapshot, specs
+from plumb.backend import countrows, hashing, objects, snapshot, specs
 from plumb.framework import scoring
 from plumb.framework.plugins import (
     imagelocality,
@@ -34,7 +34,7 @@ from plumb.framework.plugins import (
     podtopologyspread,
     tainttoleration,
 )
-from plumb.framework.plugins import volumes as volume_plugins
+from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.kernel import contract
 
 # The kernel reports insufficient resources as one bit per column of an int64.
@@ -59,7 +59,7 @@ class Compiled:
     cluster: contract.Cluster
     batch: contract.Batch
     deferred: tuple[objects.PodInfo, ...] = ()  # did not fit this batch's columns; try again
-    row_keys: tuple[counting.RowKey, ...] = ()  # what each of the cluster's count rows counts
+    row_keys: tuple[countrows.RowKey, ...] = ()  # what each of the cluster's count rows counts
 
     @property
     def index(self) -> Mapping[str, int]:
@@ -107,7 +107,7 @@ class _Tables:
     """Row, key and reason interning plus the flat constraint tables, filled pod by pod."""
 
     def __init__(self) -> None:
-        self.rows: dict[counting.RowKey, int] = {}
+        self.rows: dict[countrows.RowKey, int] = {}
         self.keys: dict[str, int] = {}
         self.reasons: dict[StaticReason, int] = {}
         self.spread: dict[str, list[object]] = {
@@ -128,7 +128,7 @@ class _Tables:
         self.symmetric: dict[str, list[object]] = {n: [] for n in ("pod", "row", "key")}
         self.preferred: dict[str, list[object]] = {n: [] for n in ("pod", "row", "key", "weight")}
 
-    def row(self, key: counting.RowKey) -> int:
+    def row(self, key: countrows.RowKey) -> int:
         return self.rows.setdefault(key, len(self.rows))
 
     def key(self, name: str) -> int:
@@ -284,7 +284,7 @@ def _default_spread(
 def _inter_pod(
     b: int,
     pod: objects.PodInfo,
-    carriers: Sequence[counting.Carrier],
+    carriers: Sequence[countrows.Carrier],
     cache: cache_module.Cache,
     tables: _Tables,
     profile: scoring.Profile,
@@ -298,8 +298,8 @@ def _inter_pod(
     filtering = interpodaffinity.NAME in profile.filters
     hard_weight = profile.hard_pod_affinity_weight
     if s.required_affinity and filtering:
-        matchers = tuple(counting.Matcher.of_term(term) for term in s.required_affinity)
-        row = tables.row(counting.Selection(matchers))
+        matchers = tuple(countrows.Matcher.of_term(term) for term in s.required_affinity)
+        row = tables.row(countrows.Selection(matchers))
         for term in s.required_affinity:
             for name, value in (
                 ("pod", b),
@@ -310,7 +310,7 @@ def _inter_pod(
                 tables.affinity[name].append(value)
         self_match = all(m.matches(pod, namespaces) for m in matchers)
     for term in s.required_anti_affinity if filtering else ():
-        row = tables.row(counting.Selection((counting.Matcher.of_term(term),)))
+        row = tables.row(countrows.Selection((countrows.Matcher.of_term(term),)))
         for name, value in (
             ("pod", b),
             ("row", row),
@@ -322,7 +322,7 @@ def _inter_pod(
     # A score weighing 0 costs nothing: its terms get no count row and no table entry.
     scored = profile.weights[contract.INTER_POD] != 0
 
-    def prefer(row: counting.RowKey, topology_key: str, weight: int) -> None:
+    def prefer(row: countrows.RowKey, topology_key: str, weight: int) -> None:
         for name, value in (
             ("pod", b),
             ("row", tables.row(row)),
@@ -333,31 +333,31 @@ def _inter_pod(
 
     for weighted in s.preferred_affinity if scored else ():
         prefer(
-            counting.Selection((counting.Matcher.of_term(weighted.term),)),
+            countrows.Selection((countrows.Matcher.of_term(weighted.term),)),
             weighted.term.topology_key,
             weighted.weight,
         )
     for weighted in s.preferred_anti_affinity if scored else ():
         prefer(
-            counting.Selection((counting.Matcher.of_term(weighted.term),)),
+            countrows.Selection((countrows.Matcher.of_term(weighted.term),)),
             weighted.term.topology_key,
             -weighted.weight,
         )
     for carrier in carriers:
-        if carrier.kind == counting.REQUIRED_ANTI_AFFINITY:
+        if carrier.kind == countrows.REQUIRED_ANTI_AFFINITY:
             if not filtering:
                 continue
-        elif not scored or (carrier.kind == counting.REQUIRED_AFFINITY and hard_weight <= 0):
+        elif not scored or (carrier.kind == countrows.REQUIRED_AFFINITY and hard_weight <= 0):
             continue  # (kube-scheduler leaves required terms out at hardPodAffinityWeight 0)
-        if not counting.Matcher.of_term(carrier.term).matches(pod, namespaces):
+        if not countrows.Matcher.of_term(carrier.term).matches(pod, namespaces):
             continue
         key = carrier.term.topology_key
-        if carrier.kind == counting.REQUIRED_ANTI_AFFINITY:
+        if carrier.kind == countrows.REQUIRED_ANTI_AFFINITY:
             for name, value in (("pod", b), ("row", tables.row(carrier)), ("key", tables.key(key))):
                 tables.symmetric[name].append(value)
-        elif carrier.kind == counting.REQUIRED_AFFINITY:
+        elif carrier.kind == countrows.REQUIRED_AFFINITY:
             prefer(carrier, key, hard_weight)
-        elif carrier.kind == counting.PREFERRED_AFFINITY:
+        elif carrier.kind == countrows.PREFERRED_AFFINITY:
             prefer(carrier, key, carrier.weight)
         else:
             prefer(carrier, key, -carrier.weight)
@@ -503,8 +503,8 @@ def compile_batch(
         dict.fromkeys(
             [
                 *cache.carriers(),
-                *(c for pod, _node in held for c in counting.carried(pod)),
-                *(c for pod in taken for c in counting.carried(pod)),
+                *(c for pod, _node in held for c in countrows.carried(pod)),
+                *(c for pod in taken for c in countrows.carried(pod)),
             ]
         )
     )

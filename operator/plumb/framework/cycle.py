@@ -8,19 +8,18 @@ kube-scheduler's FailedScheduling wording for the pods that fit nowhere.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
 import numpy as np
 
 from plumb.backend import cache as cache_module
 from plumb.backend import objects, snapshot
-from plumb.framework import compiling, scoring, status
+from plumb.framework import compiling, diagnoses, scoring
 from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopologyspread
-from plumb.framework.plugins import volumes as volume_plugins
+from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.kernel import contract, reference
 
-Kernel = Callable[[contract.Cluster, contract.Batch], contract.Result]
 _NONE: Mapping[str, str] = MappingProxyType({})
 
 _DYNAMIC_PLUGINS = {
@@ -43,7 +42,7 @@ _DYNAMIC_REASONS = {
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Candidate:
+class ScoredNode:
     node: str
     total: int
     scores: tuple[int, ...]  # normalised, per contract.SCORE_PLUGINS
@@ -63,7 +62,7 @@ class Decision:
     # The filter plugins that rejected some node: the cluster events that may help this pod
     # are the ones that touch what these plugins look at.
     plugins: frozenset[str] = frozenset()
-    candidates: tuple[Candidate, ...] = ()
+    candidates: tuple[ScoredNode, ...] = ()
 
 
 def unschedulable_as_written(pod: objects.PodInfo, total: int) -> Decision:
@@ -105,7 +104,7 @@ def explain(
                 chosen = n
         top_totals, top_scores = top_totals_of[b], top_scores_of[b]
         candidates = tuple(
-            Candidate(node=names[n], total=top_totals[rank], scores=tuple(top_scores[rank]))
+            ScoredNode(node=names[n], total=top_totals[rank], scores=tuple(top_scores[rank]))
             for rank, n in enumerate(top_of[b])
             if n >= 0
         )
@@ -124,7 +123,7 @@ def explain(
         per_node = [
             node_reasons(compiled, int(codes[n]), int(details[n])) for n in range(len(names))
         ]
-        diagnosis = status.Diagnosis.count(len(names), per_node)
+        diagnosis = diagnoses.Diagnosis.count(len(names), per_node)
         decisions.append(
             Decision(
                 pod=pod,
@@ -225,7 +224,9 @@ def prepare(
             )
         elif total == 0:
             early.append(
-                Decision(pod=pod, node=None, feasible=0, total=0, message=status.NO_NODES_AVAILABLE)
+                Decision(
+                    pod=pod, node=None, feasible=0, total=0, message=diagnoses.NO_NODES_AVAILABLE
+                )
             )
         elif (rejected := _volume_prefilter(pod, snap, cache, profile)) is not None:
             early.append(rejected)
@@ -258,7 +259,7 @@ def _volume_prefilter(
         node=None,
         feasible=0,
         total=len(snap),
-        message=f"{status.NO_NODES_PREFIX.format(total=len(snap))} {failure.message}. "
+        message=f"{diagnoses.NO_NODES_PREFIX.format(total=len(snap))} {failure.message}. "
         f"{VOLUME_PREFILTER_POSTFILTER}",
         unresolvable=failure.unresolvable,
         plugins=frozenset({failure.plugin}),
@@ -272,7 +273,7 @@ def schedule_batch(
     pods: Sequence[objects.PodInfo],
     snap: snapshot.Snapshot,
     cache: cache_module.Cache,
-    kernel: Kernel = reference.run,
+    kernel: contract.Kernel = reference.run,
 ) -> tuple[list[Decision], tuple[objects.PodInfo, ...]]:
     """Decide for ``pods`` in order, as if one at a time; returns decisions and deferred pods."""
     prepared = prepare(pods, snap, cache)
@@ -287,7 +288,7 @@ def schedule(
     pod: objects.PodInfo,
     snap: snapshot.Snapshot,
     cache: cache_module.Cache,
-    kernel: Kernel = reference.run,
+    kernel: contract.Kernel = reference.run,
 ) -> Decision:
     """One pod, one decision (tests and replay)."""
     decisions, _deferred = schedule_batch([pod], snap, cache, kernel)

@@ -1,7 +1,7 @@
 """Preemption's decision, kube-scheduler v1.34's DefaultPreemption PostFilter, as pure computation.
 
-The computation alone: framework/preempting.py feeds it from the cache with the kernel as
-``fits``, and scheduler/preempting.py carries the outcome out (nomination, DisruptionTarget,
+The computation alone: framework/preemptionsearch.py feeds it from the cache with the kernel as
+``fits``, and scheduler/postfilter.py carries the outcome out (nomination, DisruptionTarget,
 deletes, events).
 
 The story of one call to ``preempt``, after a pod fits nowhere:
@@ -55,7 +55,7 @@ from typing import Protocol
 import numpy as np
 
 from plumb.backend import hashing, specs
-from plumb.framework import status
+from plumb.framework import diagnoses
 from plumb.kernel import reference
 
 # kube-scheduler's words (defaultpreemption/default_preemption.go, preemption/preemption.go).
@@ -111,7 +111,7 @@ class Pod:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Node:
+class NodePods:
     name: str
     allocatable: Mapping[str, int] = dataclasses.field(default_factory=lambda: _EMPTY)
     pods: tuple[Pod, ...] = ()
@@ -180,13 +180,13 @@ class Fits(Protocol):
     As kube-scheduler's RunFilterPluginsWithNominatedPods, an implementation should also count
     the pods nominated to the node with a priority at least the pod's."""
 
-    def __call__(self, pod: Pod, node: Node, remaining: Sequence[Pod], /) -> bool: ...
+    def __call__(self, pod: Pod, node: NodePods, remaining: Sequence[Pod], /) -> bool: ...
 
 
 class Explains(Protocol):
     """The filter reasons ``pod`` does not fit ``node`` holding only ``remaining``."""
 
-    def __call__(self, pod: Pod, node: Node, remaining: Sequence[Pod], /) -> Sequence[str]: ...
+    def __call__(self, pod: Pod, node: NodePods, remaining: Sequence[Pod], /) -> Sequence[str]: ...
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -199,7 +199,7 @@ class Candidate:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Outcome:
+class PreemptionVerdict:
     """The chosen node and its victims, or ``message`` (the PostFilter text the FailedScheduling
     message ends with) when none. ``candidates`` are every node where preemption would work, in
     name order; ``rejected`` the searched nodes where it would not, with why.
@@ -232,7 +232,7 @@ def victim_order(rules: Rules) -> Callable[[Pod], tuple[int | float | str, ...]]
 
 
 def not_eligible(
-    pod: Pod, nodes: Mapping[str, Node], statuses: Mapping[str, NodeStatus]
+    pod: Pod, nodes: Mapping[str, NodePods], statuses: Mapping[str, NodeStatus]
 ) -> str | None:
     """Why ``pod`` may not preempt now, in kube-scheduler's words, or None when it may
     (PodEligibleToPreemptOthers)."""
@@ -282,7 +282,7 @@ class NodeSearch:
 
 def select_victims(
     pod: Pod,
-    node: Node,
+    node: NodePods,
     budgets: Sequence[DisruptionBudget],
     fits: Fits,
     explains: Explains | None = None,
@@ -346,13 +346,13 @@ def _rank(candidate: Candidate) -> tuple[int, int, int, int, float]:
 
 def preempt(
     pod: Pod,
-    nodes: Sequence[Node],
+    nodes: Sequence[NodePods],
     statuses: Mapping[str, NodeStatus],
     budgets: Sequence[DisruptionBudget],
     fits: Fits,
     explains: Explains | None = None,
     rules: Rules = NO_RULES,
-) -> Outcome:
+) -> PreemptionVerdict:
     """Where ``pod`` should preempt and whom (Evaluator.Preempt without its API calls).
 
     ``nodes`` is every node of the snapshot with its pods; ``statuses`` each node's failure in
@@ -364,9 +364,9 @@ def preempt(
     by_name = {node.name: node for node in nodes}
     refusal = not_eligible(pod, by_name, statuses)
     if refusal is not None:
-        return Outcome(node=None, message=PREFIX + refusal)
+        return PreemptionVerdict(node=None, message=PREFIX + refusal)
     if not nodes:
-        return Outcome(node=None, message=PREFIX + NO_NODES)
+        return PreemptionVerdict(node=None, message=PREFIX + NO_NODES)
     candidates: list[Candidate] = []
     rejected: dict[str, tuple[str, ...]] = {}
     errors: list[str] = []
@@ -384,7 +384,7 @@ def preempt(
             rejected[node.name] = result.reasons
     if candidates:
         best = choose(pod, candidates)
-        return Outcome(
+        return PreemptionVerdict(
             node=best.node,
             victims=best.victims,
             pdb_violations=best.pdb_violations,
@@ -392,8 +392,8 @@ def preempt(
             rejected=rejected,
         )
     if errors:
-        return Outcome(node=None, rejected=rejected, message=PREFIX + _aggregate(errors))
-    return Outcome(
+        return PreemptionVerdict(node=None, rejected=rejected, message=PREFIX + _aggregate(errors))
+    return PreemptionVerdict(
         node=None,
         rejected=rejected,
         message=PREFIX + _sentence(len(nodes), rejected.values()),
@@ -410,7 +410,7 @@ def _sentence(total: int, searched: Iterable[tuple[str, ...]]) -> str:
         counter.update(reasons)
     if total > searched_count:
         counter[NOT_HELPFUL] += total - searched_count
-    return status.Diagnosis(total_nodes=total, reasons=dict(counter)).message()
+    return diagnoses.Diagnosis(total_nodes=total, reasons=dict(counter)).message()
 
 
 def _aggregate(errors: Sequence[str]) -> str:

@@ -20,8 +20,9 @@ from typing import Any
 
 from plumb.backend import cache as cache_module
 from plumb.backend import codec, dumps, nominations, objects, specs
-from plumb.framework import cycle, deviation, preempting, preemption, scoring, traces
+from plumb.framework import cycle, deviation, preemption, preemptionsearch, scoring, traces
 from plumb.framework.plugins import podtopologyspread
+from plumb.kernel import contract
 
 FORMAT = "plumb.dev/snapshot/v1"
 DEFAULT_LIMIT = 1_000
@@ -98,7 +99,7 @@ class Capture:
 
     taken: str
     scheduler_name: str
-    cache: dumps.Capture
+    cache: dumps.CacheCapture
     runs: tuple[Run, ...]
 
     def encode(self) -> dict[str, Any]:
@@ -107,7 +108,7 @@ class Capture:
 
     def encode_lazily(self) -> dict[str, Any]:
         """The document with its long arrays as iterators encoding one record at a time, to
-        be written out as they go (see ``dumps.Capture.encode_lazily``)."""
+        be written out as they go (see ``dumps.CacheCapture.encode_lazily``)."""
         return {
             "format": FORMAT,
             "taken": self.taken,
@@ -129,7 +130,7 @@ def capture(cache: cache_module.Cache, log: RunLog, scheduler_name: str) -> Capt
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Snapshot:
+class SnapshotDocument:
     """A snapshot document read back."""
 
     taken: str
@@ -155,19 +156,21 @@ class Snapshot:
         return None
 
 
-def load(data: Mapping[str, Any]) -> Snapshot:
+def load(data: Mapping[str, Any]) -> SnapshotDocument:
     if not isinstance(data, Mapping) or data.get("format") != FORMAT:
         found = data.get("format") if isinstance(data, Mapping) else type(data).__name__
         raise dumps.DumpError(f"not a plumb snapshot (format {found!r}, want {FORMAT})")
     try:
         runs = codec.decode(tuple[Run, ...], data["runs"])
-        return Snapshot(taken=str(data["taken"]), cache=dumps.load(data["cache"]), runs=runs)
+        return SnapshotDocument(
+            taken=str(data["taken"]), cache=dumps.load(data["cache"]), runs=runs
+        )
     except (KeyError, TypeError, codec.CodecError) as error:
         raise dumps.DumpError(f"a malformed plumb snapshot: {error}") from error
 
 
 def replay(
-    run: Run, cache: cache_module.Cache, kernel: cycle.Kernel, pods: Sequence[objects.PodInfo]
+    run: Run, cache: cache_module.Cache, kernel: contract.Kernel, pods: Sequence[objects.PodInfo]
 ) -> dict[str, Replayed]:
     """Decide ``pods`` (the run's, or the same pods read from elsewhere) as ``run`` did, over
     ``cache`` (rewound to ``run.seq``); each pod's decision and hashes, by uid."""
@@ -200,7 +203,7 @@ def replay(
 
 
 def _replay_deviation(
-    run: Run, cache: cache_module.Cache, kernel: cycle.Kernel, pod: objects.PodInfo
+    run: Run, cache: cache_module.Cache, kernel: contract.Kernel, pod: objects.PodInfo
 ) -> dict[str, Replayed]:
     assert run.deviation is not None
     snap = cache.snapshot()
@@ -226,13 +229,13 @@ def _replay_deviation(
 
 
 def _replay_preemption(
-    run: Run, cache: cache_module.Cache, kernel: cycle.Kernel, pod: objects.PodInfo
+    run: Run, cache: cache_module.Cache, kernel: contract.Kernel, pod: objects.PodInfo
 ) -> dict[str, Replayed]:
     """A preemption search again: the nominated node and the victims, or the sentence."""
     assert run.preemption is not None
     inputs = run.preemption
     exempt = inputs.exempt
-    found = preempting.search(
+    found = preemptionsearch.search(
         pod,
         cache.snapshot(),
         cache,

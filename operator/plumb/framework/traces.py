@@ -83,7 +83,7 @@ def build(
     return traces
 
 
-Hashed = tuple[tuple[trace.Candidate, ...], str, str]
+Hashed = tuple[tuple[trace.CandidateRecord, ...], str, str]
 """A decision's candidates as the trace shows them, its input hash and its plan hash."""
 
 
@@ -107,7 +107,7 @@ def hashes(
         pod = decision.pod
         in_kernel = in_run and pod.uid not in early
         candidates = tuple(
-            trace.Candidate(
+            trace.CandidateRecord(
                 node=c.node,
                 score=c.total,
                 scores=trace.Scores(contract.SCORE_PLUGINS, c.scores),

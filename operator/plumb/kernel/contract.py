@@ -16,6 +16,7 @@ the label. Every constraint names a row and a key; the kernel sums the row per d
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import numpy as np
@@ -288,3 +289,10 @@ def placed(cluster: Cluster, batch: Batch, b: int, node: int) -> Cluster:
     return dataclasses.replace(
         cluster, requested=requested, nonzero_requested=nonzero, counts=counts
     )
+
+
+Kernel = Callable[[Cluster, Batch], Result]
+"""A kernel: ``reference.run``, ``compiled.run``; it blocks while it decides."""
+
+KernelRunner = Callable[[Cluster, Batch], Awaitable[Result]]
+"""A kernel as the scheduling loop awaits it (``executor.KernelExecutor.run``): off the loop."""

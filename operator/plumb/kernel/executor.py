@@ -33,10 +33,6 @@ kernel's thread while the loop sends the bindings already decided (a drain of 2,
 docs/performance.md)."""
 
 
-class Kernel(Protocol):
-    def __call__(self, cluster: contract.Cluster, batch: contract.Batch, /) -> contract.Result: ...
-
-
 class Warmer(Protocol):
     def __call__(self) -> float | None: ...
 
@@ -46,7 +42,7 @@ class KernelExecutor:
 
     def __init__(
         self,
-        kernel: Kernel = compiled.run,
+        kernel: contract.Kernel = compiled.run,
         *,
         warm_up: Warmer = compiled.warm_up,
         inline_pairs: int = INLINE_PAIRS,
@@ -65,7 +61,7 @@ class KernelExecutor:
         loop = asyncio.get_running_loop()
         return await loop.run_in_executor(self._pool, self._kernel, cluster, batch)
 
-    async def offload(self, work: Callable[[Kernel], T]) -> T:
+    async def offload(self, work: Callable[[contract.Kernel], T]) -> T:
         """Run ``work`` with the kernel on the kernel's thread (a preemption search asks the
         kernel many times; it reads only what it was given, never the cache)."""
         loop = asyncio.get_running_loop()

@@ -21,8 +21,8 @@ scheduler checks it before every bind, and ``on_change(False)`` cancels what is 
 from plumb.leader.electing import API_VERSION, Clock, Elector, LeaseApi
 from plumb.leader.records import (
     DEFAULT_TIMINGS,
+    ElectionSettings,
     Record,
-    Settings,
     Timings,
     micro_time,
     parse_duration,
@@ -32,10 +32,10 @@ __all__ = [
     "API_VERSION",
     "DEFAULT_TIMINGS",
     "Clock",
+    "ElectionSettings",
     "Elector",
     "LeaseApi",
     "Record",
-    "Settings",
     "Timings",
     "micro_time",
     "parse_duration",

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from plumb.k8s import client as k8s_client
-from plumb.leader.records import Record, Settings, micro_time
+from plumb.leader.records import ElectionSettings, Record, micro_time
 
 __all__ = ["API_VERSION", "Clock", "Elector", "LeaseApi"]
 
@@ -50,7 +50,7 @@ class Elector:
     def __init__(
         self,
         api: LeaseApi,
-        settings: Settings,
+        settings: ElectionSettings,
         *,
         on_change: Callable[[bool], None] = lambda leading: None,
         clock: Clock = time.monotonic,

@@ -6,7 +6,14 @@ import dataclasses
 import datetime
 from typing import Any
 
-__all__ = ["DEFAULT_TIMINGS", "Record", "Settings", "Timings", "micro_time", "parse_duration"]
+__all__ = [
+    "DEFAULT_TIMINGS",
+    "ElectionSettings",
+    "Record",
+    "Timings",
+    "micro_time",
+    "parse_duration",
+]
 
 JSON = dict[str, Any]
 
@@ -63,7 +70,7 @@ DEFAULT_TIMINGS = Timings()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Settings:
+class ElectionSettings:
     """Which Lease, who we are, and how fast."""
 
     namespace: str

@@ -99,7 +99,7 @@ class Scores(Mapping[str, int]):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Candidate:
+class CandidateRecord:
     """One of the best-scored nodes: its weighted total and each plugin's score (0-100)."""
 
     node: str
@@ -117,7 +117,7 @@ class Rejection:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Budget:
+class BudgetRecord:
     """A SchedulingPolicy's deviation budget when the decision was made."""
 
     used: int
@@ -137,7 +137,7 @@ class Victim:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Preemption:
+class PreemptionRecord:
     """What PostFilter (kube-scheduler's DefaultPreemption) did for a pod that fit nowhere.
 
     An outcome, not an input: it takes no part in the hashes."""
@@ -164,7 +164,7 @@ class Preemption:
         }
 
     @classmethod
-    def from_fields(cls, fields: Any) -> Preemption:
+    def from_fields(cls, fields: Any) -> PreemptionRecord:
         """The record back from ``fields()``; raises TypeError or KeyError when it is not one."""
         record = _mapping(fields)
         return cls(
@@ -194,15 +194,15 @@ class Trace:
     feasible: int = 0
     total: int = 0
     rejected: Mapping[str, Rejection] = dataclasses.field(default_factory=dict)
-    candidates: tuple[Candidate, ...] = ()
+    candidates: tuple[CandidateRecord, ...] = ()
     weights: Mapping[str, int] = dataclasses.field(default_factory=dict)
     profile: str = ""  # the schedulerName of the profile it was decided under
     config: str = ""  # the hash of the configuration file in force ("" = built-in defaults)
     policy: str | None = None  # namespace/name
     generation: int | None = None
     deviation: bool = False
-    budget: Budget | None = None
-    preemption: Preemption | None = None  # set when PostFilter ran (the pod fit nowhere)
+    budget: BudgetRecord | None = None
+    preemption: PreemptionRecord | None = None  # set when PostFilter ran (the pod fit nowhere)
     snapshot: int = 0
     input_hash: str = ""
     plan_hash: str = ""
@@ -276,7 +276,7 @@ class Trace:
                     for plugin, r in _mapping(fields.get("rejected", {})).items()
                 },
                 candidates=tuple(
-                    Candidate(
+                    CandidateRecord(
                         node=_text(c["node"]),
                         score=_integer(c["score"]),
                         scores=_counts(c["scores"]),
@@ -291,14 +291,14 @@ class Trace:
                 deviation=bool(fields.get("deviation", False)),
                 budget=None
                 if budget is None
-                else Budget(
+                else BudgetRecord(
                     used=_integer(budget["used"]),
                     remaining=_integer(budget["remaining"]),
                     max_violations=_integer(budget["max_violations"]),
                     open=bool(budget["open"]),
                     text=_text(budget["text"]),
                 ),
-                preemption=None if preemption is None else Preemption.from_fields(preemption),
+                preemption=None if preemption is None else PreemptionRecord.from_fields(preemption),
                 snapshot=_integer(fields.get("snapshot", 0)),
                 input_hash=_text(fields.get("input_hash", "")),
                 plan_hash=_text(fields.get("plan_hash", "")),
@@ -412,7 +412,7 @@ def input_hash(
     )
 
 
-def plan_hash(uid: str, node: str | None, candidates: Iterable[Candidate]) -> str:
+def plan_hash(uid: str, node: str | None, candidates: Iterable[CandidateRecord]) -> str:
     """The hash of what was decided: the pod, the node (or none), the top candidates."""
     top = [{"node": c.node, "score": c.score, "scores": dict(c.scores)} for c in candidates]
     return digest({"v": _HASH_VERSION, "uid": uid, "node": node, "candidates": top})

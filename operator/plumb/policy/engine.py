@@ -37,7 +37,7 @@ JSON = dict[str, Any]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Outcome:
+class Recorded:
     """What recording a decision changed that the scheduler reports (events)."""
 
     reverted: store_module.Reversion | None = None
@@ -57,7 +57,7 @@ class PolicyEngine:
         self._clock = clock
         self._budgets: dict[spec_module.Key, budget_module.Budget] = {}
         self._changed_at: dict[spec_module.Key, float | None] = {}
-        self._decisions: dict[spec_module.Key, status_module.Decision] = {}
+        self._decisions: dict[spec_module.Key, status_module.LastDecision] = {}
         self._previous: dict[spec_module.Key, JSON] = {}
         self.zones = zonefeed.ZoneFeed()
         self._deviations: dict[spec_module.Key, int] = {}  # since plumb started, for metrics
@@ -315,11 +315,11 @@ class PolicyEngine:
         *,
         deviation: bool = False,
         message: str = "",
-    ) -> Outcome:
+    ) -> Recorded:
         """A decision for a governed pod: counts towards the failure rate, becomes the
         policy's last decision, and may trip a revert."""
         now = self._clock()
-        self._decisions[policy.key] = status_module.Decision(
+        self._decisions[policy.key] = status_module.LastDecision(
             pod=pod.key,
             node=node or "",
             result="Deviated" if deviation else ("Scheduled" if node else "Unschedulable"),
@@ -328,7 +328,7 @@ class PolicyEngine:
             time=now,
             message=message,
         )
-        outcome = Outcome()
+        outcome = Recorded()
         budget = self._budgets.get(policy.key)
         if budget is not None:
             budget.record_attempt(node is not None, now)
@@ -342,7 +342,7 @@ class PolicyEngine:
                 if state is not None and state.reverted is not None:
                     budget.spec_settled()
                     self._changed_at[policy.key] = state.spec_changed_at
-                    outcome = Outcome(reverted=state.reverted)
+                    outcome = Recorded(reverted=state.reverted)
                     logger.warning(
                         "policy %s/%s reverted to generation %d: %s",
                         policy.namespace,

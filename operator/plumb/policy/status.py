@@ -29,7 +29,7 @@ from plumb.policy import timestamps
 
 __all__ = [
     "CONDITION_TYPES",
-    "Decision",
+    "LastDecision",
     "Placement",
     "Reason",
     "build",
@@ -69,7 +69,7 @@ class Placement:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Decision:
+class LastDecision:
     """The latest placement decided under a policy (``status.lastDecision``)."""
 
     pod: str  # namespace/name
@@ -86,7 +86,7 @@ def build(
     *,
     placement: Placement,
     budget: budget_module.BudgetState | None,
-    decision: Decision | None,
+    decision: LastDecision | None,
     previous: Any,
     now: float,
 ) -> JSON:
@@ -176,10 +176,12 @@ def condition(
 
 # The four conditions: (status, reason, message) -------------------------------------------------
 
-Verdict = tuple[str, str, str]
+ConditionValue = tuple[str, str, str]
 
 
-def _ready(state: store_module.PolicyState, domains: Mapping[str, Mapping[str, int]]) -> Verdict:
+def _ready(
+    state: store_module.PolicyState, domains: Mapping[str, Mapping[str, int]]
+) -> ConditionValue:
     policy, observed = state.active, state.observed_generation
     if state.problem is not None:
         if policy is None:
@@ -219,7 +221,7 @@ def _degraded(
     state: store_module.PolicyState,
     domains: Mapping[str, Mapping[str, int]],
     skews: Mapping[str, int],
-) -> Verdict:
+) -> ConditionValue:
     policy = state.active
     if policy is None:
         return ("Unknown", Reason.NOT_APPLIED, "no generation of this policy is in force")
@@ -252,7 +254,7 @@ def _degraded(
 
 def _exhausted(
     state: store_module.PolicyState, budget: budget_module.BudgetState | None
-) -> Verdict:
+) -> ConditionValue:
     policy = state.active
     spec = policy.deviation_budget if policy is not None else None
     if spec is None:
@@ -282,7 +284,7 @@ def _exhausted(
     )
 
 
-def _reverted(state: store_module.PolicyState) -> Verdict:
+def _reverted(state: store_module.PolicyState) -> ConditionValue:
     if state.reverted is not None:
         r = state.reverted
         why = f": {r.message}" if r.message else ""
@@ -311,7 +313,7 @@ def _summary(rules: Sequence[spec_module.TopologyRule], skews: Mapping[str, int]
     return f"{skews[tightest.topology_key]}/{tightest.max_skew}"
 
 
-def _decision(decision: Decision) -> JSON:
+def _decision(decision: LastDecision) -> JSON:
     out: JSON = {
         "pod": decision.pod,
         "node": decision.node,

@@ -18,8 +18,6 @@ from plumb.scheduler.feed import (
 from plumb.scheduler.loop import (
     DEFAULT_BATCH,
     STALLED_CYCLE_SECONDS,
-    Gate,
-    KernelRunner,
     Scheduler,
 )
 from plumb.scheduler.profiles import ReconfigureError, Served, defaults
@@ -35,8 +33,6 @@ __all__ = [
     "STORAGE_CLASS",
     "VOLUME_KINDS",
     "ClusterFeed",
-    "Gate",
-    "KernelRunner",
     "ReconfigureError",
     "Scheduler",
     "Served",

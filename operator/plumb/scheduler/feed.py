@@ -19,7 +19,7 @@ from plumb.backend import cache as cache_module
 from plumb.backend import nominations, objects
 from plumb.backend import queue as queue_module
 from plumb.events import Recorder
-from plumb.framework import preempting, preemption
+from plumb.framework import preemption, preemptionsearch
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,
@@ -138,7 +138,7 @@ class ClusterFeed:
         if event_type == "DELETED":
             self.budgets.pop(key, None)
         else:
-            self.budgets[key] = preempting.parse_budget(body)
+            self.budgets[key] = preemptionsearch.parse_budget(body)
 
     def relist_budgets(self, bodies: Iterable[Mapping[str, Any]]) -> None:
         """Every PodDisruptionBudget, after a (re)list: the ones missing are gone."""

@@ -15,8 +15,8 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Awaitable, Callable, Hashable, Mapping
-from typing import Any, Protocol
+from collections.abc import Callable, Hashable, Mapping
+from typing import Any
 
 from plumb import events as events_module
 from plumb import prebind
@@ -25,33 +25,23 @@ from plumb.backend import journal as journal_module
 from plumb.backend import objects
 from plumb.backend import queue as queue_module
 from plumb.backend import volumes as volumes_module
-from plumb.binder import Binder, Outcome
+from plumb.binder import Binder, BindOutcome
 from plumb.events import Recorder
 from plumb.framework import cycle, deviation, runs, scoring, traces
 from plumb.framework.plugins import podtopologyspread
-from plumb.framework.plugins import volumes as volume_plugins
-from plumb.framework.preempting import NO_CLAIMS
+from plumb.framework.plugins import volumeverdicts as volume_plugins
+from plumb.framework.preemptionsearch import NO_CLAIMS
+from plumb.k8s import gates
 from plumb.kernel import contract
 from plumb.kernel import executor as kernel_executor
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
-from plumb.scheduler import counting, feed, preempting, profiles
+from plumb.scheduler import feed, meters, postfilter, profiles
 
-KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
 DEFAULT_BATCH = kernel_executor.BATCH
 STALLED_CYCLE_SECONDS = 60.0
 """A batch still being decided after this long means the loop is stuck (liveness fails)."""
-
-
-class Gate(Protocol):
-    """Whether this replica may schedule now (leader.Elector.may_act)."""
-
-    def __call__(self) -> bool: ...
-
-
-def _always() -> bool:
-    return True
 
 
 logger = logging.getLogger("plumb.scheduler")
@@ -66,15 +56,15 @@ class Scheduler(feed.ClusterFeed):
         served: profiles.Served,
         binder: Binder,
         recorder: Recorder,
-        kernel: KernelRunner,
+        kernel: contract.KernelRunner,
         batch_size: int = DEFAULT_BATCH,
         queue: queue_module.SchedulingQueue | None = None,
         tracer: tracing.Tracer | None = None,
         metrics: metrics_module.Metrics | None = None,
         journal: int = journal_module.DEFAULT_LIMIT,
-        may_act: Gate = _always,
+        may_act: gates.Gate = gates.always,
         clock: Callable[[], float] = time.monotonic,
-        offload: preempting.Offload | None = None,
+        offload: postfilter.Offload | None = None,
         volume_api: prebind.VolumeApi | None = None,
     ) -> None:
         cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
@@ -92,7 +82,7 @@ class Scheduler(feed.ClusterFeed):
         # Attempts, latencies and kernel runs, counted as they happen (a registry of its own
         # unless the app layer serves one).
         self.metrics = metrics if metrics is not None else metrics_module.Metrics()
-        self._kernel = counting.timed(kernel, self.metrics)
+        self._kernel = meters.timed(kernel, self.metrics)
         self.batch_size = batch_size
         self._binder = binder
         self._volume_api = volume_api  # VolumeBinding's PreBind writes (None: no volumes)
@@ -104,14 +94,14 @@ class Scheduler(feed.ClusterFeed):
         self._cycle_started: float | None = None  # when the batch being decided was popped
         # Preemption after a failed cycle; its kernel runs go where ``offload`` sends them
         # (the kernel's thread in the app; at once with the reference kernel by default).
-        self.post_filter = preempting.PostFilter(
+        self.post_filter = postfilter.PostFilter(
             cache=self.cache,
             nominations=self.nominations,
             budgets=self.budgets,
             policies=self.policies,
             recorder=recorder,
             metrics=self.metrics,
-            offload=offload if offload is not None else preempting.inline,
+            offload=offload if offload is not None else postfilter.inline,
             runs=self.runs,
         )
 
@@ -190,7 +180,7 @@ class Scheduler(feed.ClusterFeed):
             return
         logger.error("scheduling %s failed: %s", pod.key, error, exc_info=error)
         message = f"internal error: {type(error).__name__}: {error}"
-        counting.count_errors(self.metrics, self.queue, [entry])
+        meters.count_errors(self.metrics, self.queue, [entry])
         step = self.queue.backoff_duration(entry.attempts)
         self.queue.backoff(pod.uid)
         self._recorder.failed_scheduling(
@@ -456,11 +446,11 @@ class Scheduler(feed.ClusterFeed):
         task.add_done_callback(self._binds.discard)
         return True
 
-    def _budget(self, policy: spec.Policy) -> trace.Budget | None:
+    def _budget(self, policy: spec.Policy) -> trace.BudgetRecord | None:
         state = self.policies.budget_state(policy)
         if state is None:
             return None
-        return trace.Budget(
+        return trace.BudgetRecord(
             used=state.used,
             remaining=state.remaining,
             max_violations=state.max_violations,
@@ -520,7 +510,7 @@ class Scheduler(feed.ClusterFeed):
             )
             self.tracer.emit(cancelled, level=logging.INFO)
             raise
-        if result.outcome is Outcome.NOT_LEADER:
+        if result.outcome is BindOutcome.NOT_LEADER:
             self._step_back(entry)
             return False
         latency = time.monotonic() - started
@@ -528,14 +518,14 @@ class Scheduler(feed.ClusterFeed):
         # pod on this very node: the API server committed our binding. It is counted, traced
         # and reported (the Scheduled event `kubectl describe` shows) as the success it was.
         committed = (
-            result.outcome is not Outcome.BOUND
+            result.outcome is not BindOutcome.BOUND
             and self.cache.state(pod.uid) is cache_module.PodState.ADDED
             and self.cache.node_of(pod.uid) == node
         )
-        bound = result.outcome is Outcome.BOUND or committed
-        outcome = Outcome.BOUND if bound else result.outcome
-        counting.count_bind(self.metrics, self.queue, entry, outcome, latency)
-        if outcome not in (Outcome.GONE, Outcome.CONFLICT):  # not the zone's doing
+        bound = result.outcome is BindOutcome.BOUND or committed
+        outcome = BindOutcome.BOUND if bound else result.outcome
+        meters.count_bind(self.metrics, self.queue, entry, outcome, latency)
+        if outcome not in (BindOutcome.GONE, BindOutcome.CONFLICT):  # not the zone's doing
             self.policies.observe_bind(pod, node, success=bound, latency=latency)
         if pod.uid in self.committed_late:
             self.committed_late.discard(pod.uid)
@@ -560,10 +550,10 @@ class Scheduler(feed.ClusterFeed):
         settled = self.cache.state(pod.uid) is not cache_module.PodState.ASSUMED
         if not settled:
             self.cache.forget(pod.uid)
-        if result.outcome is Outcome.GONE or settled:
+        if result.outcome is BindOutcome.GONE or settled:
             # Nothing to retry: the pod is gone, or bound (elsewhere, or here after all).
             message, step, level = result.message, 0.0, logging.INFO
-            if settled and result.outcome is not Outcome.GONE:
+            if settled and result.outcome is not BindOutcome.GONE:
                 message = f"{result.message}; not retried: the watch has settled the pod"
         else:
             message = f"{result.message}; retrying after a backoff"

@@ -1,7 +1,7 @@
 """PodTopologySpread: pods spread across topology domains within maxSkew (filter for
 DoNotSchedule constraints, score for ScheduleAnyway ones, weight 2).
 
-The counting runs in the kernel over count rows (backend/counting.py); this module holds the
+The counting runs in the kernel over count rows (backend/countrows.py); this module holds the
 plugin's name, reasons and how a constraint becomes a row selection.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from plumb.backend import counting, objects, specs
+from plumb.backend import countrows, objects, specs
 
 NAME = "PodTopologySpread"
 SCORE_WEIGHT = 2
@@ -40,7 +40,7 @@ def effective_selector(
     return constraint.selector.with_requirements(extra)
 
 
-def selection(constraint: specs.SpreadConstraint, pod: objects.PodInfo) -> counting.Selection:
+def selection(constraint: specs.SpreadConstraint, pod: objects.PodInfo) -> countrows.Selection:
     """The pods a constraint counts: its selector, in the pod's namespace, not terminating.
 
     An empty selector counts no existing pod (kube-scheduler's countPodsMatchSelector returns 0
@@ -49,13 +49,13 @@ def selection(constraint: specs.SpreadConstraint, pod: objects.PodInfo) -> count
     return selection_of(effective_selector(constraint, pod), pod.namespace)
 
 
-def selection_of(selector: specs.LabelSelector | None, namespace: str) -> counting.Selection:
+def selection_of(selector: specs.LabelSelector | None, namespace: str) -> countrows.Selection:
     """The pods a spread selector counts in ``namespace``, not terminating (see ``selection``;
     a SchedulingPolicy's rules count its selector's pods the same way)."""
     if selector is not None and not selector.requirements:
         selector = None
-    matcher = counting.Matcher(selector, frozenset({namespace}))
-    return counting.Selection((matcher,), skip_terminating=True)
+    matcher = countrows.Matcher(selector, frozenset({namespace}))
+    return countrows.Selection((matcher,), skip_terminating=True)
 
 
 def default_constraints(selector: specs.LabelSelector) -> tuple[specs.SpreadConstraint, ...]:

@@ -9,7 +9,7 @@ import tracemalloc
 from typing import Any
 
 from plumb.backend import cache as cache_module
-from plumb.backend import dumps, workloads
+from plumb.backend import controllers, dumps
 
 REPLICA_SETS = 1_000
 
@@ -30,7 +30,7 @@ def _service(name: str, selector: dict[str, str] | None) -> dict[str, Any]:
 def _cluster() -> cache_module.Cache:
     cache = cache_module.Cache()
     cache.workloads.replace(
-        workloads.REPLICA_SET, [_replica_set(f"rs-{i}", f"app-{i}") for i in range(REPLICA_SETS)]
+        controllers.REPLICA_SET, [_replica_set(f"rs-{i}", f"app-{i}") for i in range(REPLICA_SETS)]
     )
     return cache
 
@@ -41,13 +41,13 @@ def test_a_status_only_event_keeps_the_selector_and_writes_no_journal_entry() ->
     seq = cache.journal.seq
     for ready in range(1, 4):
         cache.workloads.on_event(
-            workloads.REPLICA_SET, "MODIFIED", _replica_set("rs-7", "app-7", ready=ready)
+            controllers.REPLICA_SET, "MODIFIED", _replica_set("rs-7", "app-7", ready=ready)
         )
     assert cache.journal.seq == seq
     assert cache.workloads.state().controllers["ReplicaSet/shop/rs-7"] is before
     # A relist of the same objects changes nothing either.
     cache.workloads.replace(
-        workloads.REPLICA_SET, [_replica_set(f"rs-{i}", f"app-{i}") for i in range(REPLICA_SETS)]
+        controllers.REPLICA_SET, [_replica_set(f"rs-{i}", f"app-{i}") for i in range(REPLICA_SETS)]
     )
     assert cache.journal.seq == seq
     assert cache.workloads.state().controllers["ReplicaSet/shop/rs-7"] is before
@@ -62,10 +62,10 @@ def test_the_journal_keeps_only_the_selector_each_change_replaced() -> None:
         for i in range(rollouts):
             # A rollout: the new ReplicaSet appears, the old one's selector is changed.
             cache.workloads.on_event(
-                workloads.REPLICA_SET, "ADDED", _replica_set(f"new-{i}", f"app-{i}")
+                controllers.REPLICA_SET, "ADDED", _replica_set(f"new-{i}", f"app-{i}")
             )
             cache.workloads.on_event(
-                workloads.REPLICA_SET, "MODIFIED", _replica_set(f"rs-{i}", f"moved-{i}")
+                controllers.REPLICA_SET, "MODIFIED", _replica_set(f"rs-{i}", f"moved-{i}")
             )
         grown = sum(
             stat.size_diff for stat in tracemalloc.take_snapshot().compare_to(start, "filename")
@@ -85,21 +85,21 @@ def test_a_dump_rewinds_through_every_selector_change() -> None:
     def saw() -> None:
         seen[cache.journal.seq] = cache.workloads.state()
 
-    cache.workloads.on_event(workloads.SERVICE, "ADDED", _service("web", {"app": "web"}))
+    cache.workloads.on_event(controllers.SERVICE, "ADDED", _service("web", {"app": "web"}))
     saw()
-    cache.workloads.on_event(workloads.REPLICA_SET, "ADDED", _replica_set("rs-a", "web"))
+    cache.workloads.on_event(controllers.REPLICA_SET, "ADDED", _replica_set("rs-a", "web"))
     saw()
-    cache.workloads.on_event(workloads.SERVICE, "MODIFIED", _service("web", {"app": "web2"}))
-    cache.workloads.on_event(workloads.SERVICE, "ADDED", _service("db", {"app": "db"}))
+    cache.workloads.on_event(controllers.SERVICE, "MODIFIED", _service("web", {"app": "web2"}))
+    cache.workloads.on_event(controllers.SERVICE, "ADDED", _service("db", {"app": "db"}))
     saw()
     cache.workloads.on_event(
-        workloads.REPLICA_SET, "MODIFIED", _replica_set("rs-a", "web", ready=2)
+        controllers.REPLICA_SET, "MODIFIED", _replica_set("rs-a", "web", ready=2)
     )
-    cache.workloads.on_event(workloads.SERVICE, "MODIFIED", _service("db", None))  # selects none
+    cache.workloads.on_event(controllers.SERVICE, "MODIFIED", _service("db", None))  # selects none
     saw()
-    cache.workloads.replace(workloads.REPLICA_SET, [_replica_set("rs-b", "api")])
+    cache.workloads.replace(controllers.REPLICA_SET, [_replica_set("rs-b", "api")])
     saw()
-    cache.workloads.on_event(workloads.SERVICE, "DELETED", _service("web", {"app": "web2"}))
+    cache.workloads.on_event(controllers.SERVICE, "DELETED", _service("web", {"app": "web2"}))
     saw()
     assert len(seen) == 7  # every step above changed something
 

@@ -29,7 +29,7 @@ import aiohttp
 
 from plumb.k8s import client as k8s_client
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("plumb.k8s.watching")  # the name log readers filter on
 
 JSON = dict[str, Any]
 EventHandler = Callable[[str, Mapping[str, Any]], None]

@@ -13,7 +13,7 @@ The work is split in two: ``prepare`` reads the cache (on the event loop, which 
 a ``Plan`` that holds everything it needs; ``Plan.decide`` runs the kernel over the plan alone,
 so it may run on the kernel's thread while the loop goes on changing the cache.
 
-Purely computational; no I/O. The scheduler (scheduler/preempting.py) carries the outcome out.
+Purely computational; no I/O. The scheduler (scheduler/postfilter.py) carries the outcome out.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from plumb.backend import cache as cache_module
-from plumb.backend import counting, nominations, objects, snapshot, specs
+from plumb.backend import countrows, nominations, objects, snapshot, specs
 from plumb.framework import compiling, cycle, preemption, scoring
 from plumb.framework.plugins import nodeports
 from plumb.kernel import contract
@@ -41,7 +41,7 @@ _MASKED = 1  # a static code that rejects a node the what-if does not ask about
 class Search:
     """A preemption search's outcome, with the records of the chosen victims."""
 
-    outcome: preemption.Outcome
+    outcome: preemption.PreemptionVerdict
     victims: tuple[objects.PodInfo, ...] = ()
     searched: int = 0  # nodes whose victims were looked for
 
@@ -99,7 +99,7 @@ class WhatIf:
     def __init__(
         self,
         compiled: compiling.Compiled,
-        kernel: cycle.Kernel,
+        kernel: contract.Kernel,
         pods_on: Mapping[str, Sequence[objects.PodInfo]],
         namespace_labels: Mapping[str, Mapping[str, str]],
     ) -> None:
@@ -184,7 +184,7 @@ class WhatIf:
         found = self._membership.get(pod.uid)
         if found is None:
             found = np.array(
-                [counting.belongs(key, pod, self._labels) for key in self._compiled.row_keys],
+                [countrows.belongs(key, pod, self._labels) for key in self._compiled.row_keys],
                 dtype=np.int32,
             )
             self._membership[pod.uid] = found
@@ -222,7 +222,7 @@ class Plan:
     exempt: frozenset[str]  # uids of pods their SchedulingPolicy protects
     nominated_node: str
 
-    def decide(self, kernel: cycle.Kernel) -> Search | None:
+    def decide(self, kernel: contract.Kernel) -> Search | None:
         """Where the pod should preempt, and whom; None when it fits as things are now (try it
         again as a new attempt). Touches nothing but the plan: may run on any thread."""
         compiled = self.compiled
@@ -239,7 +239,7 @@ class Plan:
         by_uid = {p.uid: p for name in compiled.names if name in listed for p in self.pods_on[name]}
         records = {uid: victim_record(p, exempt=uid in self.exempt) for uid, p in by_uid.items()}
         nodes = [
-            preemption.Node(
+            preemption.NodePods(
                 name=name,
                 pods=tuple(records[p.uid] for p in self.pods_on[name]) if name in listed else (),
             )
@@ -248,18 +248,18 @@ class Plan:
         whatif = WhatIf(compiled, kernel, self.pods_on, self.namespace_labels)
 
         def removed(
-            node: preemption.Node, remaining: Sequence[preemption.Pod]
+            node: preemption.NodePods, remaining: Sequence[preemption.Pod]
         ) -> list[objects.PodInfo]:
             keep = {p.uid for p in remaining}
             return [by_uid[p.uid] for p in node.pods if p.uid not in keep]
 
         def fits(
-            _pod: preemption.Pod, node: preemption.Node, remaining: Sequence[preemption.Pod]
+            _pod: preemption.Pod, node: preemption.NodePods, remaining: Sequence[preemption.Pod]
         ) -> bool:
             return whatif.fits(node.name, removed(node, remaining))
 
         def explains(
-            _pod: preemption.Pod, node: preemption.Node, remaining: Sequence[preemption.Pod]
+            _pod: preemption.Pod, node: preemption.NodePods, remaining: Sequence[preemption.Pod]
         ) -> list[str]:
             return whatif.reasons(node.name, removed(node, remaining))
 
@@ -323,7 +323,7 @@ def search(
     pod: objects.PodInfo,
     snap: snapshot.Snapshot,
     cache: cache_module.Cache,
-    kernel: cycle.Kernel,
+    kernel: contract.Kernel,
     **options: Any,
 ) -> Search | None:
     """``prepare`` and ``decide`` in one go (tests, replay)."""

@@ -11,7 +11,7 @@ import pytest
 from aiohttp import web
 
 from plumb.k8s import client as k8s_client
-from plumb.k8s import watching
+from plumb.k8s import reflectors
 from tests.unit import loopback
 
 Script = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -105,7 +105,7 @@ async def test_the_watch_resumes_relists_on_410_and_backs_off_on_errors(
         sleeps.append(seconds)
 
     task = asyncio.create_task(
-        watching.watch_forever(
+        reflectors.watch_forever(
             api,
             "/api/v1/pods",
             "10",
@@ -151,7 +151,7 @@ async def test_a_watch_the_server_ends_at_once_is_reopened_after_a_backoff(
         raise AssertionError("no re-list: nothing expired")
 
     task = asyncio.create_task(
-        watching.watch_forever(
+        reflectors.watch_forever(
             api, "/api/v1/pods", "10", on_event=lambda *_: None, relist=relist, sleep=sleep
         )
     )

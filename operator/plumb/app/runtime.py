@@ -29,10 +29,11 @@ from plumb.backend import queue as queue_module
 from plumb.framework import runs
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
+from plumb.k8s import gates
 from plumb.kernel import compiled_jit, executor
 from plumb.observability import metrics, trace, tracing
 
-logger = logging.getLogger(__name__)
+logger = logging.getLogger("plumb.app.running")  # the name log readers and plumb bench filter on
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -106,7 +107,7 @@ async def run(settings: RunSettings) -> None:
     first = settings.served.profiles[0].name
     api = k8s_client.ApiClient(creds, user_agent=f"plumb/{first}")
     elector = _elector(settings, api)
-    gate: scheduler_module.Gate = _always if elector is None else elector.may_act
+    gate: gates.Gate = gates.always if elector is None else elector.may_act
     # Events name the replica that posted them (kube-scheduler: its name and host).
     who = socket.gethostname() if elector is None else elector.settings.identity
     instance = f"{first}-{who}"
@@ -218,10 +219,6 @@ async def stop_leading(
     await scheduler.drain()
 
 
-def _always() -> bool:
-    return True
-
-
 def _exception_handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
     """asyncio's handler, except for kopf's watch generator closed at exit: when the process
     stops while a watch request is still open, ``asyncio.run`` finalises kopf's
@@ -244,7 +241,7 @@ def _elector(settings: RunSettings, api: k8s_client.ApiClient) -> leader.Elector
     )
     return leader.Elector(
         api,
-        leader.Settings(
+        leader.ElectionSettings(
             namespace=namespace,
             name=settings.leader_name,
             identity=identity(),
@@ -275,7 +272,7 @@ def _write_snapshot(
     task.add_done_callback(writing.discard)
 
 
-async def _save_snapshot(taken: debug.Capture, path: Path) -> None:
+async def _save_snapshot(taken: debug.Encodable, path: Path) -> None:
     try:
         await asyncio.to_thread(_write_bytes, path, taken)
     except OSError as error:
@@ -288,7 +285,7 @@ async def _save_snapshot(taken: debug.Capture, path: Path) -> None:
     )
 
 
-def _write_bytes(path: Path, taken: debug.Capture) -> None:
+def _write_bytes(path: Path, taken: debug.Encodable) -> None:
     path.write_bytes(debug.serialise(taken))
 
 

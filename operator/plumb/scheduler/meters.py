@@ -4,24 +4,21 @@ its pop to its result: the binding's answer when the pod was placed."""
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable
 
 from plumb.backend import queue as queue_module
-from plumb.binder import Outcome
+from plumb.binder import BindOutcome
 from plumb.kernel import contract
 from plumb.observability import metrics as metrics_module
 
-KernelRunner = Callable[[contract.Cluster, contract.Batch], Awaitable[contract.Result]]
-
 BIND_RESULTS = {
-    Outcome.BOUND: metrics_module.BOUND,
-    Outcome.CONFLICT: metrics_module.CONFLICT,
-    Outcome.GONE: metrics_module.GONE,
+    BindOutcome.BOUND: metrics_module.BOUND,
+    BindOutcome.CONFLICT: metrics_module.CONFLICT,
+    BindOutcome.GONE: metrics_module.GONE,
 }
 """A binding's metric label by its outcome; any other outcome is an error."""
 
 
-def timed(kernel: KernelRunner, metrics: metrics_module.Metrics) -> KernelRunner:
+def timed(kernel: contract.KernelRunner, metrics: metrics_module.Metrics) -> contract.KernelRunner:
     """``kernel``, each run's duration observed."""
     observe = metrics.kernel_run
 
@@ -38,12 +35,12 @@ def count_bind(
     metrics: metrics_module.Metrics,
     queue: queue_module.SchedulingQueue,
     entry: queue_module.Entry,
-    outcome: Outcome,
+    outcome: BindOutcome,
     seconds: float,
 ) -> None:
     metrics.binding(BIND_RESULTS.get(outcome, metrics_module.ERROR), seconds)
     now = queue.now()
-    if outcome is Outcome.BOUND:
+    if outcome is BindOutcome.BOUND:
         metrics.attempt(metrics_module.SCHEDULED, now - entry.popped_at)
         metrics.pod_scheduled(now - entry.first_enqueued, entry.attempts)
     else:  # kube-scheduler counts a binding the API server refused as an error

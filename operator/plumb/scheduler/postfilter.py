@@ -1,7 +1,7 @@
 """PostFilter: when a pod fits nowhere, make room by preemption and carry it out (kube-scheduler).
 
 The story of one failed pod (``PostFilter.run``):
-1. the search (framework/preempting.py) is read from the cache on the loop and decided on the
+1. the search (framework/preemptionsearch.py) is read from the cache on the loop and decided on the
    kernel's thread: every node where evicting lower-priority pods would let the pod fit, the
    fewest and least important victims on each, the best node by kube-scheduler's order;
 2. nothing found: the FailedScheduling message goes on with kube-scheduler's PostFilter text
@@ -29,9 +29,9 @@ from collections.abc import Awaitable, Callable, Mapping
 from plumb.backend import cache as cache_module
 from plumb.backend import nominations, objects
 from plumb.events import Recorder
-from plumb.framework import cycle, preempting, preemption, scoring, traces
+from plumb.framework import cycle, preemption, preemptionsearch, scoring, traces
 from plumb.framework import runs as runs_module
-from plumb.kernel import reference
+from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import engine, spec
@@ -39,27 +39,28 @@ from plumb.policy import engine, spec
 logger = logging.getLogger("plumb.scheduler")
 
 Offload = Callable[
-    [Callable[[cycle.Kernel], preempting.Search | None]], Awaitable[preempting.Search | None]
+    [Callable[[contract.Kernel], preemptionsearch.Search | None]],
+    Awaitable[preemptionsearch.Search | None],
 ]
 
 
 async def inline(
-    work: Callable[[cycle.Kernel], preempting.Search | None],
-) -> preempting.Search | None:
+    work: Callable[[contract.Kernel], preemptionsearch.Search | None],
+) -> preemptionsearch.Search | None:
     """An ``Offload`` that runs the search at once with the reference kernel (tests)."""
     return work(reference.run)
 
 
 _IN_PROGRESS = preemption.PREFIX + preemption.NOT_ELIGIBLE_TERMINATING
-_IN_PROGRESS_TEXT = f"{preempting.NO_CLAIMS}, {_IN_PROGRESS}"
+_IN_PROGRESS_TEXT = f"{preemptionsearch.NO_CLAIMS}, {_IN_PROGRESS}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Outcome:
+class PostFilterResult:
     """What PostFilter did for a failed decision: its message now, and the trace's part."""
 
     decision: cycle.Decision
-    preemption: trace.Preemption | None = None
+    preemption: trace.PreemptionRecord | None = None
     retry: bool = False  # the pod fits as things are now: try it again at once
 
 
@@ -94,7 +95,7 @@ class PostFilter:
         decision: cycle.Decision,
         policy: spec.Policy | None,
         profile: scoring.Profile,
-    ) -> Outcome:
+    ) -> PostFilterResult:
         """PostFilter for ``decision`` (a pod that fit nowhere)."""
         pod = decision.pod
         if pod.uid in self._evicting:
@@ -102,7 +103,7 @@ class PostFilter:
         nominated = self._nominations.node_of(pod.uid) or ""
         snap = self._cache.snapshot()
         held = self._nominations.holding(pod.priority, excluding=(pod.uid,))
-        plan = preempting.prepare(
+        plan = preemptionsearch.prepare(
             pod,
             snap,
             self._cache,
@@ -114,7 +115,8 @@ class PostFilter:
             nominated_node=nominated,
         )
         if plan is None:
-            return Outcome(decision=decision)  # it cannot be compiled alone: nothing to search
+            # It cannot be compiled alone: nothing to search.
+            return PostFilterResult(decision=decision)
         if self._runs is not None:
             # For replay: the search's inputs besides the cache, where the cache stood.
             self._runs.record(
@@ -136,7 +138,7 @@ class PostFilter:
             )
         found = await self._offload(plan.decide)
         if found is None:
-            return Outcome(decision=decision, retry=True)
+            return PostFilterResult(decision=decision, retry=True)
         outcome = found.outcome
         if outcome.message != _IN_PROGRESS:  # kube-scheduler counts each evaluation
             self._metrics.preemption_attempt()
@@ -165,7 +167,7 @@ class PostFilter:
         task = asyncio.get_running_loop().create_task(self._evict(pod, outcome.node, found.victims))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
-        return Outcome(decision=decision, preemption=part)
+        return PostFilterResult(decision=decision, preemption=part)
 
     def clear(self, pod: objects.PodInfo) -> None:
         """Drop ``pod``'s nomination here and in its status."""
@@ -196,9 +198,9 @@ class PostFilter:
         while self.tasks:
             await asyncio.gather(*list(self.tasks), return_exceptions=True)
 
-    def _failed(self, decision: cycle.Decision, post_filter: str) -> Outcome:
+    def _failed(self, decision: cycle.Decision, post_filter: str) -> PostFilterResult:
         message = f"{decision.message} {post_filter}" if post_filter else decision.message
-        return Outcome(decision=dataclasses.replace(decision, message=message))
+        return PostFilterResult(decision=dataclasses.replace(decision, message=message))
 
     def _rules(self, policy: spec.Policy | None) -> preemption.Rules:
         if policy is None:
@@ -217,13 +219,13 @@ class PostFilter:
         return policy is not None and pod.qos in policy.preemption.exempt_qos
 
 
-def _trace_part(found: preempting.Search) -> trace.Preemption:
+def _trace_part(found: preemptionsearch.Search) -> trace.PreemptionRecord:
     outcome = found.outcome
     rejected: dict[str, int] = {}
     for reasons in outcome.rejected.values():
         for reason in reasons:
             rejected[reason] = rejected.get(reason, 0) + 1
-    return trace.Preemption(
+    return trace.PreemptionRecord(
         node=outcome.node,
         victims=tuple(
             trace.Victim(pod=v.key, priority=v.priority, qos=v.qos) for v in found.victims

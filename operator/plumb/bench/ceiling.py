@@ -18,7 +18,7 @@ from plumb.k8s import client as k8s_client
 
 JSON = dict[str, Any]
 CONCURRENCY = 64
-"""Bindings in flight: plumb's default --bind-concurrency (app.running.RunSettings; a unit test
+"""Bindings in flight: plumb's default --bind-concurrency (app.runtime.RunSettings; a unit test
 holds them equal, since the bench may not import the scheduler's layers)."""
 EVENT_CONCURRENCY = 32
 """Events in flight: plumb's events.Recorder default (a unit test holds them equal)."""

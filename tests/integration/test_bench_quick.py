@@ -11,7 +11,9 @@ import pytest
 from plumb import cli
 from plumb.bench import workloads
 
-pytestmark = pytest.mark.integration
+# About 100 s of developer tooling: in `make test-long` (CI runs it), so that `make test` stays
+# within its 15 minutes.
+pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 
 def test_quick_bench_places_every_pod_and_writes_the_report(tmp_path: Path) -> None:

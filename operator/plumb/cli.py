@@ -14,7 +14,6 @@ from typing import TypeAlias
 from plumb import DEFAULT_SCHEDULER_NAME, __version__, explain, leader, replay
 from plumb import scheduler as scheduler_module
 from plumb.app import configuring, debug, runtime
-from plumb.bench import workloads as bench_workloads
 from plumb.k8s import credentials as credentials_module
 from plumb.observability import logs, trace
 
@@ -302,7 +301,9 @@ def _add_demo(commands: _Commands) -> None:
 
 def _add_bench(commands: _Commands) -> None:
     bench_cmd = commands.add_parser(
-        "bench", help="benchmark plumb beside kube-scheduler; writes benchmarks.md"
+        "bench",
+        help="benchmark plumb beside kube-scheduler; writes benchmarks.md",
+        formatter_class=_BenchHelp,
     )
     bench_cmd.add_argument(
         "--quick",
@@ -334,8 +335,20 @@ def _add_bench(commands: _Commands) -> None:
         "--workloads",
         type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
         default=None,
-        help=f"comma-separated subset of: {', '.join(bench_workloads.names())}",
+        help="comma-separated subset of: (the workloads' names, see _BenchHelp)",
     )
+
+
+class _BenchHelp(argparse.HelpFormatter):
+    """Names the bench workloads only when ``plumb bench --help`` prints them: importing
+    plumb.bench to build the parser would load it under ``plumb run`` too."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.dest != "workloads":
+            return super()._get_help_string(action)
+        from plumb.bench import workloads
+
+        return f"comma-separated subset of: {', '.join(workloads.names())}"
 
 
 # In the order ``plumb --help`` lists the commands.

@@ -125,8 +125,8 @@ class _PodTable:
 
     @classmethod
     def empty(cls, size: int, column: Mapping[str, int], balanced: Sequence[str]) -> _PodTable:
-        # Filled in place: a (B, R) array written row by row costs less than one built from
-        # lists, and keeps its shape for an empty batch.
+        # Allocated whole and filled row by row: a (B, R) or (B, 2) array built from a list of
+        # rows would lose its second axis in an empty batch.
         return cls(
             column=column,
             balanced=tuple(balanced),

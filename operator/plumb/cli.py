@@ -7,13 +7,13 @@ import argparse
 import asyncio
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TypeAlias
 
 from plumb import DEFAULT_SCHEDULER_NAME, __version__, explain, leader, replay
 from plumb import scheduler as scheduler_module
 from plumb.app import configuring, debug, runtime
-from plumb.bench import workloads as bench_workloads
 from plumb.k8s import credentials as credentials_module
 from plumb.observability import logs, trace
 
@@ -37,7 +37,16 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="plumb", description=__doc__)
     parser.add_argument("--version", action="version", version=f"plumb {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
+    for add in _ADDERS:
+        add(commands)
+    return parser
 
+
+# argparse's subparsers type is generic only to type checkers: a string, not evaluated.
+_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+
+
+def _add_run(commands: _Commands) -> None:
     run = commands.add_parser("run", help="run the scheduler against a cluster")
     run.add_argument(
         "--kubeconfig",
@@ -63,6 +72,12 @@ def _parser() -> argparse.ArgumentParser:
         default=64,
         help="bindings in flight at most (default: %(default)s)",
     )
+    _add_run_observability(run)
+    _add_run_dumps(run)
+    _add_run_leader(run)
+
+
+def _add_run_observability(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--metrics-port",
         type=int,
@@ -110,6 +125,8 @@ def _parser() -> argparse.ArgumentParser:
         "(default: %(default)s)",
     )
 
+
+def _add_run_dumps(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--snapshot-dir",
         type=Path,
@@ -124,6 +141,8 @@ def _parser() -> argparse.ArgumentParser:
         "(default: %(default)s)",
     )
 
+
+def _add_run_leader(run: argparse.ArgumentParser) -> None:
     run.add_argument(
         "--leader-elect",
         action="store_true",
@@ -164,6 +183,8 @@ def _parser() -> argparse.ArgumentParser:
         f"{runtime.DEFAULT_LEADER_NAMESPACE})",
     )
 
+
+def _add_explain(commands: _Commands) -> None:
     explain_cmd = commands.add_parser(
         "explain",
         help="why a pod went where it did, or why it is pending, from plumb's trace",
@@ -185,6 +206,8 @@ def _parser() -> argparse.ArgumentParser:
         help=f"plumb's debug endpoint (default: {explain.DEFAULT_ENDPOINT})",
     )
 
+
+def _add_replay(commands: _Commands) -> None:
     replay_cmd = commands.add_parser(
         "replay",
         help="make a recorded decision again, offline, from a snapshot dump and the pod",
@@ -224,6 +247,8 @@ def _parser() -> argparse.ArgumentParser:
         help="the numba kernel plumb runs, or the pure-Python reference (default: %(default)s)",
     )
 
+
+def _add_cluster(commands: _Commands) -> None:
     cluster = commands.add_parser(
         "cluster",
         help="the local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler "
@@ -259,6 +284,8 @@ def _parser() -> argparse.ArgumentParser:
         "for plumb)",
     )
 
+
+def _add_demo(commands: _Commands) -> None:
     demo_cmd = commands.add_parser("demo", help="show plumb scheduling pods on a local cluster")
     demo_cmd.add_argument(
         "--keep-running",
@@ -271,8 +298,12 @@ def _parser() -> argparse.ArgumentParser:
         help="also run a real node and a Job on it whose log is printed (needs root)",
     )
 
+
+def _add_bench(commands: _Commands) -> None:
     bench_cmd = commands.add_parser(
-        "bench", help="benchmark plumb beside kube-scheduler; writes benchmarks.md"
+        "bench",
+        help="benchmark plumb beside kube-scheduler; writes benchmarks.md",
+        formatter_class=_BenchHelp,
     )
     bench_cmd.add_argument(
         "--quick",
@@ -304,9 +335,24 @@ def _parser() -> argparse.ArgumentParser:
         "--workloads",
         type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
         default=None,
-        help=f"comma-separated subset of: {', '.join(bench_workloads.names())}",
+        help="comma-separated subset of: (the workloads' names, see _BenchHelp)",
     )
-    return parser
+
+
+class _BenchHelp(argparse.HelpFormatter):
+    """Names the bench workloads only when ``plumb bench --help`` prints them: importing
+    plumb.bench to build the parser would load it under ``plumb run`` too."""
+
+    def _get_help_string(self, action: argparse.Action) -> str | None:
+        if action.dest != "workloads":
+            return super()._get_help_string(action)
+        from plumb.bench import workloads
+
+        return f"comma-separated subset of: {', '.join(workloads.names())}"
+
+
+# In the order ``plumb --help`` lists the commands.
+_ADDERS = (_add_run, _add_explain, _add_replay, _add_cluster, _add_demo, _add_bench)
 
 
 def _cluster(args: argparse.Namespace, directory: Path) -> int:
@@ -419,80 +465,36 @@ def _setup_errors() -> tuple[type[Exception], ...]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # The cluster, demo and bench commands import their modules when run: ``plumb run``, the
-    # scheduler, is left with what it uses (a faster start, a smaller resident set).
     args = _parser().parse_args(argv)
-    if args.command == "cluster":
-        try:
-            return _cluster(args, args.dir or default_cluster_dir())
-        except _setup_errors() as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-    if args.command == "demo":
-        # Imported here: the demo drives its cluster with the kubernetes package's client, which
-        # ``plumb run`` has no use for (and would carry, ~20 MiB, for its whole life).
-        from plumb import demo
+    return _RUNNERS[args.command](args, argv)
 
-        try:
-            return demo.main(keep_running=args.keep_running, node=args.node)
-        except _setup_errors() as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
-    if args.command == "explain":
-        return explain.main(args.pod, source=args.source, endpoint=args.endpoint)
-    if args.command == "replay":
-        return replay.main(
-            args.snapshot,
-            args.pod,
-            input_hash=args.input_hash,
-            trace_log=args.trace,
-            output=args.output,
-            kernel_name=args.kernel,
-        )
-    if args.command == "bench":
-        from plumb.bench import running as bench_running
 
-        bench_settings = bench_running.Settings(
-            out=args.out,
-            quick=args.quick,
-            large=args.large,
-            xlarge=args.xlarge,
-            workloads=args.workloads,
-            command=" ".join(["plumb", *(sys.argv[1:] if argv is None else argv)]),
-            kernel_only=args.kernel_only,
-        )
-        refused: tuple[type[Exception], ...] = (ValueError, *_setup_errors())
-        try:
-            return bench_running.main(bench_settings)
-        except refused as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 1
+def _command_run(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
     logs.configure(args.log_level, args.log_format)
     try:
-        leader_timings = leader.Timings(
-            lease_duration=args.leader_elect_lease_duration,
-            renew_deadline=args.leader_elect_renew_deadline,
-            retry_period=args.leader_elect_retry_period,
-        )
-    except ValueError as error:
+        settings = _run_settings(args)
+    except _Refused as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.config is not None and args.scheduler_name is not None:
-        print(
-            "error: --scheduler-name and --config are exclusive: name the profiles in the "
-            "file's profiles[].schedulerName",
-            file=sys.stderr,
-        )
-        return 2
-    served = scheduler_module.defaults(args.scheduler_name or DEFAULT_SCHEDULER_NAME)
-    config_bytes = b""
-    if args.config is not None:
-        try:
-            config_bytes, served = configuring.read(args.config)
-        except configuring.ConfigFileError as error:
-            print(f"error: {error}", file=sys.stderr)
-            return 2
-    settings = runtime.RunSettings(
+    try:
+        asyncio.run(runtime.run(settings))
+    except credentials_module.CredentialsError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+class _Refused(Exception):
+    """Flags ``plumb run`` cannot run with: printed as ``error: ...``, exit code 2."""
+
+
+def _run_settings(args: argparse.Namespace) -> runtime.RunSettings:
+    """``plumb run``'s settings from its flags; raises _Refused."""
+    leader_timings = _leader_timings(args)
+    config_bytes, served = _served(args)
+    return runtime.RunSettings(
         kubeconfig=args.kubeconfig,
         context=args.context,
         served=served,
@@ -510,14 +512,102 @@ def main(argv: Sequence[str] | None = None) -> int:
         leader_name=args.leader_elect_resource_name,
         leader_namespace=args.leader_elect_resource_namespace,
     )
+
+
+def _leader_timings(args: argparse.Namespace) -> leader.Timings:
     try:
-        asyncio.run(runtime.run(settings))
-    except credentials_module.CredentialsError as error:
+        return leader.Timings(
+            lease_duration=args.leader_elect_lease_duration,
+            renew_deadline=args.leader_elect_renew_deadline,
+            retry_period=args.leader_elect_retry_period,
+        )
+    except ValueError as error:
+        raise _Refused(str(error)) from error
+
+
+def _served(args: argparse.Namespace) -> tuple[bytes, scheduler_module.Served]:
+    """The configuration file's bytes (empty without --config) and the profiles served."""
+    if args.config is None:
+        return b"", scheduler_module.defaults(args.scheduler_name or DEFAULT_SCHEDULER_NAME)
+    if args.scheduler_name is not None:
+        raise _Refused(
+            "--scheduler-name and --config are exclusive: name the profiles in the "
+            "file's profiles[].schedulerName"
+        )
+    try:
+        return configuring.read(args.config)
+    except configuring.ConfigFileError as error:
+        raise _Refused(str(error)) from error
+
+
+def _command_explain(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    return explain.main(args.pod, source=args.source, endpoint=args.endpoint)
+
+
+def _command_replay(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    return replay.main(
+        args.snapshot,
+        args.pod,
+        input_hash=args.input_hash,
+        trace_log=args.trace,
+        output=args.output,
+        kernel_name=args.kernel,
+    )
+
+
+def _command_cluster(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    try:
+        return _cluster(args, args.dir or default_cluster_dir())
+    except _setup_errors() as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        pass
-    return 0
+
+
+def _command_demo(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    # Imported here: the demo drives its cluster with the kubernetes package's client, which
+    # ``plumb run`` has no use for (and would carry, ~20 MiB, for its whole life).
+    from plumb import demo
+
+    try:
+        return demo.main(keep_running=args.keep_running, node=args.node)
+    except _setup_errors() as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+def _command_bench(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+    from plumb.bench import running as bench_running
+
+    bench_settings = bench_running.Settings(
+        out=args.out,
+        quick=args.quick,
+        large=args.large,
+        xlarge=args.xlarge,
+        workloads=args.workloads,
+        command=" ".join(["plumb", *(sys.argv[1:] if argv is None else argv)]),
+        kernel_only=args.kernel_only,
+    )
+    refused: tuple[type[Exception], ...] = (ValueError, *_setup_errors())
+    try:
+        return bench_running.main(bench_settings)
+    except refused as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+
+
+_Runner: TypeAlias = Callable[[argparse.Namespace, Sequence[str] | None], int]
+"""A subcommand: its parsed arguments and the command line (None: sys.argv) to its exit code."""
+
+# The cluster, demo and bench commands import their modules when run: ``plumb run``, the
+# scheduler, is left with what it uses (a faster start, a smaller resident set).
+_RUNNERS: Mapping[str, _Runner] = {
+    "run": _command_run,
+    "explain": _command_explain,
+    "replay": _command_replay,
+    "cluster": _command_cluster,
+    "demo": _command_demo,
+    "bench": _command_bench,
+}
 
 
 if __name__ == "__main__":

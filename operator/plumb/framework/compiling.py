@@ -10,6 +10,11 @@ out: static ones here, NodeResourcesFit by ``Batch.fit_filter``, PodTopologySpre
 constraints and InterPodAffinity's required terms by not being compiled), the score weights,
 the resource plugins' resources and strategy, and the plugin arguments (PodTopologySpread's
 default constraints, InterPodAffinity's hardPodAffinityWeight, NodeAffinity's addedAffinity).
+
+``compile_batch`` runs in phases, in the order the data flows: the request columns
+(``_Columns``), the affinity terms carried, the tables filled pod after pod (``_fill``: one
+typed table per Batch table, each turning its rows into the contract's arrays), what each pod
+adds to the count rows, the cluster (``_cluster``), then the Batch.
 """
 
 from __future__ import annotations
@@ -103,30 +108,246 @@ class _Filters:
         )
 
 
-class _Tables:
-    """Row, key and reason interning plus the flat constraint tables, filled pod by pod."""
+@dataclasses.dataclass(slots=True)
+class _PodTable:
+    """Per pod of the batch (B rows, in queue order): its requests in the batch's columns and
+    what the kernel reads of it besides its constraints."""
 
-    def __init__(self) -> None:
-        self.rows: dict[countrows.RowKey, int] = {}
-        self.keys: dict[str, int] = {}
-        self.reasons: dict[StaticReason, int] = {}
-        self.spread: dict[str, list[object]] = {
-            name: []
-            for name in (
-                "pod",
-                "row",
-                "key",
-                "max_skew",
-                "min_domains",
-                "hard",
-                "self",
-                "hostname",
-                "eligible",
-            )
+    column: Mapping[str, int]  # resource name to its request column
+    balanced: tuple[str, ...]  # BalancedAllocation's resources
+    hashes: list[int]
+    requests: contract.I64
+    nonzero: contract.I64
+    static_row: contract.I32
+    require_all: contract.B1
+    affinity_self: contract.B1
+    balanced_skip: contract.B1
+
+    @classmethod
+    def empty(cls, size: int, column: Mapping[str, int], balanced: Sequence[str]) -> _PodTable:
+        # Allocated whole and filled row by row: a (B, R) or (B, 2) array built from a list of
+        # rows would lose its second axis in an empty batch.
+        return cls(
+            column=column,
+            balanced=tuple(balanced),
+            hashes=[],
+            requests=np.zeros((size, len(column)), dtype=np.int64),
+            nonzero=np.zeros((size, 2), dtype=np.int64),
+            static_row=np.zeros(size, dtype=np.int32),
+            require_all=np.ones(size, dtype=np.bool_),
+            affinity_self=np.zeros(size, dtype=np.bool_),
+            balanced_skip=np.zeros(size, dtype=np.bool_),
+        )
+
+    def append(
+        self, pod: objects.PodInfo, *, static_row: int, require_all: bool, affinity_self: bool
+    ) -> None:
+        b = len(self.hashes)
+        self.hashes.append(hashing.stable_hash(pod.uid))
+        for name, amount in pod.requests.items():
+            self.requests[b, self.column[name]] = amount
+        self.requests[b, self.column[objects.PODS]] = 1
+        self.nonzero[b] = pod.scored_nonzero
+        self.static_row[b] = static_row
+        self.require_all[b] = require_all
+        self.affinity_self[b] = affinity_self
+        # PreScore skips a pod requesting none of BalancedAllocation's resources.
+        self.balanced_skip[b] = not any(pod.requests.get(name) for name in self.balanced)
+
+    def arrays(self) -> dict[str, Any]:
+        """The Batch fields of this table."""
+        return {
+            "pod_hashes": np.array(self.hashes, dtype=np.uint64),
+            "requests": self.requests,
+            "nonzero": self.nonzero,
+            "static_row": self.static_row,
+            "spread_require_all": self.require_all,
+            "affinity_self": self.affinity_self,
+            "balanced_skip": self.balanced_skip,
         }
-        self.affinity: dict[str, list[object]] = {n: [] for n in ("pod", "row", "key", "anti")}
-        self.symmetric: dict[str, list[object]] = {n: [] for n in ("pod", "row", "key")}
-        self.preferred: dict[str, list[object]] = {n: [] for n in ("pod", "row", "key", "weight")}
+
+
+_Spec = tuple[specs.Scheduling, str, tuple[str, ...], str]
+
+
+@dataclasses.dataclass(slots=True)
+class _StaticTable:
+    """Per distinct pod spec (U rows): the static filters' verdicts and raw scores, which
+    depend on the spec alone, so replicas share a row (read by the kernel from cache once)."""
+
+    index: dict[_Spec, int] = dataclasses.field(default_factory=dict)
+    verdicts: list[_Verdicts] = dataclasses.field(default_factory=list)
+    codes: list[contract.I32] = dataclasses.field(default_factory=list)
+    taints: list[contract.I64] = dataclasses.field(default_factory=list)
+    affinities: list[contract.I64] = dataclasses.field(default_factory=list)
+    images: list[contract.I64] = dataclasses.field(default_factory=list)
+
+    def append(
+        self,
+        spec: _Spec,
+        verdicts: _Verdicts,
+        *,
+        code: contract.I32,
+        taint: contract.I64,
+        affinity: contract.I64,
+        image: contract.I64,
+    ) -> int:
+        u = self.index[spec] = len(self.verdicts)
+        self.verdicts.append(verdicts)
+        self.codes.append(code)
+        self.taints.append(taint)
+        self.affinities.append(affinity)
+        self.images.append(image)
+        return u
+
+    def arrays(self, nodes: int) -> dict[str, Any]:
+        """The Batch fields of this table."""
+        return {
+            "static_code": _rows_of(self.codes, np.int32, nodes),
+            "taint_raw": _rows_of(self.taints, np.int64, nodes),
+            "node_affinity_raw": _rows_of(self.affinities, np.int64, nodes),
+            "image_score": _rows_of(self.images, np.int64, nodes),
+        }
+
+
+@dataclasses.dataclass(slots=True)
+class _SpreadTable:
+    """PodTopologySpread's constraints (C rows)."""
+
+    pod: list[int] = dataclasses.field(default_factory=list)
+    row: list[int] = dataclasses.field(default_factory=list)
+    key: list[int] = dataclasses.field(default_factory=list)
+    max_skew: list[int] = dataclasses.field(default_factory=list)
+    min_domains: list[int] = dataclasses.field(default_factory=list)
+    hard: list[bool] = dataclasses.field(default_factory=list)
+    self_match: list[bool] = dataclasses.field(default_factory=list)
+    hostname: list[bool] = dataclasses.field(default_factory=list)
+    eligible: list[contract.B1] = dataclasses.field(default_factory=list)
+
+    def append(
+        self,
+        *,
+        pod: int,
+        row: int,
+        key: int,
+        max_skew: int,
+        min_domains: int,
+        hard: bool,
+        self_match: bool,
+        hostname: bool,
+        eligible: contract.B1,
+    ) -> None:
+        self.pod.append(pod)
+        self.row.append(row)
+        self.key.append(key)
+        self.max_skew.append(max_skew)
+        self.min_domains.append(min_domains)
+        self.hard.append(hard)
+        self.self_match.append(self_match)
+        self.hostname.append(hostname)
+        self.eligible.append(eligible)
+
+    def arrays(self, nodes: int) -> dict[str, Any]:
+        """The Batch fields of this table."""
+        return {
+            "spread_pod": _i32(self.pod),
+            "spread_row": _i32(self.row),
+            "spread_key": _i32(self.key),
+            "spread_max_skew": _i32(self.max_skew),
+            "spread_min_domains": _i32(self.min_domains),
+            "spread_hard": _bool(self.hard),
+            "spread_self": _bool(self.self_match),
+            "spread_hostname": _bool(self.hostname),
+            "spread_eligible": _rows_of(self.eligible, np.bool_, nodes),
+        }
+
+
+@dataclasses.dataclass(slots=True)
+class _AffinityTable:
+    """The incoming pods' required inter-pod terms (A rows)."""
+
+    pod: list[int] = dataclasses.field(default_factory=list)
+    row: list[int] = dataclasses.field(default_factory=list)
+    key: list[int] = dataclasses.field(default_factory=list)
+    anti: list[bool] = dataclasses.field(default_factory=list)
+
+    def append(self, *, pod: int, row: int, key: int, anti: bool) -> None:
+        self.pod.append(pod)
+        self.row.append(row)
+        self.key.append(key)
+        self.anti.append(anti)
+
+    def arrays(self) -> dict[str, Any]:
+        """The Batch fields of this table."""
+        return {
+            "affinity_pod": _i32(self.pod),
+            "affinity_row": _i32(self.row),
+            "affinity_key": _i32(self.key),
+            "affinity_anti": _bool(self.anti),
+        }
+
+
+@dataclasses.dataclass(slots=True)
+class _SymmetricTable:
+    """Existing pods' required anti-affinity terms the incoming pods match (S rows)."""
+
+    pod: list[int] = dataclasses.field(default_factory=list)
+    row: list[int] = dataclasses.field(default_factory=list)
+    key: list[int] = dataclasses.field(default_factory=list)
+
+    def append(self, *, pod: int, row: int, key: int) -> None:
+        self.pod.append(pod)
+        self.row.append(row)
+        self.key.append(key)
+
+    def arrays(self) -> dict[str, Any]:
+        """The Batch fields of this table."""
+        return {
+            "symmetric_pod": _i32(self.pod),
+            "symmetric_row": _i32(self.row),
+            "symmetric_key": _i32(self.key),
+        }
+
+
+@dataclasses.dataclass(slots=True)
+class _PreferredTable:
+    """Preferred inter-pod terms both ways and existing pods' required affinity (P rows)."""
+
+    pod: list[int] = dataclasses.field(default_factory=list)
+    row: list[int] = dataclasses.field(default_factory=list)
+    key: list[int] = dataclasses.field(default_factory=list)
+    weight: list[int] = dataclasses.field(default_factory=list)
+
+    def append(self, *, pod: int, row: int, key: int, weight: int) -> None:
+        self.pod.append(pod)
+        self.row.append(row)
+        self.key.append(key)
+        self.weight.append(weight)
+
+    def arrays(self) -> dict[str, Any]:
+        """The Batch fields of this table."""
+        return {
+            "preferred_pod": _i32(self.pod),
+            "preferred_row": _i32(self.row),
+            "preferred_key": _i32(self.key),
+            "preferred_weight": np.array(self.weight, dtype=np.int64),
+        }
+
+
+@dataclasses.dataclass(slots=True)
+class _Tables:
+    """A batch's tables, filled pod by pod, and the count rows, topology keys and static
+    reasons their entries name (interned: the index of each is its first use)."""
+
+    pods: _PodTable
+    statics: _StaticTable = dataclasses.field(default_factory=_StaticTable)
+    spread: _SpreadTable = dataclasses.field(default_factory=_SpreadTable)
+    affinity: _AffinityTable = dataclasses.field(default_factory=_AffinityTable)
+    symmetric: _SymmetricTable = dataclasses.field(default_factory=_SymmetricTable)
+    preferred: _PreferredTable = dataclasses.field(default_factory=_PreferredTable)
+    rows: dict[countrows.RowKey, int] = dataclasses.field(default_factory=dict)
+    keys: dict[str, int] = dataclasses.field(default_factory=dict)
+    reasons: dict[StaticReason, int] = dataclasses.field(default_factory=dict)
 
     def row(self, key: countrows.RowKey) -> int:
         return self.rows.setdefault(key, len(self.rows))
@@ -139,6 +360,17 @@ class _Tables:
             self.reasons.setdefault(StaticReason(plugin, message, unresolvable), len(self.reasons))
             + 1
         )
+
+    def arrays(self, nodes: int) -> dict[str, Any]:
+        """The Batch fields of every table."""
+        return {
+            **self.pods.arrays(),
+            **self.statics.arrays(nodes),
+            **self.spread.arrays(nodes),
+            **self.affinity.arrays(),
+            **self.symmetric.arrays(),
+            **self.preferred.arrays(),
+        }
 
 
 def _static(
@@ -243,16 +475,17 @@ def _spread(
         if constraint.node_taints_policy == "Honor":
             eligible &= tolerated
         selector = podtopologyspread.effective_selector(constraint, pod)
-        t = tables.spread
-        t["pod"].append(b)
-        t["row"].append(tables.row(podtopologyspread.selection(constraint, pod)))
-        t["key"].append(tables.key(constraint.topology_key))
-        t["max_skew"].append(constraint.max_skew)
-        t["min_domains"].append(constraint.min_domains)
-        t["hard"].append(constraint.hard)
-        t["self"].append(selector is not None and selector.matches(pod.labels))
-        t["hostname"].append(constraint.topology_key == podtopologyspread.HOSTNAME)
-        t["eligible"].append(eligible)
+        tables.spread.append(
+            pod=b,
+            row=tables.row(podtopologyspread.selection(constraint, pod)),
+            key=tables.key(constraint.topology_key),
+            max_skew=constraint.max_skew,
+            min_domains=constraint.min_domains,
+            hard=constraint.hard,
+            self_match=selector is not None and selector.matches(pod.labels),
+            hostname=constraint.topology_key == podtopologyspread.HOSTNAME,
+            eligible=eligible,
+        )
     return require_all
 
 
@@ -301,35 +534,19 @@ def _inter_pod(
         matchers = tuple(countrows.Matcher.of_term(term) for term in s.required_affinity)
         row = tables.row(countrows.Selection(matchers))
         for term in s.required_affinity:
-            for name, value in (
-                ("pod", b),
-                ("row", row),
-                ("key", tables.key(term.topology_key)),
-                ("anti", False),
-            ):
-                tables.affinity[name].append(value)
+            tables.affinity.append(pod=b, row=row, key=tables.key(term.topology_key), anti=False)
         self_match = all(m.matches(pod, namespaces) for m in matchers)
     for term in s.required_anti_affinity if filtering else ():
         row = tables.row(countrows.Selection((countrows.Matcher.of_term(term),)))
-        for name, value in (
-            ("pod", b),
-            ("row", row),
-            ("key", tables.key(term.topology_key)),
-            ("anti", True),
-        ):
-            tables.affinity[name].append(value)
+        tables.affinity.append(pod=b, row=row, key=tables.key(term.topology_key), anti=True)
 
     # A score weighing 0 costs nothing: its terms get no count row and no table entry.
     scored = profile.weights[contract.INTER_POD] != 0
 
     def prefer(row: countrows.RowKey, topology_key: str, weight: int) -> None:
-        for name, value in (
-            ("pod", b),
-            ("row", tables.row(row)),
-            ("key", tables.key(topology_key)),
-            ("weight", weight),
-        ):
-            tables.preferred[name].append(value)
+        tables.preferred.append(
+            pod=b, row=tables.row(row), key=tables.key(topology_key), weight=weight
+        )
 
     for weighted in s.preferred_affinity if scored else ():
         prefer(
@@ -353,8 +570,7 @@ def _inter_pod(
             continue
         key = carrier.term.topology_key
         if carrier.kind == countrows.REQUIRED_ANTI_AFFINITY:
-            for name, value in (("pod", b), ("row", tables.row(carrier)), ("key", tables.key(key))):
-                tables.symmetric[name].append(value)
+            tables.symmetric.append(pod=b, row=tables.row(carrier), key=tables.key(key))
         elif carrier.kind == countrows.REQUIRED_AFFINITY:
             prefer(carrier, key, hard_weight)
         elif carrier.kind == countrows.PREFERRED_AFFINITY:
@@ -365,13 +581,7 @@ def _inter_pod(
 
 
 def _resources_before_volumes(
-    pods: Sequence[objects.PodInfo],
-    static_row: contract.I32,
-    static_rows: list[np.ndarray],
-    tables: _Tables,
-    requests: contract.I64,
-    requested: contract.I64,
-    allocatable: contract.I64,
+    pods: Sequence[objects.PodInfo], tables: _Tables, cluster: contract.Cluster
 ) -> None:
     """kube-scheduler runs the volume filters after NodeResourcesFit, so a node short of
     resources reports that, whatever its volumes: clear the volume reason there and let the
@@ -384,27 +594,28 @@ def _resources_before_volumes(
     ]
     if not volume_codes:
         return
+    requests, requested, allocatable = tables.pods.requests, cluster.requested, cluster.allocatable
     for b, pod in enumerate(pods):
         if not pod.claims:
             continue
         asked = requests[b] > 0
         short = (requested[asked] + requests[b][asked][:, None] > allocatable[asked]).any(axis=0)
-        row = static_rows[int(static_row[b])]
+        row = tables.statics.codes[int(tables.pods.static_row[b])]
         row[np.isin(row, volume_codes) & short] = 0
 
 
-def _rows_of(rows: list[np.ndarray], dtype: type, nodes: int) -> np.ndarray:
+def _rows_of(rows: Sequence[np.ndarray], dtype: type, nodes: int) -> np.ndarray:
     """Per-node rows stacked into a (rows, nodes) array of ``dtype``."""
     if not rows:
         return np.zeros((0, nodes), dtype=dtype)
     return np.array(rows, dtype=dtype)
 
 
-def _i32(values: list[object]) -> contract.I32:
+def _i32(values: Sequence[int]) -> contract.I32:
     return np.array(values, dtype=np.int32)
 
 
-def _bool(values: list[object]) -> contract.B1:
+def _bool(values: Sequence[bool]) -> contract.B1:
     return np.array(values, dtype=np.bool_)
 
 
@@ -479,27 +690,72 @@ def compile_batch(
 ) -> Compiled:
     """Compile ``pods`` (in queue order) for the kernel against ``snap``, scored by
     ``profile``. ``nominated`` pods count as placed on their node (room held for them)."""
-    statics = snap.statics
-    nodes = len(statics)
-    base = [objects.CPU, objects.MEMORY, objects.PODS]
-    # The resources the profile scores are columns whatever the pods request (a node's
-    # ephemeral-storage is scored for a pod asking for none).
-    for name, _weight, _optional in _scored((*profile.fit_resources, *profile.balanced_resources)):
-        if name not in base:
-            base.append(name)
-    columns = list(base)
-    taken: list[objects.PodInfo] = []
-    deferred: list[objects.PodInfo] = []
-    for pod in pods:
-        extra = [name for name in sorted(pod.requests) if name not in columns]
-        if len(columns) + len(extra) > MAX_COLUMNS:
-            deferred.append(pod)
-            continue
-        columns.extend(extra)
-        taken.append(pod)
-    tables = _Tables()
+    columns = _Columns.of(pods, profile)
     held = [(pod, node) for pod, node in nominated if node in snap.statics.index]
-    carriers = list(
+    carriers = _carriers(cache, held, columns.taken)
+    tables = _fill(columns, snap.statics, cache, profile, carriers)
+    row_keys = tuple(tables.rows)
+    member = _member(columns.taken, row_keys, cache)
+    cluster = _cluster(snap, cache, columns, held, row_keys, tuple(tables.keys))
+    if noderesourcesfit.NAME in profile.filters:
+        _resources_before_volumes(columns.taken, tables, cluster)
+    return Compiled(
+        pods=columns.taken,
+        names=snap.statics.names,
+        resources=columns.names,
+        static_reasons=tuple(tables.reasons),
+        cluster=cluster,
+        batch=_batch(tables, member, profile, snap, columns.index),
+        deferred=columns.deferred,
+        row_keys=row_keys,
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class _Columns:
+    """The batch's request columns, the pods that fit in them and those deferred (the kernel
+    reports a shortage as a bit per column: at most MAX_COLUMNS)."""
+
+    names: tuple[str, ...]
+    index: Mapping[str, int]  # name to column
+    taken: tuple[objects.PodInfo, ...]
+    deferred: tuple[objects.PodInfo, ...]
+
+    @classmethod
+    def of(cls, pods: Sequence[objects.PodInfo], profile: scoring.Profile) -> _Columns:
+        columns = [objects.CPU, objects.MEMORY, objects.PODS]
+        # The resources the profile scores are columns whatever the pods request (a node's
+        # ephemeral-storage is scored for a pod asking for none).
+        for name, _weight, _optional in _scored(
+            (*profile.fit_resources, *profile.balanced_resources)
+        ):
+            if name not in columns:
+                columns.append(name)
+        taken: list[objects.PodInfo] = []
+        deferred: list[objects.PodInfo] = []
+        for pod in pods:
+            extra = [name for name in sorted(pod.requests) if name not in columns]
+            if len(columns) + len(extra) > MAX_COLUMNS:
+                deferred.append(pod)
+                continue
+            columns.extend(extra)
+            taken.append(pod)
+        return cls(
+            names=tuple(columns),
+            index={name: i for i, name in enumerate(columns)},
+            taken=tuple(taken),
+            deferred=tuple(deferred),
+        )
+
+
+def _carriers(
+    cache: cache_module.Cache,
+    held: Sequence[tuple[objects.PodInfo, str]],
+    taken: Sequence[objects.PodInfo],
+) -> list[countrows.Carrier]:
+    """The affinity terms carried by placed pods, nominated pods and the batch's own, once
+    each in that order."""
+    return list(
         dict.fromkeys(
             [
                 *cache.carriers(),
@@ -508,89 +764,122 @@ def compile_batch(
             ]
         )
     )
-    size = len(taken)
-    requests = np.zeros((size, len(columns)), dtype=np.int64)
-    nonzero = np.zeros((size, 2), dtype=np.int64)
-    require_all = np.ones(size, dtype=np.bool_)
-    affinity_self = np.zeros(size, dtype=np.bool_)
-    balanced_skip = np.zeros(size, dtype=np.bool_)
-    static_row = np.zeros(size, dtype=np.int32)
-    # The static filters' verdicts and raw scores depend on the pod's spec alone: replicas
-    # share one row of each, evaluated once (and read by the kernel from cache). A score
-    # weighing 0 is not computed (its row stays 0).
-    distinct: dict[tuple[specs.Scheduling, str, tuple[str, ...], str], int] = {}
-    verdict_rows: list[_Verdicts] = []
-    static_rows: list[np.ndarray] = []
-    taint_rows: list[np.ndarray] = []
-    affinity_rows: list[np.ndarray] = []
-    image_rows: list[np.ndarray] = []
-    column = {name: i for i, name in enumerate(columns)}
-    filters = _Filters.of(profile, statics)
-    weights = profile.weights
-    zeros = np.zeros(nodes, dtype=np.int64)
-    added_preferred = (
-        nodeaffinity.preferred_raw(profile.added_preferred, statics)
-        if profile.added_preferred and weights[contract.NODE_AFFINITY]
-        else None
-    )
-    balanced_names = [name for name, _weight in profile.balanced_resources]
-    for b, pod in enumerate(taken):
-        # Replicas share a row, unless they claim volumes (each its own claims).
-        spec = (pod.scheduling, pod.node_name, pod.images, pod.uid if pod.claims else "")
-        u = distinct.get(spec)
-        if u is None:
-            # TaintToleration's and NodeAffinity's verdicts serve both the filters and
-            # PodTopologySpread's nodeTaintsPolicy / nodeAffinityPolicy: evaluate them once.
-            u = distinct[spec] = len(verdict_rows)
-            verdicts = _Verdicts(
-                taint_fails=tainttoleration.filter(pod, statics)[0],
-                affinity_fails=nodeaffinity.filter(pod, statics),
-            )
-            verdict_rows.append(verdicts)
-            static_rows.append(_static(pod, statics, cache, tables, verdicts, filters))
-            taint_rows.append(
-                tainttoleration.score_raw(pod, statics) if weights[contract.TAINT] else zeros
-            )
-            preferred = (
-                nodeaffinity.score_raw(pod, statics) if weights[contract.NODE_AFFINITY] else zeros
-            )
-            if added_preferred is not None:
-                preferred = preferred + added_preferred
-            affinity_rows.append(preferred)
-            image_rows.append(
-                imagelocality.score(pod, statics) if weights[contract.IMAGE_LOCALITY] else zeros
-            )
-        static_row[b] = u
-        for name, amount in pod.requests.items():
-            requests[b, column[name]] = amount
-        requests[b, column[objects.PODS]] = 1
-        nonzero[b] = pod.scored_nonzero
-        # PreScore skips a pod requesting none of BalancedAllocation's resources.
-        balanced_skip[b] = not any(pod.requests.get(name) for name in balanced_names)
-        require_all[b] = _spread(b, pod, statics, cache, tables, verdict_rows[u], profile)
-        affinity_self[b] = _inter_pod(b, pod, carriers, cache, tables, profile)
 
-    row_keys = list(tables.rows)
-    member = np.zeros((size, len(row_keys)), dtype=np.int32)
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _StaticScores:
+    """Which raw static scores the profile weighs (one weighing 0 is not computed: its row
+    stays ``zeros``), and its addedAffinity's preferred terms' raw score per node (None: it
+    has none, or NodeAffinity weighs 0)."""
+
+    taint: bool
+    node_affinity: bool
+    image: bool
+    added_preferred: contract.I64 | None
+    zeros: contract.I64
+
+    @classmethod
+    def of(cls, profile: scoring.Profile, statics: snapshot.NodeStatics) -> _StaticScores:
+        weights = profile.weights
+        return cls(
+            taint=bool(weights[contract.TAINT]),
+            node_affinity=bool(weights[contract.NODE_AFFINITY]),
+            image=bool(weights[contract.IMAGE_LOCALITY]),
+            added_preferred=(
+                nodeaffinity.preferred_raw(profile.added_preferred, statics)
+                if profile.added_preferred and weights[contract.NODE_AFFINITY]
+                else None
+            ),
+            zeros=np.zeros(len(statics), dtype=np.int64),
+        )
+
+
+def _fill(
+    columns: _Columns,
+    statics: snapshot.NodeStatics,
+    cache: cache_module.Cache,
+    profile: scoring.Profile,
+    carriers: Sequence[countrows.Carrier],
+) -> _Tables:
+    """The batch's tables, pod after pod in queue order (the order numbers the count rows,
+    topology keys and static reasons)."""
+    balanced = [name for name, _weight in profile.balanced_resources]
+    tables = _Tables(pods=_PodTable.empty(len(columns.taken), columns.index, balanced))
+    filters = _Filters.of(profile, statics)
+    scores = _StaticScores.of(profile, statics)
+    for b, pod in enumerate(columns.taken):
+        u = _static_row(pod, statics, cache, tables, filters, scores)
+        verdicts = tables.statics.verdicts[u]
+        require_all = _spread(b, pod, statics, cache, tables, verdicts, profile)
+        affinity_self = _inter_pod(b, pod, carriers, cache, tables, profile)
+        tables.pods.append(pod, static_row=u, require_all=require_all, affinity_self=affinity_self)
+    return tables
+
+
+def _static_row(
+    pod: objects.PodInfo,
+    statics: snapshot.NodeStatics,
+    cache: cache_module.Cache,
+    tables: _Tables,
+    filters: _Filters,
+    scores: _StaticScores,
+) -> int:
+    """The pod's row of the static table, evaluated for the first pod of its spec."""
+    # Replicas share a row, unless they claim volumes (each its own claims).
+    spec = (pod.scheduling, pod.node_name, pod.images, pod.uid if pod.claims else "")
+    u = tables.statics.index.get(spec)
+    if u is not None:
+        return u
+    # TaintToleration's and NodeAffinity's verdicts serve both the filters and
+    # PodTopologySpread's nodeTaintsPolicy / nodeAffinityPolicy: evaluate them once.
+    verdicts = _Verdicts(
+        taint_fails=tainttoleration.filter(pod, statics)[0],
+        affinity_fails=nodeaffinity.filter(pod, statics),
+    )
+    code = _static(pod, statics, cache, tables, verdicts, filters)
+    zeros = scores.zeros
+    taint = tainttoleration.score_raw(pod, statics) if scores.taint else zeros
+    preferred = nodeaffinity.score_raw(pod, statics) if scores.node_affinity else zeros
+    if scores.added_preferred is not None:
+        preferred = preferred + scores.added_preferred
+    image = imagelocality.score(pod, statics) if scores.image else zeros
+    return tables.statics.append(
+        spec, verdicts, code=code, taint=taint, affinity=preferred, image=image
+    )
+
+
+def _member(
+    taken: Sequence[objects.PodInfo],
+    row_keys: Sequence[countrows.RowKey],
+    cache: cache_module.Cache,
+) -> contract.I32:
+    """Per batch pod, per count row: whether placing the pod adds to the row."""
+    member = np.zeros((len(taken), len(row_keys)), dtype=np.int32)
     for b, pod in enumerate(taken):
         for t, key in enumerate(row_keys):
             member[b, t] = cache.rows.belongs(key, pod)
-    key_names = list(tables.keys)
-    domains = np.full((len(key_names), nodes), -1, dtype=np.int32)
+    return member
+
+
+def _cluster(
+    snap: snapshot.Snapshot,
+    cache: cache_module.Cache,
+    columns: _Columns,
+    held: Sequence[tuple[objects.PodInfo, str]],
+    row_keys: Sequence[countrows.RowKey],
+    key_names: Sequence[str],
+) -> contract.Cluster:
+    """The nodes as the batch starts, nominated pods counted where they are held."""
+    statics = snap.statics
+    domains = np.full((len(key_names), len(statics)), -1, dtype=np.int32)
     domain_counts = np.zeros(len(key_names), dtype=np.int32)
     for k, name in enumerate(key_names):
         domains[k] = statics.label_ids(name)
         domain_counts[k] = statics.domain_count(name)
-    snap_column = {name: i for i, name in enumerate(snap.resources)}
-    # The kernel's layout is a row per resource (the snapshot's a row per node).
-    allocatable = np.zeros((len(columns), nodes), dtype=np.int64)
-    requested = np.zeros((len(columns), nodes), dtype=np.int64)
-    for i, name in enumerate(columns):
-        if name in snap_column:
-            allocatable[i] = snap.allocatable[:, snap_column[name]]
-            requested[i] = snap.requested[:, snap_column[name]]
+    allocatable, requested = _resource_rows(snap, columns.names)
     nonzero_requested = np.array(snap.nonzero_requested.T, dtype=np.int64, order="C")
     counts = cache.count_rows(row_keys)
+    column = columns.index
     for pod, node in held:
         n = statics.index[node]
         for name, amount in pod.requests.items():
@@ -600,11 +889,7 @@ def compile_batch(
         nonzero_requested[:, n] += pod.nonzero
         for t, key in enumerate(row_keys):
             counts[t, n] += cache.rows.belongs(key, pod)
-    if noderesourcesfit.NAME in profile.filters:
-        _resources_before_volumes(
-            taken, static_row, static_rows, tables, requests, requested, allocatable
-        )
-    cluster = contract.Cluster(
+    return contract.Cluster(
         allocatable=allocatable,
         requested=requested,
         nonzero_requested=nonzero_requested,
@@ -616,57 +901,37 @@ def compile_batch(
         cpu_column=column[objects.CPU],
         memory_column=column[objects.MEMORY],
     )
-    sp, af, sy, pr = tables.spread, tables.affinity, tables.symmetric, tables.preferred
-    eligible = (
-        np.array(sp["eligible"], dtype=np.bool_)
-        if sp["eligible"]
-        else np.zeros((0, nodes), dtype=np.bool_)
-    )
-    batch = contract.Batch(
-        pod_hashes=np.array([hashing.stable_hash(p.uid) for p in taken], dtype=np.uint64),
-        requests=requests,
-        nonzero=nonzero,
-        static_row=static_row,
-        static_code=_rows_of(static_rows, np.int32, nodes),
-        taint_raw=_rows_of(taint_rows, np.int64, nodes),
-        node_affinity_raw=_rows_of(affinity_rows, np.int64, nodes),
-        image_score=_rows_of(image_rows, np.int64, nodes),
+
+
+def _resource_rows(
+    snap: snapshot.Snapshot, columns: Sequence[str]
+) -> tuple[contract.I64, contract.I64]:
+    """Allocatable and requested in the batch's columns: the kernel's layout is a row per
+    resource (the snapshot's a row per node); 0 for a resource no node has."""
+    snap_column = {name: i for i, name in enumerate(snap.resources)}
+    nodes = len(snap.statics)
+    allocatable = np.zeros((len(columns), nodes), dtype=np.int64)
+    requested = np.zeros((len(columns), nodes), dtype=np.int64)
+    for i, name in enumerate(columns):
+        if name in snap_column:
+            allocatable[i] = snap.allocatable[:, snap_column[name]]
+            requested[i] = snap.requested[:, snap_column[name]]
+    return allocatable, requested
+
+
+def _batch(
+    tables: _Tables,
+    member: contract.I32,
+    profile: scoring.Profile,
+    snap: snapshot.Snapshot,
+    column: Mapping[str, int],
+) -> contract.Batch:
+    """The batch's tables as the kernel's arrays, with the profile's weights and arguments."""
+    return contract.Batch(
+        **tables.arrays(len(snap.statics)),
         member=member,
-        spread_pod=_i32(sp["pod"]),
-        spread_row=_i32(sp["row"]),
-        spread_key=_i32(sp["key"]),
-        spread_max_skew=_i32(sp["max_skew"]),
-        spread_min_domains=_i32(sp["min_domains"]),
-        spread_hard=_bool(sp["hard"]),
-        spread_self=_bool(sp["self"]),
-        spread_hostname=_bool(sp["hostname"]),
-        spread_eligible=eligible,
-        spread_require_all=require_all,
-        affinity_pod=_i32(af["pod"]),
-        affinity_row=_i32(af["row"]),
-        affinity_key=_i32(af["key"]),
-        affinity_anti=_bool(af["anti"]),
-        affinity_self=affinity_self,
-        symmetric_pod=_i32(sy["pod"]),
-        symmetric_row=_i32(sy["row"]),
-        symmetric_key=_i32(sy["key"]),
-        preferred_pod=_i32(pr["pod"]),
-        preferred_row=_i32(pr["row"]),
-        preferred_key=_i32(pr["key"]),
-        preferred_weight=np.array(pr["weight"], dtype=np.int64),
         weights=np.array(profile.weights, dtype=np.int64),
-        balanced_skip=balanced_skip,
         fit_strategy=_FIT_STRATEGIES[profile.strategy],
         zone_score=zone_scores(profile, snap),
         **_resource_fields(profile, column),
-    )
-    return Compiled(
-        pods=tuple(taken),
-        names=statics.names,
-        resources=tuple(columns),
-        static_reasons=tuple(tables.reasons),
-        cluster=cluster,
-        batch=batch,
-        deferred=tuple(deferred),
-        row_keys=tuple(row_keys),
     )

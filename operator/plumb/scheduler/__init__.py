@@ -1,5 +1,6 @@
 """The scheduler: cluster events in (``feed.ClusterFeed``), scheduling cycles out
-(``loop.Scheduler``: pop a batch, decide on a snapshot, assume, bind in the background, report).
+(``loop.Scheduler``: pop a batch, decide on a snapshot, assume, bind in the background, report),
+sharing one ``state.SchedulerState``.
 
 Everything runs on one event loop, so the cache and the queue need no locks.
 """
@@ -21,6 +22,7 @@ from plumb.scheduler.loop import (
     Scheduler,
 )
 from plumb.scheduler.profiles import ReconfigureError, Served, defaults
+from plumb.scheduler.state import SchedulerState
 
 __all__ = [
     "CSI_NODE",
@@ -35,6 +37,7 @@ __all__ = [
     "ClusterFeed",
     "ReconfigureError",
     "Scheduler",
+    "SchedulerState",
     "Served",
     "defaults",
     "node_change_helps",

@@ -1,7 +1,7 @@
 """The scheduling loop: pop a pod, decide on a snapshot, assume it in the cache, bind in the
 background, report. This file tells the main story; the parts live in backend/, framework/,
-binder.py and events.py, and cluster events come in through the ``ClusterFeed`` half
-(scheduler/feed.py).
+binder.py and events.py, and cluster events come in through the ``ClusterFeed``
+(scheduler/feed.py, ``Scheduler.feed``), which shares the scheduler's state (scheduler/state.py).
 
 With leader election the loop runs only on the leader (the app layer starts ``run`` when the
 lease is gained and cancels it, then calls ``stand_down``, when it is lost); ``may_act`` is
@@ -38,6 +38,7 @@ from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
 from plumb.scheduler import feed, meters, postfilter, profiles
+from plumb.scheduler import state as state_module
 
 DEFAULT_BATCH = kernel_executor.BATCH
 STALLED_CYCLE_SECONDS = 60.0
@@ -47,8 +48,9 @@ STALLED_CYCLE_SECONDS = 60.0
 logger = logging.getLogger("plumb.scheduler")
 
 
-class Scheduler(feed.ClusterFeed):
-    """Owns the cache and the queue, and runs scheduling cycles one after another."""
+class Scheduler:
+    """Runs scheduling cycles one after another; holds the feed that keeps the shared state
+    in step with the cluster."""
 
     def __init__(
         self,
@@ -68,7 +70,7 @@ class Scheduler(feed.ClusterFeed):
         volume_api: prebind.VolumeApi | None = None,
     ) -> None:
         cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
-        super().__init__(
+        self.state = state_module.SchedulerState(
             served=served,
             cache=cache,
             queue=queue if queue is not None else queue_module.SchedulingQueue(),
@@ -77,11 +79,13 @@ class Scheduler(feed.ClusterFeed):
             recorder=recorder,
             # One trace line per decision, and each pod's last decision for the debug endpoint.
             tracer=tracer if tracer is not None else tracing.Tracer(),
+            # Attempts, latencies and kernel runs, counted as they happen (a registry of its
+            # own unless the app layer serves one).
+            metrics=metrics if metrics is not None else metrics_module.Metrics(),
         )
+        # What the cluster told us comes in here (the app layer's watch handlers call it).
+        self.feed = feed.ClusterFeed(self.state)
         self.queue.backoff_policy = served.backoff
-        # Attempts, latencies and kernel runs, counted as they happen (a registry of its own
-        # unless the app layer serves one).
-        self.metrics = metrics if metrics is not None else metrics_module.Metrics()
         self._kernel = meters.timed(kernel, self.metrics)
         self.batch_size = batch_size
         self._binder = binder
@@ -96,14 +100,41 @@ class Scheduler(feed.ClusterFeed):
         # (the kernel's thread in the app; at once with the reference kernel by default).
         self.post_filter = postfilter.PostFilter(
             cache=self.cache,
-            nominations=self.nominations,
-            budgets=self.budgets,
+            nominations=self.state.nominations,
+            budgets=self.state.budgets,
             policies=self.policies,
             recorder=recorder,
             metrics=self.metrics,
             offload=offload if offload is not None else postfilter.inline,
             runs=self.runs,
         )
+
+    # Read access to the shared state, for the app layer, its probes and tests.
+
+    @property
+    def served(self) -> profiles.Served:
+        """The configuration in force (``reconfigure`` replaces it)."""
+        return self.state.served
+
+    @property
+    def cache(self) -> cache_module.Cache:
+        return self.state.cache
+
+    @property
+    def queue(self) -> queue_module.SchedulingQueue:
+        return self.state.queue
+
+    @property
+    def policies(self) -> engine.PolicyEngine:
+        return self.state.policies
+
+    @property
+    def tracer(self) -> tracing.Tracer:
+        return self.state.tracer
+
+    @property
+    def metrics(self) -> metrics_module.Metrics:
+        return self.state.metrics
 
     def stalled(self) -> str | None:
         """Why the loop looks stuck (for liveness), or None: a batch decided for too long."""
@@ -122,7 +153,7 @@ class Scheduler(feed.ClusterFeed):
         # The replica running this loop is the one that schedules (the leader, with election).
         self.metrics.set_leader(True)
         try:
-            await self.synced.wait()
+            await self.feed.synced.wait()
             while True:
                 entries = await self.queue.pop_batch(
                     self.batch_size, alone=self._needs_own_batch, group=self._group
@@ -146,7 +177,7 @@ class Scheduler(feed.ClusterFeed):
         """Serve ``served`` from the next batch on (a reload): the queue, the cache and the
         bindings in flight stay. Raises profiles.ReconfigureError when it needs a restart."""
         profiles.check_replacement(self.served, served)
-        self.served = served
+        self.state.served = served
         self.queue.backoff_policy = served.backoff
 
     async def decide(self, entries: list[queue_module.Entry]) -> None:
@@ -183,7 +214,7 @@ class Scheduler(feed.ClusterFeed):
         meters.count_errors(self.metrics, self.queue, [entry])
         step = self.queue.backoff_duration(entry.attempts)
         self.queue.backoff(pod.uid)
-        self._recorder.failed_scheduling(
+        self.state.recorder.failed_scheduling(
             pod, message, step=step, reason=events_module.SCHEDULER_ERROR
         )
         profile = self.served.get(pod.scheduler_name)
@@ -221,8 +252,8 @@ class Scheduler(feed.ClusterFeed):
             profile = self.policies.profile(policy, snap, profile)
         # Room held for nominated pods of at least the batch's priority (one per batch), and
         # the batch pods' own nominations.
-        held = self.nominations.holding(pods[0].priority, excluding=by_uid)
-        own = tuple(n for pod in pods if (n := self.nominations.get(pod.uid)) is not None)
+        held = self.state.nominations.holding(pods[0].priority, excluding=by_uid)
+        own = tuple(n for pod in pods if (n := self.state.nominations.get(pod.uid)) is not None)
         prepared = cycle.prepare(
             pods, snap, self.cache, profile, nominated=[(h.pod, h.node) for h in held]
         )
@@ -298,7 +329,7 @@ class Scheduler(feed.ClusterFeed):
         self._apply(entry, outcome.decision, record, policy)
 
     def _report_revert(self, policy: spec.Policy, reverted: store.Reversion) -> None:
-        self._recorder.policy_event(
+        self.state.recorder.policy_event(
             namespace=policy.namespace,
             name=policy.name,
             uid=policy.uid,
@@ -373,7 +404,7 @@ class Scheduler(feed.ClusterFeed):
             f"{self.policies.budget_text(policy)}."
         )
         logger.warning("pod %s deviates: %s", entry.pod.key, note)
-        self._recorder.deviated(entry.pod, note)
+        self.state.recorder.deviated(entry.pod, note)
         placed = dataclasses.replace(blocked, node=found.node, message=note)
         record = dataclasses.replace(
             deviated,
@@ -412,7 +443,7 @@ class Scheduler(feed.ClusterFeed):
             self.queue.unschedulable(pod.uid, decision.plugins)
             self.metrics.attempt(metrics_module.UNSCHEDULABLE, self.queue.now() - entry.popped_at)
             step = self.queue.backoff_duration(entry.attempts)
-            self._recorder.failed_scheduling(pod, message, step=step)
+            self.state.recorder.failed_scheduling(pod, message, step=step)
             self.tracer.emit(record, repeat_after=step)
             return False
         node = self.cache.nodes.info(decision.node)
@@ -489,7 +520,7 @@ class Scheduler(feed.ClusterFeed):
         pod = entry.pod
         # A try to a node an earlier lost try went to speaks for that node: its own answer
         # reports it, and the watch must not report it first.
-        self.uncertain.get(pod.uid, {}).pop(node, None)
+        self.state.uncertain.get(pod.uid, {}).pop(node, None)
         try:
             if plan is not None and not await self._prebind(entry, plan, record, started):
                 return False
@@ -527,18 +558,18 @@ class Scheduler(feed.ClusterFeed):
         meters.count_bind(self.metrics, self.queue, entry, outcome, latency)
         if outcome not in (BindOutcome.GONE, BindOutcome.CONFLICT):  # not the zone's doing
             self.policies.observe_bind(pod, node, success=bound, latency=latency)
-        if pod.uid in self.committed_late:
-            self.committed_late.discard(pod.uid)
+        if pod.uid in self.state.committed_late:
+            self.state.committed_late.discard(pod.uid)
             if committed:
                 return True  # an earlier try to this node stood, and the watch reported it
         if bound:
-            self.uncertain.pop(pod.uid, None)  # this try stands; an earlier one cannot
+            self.state.uncertain.pop(pod.uid, None)  # this try stands; an earlier one cannot
             self.tracer.emit(
                 dataclasses.replace(record, result=trace.SCHEDULED, bind_ms=trace.ms(latency))
             )
-            self._recorder.scheduled(pod, node)
+            self.state.recorder.scheduled(pod, node)
             return True
-        self._recorder.forget(pod.uid)
+        self.state.recorder.forget(pod.uid)
         # Still assumed: the watch has not settled the pod. Otherwise it has: bound (ours,
         # committed although the answer was lost, or someone else's) or deleted; either way
         # there is nothing to retry, and a retry would decide a pod that is not pending.
@@ -562,7 +593,7 @@ class Scheduler(feed.ClusterFeed):
             self.queue.retry(entry)
             # No answer, the server's own failure, or a 409 that may be our own earlier try:
             # the binding may stand, which the watch will tell.
-            self.uncertain.setdefault(pod.uid, {})[node] = record
+            self.state.uncertain.setdefault(pod.uid, {})[node] = record
         failed = dataclasses.replace(
             record, result=trace.BIND_FAILED, message=message, bind_ms=trace.ms(latency)
         )
@@ -604,7 +635,7 @@ class Scheduler(feed.ClusterFeed):
         self.metrics.attempt(metrics_module.ERROR, self.queue.now() - entry.popped_at)
         step = self.queue.backoff_duration(entry.attempts)
         self.queue.retry(entry)
-        self._recorder.failed_scheduling(pod, outcome.message, step=step)
+        self.state.recorder.failed_scheduling(pod, outcome.message, step=step)
         failed = dataclasses.replace(
             record,
             result=trace.BIND_FAILED,
@@ -617,7 +648,7 @@ class Scheduler(feed.ClusterFeed):
     def _step_back(self, entry: queue_module.Entry) -> None:
         """Undo the assumption of a pod whose binding was not (knowingly) made."""
         pod = entry.pod
-        self._recorder.forget(pod.uid)
+        self.state.recorder.forget(pod.uid)
         if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
             self.cache.forget(pod.uid)
             self.queue.retry(entry)
@@ -648,7 +679,7 @@ class Scheduler(feed.ClusterFeed):
         # corner of pod-level requests) too: the kernel adds what it was scored with.
         return (
             bool(pod.scheduling.host_ports or pod.claims or pod.nonzero_incoming)
-            or pod.uid in self.nominations
+            or pod.uid in self.state.nominations
         )
 
     def _group(self, pod: objects.PodInfo) -> Hashable:
@@ -665,7 +696,7 @@ class Scheduler(feed.ClusterFeed):
         while self._binds:
             await asyncio.gather(*list(self._binds), return_exceptions=True)
         await self.post_filter.drain()
-        await self._recorder.drain()
+        await self.state.recorder.drain()
 
 
 def _labels(node: objects.NodeInfo | None) -> Mapping[str, str] | None:

@@ -1,10 +1,12 @@
 """The scheduler: cluster events in (``feed.ClusterFeed``), scheduling cycles out
 (``loop.Scheduler``: pop a batch, decide on a snapshot, assume, bind in the background, report),
-sharing one ``state.SchedulerState``.
+bindings carried out in the background (``binding.BindingCycle``), all three sharing one
+``state.SchedulerState``.
 
 Everything runs on one event loop, so the cache and the queue need no locks.
 """
 
+from plumb.scheduler.binding import BindingCycle
 from plumb.scheduler.feed import (
     CSI_NODE,
     PERSISTENT_VOLUME,
@@ -34,6 +36,7 @@ __all__ = [
     "STALLED_CYCLE_SECONDS",
     "STORAGE_CLASS",
     "VOLUME_KINDS",
+    "BindingCycle",
     "ClusterFeed",
     "ReconfigureError",
     "Scheduler",

@@ -3,7 +3,7 @@ nominations, the disruption budgets, the records of bindings whose answer was lo
 decisions are reported (the tracer, the event recorder, the metrics).
 
 The ``ClusterFeed`` (scheduler/feed.py) writes what the cluster told us into it; the scheduling
-cycle (scheduler/loop.py) and its binding cycle write what we decided.
+cycle (scheduler/loop.py) and the binding cycle (scheduler/binding.py) write what we decided.
 Passing one state to all three, rather than one class inheriting another, shows that seam.
 """
 

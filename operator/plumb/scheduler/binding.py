@@ -228,8 +228,10 @@ class BindingCycle:
             self._state.queue.retry(entry)
 
     async def stand_down(self, alongside: Iterable[asyncio.Task[None]] = ()) -> int:
-        """Cancel the binds in flight, and the tasks ``alongside`` them, and wait until each
-        has stepped back. Returns how many were cancelled."""
+        """Cancel the binds in flight (leadership lost) and wait until each has stepped back.
+        The tasks ``alongside`` (preemptions being carried out) are cancelled and awaited with
+        them, so all have settled before the queue recalls the batch being decided. Returns
+        how many tasks were cancelled."""
         tasks = [*self._binds, *alongside]
         for task in tasks:
             task.cancel()

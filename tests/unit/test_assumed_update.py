@@ -57,7 +57,7 @@ class _UpdatedMidBind(FakeApi):
     ) -> k8s_client.ApiResponse:
         assert self.scheduler is not None
         while self.events_mid_bind:
-            self.scheduler.on_pod(*self.events_mid_bind.pop(0))
+            self.scheduler.feed.on_pod(*self.events_mid_bind.pop(0))
         return await super().bind(namespace=namespace, name=name, uid=uid, node=node)
 
 
@@ -74,7 +74,7 @@ def _scheduler(
     api = _UpdatedMidBind(*events)
     s = make_scheduler(api, clock)
     api.scheduler = s
-    s.resync(NODES, [CREATED])
+    s.feed.resync(NODES, [CREATED])
     return s, api, clock
 
 
@@ -104,11 +104,11 @@ async def test_the_assumed_record_keeps_the_version_decided_until_the_watch_conf
     api.script.clear()  # the binding succeeds
     entries = await s.queue.pop_batch(8)
     await s.schedule_batch(entries)
-    s.on_pod("MODIFIED", TOLERATING)
+    s.feed.on_pod("MODIFIED", TOLERATING)
     assert _assumed(s, "trap").labels == {"v": "1"}
     await s.drain()
     bound = _body(_web().label("v", "2").toleration("dedicated", value="safe").node("trap"), "3")
-    s.on_pod("MODIFIED", bound)
+    s.feed.on_pod("MODIFIED", bound)
     (placed,) = s.cache.pods_on("trap")
     assert placed.state is cache_module.PodState.ADDED
     assert placed.pod.labels == {"v": "2"}

@@ -48,11 +48,11 @@ def _reasons(api: FakeApi) -> list[str]:
 async def test_bound_pod_stays_assumed_until_the_watch_confirms_it_once() -> None:
     api, clock = FakeApi(), Clock()
     s = make_scheduler(api, clock)
-    s.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [_pod()])
     await _attempt(s)
     assert api.binds == [("web", "n1")]
     assert s.cache.state("uid-web") is cache_module.PodState.ASSUMED
-    s.on_pod("MODIFIED", _pod(node="n1"))
+    s.feed.on_pod("MODIFIED", _pod(node="n1"))
     assert s.cache.state("uid-web") is cache_module.PodState.ADDED
     assert _pods_on(s.cache, "n1") == 1
     assert _reasons(api) == ["Scheduled"]
@@ -63,13 +63,13 @@ async def test_conflict_forgets_and_counts_the_winner_once() -> None:
     conflict = k8s_client.ApiResponse(status=409, body={"message": "already assigned"})
     api, clock = FakeApi(conflict), Clock()
     s = make_scheduler(api, clock)
-    s.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [_pod()])
     await _attempt(s)
     assert s.cache.state("uid-web") is None
     # Retried after a backoff unless the watch settles it first, as kube-scheduler does.
     assert s.queue.where("uid-web") is queue_module.Where.BACKOFF
     assert _pods_on(s.cache, "n1") == 0
-    s.on_pod("MODIFIED", _pod(node="n2"))  # another scheduler had it
+    s.feed.on_pod("MODIFIED", _pod(node="n2"))  # another scheduler had it
     assert "uid-web" not in s.queue
     assert (_pods_on(s.cache, "n1"), _pods_on(s.cache, "n2")) == (0, 1)
     assert api.binds == [("web", "n1")]
@@ -82,19 +82,19 @@ async def test_a_conflict_the_watch_never_confirms_is_retried_and_binds() -> Non
     conflict = k8s_client.ApiResponse(status=409, body={"message": "injected"})
     api, clock = FakeApi(conflict), Clock()
     s = make_scheduler(api, clock)
-    s.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [_pod()])
     await _attempt(s)
     clock.now += queue_module.INITIAL_BACKOFF
     await _attempt(s)
     assert api.binds == [("web", "n1"), ("web", "n1")]
-    s.on_pod("MODIFIED", _pod(node="n1"))
+    s.feed.on_pod("MODIFIED", _pod(node="n1"))
     assert _reasons(api).count("Scheduled") == 1
 
 
 async def test_gone_pod_is_dropped() -> None:
     api, clock = FakeApi(k8s_client.ApiResponse(status=404, body={"message": "not found"})), Clock()
     s = make_scheduler(api, clock)
-    s.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [_pod()])
     await _attempt(s)
     assert s.cache.state("uid-web") is None
     assert "uid-web" not in s.queue
@@ -112,7 +112,7 @@ async def test_gone_pod_is_dropped() -> None:
 async def test_error_mid_bind_requeues_with_backoff_then_binds_once(failure: Outcome) -> None:
     api, clock = FakeApi(failure), Clock()
     s = make_scheduler(api, clock)
-    s.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [_pod()])
     await _attempt(s)
     assert s.cache.state("uid-web") is None
     assert _pods_on(s.cache, "n1") == 0
@@ -120,7 +120,7 @@ async def test_error_mid_bind_requeues_with_backoff_then_binds_once(failure: Out
     clock.now += queue_module.INITIAL_BACKOFF
     await _attempt(s)
     assert api.binds == [("web", "n1"), ("web", "n1")]
-    s.on_pod("MODIFIED", _pod(node="n1"))
+    s.feed.on_pod("MODIFIED", _pod(node="n1"))
     assert _pods_on(s.cache, "n1") == 1
     assert _reasons(api).count("Scheduled") == 1
 
@@ -129,7 +129,7 @@ async def test_throttled_bind_waits_and_retries_while_assumed() -> None:
     throttled = k8s_client.ApiResponse(status=429, body={}, retry_after=0.01)
     api, clock = FakeApi(throttled), Clock()
     s = make_scheduler(api, clock)
-    s.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [_pod()])
     await _attempt(s)
     assert api.binds == [("web", "n1"), ("web", "n1")]
     assert s.cache.state("uid-web") is cache_module.PodState.ASSUMED
@@ -140,11 +140,11 @@ async def test_node_deleted_while_the_kernel_decides_requeues_the_pod() -> None:
 
     async def kernel(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
         result = reference.run(cluster, batch)
-        s.on_node("DELETED", NODES[0])  # the watch reports it while the kernel runs
+        s.feed.on_node("DELETED", NODES[0])  # the watch reports it while the kernel runs
         return result
 
     s = make_scheduler(api, clock, kernel=kernel)
-    s.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [_pod()])
     await _attempt(s)
     assert api.binds == []
     assert s.cache.state("uid-web") is None
@@ -158,11 +158,11 @@ async def test_pod_deleted_while_the_kernel_decides_is_not_bound() -> None:
 
     async def kernel(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
         result = reference.run(cluster, batch)
-        s.on_pod("DELETED", _pod())
+        s.feed.on_pod("DELETED", _pod())
         return result
 
     s = make_scheduler(api, clock, kernel=kernel)
-    s.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [_pod()])
     await _attempt(s)
     assert api.binds == []
     assert s.cache.state("uid-web") is None
@@ -204,7 +204,7 @@ class _SettledMidBind(FakeApi):
         self, *, namespace: str, name: str, uid: str, node: str
     ) -> k8s_client.ApiResponse:
         assert self.scheduler is not None
-        self.scheduler.on_pod(*self.event)
+        self.scheduler.feed.on_pod(*self.event)
         return await super().bind(namespace=namespace, name=name, uid=uid, node=node)
 
 
@@ -221,7 +221,7 @@ async def test_a_bind_the_watch_saw_committed_is_not_retried(failure: Outcome) -
     api = _SettledMidBind(failure, ("MODIFIED", _pod(node="n1")))
     s = make_scheduler(api, clock)
     api.scheduler = s
-    s.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [_pod()])
     await _attempt(s)
     assert s.cache.state("uid-web") is cache_module.PodState.ADDED
     assert _pods_on(s.cache, "n1") == 1
@@ -243,14 +243,14 @@ async def test_a_bind_whose_answer_was_lost_is_reported_when_the_watch_shows_it_
         Clock(),
     )
     s = make_scheduler(api, clock)
-    s.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [_pod()])
     await _attempt(s)
     assert s.queue.where("uid-web") is queue_module.Where.BACKOFF
-    s.on_pod("MODIFIED", _pod(node="n1"))
+    s.feed.on_pod("MODIFIED", _pod(node="n1"))
     await s.drain()
     assert "uid-web" not in s.queue
     assert _reasons(api) == ["Scheduled"]
-    s.on_pod("MODIFIED", _pod(node="n1"))
+    s.feed.on_pod("MODIFIED", _pod(node="n1"))
     await s.drain()
     assert _reasons(api) == ["Scheduled"]
 
@@ -261,7 +261,7 @@ async def test_a_bind_that_fails_after_the_pod_was_deleted_is_not_retried() -> N
     api = _SettledMidBind(failure, ("DELETED", _pod()))
     s = make_scheduler(api, clock)
     api.scheduler = s
-    s.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [_pod()])
     await _attempt(s)
     assert s.cache.state("uid-web") is None
     assert _pods_on(s.cache, "n1") == 0

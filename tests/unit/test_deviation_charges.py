@@ -58,10 +58,10 @@ async def test_a_deviation_whose_binding_fails_is_charged_once_when_the_retry_bi
     failed = k8s_client.ApiResponse(status=500, body={"message": "etcd timeout"})
     api, clock = FakeApi(created, created, failed), Clock()
     s = make_scheduler(api, clock)
-    s.resync(NODES, [])
-    s.on_policy("ADDED", make_policy("web", "shop").spread().budget(max_violations=3).obj())
+    s.feed.resync(NODES, [])
+    s.feed.on_policy("ADDED", make_policy("web", "shop").spread().budget(max_violations=3).obj())
     for i in range(3):
-        s.on_pod("ADDED", _web(i))
+        s.feed.on_pod("ADDED", _web(i))
     await s.schedule_batch(await s.queue.pop_batch(8))
     await s.drain()
     assert [name for name, _ in api.binds] == ["web-0", "web-1", "web-2"]
@@ -93,11 +93,11 @@ async def test_a_new_leader_does_not_charge_again_for_a_deviation_cut_short_by_t
 ):
     old_api, clock = HangingThird(), Clock()
     old = make_scheduler(old_api, clock)
-    old.resync(NODES, [])
+    old.feed.resync(NODES, [])
     policy_body = make_policy("web", "shop").spread().budget(max_violations=1).obj()
-    old.on_policy("ADDED", policy_body)
+    old.feed.on_policy("ADDED", policy_body)
     for i in range(3):
-        old.on_pod("ADDED", _web(i))
+        old.feed.on_pod("ADDED", _web(i))
     await old.schedule_batch(await old.queue.pop_batch(8))
     for _ in range(50):
         await asyncio.sleep(0)
@@ -109,8 +109,8 @@ async def test_a_new_leader_does_not_charge_again_for_a_deviation_cut_short_by_t
 
     new_api = FakeApi()
     new = make_scheduler(new_api, clock)
-    new.resync(NODES, [_web(0, "a1"), _web(1, "b1"), _web(2)])
-    new.on_policy("ADDED", policy_body)
+    new.feed.resync(NODES, [_web(0, "a1"), _web(1, "b1"), _web(2)])
+    new.feed.on_policy("ADDED", policy_body)
     new.policies.take_over({**policy_body, "status": written})
     assert _used(new) == 1
     await _decide_all(new, clock)

@@ -33,7 +33,7 @@ def test_a_list_with_an_unreadable_pod_and_node_keeps_the_rest(
     s = make_scheduler(FakeApi(), Clock())
     node = make_node("n1").capacity(cpu="4").obj()
     with caplog.at_level(logging.ERROR):
-        s.resync([UNREADABLE_NODE, node], [UNREADABLE_POD, _pod("web")])
+        s.feed.resync([UNREADABLE_NODE, node], [UNREADABLE_POD, _pod("web")])
     assert s.cache.nodes.names() == ["n1"]
     assert "uid-web" in s.queue
     assert "uid-odd" not in s.queue
@@ -43,7 +43,7 @@ def test_a_list_with_an_unreadable_pod_and_node_keeps_the_rest(
 
 def test_an_unreadable_pod_event_leaves_the_watch_going() -> None:
     s = make_scheduler(FakeApi(), Clock())
-    s.resync([make_node("n1").capacity(cpu="4").obj()], [])
-    s.on_pod("ADDED", UNREADABLE_POD)  # raising here would end the pods watch
-    s.on_pod("ADDED", _pod("web"))
+    s.feed.resync([make_node("n1").capacity(cpu="4").obj()], [])
+    s.feed.on_pod("ADDED", UNREADABLE_POD)  # raising here would end the pods watch
+    s.feed.on_pod("ADDED", _pod("web"))
     assert "uid-web" in s.queue

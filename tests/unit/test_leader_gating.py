@@ -78,7 +78,7 @@ async def _spin(times: int = 200) -> None:
 async def test_with_the_gate_shut_nothing_is_bound_or_reported_and_no_pod_is_lost() -> None:
     api, gate, clock = FakeApi(), Gate(), Clock()
     s = _scheduler(api, gate, clock)
-    s.resync(NODES, _pods("web-0", "web-1"))
+    s.feed.resync(NODES, _pods("web-0", "web-1"))
     gate.open = False
     loop = asyncio.create_task(s.run())
     await _spin()
@@ -104,7 +104,7 @@ def make_pod_info(name: str) -> objects.PodInfo:
 async def test_standing_down_cancels_bindings_in_flight_and_puts_their_pods_back() -> None:
     api, gate, clock = HangingApi(), Gate(), Clock()
     s = _scheduler(api, gate, clock)
-    s.resync(NODES, _pods("web-0", "web-1"))
+    s.feed.resync(NODES, _pods("web-0", "web-1"))
     loop = asyncio.create_task(s.run())
     await _spin()
     assert sorted(name for name, _ in api.binds) == ["web-0", "web-1"]
@@ -143,7 +143,7 @@ async def test_leadership_lost_while_a_batch_is_decided_puts_its_pods_back_for_t
     api, gate, clock, kernel = FakeApi(), Gate(), Clock(), HeldKernel()
     s = _scheduler(api, gate, clock, kernel=kernel)
     names = [f"web-{i}" for i in range(5)]
-    s.resync(NODES, _pods(*names))
+    s.feed.resync(NODES, _pods(*names))
     term = asyncio.create_task(s.run())
     await _spin()
     assert kernel.runs == 1  # the batch of five waits for the kernel
@@ -170,7 +170,7 @@ async def test_probes_report_ready_after_the_first_list_and_stuck_loops_and_watc
     client = k8s_client.ApiClient(credentials_module.Credentials(server="http://127.0.0.1:1"))
     health = probes.Probes(s, client, leading.Leadership(s, client, None), clock=clock)
     assert not health.ready()
-    s.resync(NODES, [])
+    s.feed.resync(NODES, [])
     assert health.ready()
     assert health.problems() == []
 
@@ -214,12 +214,12 @@ async def test_a_loop_stuck_on_one_batch_fails_liveness_but_an_idle_one_does_not
         queue=queue_module.SchedulingQueue(clock=clock),
         clock=clock,
     )
-    s.resync(NODES, [])
+    s.feed.resync(NODES, [])
     loop = asyncio.create_task(s.run())
     await _spin()
     clock.now += 3600  # idle for an hour: waiting for pods is not being stuck
     assert s.stalled() is None
-    s.on_pod("ADDED", _pods("web-0")[0])
+    s.feed.on_pod("ADDED", _pods("web-0")[0])
     await _spin()
     clock.now += scheduler_module.STALLED_CYCLE_SECONDS + 1
     assert s.stalled() == (

@@ -75,7 +75,7 @@ async def _attempt(s: scheduler_module.Scheduler) -> None:
 async def test_the_page_counts_what_the_scheduler_did() -> None:
     api, clock = FakeApi(), Clock()
     s = _scheduler(api, clock)
-    s.resync(NODES, [_pod("web-0", "1"), _pod("web-1", "1"), _pod("huge", "64")])
+    s.feed.resync(NODES, [_pod("web-0", "1"), _pod("web-1", "1"), _pod("huge", "64")])
     clock.now += 2.0  # two seconds in the queue before the pop
     await _attempt(s)
 
@@ -95,8 +95,8 @@ async def test_the_page_counts_what_the_scheduler_did() -> None:
     assert cache == {"nodes": 3, "pods": 2, "assumed_pods": 2}
 
     # The watch confirms both bindings: still two pods, none assumed.
-    s.on_pod("MODIFIED", _pod("web-0", "1", node="n0"))
-    s.on_pod("MODIFIED", _pod("web-1", "1", node="n1"))
+    s.feed.on_pod("MODIFIED", _pod("web-0", "1", node="n0"))
+    s.feed.on_pod("MODIFIED", _pod("web-1", "1", node="n1"))
     cache = _gauge(_scrape(s), metrics.CACHE_SIZE, "type", metrics.CACHE_TYPES)
     assert cache == {"nodes": 3, "pods": 2, "assumed_pods": 0}
 
@@ -105,7 +105,7 @@ async def test_no_label_carries_a_pod() -> None:
     api, clock = FakeApi(k8s_client.ApiResponse(status=500, body={})), Clock()
     s = _scheduler(api, clock)
     pods = [_pod("web-0", "1"), _pod("web-1", "1"), _pod("huge", "64")]
-    s.resync(NODES, pods)
+    s.feed.resync(NODES, pods)
     await _attempt(s)
     clock.now += queue_module.MAX_BACKOFF
     await _attempt(s)
@@ -133,7 +133,7 @@ async def test_no_label_carries_a_pod() -> None:
 async def test_a_refused_binding_is_an_error_attempt(answer: Outcome, bind_result: str) -> None:
     api, clock = FakeApi(answer), Clock()
     s = _scheduler(api, clock)
-    s.resync(NODES, [_pod("web-0", "1")])
+    s.feed.resync(NODES, [_pod("web-0", "1")])
     await _attempt(s)
     samples = _scrape(s)
     assert _attempts(samples) == {"scheduled": 0, "unschedulable": 0, "error": 1}
@@ -146,7 +146,7 @@ async def test_a_refused_binding_is_an_error_attempt(answer: Outcome, bind_resul
 async def test_a_pod_bound_at_its_second_attempt_counts_both_and_its_whole_wait() -> None:
     api, clock = FakeApi(k8s_client.ApiResponse(status=500, body={})), Clock()
     s = _scheduler(api, clock)
-    s.resync(NODES, [_pod("web-0", "1")])
+    s.feed.resync(NODES, [_pod("web-0", "1")])
     await _attempt(s)
     pending = _gauge(_scrape(s), metrics.PENDING_PODS, "queue", metrics.QUEUES)
     assert pending == {"active": 0, "backoff": 1, "unschedulable": 0, "gated": 0}
@@ -167,7 +167,7 @@ async def test_a_batch_that_fails_counts_an_error_per_pod_and_leadership_follows
     api, clock = FakeApi(), Clock()
     s = _scheduler(api, clock, kernel=broken)
     assert _value(_scrape(s), metrics.LEADER) == 0
-    s.resync(NODES, [_pod("web-0", "1"), _pod("web-1", "1")])
+    s.feed.resync(NODES, [_pod("web-0", "1"), _pod("web-1", "1")])
     loop = asyncio.create_task(s.run())
     for _ in range(100):
         await asyncio.sleep(0)

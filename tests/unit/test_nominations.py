@@ -31,7 +31,7 @@ def _two_nodes() -> list[dict[str, Any]]:
 
 async def _schedule_small(s: Any, api: FakeApi) -> list[tuple[str, str]]:
     """A priority-0 pod asking for node-a's whole room or node-b's: where it went."""
-    s.on_pod("ADDED", _waiting("small", "4", 0))
+    s.feed.on_pod("ADDED", _waiting("small", "4", 0))
     await s.schedule_batch(await s.queue.pop_batch(8))
     await s.drain()
     return list(api.binds)
@@ -40,12 +40,12 @@ async def _schedule_small(s: Any, api: FakeApi) -> list[tuple[str, str]]:
 async def test_a_standby_follows_the_nominated_node_when_the_leader_moves_it() -> None:
     api, clock = FakeApi(), Clock()
     s = make_scheduler(api, clock)
-    s.resync(_two_nodes(), [])
-    s.on_pod("ADDED", _waiting("vip", "4", HIGH, nominated="node-a"))
+    s.feed.resync(_two_nodes(), [])
+    s.feed.on_pod("ADDED", _waiting("vip", "4", HIGH, nominated="node-a"))
     s.queue.delete("u-vip")  # the leader decides vip; this replica only holds its room
     # The leader preempted again, on node-b: the status moved.
-    s.on_pod("MODIFIED", _waiting("vip", "4", HIGH, nominated="node-b"))
-    assert s.nominations.node_of("u-vip") == "node-b"
+    s.feed.on_pod("MODIFIED", _waiting("vip", "4", HIGH, nominated="node-b"))
+    assert s.state.nominations.node_of("u-vip") == "node-b"
     s.queue.delete("u-vip")
     # node-a's room is free for a lower-priority pod; node-b's is held.
     assert await _schedule_small(s, api) == [("small", "node-a")]
@@ -54,10 +54,10 @@ async def test_a_standby_follows_the_nominated_node_when_the_leader_moves_it() -
 async def test_a_nomination_cleared_in_status_holds_no_room() -> None:
     api, clock = FakeApi(), Clock()
     s = make_scheduler(api, clock)
-    s.resync([make_node("node-a").capacity(cpu="4").obj()], [])
-    s.on_pod("ADDED", _waiting("vip", "4", HIGH, nominated="node-a"))
-    s.on_pod("MODIFIED", _waiting("vip", "4", HIGH))  # the leader cleared it
-    assert s.nominations.node_of("u-vip") is None
+    s.feed.resync([make_node("node-a").capacity(cpu="4").obj()], [])
+    s.feed.on_pod("ADDED", _waiting("vip", "4", HIGH, nominated="node-a"))
+    s.feed.on_pod("MODIFIED", _waiting("vip", "4", HIGH))  # the leader cleared it
+    assert s.state.nominations.node_of("u-vip") is None
     s.queue.delete("u-vip")
     assert await _schedule_small(s, api) == [("small", "node-a")]
 
@@ -66,25 +66,25 @@ async def test_a_nomination_made_here_stays_while_the_watch_has_not_shown_it() -
     # kube-scheduler keeps the in-memory node only when neither record has a status node.
     api, clock = FakeApi(), Clock()
     s = make_scheduler(api, clock)
-    s.resync(_two_nodes(), [])
-    s.on_pod("ADDED", _waiting("vip", "4", HIGH))
+    s.feed.resync(_two_nodes(), [])
+    s.feed.on_pod("ADDED", _waiting("vip", "4", HIGH))
     pod = s.queue.pod("u-vip")
     assert pod is not None
-    s.nominations.nominate(pod, "node-a")
-    s.on_pod("MODIFIED", _waiting("vip", "4", HIGH))  # an update from before the status write
-    assert s.nominations.node_of("u-vip") == "node-a"
+    s.state.nominations.nominate(pod, "node-a")
+    s.feed.on_pod("MODIFIED", _waiting("vip", "4", HIGH))  # an update from before the status write
+    assert s.state.nominations.node_of("u-vip") == "node-a"
 
 
 async def test_a_nominated_pod_deleted_while_the_watch_was_down_frees_its_room() -> None:
     api, clock = FakeApi(), Clock()
     s = make_scheduler(api, clock)
-    s.resync([make_node("node-a").capacity(cpu="4").obj()], [])
-    s.on_pod("ADDED", _waiting("vip", "4", HIGH, nominated="node-a"))
-    assert s.nominations.node_of("u-vip") == "node-a"
+    s.feed.resync([make_node("node-a").capacity(cpu="4").obj()], [])
+    s.feed.on_pod("ADDED", _waiting("vip", "4", HIGH, nominated="node-a"))
+    assert s.state.nominations.node_of("u-vip") == "node-a"
     clock.now += 1
     # The watch was down while vip was deleted; the re-list no longer has it.
-    assert s.sweep(s.mark(), None, []) == 1
-    assert s.nominations.node_of("u-vip") is None
+    assert s.feed.sweep(s.feed.mark(), None, []) == 1
+    assert s.state.nominations.node_of("u-vip") is None
     assert "u-vip" not in s.queue
     assert await _schedule_small(s, api) == [("small", "node-a")]
 
@@ -92,10 +92,10 @@ async def test_a_nominated_pod_deleted_while_the_watch_was_down_frees_its_room()
 async def test_a_pod_being_decided_when_a_relist_misses_it_is_dropped_with_its_attempt() -> None:
     api, clock = FakeApi(), Clock()
     s = make_scheduler(api, clock)
-    s.resync([make_node("node-a").capacity(cpu="1").obj()], [])
-    s.on_pod("ADDED", _waiting("big", "4", 0))
+    s.feed.resync([make_node("node-a").capacity(cpu="1").obj()], [])
+    s.feed.on_pod("ADDED", _waiting("big", "4", 0))
     entries = await s.queue.pop_batch(8)  # being decided
     clock.now += 1
-    s.sweep(s.mark(), None, [])  # deleted while the watch was down
+    s.feed.sweep(s.feed.mark(), None, [])  # deleted while the watch was down
     await s.schedule_batch(entries)  # it fits nowhere: it must not wait on as a ghost
     assert "u-big" not in s.queue

@@ -46,7 +46,7 @@ async def test_a_preemptor_is_nominated_before_its_victims_are_deleted_and_repla
     log, handler = json_lines
     api, clock = FakeApi(), Clock()
     s = make_scheduler(api, clock, log=log)
-    s.resync(
+    s.feed.resync(
         [make_node("a").capacity(cpu="4").obj(), make_node("b").capacity(cpu="4").obj()],
         [
             *(_resident(f"a{i}", "a", "1") for i in range(4)),
@@ -56,7 +56,7 @@ async def test_a_preemptor_is_nominated_before_its_victims_are_deleted_and_repla
         ],
     )
     vip = _pending("vip", "2", HIGH)
-    s.on_pod("ADDED", vip)
+    s.feed.on_pod("ADDED", vip)
     await _cycle(s)
 
     # The nomination first, then the victim's condition, its deletion: nothing else.
@@ -69,7 +69,7 @@ async def test_a_preemptor_is_nominated_before_its_victims_are_deleted_and_repla
     assert nominate < condition
     assert api.deletes == [("b-big", "u-b-big")]
     assert [e["reason"] for e in api.events if e["reason"] == "Preempted"] == ["Preempted"]
-    assert s.nominations.node_of("u-vip") == "b"
+    assert s.state.nominations.node_of("u-vip") == "b"
 
     lines = [r for r in map(trace.from_log_line, handler.lines) if r is not None]
     (line,) = [r for r in lines if r.uid == "u-vip"]
@@ -91,7 +91,7 @@ async def test_a_preemptor_is_nominated_before_its_victims_are_deleted_and_repla
     assert replay.check_log(document, [decided], [line], reference.run, out) == 0
 
     # The victim leaves: after its backoff, vip goes to its nominated node.
-    s.on_pod("DELETED", _resident("b-big", "b", "2"))
+    s.feed.on_pod("DELETED", _resident("b-big", "b", "2"))
     clock.now += 60
     await s.schedule_batch(await s.queue.pop_batch(8))
     await s.drain()
@@ -101,18 +101,18 @@ async def test_a_preemptor_is_nominated_before_its_victims_are_deleted_and_repla
 async def test_the_room_is_held_for_the_nominated_pod_against_lower_priority_pods() -> None:
     api, clock = FakeApi(), Clock()
     s = make_scheduler(api, clock)
-    s.resync([make_node("a").capacity(cpu="4").obj()], [_resident("old", "a", "4")])
-    s.on_pod("ADDED", _pending("vip", "4", HIGH))
+    s.feed.resync([make_node("a").capacity(cpu="4").obj()], [_resident("old", "a", "4")])
+    s.feed.on_pod("ADDED", _pending("vip", "4", HIGH))
     await _cycle(s)
-    assert s.nominations.node_of("u-vip") == "a"
+    assert s.state.nominations.node_of("u-vip") == "a"
     # The victim is gone; before vip's next attempt, a small priority-0 pod comes first.
-    s.on_pod("DELETED", _resident("old", "a", "4"))
-    s.on_pod("ADDED", _pending("small", "1", 0))
+    s.feed.on_pod("DELETED", _resident("old", "a", "4"))
+    s.feed.on_pod("ADDED", _pending("small", "1", 0))
     await s.schedule_batch(await s.queue.pop_batch(8))  # vip is in backoff: small alone
     await s.drain()
     assert api.binds == []
     # A pod of higher priority than vip is not held back by vip's nomination.
-    s.on_pod("ADDED", _pending("vvip", "1", HIGH + 1))
+    s.feed.on_pod("ADDED", _pending("vvip", "1", HIGH + 1))
     await s.schedule_batch(await s.queue.pop_batch(8))
     await s.drain()
     assert api.binds == [("vvip", "a")]

@@ -78,7 +78,7 @@ async def _reference(cluster: contract.Cluster, batch: contract.Batch) -> contra
 async def test_each_profile_decides_the_pods_that_name_it() -> None:
     api, clock = FakeApi(), Clock()
     s = _served_scheduler(api, clock)
-    s.resync(NODES, [BUSY, _pod("spread", SPREADER), _pod("pack", PACKER), _pod("x", "other")])
+    s.feed.resync(NODES, [BUSY, _pod("spread", SPREADER), _pod("pack", PACKER), _pod("x", "other")])
     await _round(s)
     assert sorted(api.binds) == [("pack", "n1"), ("spread", "n2")]  # "other" is not ours
     records = {name: s.tracer.last(f"ns/{name}") for name in ("spread", "pack")}
@@ -91,10 +91,10 @@ async def test_each_profile_decides_the_pods_that_name_it() -> None:
 async def test_a_reload_switches_profiles_between_batches_and_keeps_the_queue() -> None:
     api, clock = FakeApi(), Clock()
     s = _served_scheduler(api, clock)
-    s.resync(NODES, [BUSY, _pod("first", PACKER)])
+    s.feed.resync(NODES, [BUSY, _pod("first", PACKER)])
     await _round(s)
     # The packer profile becomes a spreader; the waiting pod is decided under the new one.
-    s.on_pod("ADDED", _pod("second", PACKER))
+    s.feed.on_pod("ADDED", _pod("second", PACKER))
     s.reconfigure(
         dataclasses.replace(
             SERVED,
@@ -127,7 +127,7 @@ async def test_a_kernel_failing_on_a_batch_decides_its_pods_one_at_a_time() -> N
         return reference.run(cluster, batch)
 
     s = _served_scheduler(api, clock, kernel=kernel)
-    s.resync(NODES, [_pod(f"p{i}", SPREADER) for i in range(3)])
+    s.feed.resync(NODES, [_pod(f"p{i}", SPREADER) for i in range(3)])
     await _round(s)
     assert sizes == [3, 1, 1, 1]
     assert len(api.binds) == 3
@@ -146,7 +146,7 @@ async def test_a_pod_that_makes_plumb_fail_gets_an_internal_error_and_the_others
 
     hashes = {hashing.stable_hash(uid) for uid in broken}
     s = _served_scheduler(api, clock, kernel=kernel, metrics=metrics)
-    s.resync(NODES, [_pod("good1", SPREADER), _pod("bad", SPREADER), _pod("good2", SPREADER)])
+    s.feed.resync(NODES, [_pod("good1", SPREADER), _pod("bad", SPREADER), _pod("good2", SPREADER)])
     await _round(s)
     assert sorted(name for name, _ in api.binds) == ["good1", "good2"]
     failed = [e for e in api.events if e["reason"] == "FailedScheduling"]
@@ -175,7 +175,7 @@ async def test_without_default_preemption_a_pod_that_fits_nowhere_is_only_report
     api, clock = FakeApi(), Clock()
     served = scheduler_module.Served(profiles=(scoring.Profile(name=SPREADER, preemption=False),))
     s = _served_scheduler(api, clock, served)
-    s.resync(NODES, [_pod("huge", SPREADER, cpu="8")])
+    s.feed.resync(NODES, [_pod("huge", SPREADER, cpu="8")])
     await _round(s)
     notes = [e["note"] for e in api.events if e["reason"] == "FailedScheduling"]
     assert notes == ["0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate."], (
@@ -197,7 +197,7 @@ async def test_replay_decides_again_under_the_profile_of_the_decision() -> None:
     s = _served_scheduler(api, clock, scheduler_module.Served(profiles=(packer,), digest="abc123"))
     nodes = [make_node(f"n{i}").zone("ab"[i % 2]).capacity(cpu="4").obj() for i in range(4)]
     bodies = [_pod(f"p{i}", PACKER, cpu="700m") for i in range(6)]
-    s.resync(nodes, bodies)
+    s.feed.resync(nodes, bodies)
     await _round(s)
     document = runs.load(json.loads(json.dumps(s.dump())))
     assert document.runs

@@ -138,9 +138,9 @@ async def test_every_decision_of_a_dumped_scheduler_replays_to_its_trace_line(
         if i % 4 == 1:
             pod = pod.affinity("kubernetes.io/hostname", {"app": "a1"}, anti=True)
         bodies.append(pod.req(cpu="400m" if i % 5 else "3").obj())
-    s.resync(nodes, [])
+    s.feed.resync(nodes, [])
     for i, body in enumerate(bodies):  # arriving between the batches
-        s.on_pod("ADDED", body)
+        s.feed.on_pod("ADDED", body)
         if i % 3 == 2:
             await s.schedule_batch(await s.queue.pop_batch(4))
             await s.drain()
@@ -215,8 +215,8 @@ async def test_a_deviation_replays_to_the_node_its_trace_line_names(
         make_node("b1").zone("b").capacity(cpu="4").obj(),
         make_node("c1").zone("c").capacity(cpu="500m").obj(),
     ]
-    s.resync(nodes, [])
-    s.on_policy("ADDED", make_policy("web", "shop").spread().budget(max_violations=2).obj())
+    s.feed.resync(nodes, [])
+    s.feed.on_policy("ADDED", make_policy("web", "shop").spread().budget(max_violations=2).obj())
     bodies = [
         make_pod(f"web-{i}", "shop")
         .uid(f"w{i}")
@@ -227,7 +227,7 @@ async def test_a_deviation_replays_to_the_node_its_trace_line_names(
         for i in range(5)
     ]
     for body in bodies:
-        s.on_pod("ADDED", body)
+        s.feed.on_pod("ADDED", body)
     await s.schedule_batch(await s.queue.pop_batch(8))
     await s.drain()
     lines = [r for r in map(trace.from_log_line, handler.lines) if r is not None]
@@ -258,7 +258,7 @@ async def test_pods_written_with_another_rfc3339_offset_are_the_same_pods(
         body = make_pod(f"p{i}", "shop").uid(f"u{i}").scheduler("plumb").req(cpu="100m").obj()
         body["metadata"]["creationTimestamp"] = f"2026-11-30T09:00:0{i}Z"
         bodies.append(body)
-    s.resync([make_node("n1").capacity(cpu="2").obj()], bodies)
+    s.feed.resync([make_node("n1").capacity(cpu="2").obj()], bodies)
     await s.schedule_batch(await s.queue.pop_batch(8))
     await s.drain()
     lines = [r for r in map(trace.from_log_line, handler.lines) if r is not None]

@@ -23,18 +23,18 @@ def test_sweep_forgets_what_the_list_lacks_but_keeps_later_writes() -> None:
     clock = Clock()
     s = make_scheduler(FakeApi(), clock)
     nodes = [make_node("n1").obj(), make_node("n2").obj()]
-    s.resync(nodes, [_pod("kept", "n1"), _pod("ghost", "n1"), _pod("pending-ghost")])
+    s.feed.resync(nodes, [_pod("kept", "n1"), _pod("ghost", "n1"), _pod("pending-ghost")])
     assert s.cache.state("ghost") is cache_module.PodState.ADDED
     assert "pending-ghost" in s.queue
 
     clock.now += 1
-    mark = s.mark()
+    mark = s.feed.mark()
     # While the list is in flight, the watch reports a new bound pod and a new node.
-    s.on_pod("ADDED", _pod("late", "n1"))
-    s.on_node("ADDED", make_node("n3").obj())
+    s.feed.on_pod("ADDED", _pod("late", "n1"))
+    s.feed.on_node("ADDED", make_node("n3").obj())
     listed_nodes = [make_node("n1").obj()]  # n2 was deleted while the watch was down
     listed_pods = [_pod("kept", "n1")]  # ghost and pending-ghost were deleted too
-    swept = s.sweep(mark, listed_nodes, listed_pods)
+    swept = s.feed.sweep(mark, listed_nodes, listed_pods)
 
     assert swept == 3
     assert s.cache.nodes.names() == ["n1", "n3"]
@@ -49,11 +49,11 @@ def test_a_pods_only_list_sweeps_pods_and_leaves_every_node() -> None:
     # The pod watch re-lists pods alone when its resourceVersion expired; nodes are kopf's.
     clock = Clock()
     s = make_scheduler(FakeApi(), clock)
-    s.resync(
+    s.feed.resync(
         [make_node("n1").obj(), make_node("n2").obj()], [_pod("kept", "n1"), _pod("gone", "n2")]
     )
     clock.now += 1
-    swept = s.sweep(s.mark(), None, [_pod("kept", "n1")])
+    swept = s.feed.sweep(s.feed.mark(), None, [_pod("kept", "n1")])
 
     assert swept == 1
     assert s.cache.nodes.names() == ["n1", "n2"]
@@ -63,7 +63,7 @@ def test_a_pods_only_list_sweeps_pods_and_leaves_every_node() -> None:
 
 def test_a_namespace_relist_forgets_namespaces_the_list_lacks() -> None:
     s = make_scheduler(FakeApi(), Clock())
-    s.on_namespace("ADDED", {"metadata": {"name": "kept", "labels": {"team": "a"}}})
-    s.on_namespace("ADDED", {"metadata": {"name": "gone", "labels": {"team": "b"}}})
-    s.relist_namespaces([{"metadata": {"name": "kept", "labels": {"team": "c"}}}])
+    s.feed.on_namespace("ADDED", {"metadata": {"name": "kept", "labels": {"team": "a"}}})
+    s.feed.on_namespace("ADDED", {"metadata": {"name": "gone", "labels": {"team": "b"}}})
+    s.feed.relist_namespaces([{"metadata": {"name": "kept", "labels": {"team": "c"}}}])
     assert s.cache.rows.namespace_labels == {"kept": {"team": "c"}}

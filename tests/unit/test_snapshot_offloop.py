@@ -115,7 +115,7 @@ def _the_one_snapshot_in(directory: Path) -> dict[str, Any]:
 
 async def test_sigusr1_writes_the_snapshot_of_the_moment_it_came(tmp_path: Path) -> None:
     scheduler = make_scheduler(FakeApi(), Clock())
-    scheduler.resync([make_node("n0").capacity(cpu="4").obj()], [])
+    scheduler.feed.resync([make_node("n0").capacity(cpu="4").obj()], [])
     scheduler.cache.assume(objects.parse_pod(make_pod("web-0", "shop").uid("u0").obj()), "n0")
     expected = scheduler.dump()
     writing: set[asyncio.Task[None]] = set()

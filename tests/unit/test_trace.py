@@ -545,7 +545,7 @@ async def test_the_scheduler_writes_one_line_per_decision_that_matches_what_it_d
     fits = make_pod("web", "ns").scheduler("plumb").req(cpu="1").obj()
     huge = make_pod("huge", "ns").scheduler("plumb").req(cpu="64").obj()
     fits["metadata"]["uid"], huge["metadata"]["uid"] = "uid-web", "uid-huge"
-    s.resync(nodes, [fits, huge])
+    s.feed.resync(nodes, [fits, huge])
     clock.now += 0.5  # half a second in the queue
     await s.schedule_batch(await s.queue.pop_batch(8))
     await s.drain()
@@ -591,7 +591,7 @@ async def test_the_scheduler_writes_one_line_per_decision_that_matches_what_it_d
     assert waiting.candidates == ()
     assert s.tracer.last("ns/huge") == waiting
 
-    s.on_pod("DELETED", huge)
+    s.feed.on_pod("DELETED", huge)
     assert s.tracer.last("ns/huge") is None
 
 
@@ -606,7 +606,7 @@ async def test_a_failed_bind_is_a_warning_that_says_it_will_retry(
     s = make_scheduler(api, clock, log=log)
     pod = make_pod("web", "ns").scheduler("plumb").req(cpu="1").obj()
     pod["metadata"]["uid"] = "uid-web"
-    s.resync([make_node("n1").capacity(cpu="2").obj()], [pod])
+    s.feed.resync([make_node("n1").capacity(cpu="2").obj()], [pod])
     await s.schedule_batch(await s.queue.pop_batch(8))
     await s.drain()
     (line,) = [json.loads(line) for line in handler.lines]

@@ -63,7 +63,7 @@ def register(
     async def sync(memo: kopf.Memo, **_: Any) -> None:
         # Policies first: no pod may be scheduled before the policy governing it is known.
         for body in await policylist.list_policies(api) or ():
-            scheduler.on_policy("RESUMED", body)
+            scheduler.feed.on_policy("RESUMED", body)
         tasks = await watches.sync_and_watch(scheduler, api)
         memo["tasks"] = tasks
         probes.watches = tasks
@@ -79,17 +79,17 @@ def register(
     async def policy_event(event: kopf.RawEvent, **_: Any) -> None:
         body = event["object"]
         if event.get("type") == "DELETED":
-            scheduler.on_policy("DELETED", body)
+            scheduler.feed.on_policy("DELETED", body)
             return
         metadata = body.get("metadata") or {}
         known = scheduler.policies.store.get(
             str(metadata.get("namespace", "")), str(metadata.get("name", ""))
         )
         if known is None:
-            scheduler.on_policy("RESUMED", body)  # first seen: take its status up
+            scheduler.feed.on_policy("RESUMED", body)  # first seen: take its status up
         elif known.observed_generation != metadata.get("generation") or known.uid != metadata.get(
             "uid"
         ):
-            scheduler.on_policy("APPLIED", body)
+            scheduler.feed.on_policy("APPLIED", body)
         # Else only its status or metadata changed (the leader's own status writes, mostly):
         # nothing to reconcile, and no reason to retry the waiting pods.

@@ -65,7 +65,7 @@ class Leadership:
 
     async def _lead(self) -> None:
         scheduler = self._scheduler
-        await scheduler.synced.wait()
+        await scheduler.feed.synced.wait()
         writer = writer_module.StatusWriter(
             self._api, scheduler.policies.status, owner=scheduler.policies.uid_of
         )

@@ -71,7 +71,7 @@ class Probes:
         return found
 
     def ready(self) -> bool:
-        return self._scheduler.synced.is_set()
+        return self._scheduler.feed.synced.is_set()
 
     def routes(self) -> list[web.RouteDef]:
         async def healthz(_: web.Request) -> web.Response:

@@ -56,26 +56,27 @@ class Feed:
 
     path: str
     on_event: Callable[[str, Mapping[str, Any]], None]
-    # A full list, and where the scheduler stood before it was requested (see Scheduler.mark).
+    # A full list, and where the scheduler stood before it was requested (see ClusterFeed.mark).
     on_list: Callable[[tuple[int, float], list[JSON]], None]
 
 
 def feeds(scheduler: scheduler_module.Scheduler) -> list[Feed]:
     """Every collection plumb reads, in the order a re-list of all would apply them."""
+    cluster = scheduler.feed
 
     def workload(kind: str) -> Feed:
         path = next(p for p, k in WORKLOAD_PATHS if k == kind)
         return Feed(
             path,
-            lambda event_type, body: scheduler.on_workload(kind, event_type, body),
-            lambda _mark, items: scheduler.relist_workloads(kind, items),
+            lambda event_type, body: cluster.on_workload(kind, event_type, body),
+            lambda _mark, items: cluster.relist_workloads(kind, items),
         )
 
     def volume(path: str, kind: str) -> Feed:
         return Feed(
             path,
-            lambda event_type, body: scheduler.on_volume(kind, event_type, body),
-            lambda _mark, items: scheduler.relist_volumes(kind, items),
+            lambda event_type, body: cluster.on_volume(kind, event_type, body),
+            lambda _mark, items: cluster.relist_volumes(kind, items),
         )
 
     return [
@@ -83,12 +84,12 @@ def feeds(scheduler: scheduler_module.Scheduler) -> list[Feed]:
         *(volume(path, kind) for path, kind in VOLUME_PATHS),
         Feed(
             NAMESPACES,
-            scheduler.on_namespace,
-            lambda _mark, items: scheduler.relist_namespaces(items),
+            cluster.on_namespace,
+            lambda _mark, items: cluster.relist_namespaces(items),
         ),
-        Feed(BUDGETS, scheduler.on_budget, lambda _mark, items: scheduler.relist_budgets(items)),
-        Feed(NODES, scheduler.on_node, scheduler.relist_nodes),
-        Feed(PODS, scheduler.on_pod, scheduler.relist_pods),
+        Feed(BUDGETS, cluster.on_budget, lambda _mark, items: cluster.relist_budgets(items)),
+        Feed(NODES, cluster.on_node, cluster.relist_nodes),
+        Feed(PODS, cluster.on_pod, cluster.relist_pods),
     ]
 
 
@@ -107,9 +108,9 @@ async def sync_and_watch(
         lists[feed.path], versions[feed.path] = await api.list_all(feed.path)
     for feed in every:
         if feed.path not in (NODES, PODS):
-            feed.on_list(scheduler.mark(), lists.pop(feed.path))
+            feed.on_list(scheduler.feed.mark(), lists.pop(feed.path))
     nodes, pods = lists.pop(NODES), lists.pop(PODS)
-    scheduler.resync(nodes, pods)
+    scheduler.feed.resync(nodes, pods)
     logger.info("synced %d nodes and %d pods", len(nodes), len(pods))
     del nodes, pods  # the raw bodies are parsed; keep only the cache
     loop = asyncio.get_running_loop()
@@ -144,7 +145,7 @@ def _relister(
     api: k8s_client.ApiClient, feed: Feed, scheduler: scheduler_module.Scheduler
 ) -> reflectors.Relister:
     async def relist() -> str:
-        mark = scheduler.mark()
+        mark = scheduler.feed.mark()
         items, version = await api.list_all(feed.path)
         feed.on_list(mark, items)
         return version

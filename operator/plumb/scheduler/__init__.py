@@ -1,9 +1,12 @@
 """The scheduler: cluster events in (``feed.ClusterFeed``), scheduling cycles out
-(``loop.Scheduler``: pop a batch, decide on a snapshot, assume, bind in the background, report).
+(``loop.Scheduler``: pop a batch, decide on a snapshot, assume, bind in the background, report),
+bindings carried out in the background (``binding.BindingCycle``), all three sharing one
+``state.SchedulerState``.
 
 Everything runs on one event loop, so the cache and the queue need no locks.
 """
 
+from plumb.scheduler.binding import BindingCycle
 from plumb.scheduler.feed import (
     CSI_NODE,
     PERSISTENT_VOLUME,
@@ -21,6 +24,7 @@ from plumb.scheduler.loop import (
     Scheduler,
 )
 from plumb.scheduler.profiles import ReconfigureError, Served, defaults
+from plumb.scheduler.state import SchedulerState
 
 __all__ = [
     "CSI_NODE",
@@ -32,9 +36,11 @@ __all__ = [
     "STALLED_CYCLE_SECONDS",
     "STORAGE_CLASS",
     "VOLUME_KINDS",
+    "BindingCycle",
     "ClusterFeed",
     "ReconfigureError",
     "Scheduler",
+    "SchedulerState",
     "Served",
     "defaults",
     "node_change_helps",

@@ -1,9 +1,10 @@
 """Cluster events into the scheduler's cache and queue: pods, nodes, namespaces, workloads and
 SchedulingPolicies as the watches report them, full lists, and the sweep after a watch's gap.
 
-``ClusterFeed`` is the half of the ``Scheduler`` (scheduler/loop.py) that the app layer's watch
-handlers call; the loop is the other half. Which waiting pods an event may help is decided
-here: a coarse form of kube-scheduler's queueing hints, by the filter plugins that rejected them.
+``ClusterFeed`` is what the app layer's watch handlers call (``scheduler.feed``): it writes what
+the cluster told us into the state it shares with the scheduling and binding cycles
+(scheduler/state.py). Which waiting pods an event may help is decided here: a coarse form of
+kube-scheduler's queueing hints, by the filter plugins that rejected them.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from plumb.backend import cache as cache_module
-from plumb.backend import nominations, objects
-from plumb.backend import queue as queue_module
-from plumb.events import Recorder
-from plumb.framework import preemption, preemptionsearch
+from plumb.backend import objects
+from plumb.framework import preemptionsearch
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,
@@ -33,51 +32,24 @@ from plumb.framework.plugins import (
     volumerestrictions,
     volumezone,
 )
-from plumb.observability import trace, tracing
-from plumb.policy import engine
-from plumb.scheduler import profiles
+from plumb.observability import trace
+from plumb.scheduler import state as state_module
 
 logger = logging.getLogger("plumb.scheduler")
 
 
 class ClusterFeed:
-    """Keeps the cache, the queue and the policies in step with the cluster."""
+    """Keeps the cache, the queue and the policies of the shared state in step with the
+    cluster."""
 
-    def __init__(
-        self,
-        *,
-        served: profiles.Served,
-        cache: cache_module.Cache,
-        queue: queue_module.SchedulingQueue,
-        policies: engine.PolicyEngine,
-        recorder: Recorder,
-        tracer: tracing.Tracer,
-    ) -> None:
-        # The configuration in force: pods whose spec.schedulerName names one of its profiles
-        # are ours.
-        self.served = served
-        self.cache = cache
-        self.queue = queue
-        self.policies = policies
-        self._recorder = recorder
-        self.tracer = tracer
+    def __init__(self, state: state_module.SchedulerState) -> None:
+        self._state = state
         self.synced = asyncio.Event()  # set by the first full list
-        # Pods nominated by preemption (room held for them), and the PodDisruptionBudgets
-        # preemption honours, by (namespace, name).
-        self.nominations = nominations.Nominations()
-        self.budgets: dict[tuple[str, str], preemption.DisruptionBudget] = {}
-        # Bindings whose answer never came (a lost connection, a 5xx, a 409 that may be our
-        # own earlier try) for pods being retried: by uid, each try's node and trace line.
-        # Should the watch show the pod on one of those nodes, the API server had committed
-        # that try, and it is reported as such.
-        self.uncertain: dict[str, dict[str, trace.Trace]] = {}
-        # Pods reported so (for a try still in flight, whose answer must not report it again).
-        self.committed_late: set[str] = set()
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A pod was listed, added, modified or deleted."""
         uid = str((body.get("metadata") or {}).get("uid", ""))
-        known = self.cache.pod(uid) or self.queue.pod(uid)
+        known = self._state.cache.pod(uid) or self._state.queue.pod(uid)
         pod = _read("Pod", body, functools.partial(objects.parse_pod, known=known))
         if pod is not None:
             self._pod_event(event_type, pod)
@@ -85,50 +57,50 @@ class ClusterFeed:
     def _pod_event(self, event_type: str | None, pod: objects.PodInfo) -> None:
         if event_type == "DELETED":
             if self._forget(pod):
-                self.queue.move_all(POD_REMOVED_HELPS)
+                self._state.queue.move_all(POD_REMOVED_HELPS)
             return
         if pod.node_name:
             self._committed_late(pod)
-            self.nominations.remove(pod.uid)
-            self.queue.delete(pod.uid)
-            before = self.cache.state(pod.uid)
-            self.cache.add_pod(pod)
+            self._state.nominations.remove(pod.uid)
+            self._state.queue.delete(pod.uid)
+            before = self._state.cache.state(pod.uid)
+            self._state.cache.add_pod(pod)
             if pod.terminal:
-                self.queue.move_all(POD_REMOVED_HELPS)
+                self._state.queue.move_all(POD_REMOVED_HELPS)
             elif before is not cache_module.PodState.ADDED:
                 # A pod newly placed, or our own binding confirmed: pods waiting for affinity
                 # to it, or for its domain to fill, may fit now.
-                self.queue.move_all(POD_ADDED_HELPS)
+                self._state.queue.move_all(POD_ADDED_HELPS)
             return
-        if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
+        if self._state.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
             # Being bound by us; the watch has not caught up yet. The decision stands, but a
             # retry after a failed binding must decide this newer version.
-            self.queue.update_assumed(pod)
+            self._state.queue.update_assumed(pod)
             return
-        if pod.scheduler_name not in self.served.names or pod.deleting or pod.terminal:
-            if self.nominations.remove(pod.uid) is not None:
-                self.queue.move_all(POD_REMOVED_HELPS)
-            self.queue.delete(pod.uid)
+        if pod.scheduler_name not in self._state.served.names or pod.deleting or pod.terminal:
+            if self._state.nominations.remove(pod.uid) is not None:
+                self._state.queue.move_all(POD_REMOVED_HELPS)
+            self._state.queue.delete(pod.uid)
             return
         # The nomination follows the status (set before this replica saw the pod: a restart,
         # a new leader; moved or cleared by the leader while this replica stood by).
-        held_on = self.nominations.node_of(pod.uid)
-        now_on = self.nominations.update(pod) if held_on or pod.nominated_node else None
+        held_on = self._state.nominations.node_of(pod.uid)
+        now_on = self._state.nominations.update(pod) if held_on or pod.nominated_node else None
         if held_on is not None and now_on != held_on:
-            self.queue.move_all(POD_REMOVED_HELPS)  # the room it held there is free
-        self.queue.add(pod)
+            self._state.queue.move_all(POD_REMOVED_HELPS)  # the room it held there is free
+        self._state.queue.add(pod)
 
     def _forget(self, pod: objects.PodInfo) -> bool:
         """The pod is gone (deleted, or missing from a full list): every record of it goes.
         Returns whether it held room, placed or nominated, that a waiting pod may now take."""
-        self.uncertain.pop(pod.uid, None)
-        self.committed_late.discard(pod.uid)
-        freed = self.nominations.remove(pod.uid) is not None
-        self.queue.delete(pod.uid)
-        self._recorder.forget(pod.uid)
-        self.tracer.forget(pod.key, pod.uid)
-        freed = freed or self.cache.state(pod.uid) is not None
-        self.cache.remove_pod(pod.uid)
+        self._state.uncertain.pop(pod.uid, None)
+        self._state.committed_late.discard(pod.uid)
+        freed = self._state.nominations.remove(pod.uid) is not None
+        self._state.queue.delete(pod.uid)
+        self._state.recorder.forget(pod.uid)
+        self._state.tracer.forget(pod.key, pod.uid)
+        freed = freed or self._state.cache.state(pod.uid) is not None
+        self._state.cache.remove_pod(pod.uid)
         return freed
 
     def on_budget(self, event_type: str | None, body: Mapping[str, Any]) -> None:
@@ -136,13 +108,13 @@ class ClusterFeed:
         metadata = body.get("metadata") or {}
         key = (str(metadata.get("namespace", "")), str(metadata.get("name", "")))
         if event_type == "DELETED":
-            self.budgets.pop(key, None)
+            self._state.budgets.pop(key, None)
         else:
-            self.budgets[key] = preemptionsearch.parse_budget(body)
+            self._state.budgets[key] = preemptionsearch.parse_budget(body)
 
     def relist_budgets(self, bodies: Iterable[Mapping[str, Any]]) -> None:
         """Every PodDisruptionBudget, after a (re)list: the ones missing are gone."""
-        self.budgets.clear()
+        self._state.budgets.clear()
         for body in bodies:
             self.on_budget("ADDED", body)
 
@@ -153,90 +125,90 @@ class ClusterFeed:
         name = str(metadata.get("name", ""))
         current = None if event_type == "DELETED" else body
         if kind == PERSISTENT_VOLUME:
-            self.cache.volumes.on_pv(current, name)
+            self._state.cache.volumes.on_pv(current, name)
         elif kind == PERSISTENT_VOLUME_CLAIM:
-            self.cache.volumes.on_pvc(current, str(metadata.get("namespace", "")), name)
+            self._state.cache.volumes.on_pvc(current, str(metadata.get("namespace", "")), name)
         elif kind == STORAGE_CLASS:
-            self.cache.volumes.on_storage_class(current, name)
+            self._state.cache.volumes.on_storage_class(current, name)
         elif kind == CSI_NODE:
-            self.cache.volumes.on_csinode(current, name)
+            self._state.cache.volumes.on_csinode(current, name)
         else:
             raise ValueError(f"{kind!r} is not one of {VOLUME_KINDS}")
-        self.queue.move_all(VOLUME_HELPS)
+        self._state.queue.move_all(VOLUME_HELPS)
 
     def relist_volumes(self, kind: str, bodies: Iterable[Mapping[str, Any]]) -> None:
         """Every object of a volume ``kind`` after a (re)list: the ones missing are gone."""
         resync = {
-            PERSISTENT_VOLUME: self.cache.volumes.resync_pvs,
-            PERSISTENT_VOLUME_CLAIM: self.cache.volumes.resync_pvcs,
-            STORAGE_CLASS: self.cache.volumes.resync_storage_classes,
-            CSI_NODE: self.cache.volumes.resync_csinodes,
+            PERSISTENT_VOLUME: self._state.cache.volumes.resync_pvs,
+            PERSISTENT_VOLUME_CLAIM: self._state.cache.volumes.resync_pvcs,
+            STORAGE_CLASS: self._state.cache.volumes.resync_storage_classes,
+            CSI_NODE: self._state.cache.volumes.resync_csinodes,
         }
         resync[kind](bodies)
-        self.queue.move_all(VOLUME_HELPS)
+        self._state.queue.move_all(VOLUME_HELPS)
 
     def _committed_late(self, pod: objects.PodInfo) -> None:
         """A binding whose answer was lost turns out committed: its Scheduled event and trace
         line, which the failed request could not give."""
-        record = self.uncertain.pop(pod.uid, {}).get(pod.node_name)
+        record = self._state.uncertain.pop(pod.uid, {}).get(pod.node_name)
         if record is None:
             return
-        self.committed_late.add(pod.uid)
+        self._state.committed_late.add(pod.uid)
         if record.deviation and record.policy:
             # The deviation was refunded when the request failed; it stands after all.
             namespace, _, name = record.policy.partition("/")
-            state = self.policies.store.get(namespace, name)
-            if state is not None and state.active is not None:
-                self.policies.spend(state.active, pod)
-        self.tracer.emit(
+            stored = self._state.policies.store.get(namespace, name)
+            if stored is not None and stored.active is not None:
+                self._state.policies.spend(stored.active, pod)
+        self._state.tracer.emit(
             dataclasses.replace(
                 record,
                 result=trace.SCHEDULED,
                 message="the binding's answer was lost; the watch shows it committed",
             )
         )
-        self._recorder.scheduled(pod, pod.node_name)
+        self._state.recorder.scheduled(pod, pod.node_name)
 
     def on_node(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A node was listed, added, modified or deleted."""
         node = _read("Node", body, objects.parse_node)
         if node is None:
             return
-        self.policies.observe_node(node.name, None if event_type == "DELETED" else body)
+        self._state.policies.observe_node(node.name, None if event_type == "DELETED" else body)
         if event_type == "DELETED":
-            self.cache.remove_node(node.name)
+            self._state.cache.remove_node(node.name)
             return
         if node.problem is not None:
             logger.warning(
                 "node %s: %s; it is treated as having no resources", node.name, node.problem
             )
-        before = self.cache.nodes.info(node.name)
-        if self.cache.upsert_node(node):
-            self.queue.move_all(None if before is None else node_change_helps(before, node))
+        before = self._state.cache.nodes.info(node.name)
+        if self._state.cache.upsert_node(node):
+            self._state.queue.move_all(None if before is None else node_change_helps(before, node))
 
     def on_workload(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A Service or controller changed: the default spread selector of pods may change."""
-        self.cache.workloads.on_event(kind, event_type, body)
+        self._state.cache.workloads.on_event(kind, event_type, body)
 
     def on_namespace(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A namespace's labels matter to affinity terms with a namespaceSelector."""
         metadata = body.get("metadata") or {}
         name = str(metadata.get("name", ""))
         labels = None if event_type == "DELETED" else dict(metadata.get("labels") or {})
-        self.cache.set_namespace(name, labels)
+        self._state.cache.set_namespace(name, labels)
 
     def relist_namespaces(self, bodies: Iterable[Mapping[str, Any]]) -> None:
         """Make the namespaces' labels match a full list."""
         listed = {str((b.get("metadata") or {}).get("name", "")) for b in bodies}
-        for name in self.cache.namespaces():
+        for name in self._state.cache.namespaces():
             if name not in listed:
-                self.cache.set_namespace(name, None)
+                self._state.cache.set_namespace(name, None)
         for body in bodies:
             self.on_namespace(None, body)
 
     def relist_workloads(self, kind: str, bodies: Iterable[Mapping[str, Any]]) -> None:
         """Make one kind of Service or controller match a full list."""
-        self.cache.workloads.replace(kind, bodies)
+        self._state.cache.workloads.replace(kind, bodies)
 
     def relist_pods(self, mark: tuple[int, float], bodies: Sequence[Mapping[str, Any]]) -> None:
         """Bring the pods up to date with a list taken after ``mark`` (a watch's gap)."""
@@ -258,34 +230,36 @@ class ClusterFeed:
         of a thousand policies found it)."""
         metadata = body.get("metadata") or {}
         if event_type == "DELETED":
-            self.policies.delete(str(metadata.get("namespace", "")), str(metadata.get("name", "")))
+            self._state.policies.delete(
+                str(metadata.get("namespace", "")), str(metadata.get("name", ""))
+            )
         elif event_type == "RESUMED":
-            self.policies.resume(body)
+            self._state.policies.resume(body)
         else:
-            self.policies.apply(body)
-        self.queue.move_all(namespace=str(metadata.get("namespace", "")))
+            self._state.policies.apply(body)
+        self._state.queue.move_all(namespace=str(metadata.get("namespace", "")))
 
     def resync(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
         """Make the cache and queue match a full list of nodes and pods."""
         node_infos = []
         for body in nodes:
             if (info := _read("Node", body, objects.parse_node)) is not None:
-                self.policies.observe_node(info.name, body)
+                self._state.policies.observe_node(info.name, body)
                 node_infos.append(info)
         pod_infos = [
             pod for body in pods if (pod := _read("Pod", body, objects.parse_pod)) is not None
         ]
-        self.cache.reconcile(node_infos, pod_infos)
+        self._state.cache.reconcile(node_infos, pod_infos)
         # reconcile placed the bound pods; only the pending ones are left to queue.
         for pod in pod_infos:
             if not pod.node_name:
                 self._pod_event(None, pod)
-        self.queue.move_all()
+        self._state.queue.move_all()
         self.synced.set()
 
     def mark(self) -> tuple[int, float]:
         """Where the cache and queue stand before a full list is requested (for ``sweep``)."""
-        return self.cache.tick, self.queue.now()
+        return self._state.cache.tick, self._state.queue.now()
 
     def sweep(
         self,
@@ -304,25 +278,25 @@ class ClusterFeed:
         pod_uids = (
             None if pods is None else {str((p.get("metadata") or {}).get("uid", "")) for p in pods}
         )
-        removed = self.cache.sweep(node_names, pod_uids, listed_at=mark[0])
+        removed = self._state.cache.sweep(node_names, pod_uids, listed_at=mark[0])
         swept = len(removed.nodes)
         if pod_uids is not None:
             # A deletion the watch missed is a deletion everywhere (client-go's relist delivers
             # it as one): a nominated pod's room, a lost binding's record, its trace lines.
-            gone = [*removed.pods, *self.queue.sweep(pod_uids, mark[1])]
+            gone = [*removed.pods, *self._state.queue.sweep(pod_uids, mark[1])]
             gone += [
                 held.pod
-                for held in self.nominations.all()
+                for held in self._state.nominations.all()
                 if held.pod.uid not in pod_uids
-                and held.pod.uid not in self.queue
-                and self.cache.state(held.pod.uid) is None
+                and held.pod.uid not in self._state.queue
+                and self._state.cache.state(held.pod.uid) is None
             ]
             swept += len({pod.uid for pod in gone})
             for pod in gone:
                 self._forget(pod)
         if swept:
             logger.warning("resync removed %d objects deleted while a watch was down", swept)
-            self.queue.move_all()
+            self._state.queue.move_all()
         return swept
 
 

@@ -1,7 +1,10 @@
 """The scheduling loop: pop a pod, decide on a snapshot, assume it in the cache, bind in the
-background, report. This file tells the main story; the parts live in backend/, framework/,
-binder.py and events.py, and cluster events come in through the ``ClusterFeed`` half
-(scheduler/feed.py).
+background, report. This file tells the main story in two rooms, as kube-scheduler's
+``ScheduleOne`` does: the scheduling cycle here (pop, snapshot, decide, assume) hands each pod
+over to the binding cycle (scheduler/binding.py: prebind, bind, report, step back). Both share
+one state (scheduler/state.py), which cluster events reach through the ``ClusterFeed``
+(scheduler/feed.py, ``Scheduler.feed``); the parts live in backend/, framework/, binder.py and
+events.py.
 
 With leader election the loop runs only on the leader (the app layer starts ``run`` when the
 lease is gained and cancels it, then calls ``stand_down``, when it is lost); ``may_act`` is
@@ -15,7 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Hashable, Mapping
+from collections.abc import Callable, Hashable
 from typing import Any
 
 from plumb import events as events_module
@@ -24,8 +27,7 @@ from plumb.backend import cache as cache_module
 from plumb.backend import journal as journal_module
 from plumb.backend import objects
 from plumb.backend import queue as queue_module
-from plumb.backend import volumes as volumes_module
-from plumb.binder import Binder, BindOutcome
+from plumb.binder import Binder
 from plumb.events import Recorder
 from plumb.framework import cycle, deviation, runs, scoring, traces
 from plumb.framework.plugins import podtopologyspread
@@ -37,7 +39,8 @@ from plumb.kernel import executor as kernel_executor
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
-from plumb.scheduler import feed, meters, postfilter, profiles
+from plumb.scheduler import binding, feed, meters, postfilter, profiles
+from plumb.scheduler import state as state_module
 
 DEFAULT_BATCH = kernel_executor.BATCH
 STALLED_CYCLE_SECONDS = 60.0
@@ -47,8 +50,9 @@ STALLED_CYCLE_SECONDS = 60.0
 logger = logging.getLogger("plumb.scheduler")
 
 
-class Scheduler(feed.ClusterFeed):
-    """Owns the cache and the queue, and runs scheduling cycles one after another."""
+class Scheduler:
+    """Runs scheduling cycles one after another; holds the feed that keeps the shared state
+    in step with the cluster, and the binding cycle each decision is handed over to."""
 
     def __init__(
         self,
@@ -68,7 +72,7 @@ class Scheduler(feed.ClusterFeed):
         volume_api: prebind.VolumeApi | None = None,
     ) -> None:
         cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
-        super().__init__(
+        self.state = state_module.SchedulerState(
             served=served,
             cache=cache,
             queue=queue if queue is not None else queue_module.SchedulingQueue(),
@@ -77,16 +81,19 @@ class Scheduler(feed.ClusterFeed):
             recorder=recorder,
             # One trace line per decision, and each pod's last decision for the debug endpoint.
             tracer=tracer if tracer is not None else tracing.Tracer(),
+            # Attempts, latencies and kernel runs, counted as they happen (a registry of its
+            # own unless the app layer serves one).
+            metrics=metrics if metrics is not None else metrics_module.Metrics(),
+        )
+        # What the cluster told us comes in here (the app layer's watch handlers call it).
+        self.feed = feed.ClusterFeed(self.state)
+        # What we decided is carried out there, in the background.
+        self.binding = binding.BindingCycle(
+            self.state, binder=binder, may_act=may_act, volume_api=volume_api
         )
         self.queue.backoff_policy = served.backoff
-        # Attempts, latencies and kernel runs, counted as they happen (a registry of its own
-        # unless the app layer serves one).
-        self.metrics = metrics if metrics is not None else metrics_module.Metrics()
         self._kernel = meters.timed(kernel, self.metrics)
         self.batch_size = batch_size
-        self._binder = binder
-        self._volume_api = volume_api  # VolumeBinding's PreBind writes (None: no volumes)
-        self._binds: set[asyncio.Task[None]] = set()
         # The last kernel runs' inputs, for snapshot dumps that ``plumb replay`` reads.
         self.runs = runs.RunLog()
         self._may_act = may_act
@@ -96,14 +103,41 @@ class Scheduler(feed.ClusterFeed):
         # (the kernel's thread in the app; at once with the reference kernel by default).
         self.post_filter = postfilter.PostFilter(
             cache=self.cache,
-            nominations=self.nominations,
-            budgets=self.budgets,
+            nominations=self.state.nominations,
+            budgets=self.state.budgets,
             policies=self.policies,
             recorder=recorder,
             metrics=self.metrics,
             offload=offload if offload is not None else postfilter.inline,
             runs=self.runs,
         )
+
+    # Read access to the shared state, for the app layer, its probes and tests.
+
+    @property
+    def served(self) -> profiles.Served:
+        """The configuration in force (``reconfigure`` replaces it)."""
+        return self.state.served
+
+    @property
+    def cache(self) -> cache_module.Cache:
+        return self.state.cache
+
+    @property
+    def queue(self) -> queue_module.SchedulingQueue:
+        return self.state.queue
+
+    @property
+    def policies(self) -> engine.PolicyEngine:
+        return self.state.policies
+
+    @property
+    def tracer(self) -> tracing.Tracer:
+        return self.state.tracer
+
+    @property
+    def metrics(self) -> metrics_module.Metrics:
+        return self.state.metrics
 
     def stalled(self) -> str | None:
         """Why the loop looks stuck (for liveness), or None: a batch decided for too long."""
@@ -122,7 +156,7 @@ class Scheduler(feed.ClusterFeed):
         # The replica running this loop is the one that schedules (the leader, with election).
         self.metrics.set_leader(True)
         try:
-            await self.synced.wait()
+            await self.feed.synced.wait()
             while True:
                 entries = await self.queue.pop_batch(
                     self.batch_size, alone=self._needs_own_batch, group=self._group
@@ -146,7 +180,7 @@ class Scheduler(feed.ClusterFeed):
         """Serve ``served`` from the next batch on (a reload): the queue, the cache and the
         bindings in flight stay. Raises profiles.ReconfigureError when it needs a restart."""
         profiles.check_replacement(self.served, served)
-        self.served = served
+        self.state.served = served
         self.queue.backoff_policy = served.backoff
 
     async def decide(self, entries: list[queue_module.Entry]) -> None:
@@ -183,7 +217,7 @@ class Scheduler(feed.ClusterFeed):
         meters.count_errors(self.metrics, self.queue, [entry])
         step = self.queue.backoff_duration(entry.attempts)
         self.queue.backoff(pod.uid)
-        self._recorder.failed_scheduling(
+        self.state.recorder.failed_scheduling(
             pod, message, step=step, reason=events_module.SCHEDULER_ERROR
         )
         profile = self.served.get(pod.scheduler_name)
@@ -221,8 +255,8 @@ class Scheduler(feed.ClusterFeed):
             profile = self.policies.profile(policy, snap, profile)
         # Room held for nominated pods of at least the batch's priority (one per batch), and
         # the batch pods' own nominations.
-        held = self.nominations.holding(pods[0].priority, excluding=by_uid)
-        own = tuple(n for pod in pods if (n := self.nominations.get(pod.uid)) is not None)
+        held = self.state.nominations.holding(pods[0].priority, excluding=by_uid)
+        own = tuple(n for pod in pods if (n := self.state.nominations.get(pod.uid)) is not None)
         prepared = cycle.prepare(
             pods, snap, self.cache, profile, nominated=[(h.pod, h.node) for h in held]
         )
@@ -298,7 +332,7 @@ class Scheduler(feed.ClusterFeed):
         self._apply(entry, outcome.decision, record, policy)
 
     def _report_revert(self, policy: spec.Policy, reverted: store.Reversion) -> None:
-        self._recorder.policy_event(
+        self.state.recorder.policy_event(
             namespace=policy.namespace,
             name=policy.name,
             uid=policy.uid,
@@ -373,7 +407,7 @@ class Scheduler(feed.ClusterFeed):
             f"{self.policies.budget_text(policy)}."
         )
         logger.warning("pod %s deviates: %s", entry.pod.key, note)
-        self._recorder.deviated(entry.pod, note)
+        self.state.recorder.deviated(entry.pod, note)
         placed = dataclasses.replace(blocked, node=found.node, message=note)
         record = dataclasses.replace(
             deviated,
@@ -412,7 +446,7 @@ class Scheduler(feed.ClusterFeed):
             self.queue.unschedulable(pod.uid, decision.plugins)
             self.metrics.attempt(metrics_module.UNSCHEDULABLE, self.queue.now() - entry.popped_at)
             step = self.queue.backoff_duration(entry.attempts)
-            self._recorder.failed_scheduling(pod, message, step=step)
+            self.state.recorder.failed_scheduling(pod, message, step=step)
             self.tracer.emit(record, repeat_after=step)
             return False
         node = self.cache.nodes.info(decision.node)
@@ -439,11 +473,7 @@ class Scheduler(feed.ClusterFeed):
                 # Placed within the rules: a deviation an earlier attempt paid for (one whose
                 # binding was cut short by a change of leader) is not used.
                 self.policies.refund(policy, pod)
-        task = asyncio.get_running_loop().create_task(
-            self._bind(entry, decision.node, record, plan, charged)
-        )
-        self._binds.add(task)
-        task.add_done_callback(self._binds.discard)
+        self.binding.start(entry, decision.node, record, plan, charged)
         return True
 
     def _budget(self, policy: spec.Policy) -> trace.BudgetRecord | None:
@@ -458,184 +488,17 @@ class Scheduler(feed.ClusterFeed):
             text=self.policies.budget_text(policy),
         )
 
-    async def _bind(
-        self,
-        entry: queue_module.Entry,
-        node: str,
-        record: trace.Trace,
-        plan: volumes_module.BindingPlan | None = None,
-        charged: spec.Policy | None = None,
-    ) -> None:
-        """The binding cycle: PreBind (volumes), then the binding; a deviation ``charged`` to
-        a policy's budget is refunded unless the binding stands."""
-        pod = entry.pod
-        started = time.monotonic()
-        stands = False
-        try:
-            stands = await self._binding(entry, node, record, plan, started)
-        finally:
-            if charged is not None and not stands:
-                self.policies.refund(charged, pod)
-
-    async def _binding(
-        self,
-        entry: queue_module.Entry,
-        node: str,
-        record: trace.Trace,
-        plan: volumes_module.BindingPlan | None,
-        started: float,
-    ) -> bool:
-        """Whether the pod was bound to ``node`` (by this try, or an earlier one)."""
-        pod = entry.pod
-        # A try to a node an earlier lost try went to speaks for that node: its own answer
-        # reports it, and the watch must not report it first.
-        self.uncertain.get(pod.uid, {}).pop(node, None)
-        try:
-            if plan is not None and not await self._prebind(entry, plan, record, started):
-                return False
-            result = await self._binder.bind(pod, node)
-        except asyncio.CancelledError:
-            # Leadership lost (or shutdown) mid-request: whether the server got it or not, the
-            # watch will tell; until then the pod waits in the queue like any other. The trace
-            # line dates the attempt (its time less bind_ms), so no bind goes unaccounted for.
-            if plan is not None:
-                self.cache.volumes.forget(plan)
-            self._step_back(entry)
-            cancelled = dataclasses.replace(
-                record,
-                result=trace.BIND_FAILED,
-                message="binding cancelled: this replica stopped leading; the watch shows "
-                "whether the API server bound the pod",
-                bind_ms=trace.ms(time.monotonic() - started),
-            )
-            self.tracer.emit(cancelled, level=logging.INFO)
-            raise
-        if result.outcome is BindOutcome.NOT_LEADER:
-            self._step_back(entry)
-            return False
-        latency = time.monotonic() - started
-        # The answer lost (or a 409 for our own earlier try), but the watch already shows the
-        # pod on this very node: the API server committed our binding. It is counted, traced
-        # and reported (the Scheduled event `kubectl describe` shows) as the success it was.
-        committed = (
-            result.outcome is not BindOutcome.BOUND
-            and self.cache.state(pod.uid) is cache_module.PodState.ADDED
-            and self.cache.node_of(pod.uid) == node
-        )
-        bound = result.outcome is BindOutcome.BOUND or committed
-        outcome = BindOutcome.BOUND if bound else result.outcome
-        meters.count_bind(self.metrics, self.queue, entry, outcome, latency)
-        if outcome not in (BindOutcome.GONE, BindOutcome.CONFLICT):  # not the zone's doing
-            self.policies.observe_bind(pod, node, success=bound, latency=latency)
-        if pod.uid in self.committed_late:
-            self.committed_late.discard(pod.uid)
-            if committed:
-                return True  # an earlier try to this node stood, and the watch reported it
-        if bound:
-            self.uncertain.pop(pod.uid, None)  # this try stands; an earlier one cannot
-            self.tracer.emit(
-                dataclasses.replace(record, result=trace.SCHEDULED, bind_ms=trace.ms(latency))
-            )
-            self._recorder.scheduled(pod, node)
-            return True
-        self._recorder.forget(pod.uid)
-        # Still assumed: the watch has not settled the pod. Otherwise it has: bound (ours,
-        # committed although the answer was lost, or someone else's) or deleted; either way
-        # there is nothing to retry, and a retry would decide a pod that is not pending.
-        # A 409 (already bound, or recreated under its name) is retried like any failure
-        # until the watch settles the pod, as kube-scheduler requeues a failed binding unless
-        # its informer shows the pod assigned or gone: a 409 the watch never confirms (a proxy's,
-        # a webhook's) would otherwise leave the pod pending for ever. A 404 is the server
-        # saying the pod is gone; its deletion is on the way.
-        settled = self.cache.state(pod.uid) is not cache_module.PodState.ASSUMED
-        if not settled:
-            self.cache.forget(pod.uid)
-        if result.outcome is BindOutcome.GONE or settled:
-            # Nothing to retry: the pod is gone, or bound (elsewhere, or here after all).
-            message, step, level = result.message, 0.0, logging.INFO
-            if settled and result.outcome is not BindOutcome.GONE:
-                message = f"{result.message}; not retried: the watch has settled the pod"
-        else:
-            message = f"{result.message}; retrying after a backoff"
-            step = self.queue.backoff_duration(entry.attempts)
-            level = logging.WARNING
-            self.queue.retry(entry)
-            # No answer, the server's own failure, or a 409 that may be our own earlier try:
-            # the binding may stand, which the watch will tell.
-            self.uncertain.setdefault(pod.uid, {})[node] = record
-        failed = dataclasses.replace(
-            record, result=trace.BIND_FAILED, message=message, bind_ms=trace.ms(latency)
-        )
-        self.tracer.emit(failed, repeat_after=step, level=level)
-        return False
-
-    async def _prebind(
-        self,
-        entry: queue_module.Entry,
-        plan: volumes_module.BindingPlan,
-        record: trace.Trace,
-        started: float,
-    ) -> bool:
-        """VolumeBinding's PreBind: the plan's claims bound (the PV controller finishes the
-        binding) before the pod is. On failure the assumptions go, the pod gets
-        FailedScheduling with kube-scheduler's words and is retried after a backoff."""
-        if plan.empty:
-            return True
-        pod = entry.pod
-        if self._volume_api is None:
-            outcome = prebind.PreBindResult(
-                ok=False, message=f"{prebind.PREFIX}no API client for volume bindings"
-            )
-        else:
-            outcome = await prebind.prebind(
-                self._volume_api,
-                plan,
-                prebind.Watched(
-                    pod_exists=lambda: self.cache.state(pod.uid) is not None,
-                    node_labels=lambda: _labels(self.cache.nodes.info(plan.node)),
-                ),
-                gate=self._may_act,
-            )
-        if outcome.ok:
-            return True
-        self.cache.volumes.forget(plan)
-        if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
-            self.cache.forget(pod.uid)
-        self.metrics.attempt(metrics_module.ERROR, self.queue.now() - entry.popped_at)
-        step = self.queue.backoff_duration(entry.attempts)
-        self.queue.retry(entry)
-        self._recorder.failed_scheduling(pod, outcome.message, step=step)
-        failed = dataclasses.replace(
-            record,
-            result=trace.BIND_FAILED,
-            message=outcome.message,
-            bind_ms=trace.ms(time.monotonic() - started),
-        )
-        self.tracer.emit(failed, repeat_after=step, level=logging.WARNING)
-        return False
-
-    def _step_back(self, entry: queue_module.Entry) -> None:
-        """Undo the assumption of a pod whose binding was not (knowingly) made."""
-        pod = entry.pod
-        self._recorder.forget(pod.uid)
-        if self.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
-            self.cache.forget(pod.uid)
-            self.queue.retry(entry)
-
     async def stand_down(self) -> None:
         """Leadership is lost (the loop was cancelled first): cancel the bindings in flight
         and forget their assumptions, and put back the pods of a batch cut short while it was
         being decided, so every pod is in the queue for whoever leads next, this replica
         included (the watch drops those that were bound after all)."""
-        tasks = [*self._binds, *self.post_filter.tasks]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        cancelled = await self.binding.stand_down(alongside=self.post_filter.tasks)
         recalled = self.queue.recall()
-        if tasks or recalled:
+        if cancelled or recalled:
             logger.info(
                 "stood down: %d bindings in flight cancelled, %d pods being decided put back",
-                len(tasks),
+                cancelled,
                 recalled,
             )
 
@@ -648,7 +511,7 @@ class Scheduler(feed.ClusterFeed):
         # corner of pod-level requests) too: the kernel adds what it was scored with.
         return (
             bool(pod.scheduling.host_ports or pod.claims or pod.nonzero_incoming)
-            or pod.uid in self.nominations
+            or pod.uid in self.state.nominations
         )
 
     def _group(self, pod: objects.PodInfo) -> Hashable:
@@ -662,14 +525,9 @@ class Scheduler(feed.ClusterFeed):
 
     async def drain(self) -> None:
         """Wait for binds and report writes in flight (shutdown, tests)."""
-        while self._binds:
-            await asyncio.gather(*list(self._binds), return_exceptions=True)
+        await self.binding.drain()
         await self.post_filter.drain()
-        await self._recorder.drain()
-
-
-def _labels(node: objects.NodeInfo | None) -> Mapping[str, str] | None:
-    return None if node is None else node.labels
+        await self.state.recorder.drain()
 
 
 def _ref(policy: spec.Policy | None) -> traces.PolicyRef | None:

@@ -1,0 +1,248 @@
+"""The binding cycle: the second room of a scheduling attempt, run in the background once the
+scheduling cycle (scheduler/loop.py) has assumed the pod on its node, as kube-scheduler binds
+"asynchronously (we can do this b/c of the assumption step above)".
+
+For each pod: PreBind (its volume claims bound), then the binding POST; the outcome reported
+(a Scheduled event and trace line, or a retry after a backoff); and on failure or cancellation
+a step back (the assumption forgotten, the pod back in the queue). A deviation charged to a
+policy's budget is refunded unless the binding stands. What it learns goes into the state it
+shares with the feed and the scheduling cycle (scheduler/state.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections.abc import Iterable, Mapping
+
+from plumb import prebind
+from plumb.backend import cache as cache_module
+from plumb.backend import objects
+from plumb.backend import queue as queue_module
+from plumb.backend import volumes as volumes_module
+from plumb.binder import Binder, BindOutcome
+from plumb.k8s import gates
+from plumb.observability import metrics as metrics_module
+from plumb.observability import trace
+from plumb.policy import spec
+from plumb.scheduler import meters
+from plumb.scheduler import state as state_module
+
+
+class BindingCycle:
+    """Binds assumed pods in the background, and keeps the set of binds in flight."""
+
+    def __init__(
+        self,
+        state: state_module.SchedulerState,
+        *,
+        binder: Binder,
+        may_act: gates.Gate,
+        volume_api: prebind.VolumeApi | None = None,
+    ) -> None:
+        self._state = state
+        self._binder = binder
+        self._may_act = may_act  # asked by PreBind before each write
+        self._volume_api = volume_api  # VolumeBinding's PreBind writes (None: no volumes)
+        self._binds: set[asyncio.Task[None]] = set()
+
+    def start(
+        self,
+        entry: queue_module.Entry,
+        node: str,
+        record: trace.Trace,
+        plan: volumes_module.BindingPlan | None,
+        charged: spec.Policy | None,
+    ) -> None:
+        """Bind an assumed pod to ``node`` in the background."""
+        task = asyncio.get_running_loop().create_task(
+            self._bind(entry, node, record, plan, charged)
+        )
+        self._binds.add(task)
+        task.add_done_callback(self._binds.discard)
+
+    async def _bind(
+        self,
+        entry: queue_module.Entry,
+        node: str,
+        record: trace.Trace,
+        plan: volumes_module.BindingPlan | None = None,
+        charged: spec.Policy | None = None,
+    ) -> None:
+        """The binding cycle: PreBind (volumes), then the binding; a deviation ``charged`` to
+        a policy's budget is refunded unless the binding stands."""
+        pod = entry.pod
+        started = time.monotonic()
+        stands = False
+        try:
+            stands = await self._binding(entry, node, record, plan, started)
+        finally:
+            if charged is not None and not stands:
+                self._state.policies.refund(charged, pod)
+
+    async def _binding(
+        self,
+        entry: queue_module.Entry,
+        node: str,
+        record: trace.Trace,
+        plan: volumes_module.BindingPlan | None,
+        started: float,
+    ) -> bool:
+        """Whether the pod was bound to ``node`` (by this try, or an earlier one)."""
+        pod = entry.pod
+        # A try to a node an earlier lost try went to speaks for that node: its own answer
+        # reports it, and the watch must not report it first.
+        self._state.uncertain.get(pod.uid, {}).pop(node, None)
+        try:
+            if plan is not None and not await self._prebind(entry, plan, record, started):
+                return False
+            result = await self._binder.bind(pod, node)
+        except asyncio.CancelledError:
+            # Leadership lost (or shutdown) mid-request: whether the server got it or not, the
+            # watch will tell; until then the pod waits in the queue like any other. The trace
+            # line dates the attempt (its time less bind_ms), so no bind goes unaccounted for.
+            if plan is not None:
+                self._state.cache.volumes.forget(plan)
+            self._step_back(entry)
+            cancelled = dataclasses.replace(
+                record,
+                result=trace.BIND_FAILED,
+                message="binding cancelled: this replica stopped leading; the watch shows "
+                "whether the API server bound the pod",
+                bind_ms=trace.ms(time.monotonic() - started),
+            )
+            self._state.tracer.emit(cancelled, level=logging.INFO)
+            raise
+        if result.outcome is BindOutcome.NOT_LEADER:
+            self._step_back(entry)
+            return False
+        latency = time.monotonic() - started
+        # The answer lost (or a 409 for our own earlier try), but the watch already shows the
+        # pod on this very node: the API server committed our binding. It is counted, traced
+        # and reported (the Scheduled event `kubectl describe` shows) as the success it was.
+        committed = (
+            result.outcome is not BindOutcome.BOUND
+            and self._state.cache.state(pod.uid) is cache_module.PodState.ADDED
+            and self._state.cache.node_of(pod.uid) == node
+        )
+        bound = result.outcome is BindOutcome.BOUND or committed
+        outcome = BindOutcome.BOUND if bound else result.outcome
+        meters.count_bind(self._state.metrics, self._state.queue, entry, outcome, latency)
+        if outcome not in (BindOutcome.GONE, BindOutcome.CONFLICT):  # not the zone's doing
+            self._state.policies.observe_bind(pod, node, success=bound, latency=latency)
+        if pod.uid in self._state.committed_late:
+            self._state.committed_late.discard(pod.uid)
+            if committed:
+                return True  # an earlier try to this node stood, and the watch reported it
+        if bound:
+            self._state.uncertain.pop(pod.uid, None)  # this try stands; an earlier one cannot
+            self._state.tracer.emit(
+                dataclasses.replace(record, result=trace.SCHEDULED, bind_ms=trace.ms(latency))
+            )
+            self._state.recorder.scheduled(pod, node)
+            return True
+        self._state.recorder.forget(pod.uid)
+        # Still assumed: the watch has not settled the pod. Otherwise it has: bound (ours,
+        # committed although the answer was lost, or someone else's) or deleted; either way
+        # there is nothing to retry, and a retry would decide a pod that is not pending.
+        # A 409 (already bound, or recreated under its name) is retried like any failure
+        # until the watch settles the pod, as kube-scheduler requeues a failed binding unless
+        # its informer shows the pod assigned or gone: a 409 the watch never confirms (a proxy's,
+        # a webhook's) would otherwise leave the pod pending for ever. A 404 is the server
+        # saying the pod is gone; its deletion is on the way.
+        settled = self._state.cache.state(pod.uid) is not cache_module.PodState.ASSUMED
+        if not settled:
+            self._state.cache.forget(pod.uid)
+        if result.outcome is BindOutcome.GONE or settled:
+            # Nothing to retry: the pod is gone, or bound (elsewhere, or here after all).
+            message, step, level = result.message, 0.0, logging.INFO
+            if settled and result.outcome is not BindOutcome.GONE:
+                message = f"{result.message}; not retried: the watch has settled the pod"
+        else:
+            message = f"{result.message}; retrying after a backoff"
+            step = self._state.queue.backoff_duration(entry.attempts)
+            level = logging.WARNING
+            self._state.queue.retry(entry)
+            # No answer, the server's own failure, or a 409 that may be our own earlier try:
+            # the binding may stand, which the watch will tell.
+            self._state.uncertain.setdefault(pod.uid, {})[node] = record
+        failed = dataclasses.replace(
+            record, result=trace.BIND_FAILED, message=message, bind_ms=trace.ms(latency)
+        )
+        self._state.tracer.emit(failed, repeat_after=step, level=level)
+        return False
+
+    async def _prebind(
+        self,
+        entry: queue_module.Entry,
+        plan: volumes_module.BindingPlan,
+        record: trace.Trace,
+        started: float,
+    ) -> bool:
+        """VolumeBinding's PreBind: the plan's claims bound (the PV controller finishes the
+        binding) before the pod is. On failure the assumptions go, the pod gets
+        FailedScheduling with kube-scheduler's words and is retried after a backoff."""
+        if plan.empty:
+            return True
+        pod = entry.pod
+        if self._volume_api is None:
+            outcome = prebind.PreBindResult(
+                ok=False, message=f"{prebind.PREFIX}no API client for volume bindings"
+            )
+        else:
+            outcome = await prebind.prebind(
+                self._volume_api,
+                plan,
+                prebind.Watched(
+                    pod_exists=lambda: self._state.cache.state(pod.uid) is not None,
+                    node_labels=lambda: _labels(self._state.cache.nodes.info(plan.node)),
+                ),
+                gate=self._may_act,
+            )
+        if outcome.ok:
+            return True
+        self._state.cache.volumes.forget(plan)
+        if self._state.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
+            self._state.cache.forget(pod.uid)
+        self._state.metrics.attempt(metrics_module.ERROR, self._state.queue.now() - entry.popped_at)
+        step = self._state.queue.backoff_duration(entry.attempts)
+        self._state.queue.retry(entry)
+        self._state.recorder.failed_scheduling(pod, outcome.message, step=step)
+        failed = dataclasses.replace(
+            record,
+            result=trace.BIND_FAILED,
+            message=outcome.message,
+            bind_ms=trace.ms(time.monotonic() - started),
+        )
+        self._state.tracer.emit(failed, repeat_after=step, level=logging.WARNING)
+        return False
+
+    def _step_back(self, entry: queue_module.Entry) -> None:
+        """Undo the assumption of a pod whose binding was not (knowingly) made."""
+        pod = entry.pod
+        self._state.recorder.forget(pod.uid)
+        if self._state.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
+            self._state.cache.forget(pod.uid)
+            self._state.queue.retry(entry)
+
+    async def stand_down(self, alongside: Iterable[asyncio.Task[None]] = ()) -> int:
+        """Cancel the binds in flight (leadership lost) and wait until each has stepped back.
+        The tasks ``alongside`` (preemptions being carried out) are cancelled and awaited with
+        them, so all have settled before the queue recalls the batch being decided. Returns
+        how many tasks were cancelled."""
+        tasks = [*self._binds, *alongside]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return len(tasks)
+
+    async def drain(self) -> None:
+        """Wait for the binds in flight (shutdown, tests)."""
+        while self._binds:
+            await asyncio.gather(*list(self._binds), return_exceptions=True)
+
+
+def _labels(node: objects.NodeInfo | None) -> Mapping[str, str] | None:
+    return None if node is None else node.labels

@@ -1,0 +1,61 @@
+"""What the scheduler's parts share: the cache and the queue, the policies, the room held by
+nominations, the disruption budgets, the records of bindings whose answer was lost, and where
+decisions are reported (the tracer, the event recorder, the metrics).
+
+The ``ClusterFeed`` (scheduler/feed.py) writes what the cluster told us into it; the scheduling
+cycle (scheduler/loop.py) and the binding cycle (scheduler/binding.py) write what we decided.
+Passing one state to all three, rather than one class inheriting another, shows that seam.
+"""
+
+from __future__ import annotations
+
+from plumb.backend import cache as cache_module
+from plumb.backend import nominations as nominations_module
+from plumb.backend import queue as queue_module
+from plumb.events import Recorder
+from plumb.framework import preemption
+from plumb.observability import metrics as metrics_module
+from plumb.observability import trace, tracing
+from plumb.policy import engine
+from plumb.scheduler import profiles
+
+
+class SchedulerState:
+    """The records the feed and the two cycles share, each with one home here.
+
+    Written by the feed (pods, nodes, budgets, nominations followed from the status, lost
+    bindings the watch shows committed), by the scheduling cycle (assumptions, nominations
+    made by preemption, the configuration on a reload) and by the binding cycle (bindings
+    confirmed, stepped back from, or left uncertain)."""
+
+    def __init__(
+        self,
+        *,
+        served: profiles.Served,
+        cache: cache_module.Cache,
+        queue: queue_module.SchedulingQueue,
+        policies: engine.PolicyEngine,
+        recorder: Recorder,
+        tracer: tracing.Tracer,
+        metrics: metrics_module.Metrics,
+    ) -> None:
+        # The configuration in force: pods whose spec.schedulerName names one of its profiles
+        # are ours.
+        self.served = served
+        self.cache = cache
+        self.queue = queue
+        self.policies = policies
+        self.recorder = recorder
+        self.tracer = tracer
+        self.metrics = metrics
+        # Pods nominated by preemption (room held for them), and the PodDisruptionBudgets
+        # preemption honours, by (namespace, name).
+        self.nominations = nominations_module.Nominations()
+        self.budgets: dict[tuple[str, str], preemption.DisruptionBudget] = {}
+        # Bindings whose answer never came (a lost connection, a 5xx, a 409 that may be our
+        # own earlier try) for pods being retried: by uid, each try's node and trace line.
+        # Should the watch show the pod on one of those nodes, the API server had committed
+        # that try, and it is reported as such.
+        self.uncertain: dict[str, dict[str, trace.Trace]] = {}
+        # Pods reported so (for a try still in flight, whose answer must not report it again).
+        self.committed_late: set[str] = set()

@@ -147,13 +147,18 @@ class PolicyListFaults(faultproxy.FaultProxy):
                 refuse = now - self._first < self.window
                 self.refused += refuse
             if refuse:
-                message = f"faultproxy injected InternalError into GET {request.path}"
-                return web.Response(
-                    status=500,
-                    headers={"Content-Type": "application/json"},
-                    body=faultproxy.status_body(500, "InternalError", message),
-                )
+                return _internal_error(request)
         return await super()._answer(request)
+
+
+def _internal_error(request: web.BaseRequest) -> web.Response:
+    """The API server's 500, as the fault proxy injects it."""
+    message = f"faultproxy injected InternalError into {request.method} {request.path}"
+    return web.Response(
+        status=500,
+        headers={"Content-Type": "application/json"},
+        body=faultproxy.status_body(500, "InternalError", message),
+    )
 
 
 def test_policies_listed_through_errors_at_startup_still_govern_the_first_pods(
@@ -225,12 +230,7 @@ class FirstBindingRefused(faultproxy.FaultProxy):
             and not self.refused
         ):
             self.refused += 1
-            message = f"faultproxy injected InternalError into POST {request.path}"
-            return web.Response(
-                status=500,
-                headers={"Content-Type": "application/json"},
-                body=faultproxy.status_body(500, "InternalError", message),
-            )
+            return _internal_error(request)
         return await super()._answer(request)
 
 

@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 
 from plumb.backend import cache as cache_module
-from plumb.backend import countrows, hashing, objects, snapshot, specs
-from plumb.framework import scoring
+from plumb.backend import countrows, objects, snapshot, specs
+from plumb.framework import batchtables, scoring
 from plumb.framework.plugins import (
     imagelocality,
     interpodaffinity,
@@ -46,13 +46,6 @@ from plumb.kernel import contract
 MAX_COLUMNS = 63
 
 
-@dataclasses.dataclass(frozen=True, slots=True)
-class StaticReason:
-    plugin: str
-    message: str
-    unresolvable: bool
-
-
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Compiled:
     """The kernel's input for a batch, and what is needed to explain its output."""
@@ -60,7 +53,7 @@ class Compiled:
     pods: tuple[objects.PodInfo, ...]
     names: tuple[str, ...]
     resources: tuple[str, ...]  # request columns of this batch
-    static_reasons: tuple[StaticReason, ...]  # code c is static_reasons[c - 1]
+    static_reasons: tuple[batchtables.StaticReason, ...]  # code c is static_reasons[c - 1]
     cluster: contract.Cluster
     batch: contract.Batch
     deferred: tuple[objects.PodInfo, ...] = ()  # did not fit this batch's columns; try again
@@ -70,14 +63,6 @@ class Compiled:
     def index(self) -> Mapping[str, int]:
         """Node name to its column (names are the snapshot's, in name order)."""
         return {name: n for n, name in enumerate(self.names)}
-
-
-@dataclasses.dataclass(frozen=True, slots=True)
-class _Verdicts:
-    """Per node, for one pod: where TaintToleration and NodeAffinity reject it."""
-
-    taint_fails: contract.B1
-    affinity_fails: contract.B1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -108,277 +93,12 @@ class _Filters:
         )
 
 
-@dataclasses.dataclass(slots=True)
-class _PodTable:
-    """Per pod of the batch (B rows, in queue order): its requests in the batch's columns and
-    what the kernel reads of it besides its constraints."""
-
-    column: Mapping[str, int]  # resource name to its request column
-    balanced: tuple[str, ...]  # BalancedAllocation's resources
-    hashes: list[int]
-    requests: contract.I64
-    nonzero: contract.I64
-    static_row: contract.I32
-    require_all: contract.B1
-    affinity_self: contract.B1
-    balanced_skip: contract.B1
-
-    @classmethod
-    def empty(cls, size: int, column: Mapping[str, int], balanced: Sequence[str]) -> _PodTable:
-        # Allocated whole and filled row by row: a (B, R) or (B, 2) array built from a list of
-        # rows would lose its second axis in an empty batch.
-        return cls(
-            column=column,
-            balanced=tuple(balanced),
-            hashes=[],
-            requests=np.zeros((size, len(column)), dtype=np.int64),
-            nonzero=np.zeros((size, 2), dtype=np.int64),
-            static_row=np.zeros(size, dtype=np.int32),
-            require_all=np.ones(size, dtype=np.bool_),
-            affinity_self=np.zeros(size, dtype=np.bool_),
-            balanced_skip=np.zeros(size, dtype=np.bool_),
-        )
-
-    def append(
-        self, pod: objects.PodInfo, *, static_row: int, require_all: bool, affinity_self: bool
-    ) -> None:
-        b = len(self.hashes)
-        self.hashes.append(hashing.stable_hash(pod.uid))
-        for name, amount in pod.requests.items():
-            self.requests[b, self.column[name]] = amount
-        self.requests[b, self.column[objects.PODS]] = 1
-        self.nonzero[b] = pod.scored_nonzero
-        self.static_row[b] = static_row
-        self.require_all[b] = require_all
-        self.affinity_self[b] = affinity_self
-        # PreScore skips a pod requesting none of BalancedAllocation's resources.
-        self.balanced_skip[b] = not any(pod.requests.get(name) for name in self.balanced)
-
-    def arrays(self) -> dict[str, Any]:
-        """The Batch fields of this table."""
-        return {
-            "pod_hashes": np.array(self.hashes, dtype=np.uint64),
-            "requests": self.requests,
-            "nonzero": self.nonzero,
-            "static_row": self.static_row,
-            "spread_require_all": self.require_all,
-            "affinity_self": self.affinity_self,
-            "balanced_skip": self.balanced_skip,
-        }
-
-
-_Spec = tuple[specs.Scheduling, str, tuple[str, ...], str]
-
-
-@dataclasses.dataclass(slots=True)
-class _StaticTable:
-    """Per distinct pod spec (U rows): the static filters' verdicts and raw scores, which
-    depend on the spec alone, so replicas share a row (read by the kernel from cache once)."""
-
-    index: dict[_Spec, int] = dataclasses.field(default_factory=dict)
-    verdicts: list[_Verdicts] = dataclasses.field(default_factory=list)
-    codes: list[contract.I32] = dataclasses.field(default_factory=list)
-    taints: list[contract.I64] = dataclasses.field(default_factory=list)
-    affinities: list[contract.I64] = dataclasses.field(default_factory=list)
-    images: list[contract.I64] = dataclasses.field(default_factory=list)
-
-    def append(
-        self,
-        spec: _Spec,
-        verdicts: _Verdicts,
-        *,
-        code: contract.I32,
-        taint: contract.I64,
-        affinity: contract.I64,
-        image: contract.I64,
-    ) -> int:
-        u = self.index[spec] = len(self.verdicts)
-        self.verdicts.append(verdicts)
-        self.codes.append(code)
-        self.taints.append(taint)
-        self.affinities.append(affinity)
-        self.images.append(image)
-        return u
-
-    def arrays(self, nodes: int) -> dict[str, Any]:
-        """The Batch fields of this table."""
-        return {
-            "static_code": _rows_of(self.codes, np.int32, nodes),
-            "taint_raw": _rows_of(self.taints, np.int64, nodes),
-            "node_affinity_raw": _rows_of(self.affinities, np.int64, nodes),
-            "image_score": _rows_of(self.images, np.int64, nodes),
-        }
-
-
-@dataclasses.dataclass(slots=True)
-class _SpreadTable:
-    """PodTopologySpread's constraints (C rows)."""
-
-    pod: list[int] = dataclasses.field(default_factory=list)
-    row: list[int] = dataclasses.field(default_factory=list)
-    key: list[int] = dataclasses.field(default_factory=list)
-    max_skew: list[int] = dataclasses.field(default_factory=list)
-    min_domains: list[int] = dataclasses.field(default_factory=list)
-    hard: list[bool] = dataclasses.field(default_factory=list)
-    self_match: list[bool] = dataclasses.field(default_factory=list)
-    hostname: list[bool] = dataclasses.field(default_factory=list)
-    eligible: list[contract.B1] = dataclasses.field(default_factory=list)
-
-    def append(
-        self,
-        *,
-        pod: int,
-        row: int,
-        key: int,
-        max_skew: int,
-        min_domains: int,
-        hard: bool,
-        self_match: bool,
-        hostname: bool,
-        eligible: contract.B1,
-    ) -> None:
-        self.pod.append(pod)
-        self.row.append(row)
-        self.key.append(key)
-        self.max_skew.append(max_skew)
-        self.min_domains.append(min_domains)
-        self.hard.append(hard)
-        self.self_match.append(self_match)
-        self.hostname.append(hostname)
-        self.eligible.append(eligible)
-
-    def arrays(self, nodes: int) -> dict[str, Any]:
-        """The Batch fields of this table."""
-        return {
-            "spread_pod": _i32(self.pod),
-            "spread_row": _i32(self.row),
-            "spread_key": _i32(self.key),
-            "spread_max_skew": _i32(self.max_skew),
-            "spread_min_domains": _i32(self.min_domains),
-            "spread_hard": _bool(self.hard),
-            "spread_self": _bool(self.self_match),
-            "spread_hostname": _bool(self.hostname),
-            "spread_eligible": _rows_of(self.eligible, np.bool_, nodes),
-        }
-
-
-@dataclasses.dataclass(slots=True)
-class _AffinityTable:
-    """The incoming pods' required inter-pod terms (A rows)."""
-
-    pod: list[int] = dataclasses.field(default_factory=list)
-    row: list[int] = dataclasses.field(default_factory=list)
-    key: list[int] = dataclasses.field(default_factory=list)
-    anti: list[bool] = dataclasses.field(default_factory=list)
-
-    def append(self, *, pod: int, row: int, key: int, anti: bool) -> None:
-        self.pod.append(pod)
-        self.row.append(row)
-        self.key.append(key)
-        self.anti.append(anti)
-
-    def arrays(self) -> dict[str, Any]:
-        """The Batch fields of this table."""
-        return {
-            "affinity_pod": _i32(self.pod),
-            "affinity_row": _i32(self.row),
-            "affinity_key": _i32(self.key),
-            "affinity_anti": _bool(self.anti),
-        }
-
-
-@dataclasses.dataclass(slots=True)
-class _SymmetricTable:
-    """Existing pods' required anti-affinity terms the incoming pods match (S rows)."""
-
-    pod: list[int] = dataclasses.field(default_factory=list)
-    row: list[int] = dataclasses.field(default_factory=list)
-    key: list[int] = dataclasses.field(default_factory=list)
-
-    def append(self, *, pod: int, row: int, key: int) -> None:
-        self.pod.append(pod)
-        self.row.append(row)
-        self.key.append(key)
-
-    def arrays(self) -> dict[str, Any]:
-        """The Batch fields of this table."""
-        return {
-            "symmetric_pod": _i32(self.pod),
-            "symmetric_row": _i32(self.row),
-            "symmetric_key": _i32(self.key),
-        }
-
-
-@dataclasses.dataclass(slots=True)
-class _PreferredTable:
-    """Preferred inter-pod terms both ways and existing pods' required affinity (P rows)."""
-
-    pod: list[int] = dataclasses.field(default_factory=list)
-    row: list[int] = dataclasses.field(default_factory=list)
-    key: list[int] = dataclasses.field(default_factory=list)
-    weight: list[int] = dataclasses.field(default_factory=list)
-
-    def append(self, *, pod: int, row: int, key: int, weight: int) -> None:
-        self.pod.append(pod)
-        self.row.append(row)
-        self.key.append(key)
-        self.weight.append(weight)
-
-    def arrays(self) -> dict[str, Any]:
-        """The Batch fields of this table."""
-        return {
-            "preferred_pod": _i32(self.pod),
-            "preferred_row": _i32(self.row),
-            "preferred_key": _i32(self.key),
-            "preferred_weight": np.array(self.weight, dtype=np.int64),
-        }
-
-
-@dataclasses.dataclass(slots=True)
-class _Tables:
-    """A batch's tables, filled pod by pod, and the count rows, topology keys and static
-    reasons their entries name (interned: the index of each is its first use)."""
-
-    pods: _PodTable
-    statics: _StaticTable = dataclasses.field(default_factory=_StaticTable)
-    spread: _SpreadTable = dataclasses.field(default_factory=_SpreadTable)
-    affinity: _AffinityTable = dataclasses.field(default_factory=_AffinityTable)
-    symmetric: _SymmetricTable = dataclasses.field(default_factory=_SymmetricTable)
-    preferred: _PreferredTable = dataclasses.field(default_factory=_PreferredTable)
-    rows: dict[countrows.RowKey, int] = dataclasses.field(default_factory=dict)
-    keys: dict[str, int] = dataclasses.field(default_factory=dict)
-    reasons: dict[StaticReason, int] = dataclasses.field(default_factory=dict)
-
-    def row(self, key: countrows.RowKey) -> int:
-        return self.rows.setdefault(key, len(self.rows))
-
-    def key(self, name: str) -> int:
-        return self.keys.setdefault(name, len(self.keys))
-
-    def reason(self, plugin: str, message: str, unresolvable: bool) -> int:
-        return (
-            self.reasons.setdefault(StaticReason(plugin, message, unresolvable), len(self.reasons))
-            + 1
-        )
-
-    def arrays(self, nodes: int) -> dict[str, Any]:
-        """The Batch fields of every table."""
-        return {
-            **self.pods.arrays(),
-            **self.statics.arrays(nodes),
-            **self.spread.arrays(nodes),
-            **self.affinity.arrays(),
-            **self.symmetric.arrays(),
-            **self.preferred.arrays(),
-        }
-
-
 def _static(
     pod: objects.PodInfo,
     statics: snapshot.NodeStatics,
     cache: cache_module.Cache,
-    tables: _Tables,
-    verdicts: _Verdicts,
+    tables: batchtables.Tables,
+    verdicts: batchtables.Verdicts,
     filters: _Filters,
 ) -> np.ndarray:
     """Per node: 0 where every static filter the profile enables passes, else the first
@@ -449,8 +169,8 @@ def _spread(
     pod: objects.PodInfo,
     statics: snapshot.NodeStatics,
     cache: cache_module.Cache,
-    tables: _Tables,
-    verdicts: _Verdicts,
+    tables: batchtables.Tables,
+    verdicts: batchtables.Verdicts,
     profile: scoring.Profile,
 ) -> bool:
     """Add the pod's spread constraints (hard ones only when PodTopologySpread filters);
@@ -519,7 +239,7 @@ def _inter_pod(
     pod: objects.PodInfo,
     carriers: Sequence[countrows.Carrier],
     cache: cache_module.Cache,
-    tables: _Tables,
+    tables: batchtables.Tables,
     profile: scoring.Profile,
 ) -> bool:
     """Add the pod's inter-pod terms and the carried terms it matches (the required ones and
@@ -581,7 +301,7 @@ def _inter_pod(
 
 
 def _resources_before_volumes(
-    pods: Sequence[objects.PodInfo], tables: _Tables, cluster: contract.Cluster
+    pods: Sequence[objects.PodInfo], tables: batchtables.Tables, cluster: contract.Cluster
 ) -> None:
     """kube-scheduler runs the volume filters after NodeResourcesFit, so a node short of
     resources reports that, whatever its volumes: clear the volume reason there and let the
@@ -602,21 +322,6 @@ def _resources_before_volumes(
         short = (requested[asked] + requests[b][asked][:, None] > allocatable[asked]).any(axis=0)
         row = tables.statics.codes[int(tables.pods.static_row[b])]
         row[np.isin(row, volume_codes) & short] = 0
-
-
-def _rows_of(rows: Sequence[np.ndarray], dtype: type, nodes: int) -> np.ndarray:
-    """Per-node rows stacked into a (rows, nodes) array of ``dtype``."""
-    if not rows:
-        return np.zeros((0, nodes), dtype=dtype)
-    return np.array(rows, dtype=dtype)
-
-
-def _i32(values: Sequence[int]) -> contract.I32:
-    return np.array(values, dtype=np.int32)
-
-
-def _bool(values: Sequence[bool]) -> contract.B1:
-    return np.array(values, dtype=np.bool_)
 
 
 _FIT_STRATEGIES = {
@@ -800,11 +505,13 @@ def _fill(
     cache: cache_module.Cache,
     profile: scoring.Profile,
     carriers: Sequence[countrows.Carrier],
-) -> _Tables:
+) -> batchtables.Tables:
     """The batch's tables, pod after pod in queue order (the order numbers the count rows,
     topology keys and static reasons)."""
     balanced = [name for name, _weight in profile.balanced_resources]
-    tables = _Tables(pods=_PodTable.empty(len(columns.taken), columns.index, balanced))
+    tables = batchtables.Tables(
+        pods=batchtables.PodTable.empty(len(columns.taken), columns.index, balanced)
+    )
     filters = _Filters.of(profile, statics)
     scores = _StaticScores.of(profile, statics)
     for b, pod in enumerate(columns.taken):
@@ -820,7 +527,7 @@ def _static_row(
     pod: objects.PodInfo,
     statics: snapshot.NodeStatics,
     cache: cache_module.Cache,
-    tables: _Tables,
+    tables: batchtables.Tables,
     filters: _Filters,
     scores: _StaticScores,
 ) -> int:
@@ -832,7 +539,7 @@ def _static_row(
         return u
     # TaintToleration's and NodeAffinity's verdicts serve both the filters and
     # PodTopologySpread's nodeTaintsPolicy / nodeAffinityPolicy: evaluate them once.
-    verdicts = _Verdicts(
+    verdicts = batchtables.Verdicts(
         taint_fails=tainttoleration.filter(pod, statics)[0],
         affinity_fails=nodeaffinity.filter(pod, statics),
     )
@@ -920,7 +627,7 @@ def _resource_rows(
 
 
 def _batch(
-    tables: _Tables,
+    tables: batchtables.Tables,
     member: contract.I32,
     profile: scoring.Profile,
     snap: snapshot.Snapshot,

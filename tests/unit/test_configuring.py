@@ -75,6 +75,28 @@ def _failures(metrics: metrics_module.Metrics) -> str:
     )
 
 
+async def _refused_then_applied(
+    reloader: configuring.Reloader,
+    path: Path,
+    bad: bytes,
+    caplog: pytest.LogCaptureFixture,
+    refused: Callable[[], None],
+) -> None:
+    """The reloader watching: ``bad`` written and refused (then ``refused`` checks), a good
+    MostAllocated file written and applied."""
+    task = asyncio.create_task(reloader.run())
+    await asyncio.to_thread(path.write_bytes, bad)
+    reloader.request()
+    await _until("refusal", lambda: "reload refused" in caplog.text)
+    refused()
+    await asyncio.to_thread(path.write_bytes, _file("MostAllocated"))
+    reloader.request()
+    await _until("reload", lambda: "configuration reloaded" in caplog.text)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 async def _until(what: str, condition: Callable[[], bool]) -> None:
     deadline = time.monotonic() + WAIT_SECONDS
     while not condition():
@@ -170,22 +192,12 @@ def test_a_bad_file_is_refused_and_counted_and_a_later_good_file_applied(
     path, reloader, scheduler, metrics = _reloading(tmp_path)
     kept = scheduler.served
 
-    async def scenario() -> None:
-        task = asyncio.create_task(reloader.run())
-        path.write_text(text)
-        reloader.request()
-        await _until("refusal", lambda: "reload refused" in caplog.text)
+    def refused() -> None:
         assert scheduler.served is kept
         assert _gauge(metrics).endswith(" 0.0")
-        path.write_bytes(_file("MostAllocated"))
-        reloader.request()
-        await _until("reload", lambda: "configuration reloaded" in caplog.text)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
 
     with caplog.at_level(logging.INFO, logger="plumb.config"):
-        asyncio.run(scenario())
+        asyncio.run(_refused_then_applied(reloader, path, text.encode(), caplog, refused))
     assert f"keeping {kept.describe()}: {path}: {says}" in caplog.text
     assert _failures(metrics).endswith(" 1.0")
     assert _gauge(metrics).endswith(" 1.0")
@@ -208,21 +220,12 @@ def test_a_fault_in_the_reader_is_refused_too_and_the_watching_goes_on(
 
     monkeypatch.setattr(schedconfig, "parse", faulty)
 
-    async def scenario() -> None:
-        task = asyncio.create_task(reloader.run())
-        path.write_bytes(_file("MostAllocated", name="Faulty"))
-        reloader.request()
-        await _until("refusal", lambda: "reload refused" in caplog.text)
+    def refused() -> None:
         assert scheduler.served is kept
-        path.write_bytes(_file("MostAllocated"))
-        reloader.request()
-        await _until("reload", lambda: "configuration reloaded" in caplog.text)
-        task.cancel()
-        with pytest.raises(asyncio.CancelledError):
-            await task
 
+    bad = _file("MostAllocated", name="Faulty")
     with caplog.at_level(logging.INFO, logger="plumb.config"):
-        asyncio.run(scenario())
+        asyncio.run(_refused_then_applied(reloader, path, bad, caplog, refused))
     refusal = next(r for r in caplog.records if "reload refused" in r.getMessage())
     assert "AttributeError" in refusal.getMessage()
     assert "a fault in plumb, please report it" in refusal.getMessage()

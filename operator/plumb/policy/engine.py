@@ -266,12 +266,12 @@ class PolicyEngine:
         if budget is None:
             return False
         now = self._clock()
-        if budget.charged(pod.uid, now):
-            return True  # charged by an attempt that did not stand, here or by the last leader
+        used = budget.used(now)
         if not budget.record_deviation(now, pod.uid):
             return False
-        self._deviations[policy.key] = self._deviations.get(policy.key, 0) + 1
-        self.on_dirty(policy.namespace, policy.name)
+        if budget.used(now) > used:  # not charged already (by an attempt that did not stand)
+            self._deviations[policy.key] = self._deviations.get(policy.key, 0) + 1
+            self.on_dirty(policy.namespace, policy.name)
         return True
 
     def refund(self, policy: spec_module.Policy, pod: objects.PodInfo) -> None:

@@ -7,23 +7,16 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable
 
+from plumb.k8s import documents
 
-class ConfigError(ValueError):
+
+class ConfigError(documents.DocumentError):
     """A KubeSchedulerConfiguration kube-scheduler (or plumb) refuses.
 
     ``field`` is the path of the offending field (``profiles[0].plugins.score.enabled[1]``),
     ``message`` what is wrong with it; ``str(error)`` is the whole line in kube-scheduler's
-    wording.
+    wording (a refused document's fields, documents.DocumentError).
     """
-
-    def __init__(self, field: str, message: str, text: str | None = None) -> None:
-        self.field = field
-        self.message = message
-        self.text = text if text is not None else (f"{field}: {message}" if field else message)
-        super().__init__(self.text)
-
-    def __str__(self) -> str:
-        return self.text
 
 
 def go_value(value: object) -> str:

@@ -1,10 +1,10 @@
 """The ``plumb`` command's entry point: ``plumb run`` loads its kernel before the rest of plumb.
 
 A scheduler's peak resident set is reached at its start. Importing numba and loading the
-kernel from numba's cache touch LLVM's code (~40 MiB, dropped right after by
+kernel from numba's cache touch LLVM's code for a moment (dropped right after by
 ``compiled_jit.release_compiler_pages``, since the loaded kernel never calls LLVM again). Done
 before kopf, aiohttp and the scheduler's own modules are imported, that passing bulge sits on
-~56 MiB instead of ~83: ``plumb run``'s peak goes from ~124 to ~99 MiB (docs/performance.md).
+a smaller resident set, which lowers ``plumb run``'s peak (docs/performance.md#start-up-memory).
 Every other command imports the kernel only if it uses it.
 """
 

@@ -3,9 +3,9 @@ that feed the scheduler, and runs the scheduling loop beside kopf's own tasks.
 
 kopf is imported here first, with ``kubernetes.client`` hidden from it: when the ``kubernetes``
 package is installed (plumb's tests use it), kopf imports its generated client, every API and
-model (~20 MiB resident), only to recognise its objects in ``kopf.adopt`` and friends, which
-plumb never passes it. kopf treats the hidden package as not installed. A process that has
-already imported the client (a test run) keeps it.
+model (docs/performance.md#memory-peak-rss-vmhwm), only to recognise its objects in
+``kopf.adopt`` and friends, which plumb never passes it. kopf treats the hidden package as not
+installed. A process that has already imported the client (a test run) keeps it.
 """
 
 import sys

@@ -11,10 +11,11 @@ writes nothing. It answers only requests whose Host header names the loopback (1
 localhost, [::1]): a page in a browser on the same machine could otherwise reach it through a
 name of its own that resolves to 127.0.0.1 (DNS rebinding) and read the whole cache.
 
-A snapshot is captured on the loop (the containers copied: milliseconds) and encoded in a
-worker thread (seconds at 10,000 pods: on the loop, plumb would schedule nothing and read no
-watch meanwhile). The thread encodes and writes one record at a time (``serialise``), so it
-never holds the GIL, and with it the loop, for long.
+A snapshot is captured on the loop (only the containers copied) and encoded in a worker
+thread: encoding a large cache is slow, and on the loop plumb would schedule nothing and read no
+watch meanwhile (docs/reliability.md#what-the-suite-found-and-what-was-fixed). The thread
+encodes and writes one record at a time (``serialise``), so it never holds the GIL, and with it
+the loop, for long.
 """
 
 from __future__ import annotations
@@ -75,9 +76,9 @@ event loop, which owns the cache."""
 def serialise(capture: Encodable) -> bytes:
     """The snapshot document as JSON bytes, the same as ``json.dumps(capture.encode())``.
 
-    Slow (seconds at 10,000 pods): call it in a worker thread. Each record is encoded and
-    written in its own short call, so the thread never holds the GIL (and so the loop) long:
-    ``json.dumps`` of the whole document would be one C call of a third of a second."""
+    Slow on a large cache: call it in a worker thread. Each record is encoded and written in
+    its own short call, so the thread never holds the GIL (and so the loop) long, as one
+    ``json.dumps`` of the whole document, a single long C call, would."""
     return "".join(_pieces(capture.encode_lazily())).encode()
 
 

@@ -96,8 +96,8 @@ async def run(settings: RunSettings) -> None:
     loaded_in = await kernel.warm_up()
     compiled_jit.release_compiler_pages()
     # What the imports and the kernel made lives as long as the process: out of the garbage
-    # collector's sight, a full collection walks what scheduling made (~1/10 of the objects)
-    # instead of all of numba's too (each took 30-100 ms of the loop, several a minute).
+    # collector's sight, a full collection walks only what scheduling made, not all of numba's
+    # objects too, and holds the loop far less (docs/performance.md#cpu-per-pod).
     gc.collect()
     gc.freeze()
     gc.set_threshold(20_000, 10, 10)
@@ -252,8 +252,8 @@ def _elector(settings: RunSettings, api: k8s_client.ApiClient) -> leader.Elector
 
 def capture_snapshot(scheduler: scheduler_module.Scheduler) -> runs.Capture:
     """``Scheduler.dump``'s document, captured on the loop but not encoded: the endpoint and
-    SIGUSR1 encode it in a worker thread (a dump at 10,000 pods takes seconds, during which
-    the loop would schedule nothing and read no watch)."""
+    SIGUSR1 encode it in a worker thread (encoding a large cache is slow, and the loop would
+    schedule nothing and read no watch meanwhile)."""
     return runs.capture(scheduler.cache, scheduler.runs, ",".join(sorted(scheduler.served.names)))
 
 

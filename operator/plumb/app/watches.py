@@ -4,8 +4,8 @@ list's resourceVersion, so the loop starts on a full picture and no object is re
 Pods, nodes, namespaces, Services, controllers, PodDisruptionBudgets and the volume plugins'
 objects (PersistentVolumes, claims, StorageClasses, CSINodes) are watched with
 k8s/reflectors.py rather than kopf's on.event: kopf's per-object machinery cost more CPU and memory
-than the scheduling itself (docs/architecture.md has the measurements). kopf runs the operator
-around it.
+than the scheduling itself (docs/performance.md#watches-plumbs-own-not-kopfs). kopf runs the
+operator around it.
 
 Each collection has its own task, supervised by reflectors.watch_forever: a handler failing on
 one object re-lists that collection only (counted in ``plumb_watch_restarts_total``), and the

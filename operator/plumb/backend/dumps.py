@@ -5,10 +5,10 @@ node and state, namespace labels, Service and controller selectors) and the jour
 records; ``Dumped.rewind(seq)`` applies the undos newer than ``seq``, newest first, and builds a
 fresh ``Cache`` holding what the original held when its journal stood at ``seq``.
 
-``dump`` is ``capture`` then ``CacheCapture.encode``. The capture copies only the containers (a few
-milliseconds at 10,000 pods), on the thread that owns the cache; the records they hold are
-frozen, so the capture stays the cache as it was while the cache moves on, and the encoding
-(most of the cost) can run in another thread.
+``dump`` is ``capture`` then ``CacheCapture.encode``. The capture copies only the containers, on
+the thread that owns the cache; the records they hold are frozen, so the capture stays the cache
+as it was while the cache moves on, and the encoding (most of the cost) can run in another
+thread.
 """
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ class CacheCapture:
         """``encode``'s document with its long arrays (nodes, pods, journal) left as iterators
         that encode one record at a time: written out as they go, the records' JSON values
         die young, where a whole document of them (millions of containers) would set off
-        full garbage collections that hold the GIL for a tenth of a second or more each."""
+        full garbage collections, each holding the GIL (and so the event loop) for long."""
         return {
             "format": FORMAT,
             "seq": self.seq,

@@ -10,9 +10,9 @@ with the old one, as client-go does.
 
 The requests made per pod (the binding, the Scheduled event, a pod status patch) skip aiohttp
 for ``Http1Pool``: keep-alive HTTP/1.1 connections that send one prepared request each and read
-its answer, for about a third of aiohttp's CPU per request (~100 against ~250-400 µs on
-loopback; py-spy put aiohttp's request machinery at a fifth of plumb's CPU in the benchmark's
-basic workload). Lists, watches and the Lease go through aiohttp."""
+its answer, for a fraction of aiohttp's CPU per request; aiohttp's request machinery was the
+largest single cost of scheduling a pod (docs/performance.md#cpu-where-plumbs-time-went).
+Lists, watches and the Lease go through aiohttp."""
 
 from __future__ import annotations
 
@@ -391,10 +391,10 @@ def limit_tls_buffers(size: int = TLS_READ_BUFFER) -> None:
     """Gives every TLS connection this process opens from now on a ``size``-byte read buffer.
 
     asyncio allocates (and fills with zeros) its whole read buffer per TLS connection, 256 KiB
-    by default. plumb holds about a hundred connections (a binding or an event in flight each,
-    plus aiohttp's), so that was 27 MiB of resident memory, a fifth of plumb's peak on 500
-    nodes (docs/performance.md). 32 KiB is two TLS records (at most 16 KiB each) per read:
-    64 KiB held 5 MiB more at the peak, for reads a watch makes a few more of.
+    by default, and plumb holds about a hundred connections (a binding or an event in flight
+    each, plus aiohttp's): at the default the buffers are a large share of plumb's peak. 32 KiB
+    is two TLS records (at most 16 KiB each) per read; a larger buffer only saves a watch a few
+    reads (docs/performance.md#memory-peak-rss-vmhwm, then #start-up-memory).
     The size is a class attribute of asyncio's SSL protocol (Python 3.11 and later)."""
     protocol = getattr(asyncio.sslproto, "SSLProtocol", None)
     if protocol is not None and hasattr(protocol, "max_size"):

@@ -14,13 +14,13 @@ directory holding ``token``, ``ca.crt`` and ``namespace``, for tests and odd mou
 
 The kubeconfig is read here, by the bounded reader of k8s/documents.py (a hostile file is
 refused, not expanded), rather than by the ``kubernetes`` package's loader, which imports the
-whole generated client (every API and model, ~20 MiB resident) that plumb never uses. What
-client-go reads for a connection is covered: $KUBECONFIG's files merged as kubectl merges them,
-relative paths against each file's directory, the cluster's server, CA (file or data) and
-insecure-skip-tls-verify, and the user's token, tokenFile, client certificate and key (files
-or data), basic login and exec credential plugin (its token, its client certificate, or both).
-The legacy ``auth-provider`` plugins (gcp, oidc, azure; gone from kubectl since 1.26) are
-refused with a message.
+whole generated client (every API and model: docs/performance.md#memory-peak-rss-vmhwm) that
+plumb never uses. What client-go reads for a connection is covered: $KUBECONFIG's files merged
+as kubectl merges them, relative paths against each file's directory, the cluster's server, CA
+(file or data) and insecure-skip-tls-verify, and the user's token, tokenFile, client certificate
+and key (files or data), basic login and exec credential plugin (its token, its client
+certificate, or both). The legacy ``auth-provider`` plugins (gcp, oidc, azure; gone from kubectl
+since 1.26) are refused with a message.
 """
 
 from __future__ import annotations

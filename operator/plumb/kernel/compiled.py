@@ -16,7 +16,7 @@ the reference's (read that one first); the kernel arranges the same arithmetic t
 - Scores over the feasible nodes only, listed once: their inputs gathered into contiguous
   arrays, the arithmetic over those arrays (where it vectorises; a loop that gathers does
   not).
-- No integer division per node (3 ns here): ``x // d`` by a positive ``d`` known per node or
+- No integer division per node: ``x // d`` by a positive ``d`` known per node or
   per pod is a multiplication by ``1 / d`` and one exact correction. Negative maxima (raw
   scores the framework never sends) take a general path.
 - Memory: scratch arrays live in a per-thread workspace and the output arrays are recycled
@@ -193,7 +193,7 @@ class _Outputs(threading.local):
     """The (pods, nodes) output arrays, recycled once nobody holds them any more.
 
     Fresh arrays of that size cost more than the kernel: the allocator maps new pages for them
-    and every first write to a page faults (30 µs a pod at 5,000 nodes in batches of 32). So a
+    and every first write to a page faults (docs/performance.md#the-kernel). So a
     few sets are kept per thread and handed out again when the set's reference count shows
     that no result, view or slice of them is alive (numpy's views and slices hold a reference
     to the array that owns the memory); otherwise the kernel gets a fresh set. The kernel

@@ -120,9 +120,9 @@ _loaded: list[tuple[weakref.ref[Any], bytes]] = []
 
 
 def _release_linking() -> None:
-    """Free the LLVM module (~10 MiB for ``decide``) numba parses from each cached library's
-    bitcode and keeps, only to link the library into a caller compiled later; parse it again
-    should one ever be compiled."""
+    """Free the LLVM module numba parses from each cached library's bitcode and keeps, only to
+    link the library into a caller compiled later; parse it again should one ever be compiled
+    (``decide``'s is big: docs/performance.md#memory-peak-rss-vmhwm)."""
     while _loaded:
         ref, bitcode = _loaded.pop()
         library = ref()
@@ -146,8 +146,9 @@ class _Cache(caching.FunctionCache):
         of numba, and initialises the NRT, whose atomics it compiles with LLVM (the first
         LLVM compile of the process, which sets up LLVM's optimiser and code generator). A
         kernel loaded from the cache needs none of it, only the NRT's C functions to link
-        against: ~35 MiB less resident at start. A miss compiles, and the compiler refreshes
-        the context itself first."""
+        against, and starts with a smaller resident set without it
+        (docs/performance.md#memory-peak-rss-vmhwm). A miss compiles, and the compiler
+        refreshes the context itself first."""
         _runtime_symbols()
         with self._guard_against_spurious_io_errors():
             return self._load_overload(sig, target_context)  # type: ignore[no-untyped-call]
@@ -166,16 +167,17 @@ _MAPPING = re.compile(r"^([0-9a-f]+)-([0-9a-f]+) (\S+) \S+ \S+ \S+\s*(.*)$")
 
 
 def release_compiler_pages(smaps: pathlib.Path = pathlib.Path("/proc/self/smaps")) -> int:
-    """Drop LLVM's code (llvmlite's shared library, ~150 MiB mapped) from this process's
-    resident set; the bytes dropped from the mappings (0 where there is no /proc).
+    """Drop LLVM's code (llvmlite's shared library) from this process's resident set; the
+    bytes dropped from the mappings (0 where there is no /proc).
 
-    Importing numba runs LLVM's initialisers and loading the kernel runs its JIT linker,
-    which leaves ~40 MiB of the library's pages resident, yet the compiled kernel never calls
-    into LLVM again. The pages are clean copies of the file (read-only mappings holding no
-    page of their own, checked per mapping), so ``MADV_DONTNEED`` only unmaps them: a later
-    compile faults back what it runs, from the page cache. Also frees the linking modules of
-    the functions loaded from the cache (see _release_linking) and hands free heap memory back
-    (``malloc_trim``). Call it after the imports and again after the kernel is loaded."""
+    Importing numba runs LLVM's initialisers and loading the kernel runs its JIT linker, which
+    leaves many of the library's pages resident, yet the compiled kernel never calls into LLVM
+    again (docs/performance.md#memory-peak-rss-vmhwm). The pages are clean copies of the file
+    (read-only mappings holding no page of their own, checked per mapping), so
+    ``MADV_DONTNEED`` only unmaps them: a later compile faults back what it runs, from the page
+    cache. Also frees the linking modules of the functions loaded from the cache (see
+    _release_linking) and hands free heap memory back (``malloc_trim``). Call it after the
+    imports and again after the kernel is loaded."""
     _release_linking()
     try:
         text = smaps.read_text()

@@ -5,11 +5,10 @@ nodes only (``compiled_filters.combine`` lists them), slot j for the j-th feasib
 The semantics are ``reference``'s; the arrangement is for speed. What a node's scores read
 is first gathered into contiguous arrays by slot (a pass per input, indices unsigned: no
 check for negative ones), and the arithmetic then runs over those arrays, where it vectorises
-(a loop that gathers does not). No integer division per node where it can be avoided (3 ns
-here): see ``_floor_div``. The resource scores depend on the node and on the pod's cpu and
-memory requests alone (and ZoneHealth's on the node alone), so they are computed for every
-node when those change (one vectorised pass) and kept, updated at the node each pod is
-placed on.
+(a loop that gathers does not). No integer division per node where it can be avoided: see
+``_floor_div``. The resource scores depend on the node and on the pod's cpu and memory requests
+alone (and ZoneHealth's on the node alone), so they are computed for every node when those
+change (one vectorised pass) and kept, updated at the node each pod is placed on.
 """
 
 from __future__ import annotations

@@ -104,7 +104,8 @@ def totals_and_best(
         compact[j] = score
         highest = max(highest, score)
     # Every node's total: zeros (a vectorised fill), then the feasible ones' by slot. (One
-    # pass reading the totals at a running count does not vectorise: three times slower.)
+    # pass reading the totals at a running count does not vectorise, and at 15,000 nodes this
+    # write was the kernel's largest cost: docs/performance.md#the-kernel-at-15000-nodes.)
     total_row[:] = 0
     for j in range(count):
         total_row[np.uint64(feasible[j])] = compact[j]

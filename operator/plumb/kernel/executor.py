@@ -5,11 +5,11 @@ on one dedicated worker thread keeps the asyncio loop answering watches, binds a
 meanwhile. One thread, not a pool: batches are decided strictly one after another, each over the
 snapshot it was given, which is what makes a decision replayable.
 
-A batch too small to hold the loop up (``INLINE_PAIRS`` node-pod pairs: well under a
-millisecond) runs on the loop itself: handing it to the thread and waking the loop with its
-answer costs more CPU than deciding it (py-spy put that hand-over at ~10% of plumb's CPU on 500
-nodes, where most batches are small). The kernel keeps its scratch arrays per thread, and the
-loop awaits each batch before the next, so decisions stay one after another either way.
+A batch too small to hold the loop up (``INLINE_PAIRS`` node-pod pairs: well under a millisecond)
+runs on the loop itself: handing it to the thread and waking the loop with its answer costs more
+CPU than deciding it, and at 500 nodes most batches are that small
+(docs/performance.md#cpu-where-plumbs-time-went). The kernel keeps its scratch arrays per thread,
+and the loop awaits each batch before the next, so decisions stay one after another either way.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ BATCH = 128
 """Pods decided per kernel call at most: the scheduler's batch (scheduler.DEFAULT_BATCH) and
 the kernel micro-benchmark's. A backlog goes in batches this big: the work done once per batch
 (the cluster's arrays, the snapshot) is shared by more pods, and such a batch runs on the
-kernel's thread while the loop sends the bindings already decided (a drain of 2,000 pods:
-docs/performance.md)."""
+kernel's thread while the loop sends the bindings already decided
+(docs/performance.md#drains-batches-of-128)."""
 
 
 class Warmer(Protocol):

@@ -5,9 +5,9 @@ Two formats, chosen with ``--log-format``:
 - ``json`` (the default): every line is one JSON object, ``{"time", "level", "logger", "msg"}``
   plus the record's structured fields (a trace's, see ``trace.py``) and, with an exception,
   ``exc_info`` holding the traceback text. ``kubectl logs deploy/plumb | jq`` reads it.
-- ``plain``: ``<time> LEVEL logger: message`` as before, and a record's fields after the
-  message as ``key=value`` pairs, each value in JSON (strings quoted, as klog writes them), so
-  the pairs read back exactly (``parse_pairs``).
+- ``plain``: ``<time> LEVEL logger: message``, and a record's fields after the message as
+  ``key=value`` pairs, each value in JSON (strings quoted, as klog writes them), so the pairs
+  read back exactly (``parse_pairs``).
 
 A record carries fields in ``extra={FIELDS: {...}}``.
 """

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from plumb import DEFAULT_SCHEDULER_NAME
-from plumb.framework import preemption
+from plumb.preemption import evaluator
 from plumb.testing import builders, crds, kube
 from tests.integration import preempting
 from tests.integration.conftest import NodeFactory, Plumb
@@ -308,10 +308,10 @@ def test_max_victims_per_pod_with_no_node_left_the_pod_waits_naming_the_cap(
         return
     tenant.create(vip)
     message = preempting.newest_failed_scheduling(
-        tenant.client, ns, "vip", containing=preemption.PREFIX
+        tenant.client, ns, "vip", containing=evaluator.PREFIX
     )
-    cap = preemption.cap_reason(
-        preemption.Rules(max_victims=1, source=f"SchedulingPolicy {ns}/{POLICY}")
+    cap = evaluator.cap_reason(
+        evaluator.Rules(max_victims=1, source=f"SchedulingPolicy {ns}/{POLICY}")
     )
     assert cap == (
         "node(s) would need more than 1 victims "

@@ -13,6 +13,7 @@ from plumb.backend import objects
 from plumb.controlplane import running as controlplane
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
+from plumb.preemption import execution
 from plumb.testing import builders, kube
 from tests.integration.conftest import NodeFactory
 
@@ -60,7 +61,7 @@ async def test_nominate_and_clear_keep_the_pod_scheduled_condition(
 
     recorder.failed_scheduling(pod, "0/1 nodes are available: 1 Insufficient cpu.")
     await recorder.drain()
-    assert await recorder.nominate(pod, node)
+    assert await execution.Executor(recorder).nominate(pod, node)
     body = kube_client.pod(namespace, "preemptor")
     assert body["status"]["nominatedNodeName"] == node
     scheduled = _condition(body, "PodScheduled")
@@ -73,7 +74,7 @@ async def test_nominate_and_clear_keep_the_pod_scheduled_condition(
     body = kube_client.pod(namespace, "preemptor")
     assert body["status"]["nominatedNodeName"] == node
 
-    recorder.clear_nomination(pod)
+    execution.Executor(recorder).clear_nomination(pod)
     await recorder.drain()
     body = kube_client.pod(namespace, "preemptor")
     assert "nominatedNodeName" not in body["status"]
@@ -83,12 +84,12 @@ async def test_nominate_and_clear_keep_the_pod_scheduled_condition(
 
     # Not the leader: nothing is written, and nominate says so.
     shut = events.Recorder(api, instance="test", gate=lambda: False)
-    assert not await shut.nominate(pod, node)
+    assert not await execution.Executor(shut).nominate(pod, node)
     assert "nominatedNodeName" not in kube_client.pod(namespace, "preemptor")["status"]
 
     # Gone: the API server's 404 is a False.
     ghost = objects.parse_pod(builders.make_pod("ghost", namespace).uid("no-such-uid").obj())
-    assert not await recorder.nominate(ghost, node)
+    assert not await execution.Executor(recorder).nominate(ghost, node)
 
 
 async def test_preempt_marks_deletes_and_reports_the_victim(
@@ -99,7 +100,7 @@ async def test_preempt_marks_deletes_and_reports_the_victim(
     preemptor = _pod(kube_client, namespace, "preemptor")
     victim = _pod(kube_client, namespace, "victim", node=node, hold=True)
     try:
-        assert await recorder.preempt(victim, preemptor, node)
+        assert await execution.Executor(recorder).preempt(victim, preemptor, node)
         await recorder.drain()
         body = kube_client.pod(namespace, "victim")
         assert body["metadata"].get("deletionTimestamp")
@@ -133,7 +134,7 @@ async def test_preempt_marks_deletes_and_reports_the_victim(
         lambda: not any(p["metadata"]["name"] == "victim" for p in kube_client.pods(namespace)),
     )
     # Gone: True, nothing written.
-    assert await recorder.preempt(victim, preemptor, node)
+    assert await execution.Executor(recorder).preempt(victim, preemptor, node)
 
 
 async def test_a_pod_recreated_under_the_victims_name_is_left_alone(
@@ -151,13 +152,13 @@ async def test_a_pod_recreated_under_the_victims_name_is_left_alone(
     assert refused.status == 409, refused.body
     assert "UID in the precondition" in refused.message()
     # The recorder reads this answer as "the victim is gone": the real wording, checked.
-    assert events._gone(refused)
+    assert execution._gone(refused)
     body = kube_client.pod(namespace, "victim")
     assert body["metadata"]["uid"] == current.uid
     assert not body["metadata"].get("deletionTimestamp")
 
     # The stale victim counts as gone: no condition on the new pod, no deletion, no event.
-    assert await recorder.preempt(stale, preemptor, node)
+    assert await execution.Executor(recorder).preempt(stale, preemptor, node)
     await recorder.drain()
     body = kube_client.pod(namespace, "victim")
     assert not body["metadata"].get("deletionTimestamp")
@@ -168,7 +169,7 @@ async def test_a_pod_recreated_under_the_victims_name_is_left_alone(
     old = objects.parse_pod(
         builders.make_pod("preemptor", namespace).scheduler("nobody").uid("an-older-uid").obj()
     )
-    assert not await recorder.nominate(old, node)
+    assert not await execution.Executor(recorder).nominate(old, node)
     assert "nominatedNodeName" not in kube_client.pod(namespace, "preemptor")["status"]
 
     # The right uid deletes.

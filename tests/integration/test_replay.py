@@ -18,9 +18,9 @@ import pytest
 
 from plumb import replay
 from plumb.backend import objects
-from plumb.framework import runs
 from plumb.kernel import compiled
 from plumb.observability import trace
+from plumb.scheduler import runs
 from plumb.testing import builders, crds, kube
 from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, free_port
 

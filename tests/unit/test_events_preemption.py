@@ -11,6 +11,7 @@ import pytest
 from plumb import events
 from plumb.backend import objects
 from plumb.k8s import client as k8s_client
+from plumb.preemption import execution
 from plumb.testing.builders import make_pod
 
 Call = tuple[str, str, str, dict[str, Any]]
@@ -86,7 +87,7 @@ PREEMPTOR = _pod("preemptor", "uid-preemptor")
 async def test_preempt_writes_condition_then_deletion_then_event() -> None:
     api = PodsApi()
     recorder = events.Recorder(api, instance="plumb-0")
-    assert await recorder.preempt(VICTIM, PREEMPTOR, "n1")
+    assert await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
     await recorder.drain()
     assert api.kinds() == ["patch", "delete", "event"]
 
@@ -130,7 +131,7 @@ async def test_the_condition_names_the_preemptors_scheduler() -> None:
     api = PodsApi()
     recorder = events.Recorder(api, instance="plumb-0")
     other = _pod("preemptor", "uid-preemptor", scheduler="tight")
-    assert await recorder.preempt(VICTIM, other, "n1")
+    assert await execution.Executor(recorder).preempt(VICTIM, other, "n1")
     condition = api.calls[0][3]["status"]["conditions"][0]
     assert condition["message"] == "tight: preempting to accommodate a higher priority pod"
 
@@ -168,7 +169,7 @@ async def test_a_victim_gone_at_its_deletion_is_preempted_without_an_event(
 ) -> None:
     api = PodsApi(deletes=(gone,))
     recorder = events.Recorder(api, instance="plumb-0")
-    assert await recorder.preempt(VICTIM, PREEMPTOR, "n1")
+    assert await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
     await recorder.drain()
     assert api.kinds() == ["patch", "delete"]
     assert not [r for r in caplog.records if r.levelname == "WARNING"]
@@ -192,7 +193,7 @@ async def test_a_victim_gone_at_its_condition_is_neither_deleted_nor_reported(
 ) -> None:
     api = PodsApi(patches=(gone,))
     recorder = events.Recorder(api, instance="plumb-0")
-    assert await recorder.preempt(VICTIM, PREEMPTOR, "n1")
+    assert await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
     await recorder.drain()
     assert api.kinds() == ["patch"]
 
@@ -206,7 +207,7 @@ async def test_a_refused_condition_stops_the_preemption(caplog: pytest.LogCaptur
     ):
         api = PodsApi(patches=(refusal,))
         recorder = events.Recorder(api, instance="plumb-0")
-        assert not await recorder.preempt(VICTIM, PREEMPTOR, "n1")
+        assert not await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
         await recorder.drain()
         assert api.kinds() == ["patch"]
     assert any("DisruptionTarget condition" in r.getMessage() for r in caplog.records)
@@ -215,7 +216,7 @@ async def test_a_refused_condition_stops_the_preemption(caplog: pytest.LogCaptur
 async def test_a_refused_deletion_fails_the_preemption_without_an_event() -> None:
     api = PodsApi(deletes=(_answer(403, "forbidden", reason="Forbidden"),))
     recorder = events.Recorder(api, instance="plumb-0")
-    assert not await recorder.preempt(VICTIM, PREEMPTOR, "n1")
+    assert not await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
     await recorder.drain()
     assert api.kinds() == ["patch", "delete"]
 
@@ -226,7 +227,7 @@ async def test_nothing_is_written_once_the_gate_shuts(open_for: int) -> None:
     api = PodsApi()
     gate = Gate(*([True] * open_for), *([False] * 5))
     recorder = events.Recorder(api, instance="plumb-0", gate=gate)
-    done = await recorder.preempt(VICTIM, PREEMPTOR, "n1")
+    done = await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
     await recorder.drain()
     assert api.kinds() == ["patch", "delete"][:open_for]
     # Once deleted, the victim is preempted even if the event could not be posted.
@@ -236,7 +237,7 @@ async def test_nothing_is_written_once_the_gate_shuts(open_for: int) -> None:
 async def test_nominate_patches_only_the_nominated_node_and_awaits_it() -> None:
     api = PodsApi()
     recorder = events.Recorder(api, instance="plumb-0")
-    assert await recorder.nominate(PREEMPTOR, "n1")
+    assert await execution.Executor(recorder).nominate(PREEMPTOR, "n1")
     assert api.calls == [
         (
             "patch",
@@ -254,18 +255,20 @@ async def test_nominate_is_false_when_refused_gone_or_not_allowed() -> None:
         k8s_client.TransportError("PATCH: connection refused"),
     ):
         api = PodsApi(patches=(refusal,))
-        assert not await events.Recorder(api, instance="plumb-0").nominate(PREEMPTOR, "n1")
+        assert not await execution.Executor(events.Recorder(api, instance="plumb-0")).nominate(
+            PREEMPTOR, "n1"
+        )
         assert api.kinds() == ["patch"]
     api = PodsApi()
     shut = events.Recorder(api, instance="plumb-0", gate=lambda: False)
-    assert not await shut.nominate(PREEMPTOR, "n1")
+    assert not await execution.Executor(shut).nominate(PREEMPTOR, "n1")
     assert api.calls == []
 
 
 async def test_clear_nomination_sets_null_in_the_background_and_only_when_allowed() -> None:
     api = PodsApi()
     recorder = events.Recorder(api, instance="plumb-0")
-    recorder.clear_nomination(PREEMPTOR)
+    execution.Executor(recorder).clear_nomination(PREEMPTOR)
     await recorder.drain()
     assert api.calls == [
         (
@@ -277,7 +280,7 @@ async def test_clear_nomination_sets_null_in_the_background_and_only_when_allowe
     ]
     api = PodsApi()
     shut = events.Recorder(api, instance="plumb-0", gate=lambda: False)
-    shut.clear_nomination(PREEMPTOR)
+    execution.Executor(shut).clear_nomination(PREEMPTOR)
     await shut.drain()
     assert api.calls == []
 
@@ -300,6 +303,6 @@ async def test_an_api_that_cannot_delete_pods_fails_the_preemption() -> None:
 
     api = EventsOnly()
     recorder = events.Recorder(api, instance="plumb-0")
-    assert not await recorder.preempt(VICTIM, PREEMPTOR, "n1")
+    assert not await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
     await recorder.drain()
     assert api.patches == 0

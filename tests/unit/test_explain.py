@@ -17,8 +17,8 @@ import pytest
 from plumb import explain
 from plumb.app import debug
 from plumb.backend import cache as cache_module
-from plumb.framework import runs
 from plumb.observability import logs, trace, tracing
+from plumb.scheduler import runs
 
 PLUGINS = {
     "NodeResourcesFit": 1,

@@ -1,4 +1,4 @@
-"""Tests for plumb.framework.preemption: whom kube-scheduler's DefaultPreemption would evict and
+"""Tests for plumb.preemption.evaluator: whom kube-scheduler's DefaultPreemption would evict and
 where, with a resource-sum ``fits`` standing in for the filters."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plumb.backend import hashing, specs
-from plumb.framework import preemption as pre
 from plumb.kernel import reference
+from plumb.preemption import evaluator
 
 T0 = datetime.datetime(2026, 1, 1, 10, 0, tzinfo=datetime.UTC)
 
@@ -32,9 +32,9 @@ def pod(
     start: float | None = 0,
     ns: str = "default",
     **extra: object,
-) -> pre.Pod:
+) -> evaluator.Pod:
     """A pod asking ``cpu`` cores, started ``start`` hours after T0 (None: not started)."""
-    return pre.Pod(
+    return evaluator.Pod(
         uid=f"uid-{ns}-{name}",
         namespace=ns,
         name=name,
@@ -45,8 +45,8 @@ def pod(
     )
 
 
-def node(name: str, *pods: pre.Pod, cpu: int = 4) -> pre.NodePods:
-    return pre.NodePods(name=name, allocatable={"cpu": cpu}, pods=pods)
+def node(name: str, *pods: evaluator.Pod, cpu: int = 4) -> evaluator.NodePods:
+    return evaluator.NodePods(name=name, allocatable={"cpu": cpu}, pods=pods)
 
 
 class SumFits:
@@ -56,24 +56,28 @@ class SumFits:
     def __init__(self) -> None:
         self.asked: list[str] = []
 
-    def __call__(self, p: pre.Pod, n: pre.NodePods, remaining: Sequence[pre.Pod]) -> bool:
+    def __call__(
+        self, p: evaluator.Pod, n: evaluator.NodePods, remaining: Sequence[evaluator.Pod]
+    ) -> bool:
         self.asked.append(n.name)
         used = sum(r.requests.get("cpu", 0) for r in remaining)
         return used + p.requests.get("cpu", 0) <= n.allocatable.get("cpu", 0)
 
 
-def unschedulable(*nodes: pre.NodePods) -> dict[str, pre.NodeStatus]:
+def unschedulable(*nodes: evaluator.NodePods) -> dict[str, evaluator.NodeStatus]:
     return {
-        n.name: pre.NodeStatus(code=pre.Code.UNSCHEDULABLE, reasons=("Insufficient cpu",))
+        n.name: evaluator.NodeStatus(
+            code=evaluator.Code.UNSCHEDULABLE, reasons=("Insufficient cpu",)
+        )
         for n in nodes
     }
 
 
 def budget(
     allowed: int, *, ns: str = "default", app: str = "db", **extra: object
-) -> pre.DisruptionBudget:
+) -> evaluator.DisruptionBudget:
     selector = specs.LabelSelector((specs.Requirement("app", "In", (app,)),))
-    return pre.DisruptionBudget(
+    return evaluator.DisruptionBudget(
         namespace=ns,
         selector=selector,
         disruptions_allowed=allowed,
@@ -82,13 +86,13 @@ def budget(
 
 
 def run(
-    preemptor: pre.Pod,
-    *nodes: pre.NodePods,
-    budgets: Sequence[pre.DisruptionBudget] = (),
-    statuses: dict[str, pre.NodeStatus] | None = None,
-    rules: pre.Rules = pre.NO_RULES,
-) -> pre.PreemptionVerdict:
-    return pre.preempt(
+    preemptor: evaluator.Pod,
+    *nodes: evaluator.NodePods,
+    budgets: Sequence[evaluator.DisruptionBudget] = (),
+    statuses: dict[str, evaluator.NodeStatus] | None = None,
+    rules: evaluator.Rules = evaluator.NO_RULES,
+) -> evaluator.PreemptionVerdict:
+    return evaluator.preempt(
         preemptor,
         nodes,
         unschedulable(*nodes) if statuses is None else statuses,
@@ -98,7 +102,7 @@ def run(
     )
 
 
-def names(pods: Sequence[pre.Pod]) -> list[str]:
+def names(pods: Sequence[evaluator.Pod]) -> list[str]:
     return [p.name for p in pods]
 
 
@@ -135,7 +139,7 @@ def test_equal_or_higher_priority_is_never_a_victim() -> None:
     assert outcome.rejected == {"n": ("Insufficient cpu",)}
     only_equal = node("m", pod("same", 10, cpu=4))
     outcome = run(pod("vip", 10, cpu=1), only_equal)
-    assert outcome.rejected == {"m": (pre.NO_VICTIMS,)}
+    assert outcome.rejected == {"m": (evaluator.NO_VICTIMS,)}
 
 
 def test_victims_are_listed_most_important_first() -> None:
@@ -177,7 +181,7 @@ def test_violations_are_counted_per_victim_beyond_the_budget() -> None:
 def test_budgets_that_do_not_apply() -> None:
     db = pod("db", 1, cpu=2, labels={"app": "db"})
     n = node("n", db, pod("other", 5, cpu=2))
-    empty = pre.DisruptionBudget(
+    empty = evaluator.DisruptionBudget(
         namespace="default", selector=specs.LabelSelector(), disruptions_allowed=0
     )
     for unrelated in (
@@ -185,7 +189,7 @@ def test_budgets_that_do_not_apply() -> None:
         budget(0, app="web"),
         budget(0, disrupted=frozenset({"db"})),
         empty,
-        pre.DisruptionBudget(namespace="default", selector=None, disruptions_allowed=0),
+        evaluator.DisruptionBudget(namespace="default", selector=None, disruptions_allowed=0),
     ):
         outcome = run(pod("vip", 10, cpu=2), n, budgets=[unrelated])
         assert names(outcome.victims) == ["db"], unrelated
@@ -209,7 +213,9 @@ def test_pod_without_labels_is_not_protected_by_a_pdb_selecting_by_absence_as_ku
     # and, the less protected, goes although it is the more important (tests/integration/
     # test_preemption_parity_budgets.py shows the real kube-scheduler v1.34.4 doing the same).
     selector = specs.LabelSelector((requirement,))
-    guard = pre.DisruptionBudget(namespace="default", selector=selector, disruptions_allowed=0)
+    guard = evaluator.DisruptionBudget(
+        namespace="default", selector=selector, disruptions_allowed=0
+    )
     bare = pod("bare", 5, cpu=2)
     labeled = pod("labeled", 0, cpu=2, labels={"app": "web"})
     assert selector.matches(bare.labels)
@@ -223,7 +229,7 @@ def test_pod_without_labels_is_not_protected_by_a_pdb_selecting_by_absence_as_ku
 def test_node_of_an_unlabeled_victim_has_no_pdb_violation_under_a_notin_pdb() -> None:
     # The node choice follows: "a"'s victim has no labels (0 violations), "b"'s is matched (1);
     # by priority alone b would win (10 < 20).
-    guard = pre.DisruptionBudget(
+    guard = evaluator.DisruptionBudget(
         namespace="default",
         selector=specs.LabelSelector((ABSENCE_SELECTORS["NotIn"],)),
         disruptions_allowed=0,
@@ -304,7 +310,7 @@ def test_full_tie_goes_to_the_kernels_stable_hash_not_list_order() -> None:
     node_names = [f"node-{i}" for i in range(6)]
     winners = set()
     for uid in (f"vip-{i}" for i in range(20)):
-        preemptor = pre.Pod(
+        preemptor = evaluator.Pod(
             uid=uid, namespace="default", name="vip", priority=10, requests={"cpu": 4}
         )
         nodes = [node(n, pod(f"{n}-victim", 1, cpu=4)) for n in node_names]
@@ -346,8 +352,8 @@ def test_terminating_pods_of_higher_priority_still_take_room() -> None:
 def test_preemption_policy_never() -> None:
     fits = SumFits()
     n = node("n", pod("low", 0, cpu=4))
-    outcome = pre.preempt(
-        pod("vip", 10, cpu=4, preemption_policy=pre.NEVER), [n], unschedulable(n), [], fits
+    outcome = evaluator.preempt(
+        pod("vip", 10, cpu=4, preemption_policy=evaluator.NEVER), [n], unschedulable(n), [], fits
     )
     assert outcome.node is None
     assert outcome.message == "preemption: not eligible due to preemptionPolicy=Never."
@@ -367,7 +373,7 @@ def test_not_again_while_victims_terminate_on_the_nominated_node() -> None:
     )
     # Eligible again when the nominated node can no longer help ...
     statuses = unschedulable(nominated, other)
-    statuses["nominated"] = pre.NodeStatus(code=pre.Code.UNRESOLVABLE)
+    statuses["nominated"] = evaluator.NodeStatus(code=evaluator.Code.UNRESOLVABLE)
     assert run(preemptor, nominated, other, statuses=statuses).node == "other"
     # ... or when the terminating pod was not preempted by a scheduler, or is not below it.
     plain = node("nominated", pod("victim", 0, cpu=4, deleting=True))
@@ -383,10 +389,12 @@ def test_only_unschedulable_nodes_are_searched() -> None:
     fits = SumFits()
     nodes = [node(n, pod(f"{n}-low", 0, cpu=4)) for n in ("a", "b", "c")]
     statuses = {
-        "a": pre.NodeStatus(code=pre.Code.UNRESOLVABLE, reasons=("node(s) were unschedulable",)),
-        "b": pre.NodeStatus(code=pre.Code.UNSCHEDULABLE, reasons=("Insufficient cpu",)),
+        "a": evaluator.NodeStatus(
+            code=evaluator.Code.UNRESOLVABLE, reasons=("node(s) were unschedulable",)
+        ),
+        "b": evaluator.NodeStatus(code=evaluator.Code.UNSCHEDULABLE, reasons=("Insufficient cpu",)),
     }
-    outcome = pre.preempt(pod("vip", 10, cpu=4), nodes, statuses, [], fits)
+    outcome = evaluator.preempt(pod("vip", 10, cpu=4), nodes, statuses, [], fits)
     assert outcome.node == "b"
     assert set(fits.asked) == {"b"}
 
@@ -420,11 +428,15 @@ def test_no_candidate_message_in_kube_schedulers_words() -> None:
 
 
 def test_explains_gives_the_reasons_with_victims_removed() -> None:
-    def explains(p: pre.Pod, n: pre.NodePods, remaining: Sequence[pre.Pod]) -> Sequence[str]:
+    def explains(
+        p: evaluator.Pod, n: evaluator.NodePods, remaining: Sequence[evaluator.Pod]
+    ) -> Sequence[str]:
         return ("Insufficient memory",)
 
     n = node("n", pod("low", 0, cpu=1), cpu=2)
-    outcome = pre.preempt(pod("vip", 10, cpu=4), [n], unschedulable(n), [], SumFits(), explains)
+    outcome = evaluator.preempt(
+        pod("vip", 10, cpu=4), [n], unschedulable(n), [], SumFits(), explains
+    )
     assert outcome.message == "preemption: 0/1 nodes are available: 1 Insufficient memory."
 
 
@@ -459,8 +471,8 @@ TEAM = "SchedulingPolicy team-a/web"
 def test_an_exempt_pod_is_never_a_victim() -> None:
     # Without the rule "guaranteed" (priority 0) goes; exempt, it stays and "burstable" (priority
     # 5) goes in its place.
-    guaranteed = pod("guaranteed", 0, cpu=2, qos=pre.GUARANTEED)
-    burstable = pod("burstable", 5, cpu=2, qos=pre.BURSTABLE)
+    guaranteed = pod("guaranteed", 0, cpu=2, qos=evaluator.GUARANTEED)
+    burstable = pod("burstable", 5, cpu=2, qos=evaluator.BURSTABLE)
     n = node("n", guaranteed, burstable)
     assert names(run(pod("vip", 10, cpu=2), n).victims) == ["guaranteed"]
     exempt = node("n", dataclasses.replace(guaranteed, exempt=True), burstable)
@@ -480,7 +492,7 @@ def test_exempt_pods_take_their_room_in_the_fit_check() -> None:
 def test_a_node_of_only_exempt_lower_pods_has_no_victims() -> None:
     n = node("n", pod("a", 0, cpu=2, exempt=True), pod("b", 1, cpu=2, exempt=True))
     outcome = run(pod("vip", 10, cpu=4), n)
-    assert outcome.rejected == {"n": (pre.NO_VICTIMS,)}
+    assert outcome.rejected == {"n": (evaluator.NO_VICTIMS,)}
     assert outcome.message == (
         "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
@@ -492,19 +504,19 @@ def test_same_namespace_keeps_other_tenants_pods() -> None:
     n = node("n", mine, theirs)
     preemptor = pod("vip", 10, cpu=2, ns="team-a")
     assert names(run(preemptor, n).victims) == ["theirs"]
-    scoped = pre.Rules(same_namespace=True, source=TEAM)
+    scoped = evaluator.Rules(same_namespace=True, source=TEAM)
     assert names(run(preemptor, n, rules=scoped).victims) == ["mine"]
     # A node holding only other tenants' pods is no candidate under the rule.
     other = node("other", pod("t1", 0, cpu=4, ns="team-b"))
     assert run(preemptor, other).node == "other"
-    assert run(preemptor, other, rules=scoped).rejected == {"other": (pre.NO_VICTIMS,)}
+    assert run(preemptor, other, rules=scoped).rejected == {"other": (evaluator.NO_VICTIMS,)}
 
 
 def test_same_namespace_counts_other_tenants_pods_as_staying() -> None:
     n = node("n", pod("mine", 0, cpu=1, ns="team-a"), pod("theirs", 0, cpu=2, ns="team-b"))
     preemptor = pod("vip", 10, cpu=3, ns="team-a")
     assert run(preemptor, n).node == "n"
-    outcome = run(preemptor, n, rules=pre.Rules(same_namespace=True))
+    outcome = run(preemptor, n, rules=evaluator.Rules(same_namespace=True))
     assert outcome.node is None
     assert outcome.rejected == {"n": ("Insufficient cpu",)}
 
@@ -512,11 +524,11 @@ def test_same_namespace_counts_other_tenants_pods_as_staying() -> None:
 def test_qos_order_evicts_best_effort_before_guaranteed() -> None:
     # Two priority-0 pods, either of which frees enough room. By kube-scheduler's order the one
     # started later goes ("guaranteed"); with QoSThenPriority the BestEffort one does.
-    guaranteed = pod("guaranteed", 0, cpu=2, start=5, qos=pre.GUARANTEED)
-    best_effort = pod("best-effort", 0, cpu=2, start=1, qos=pre.BEST_EFFORT)
+    guaranteed = pod("guaranteed", 0, cpu=2, start=5, qos=evaluator.GUARANTEED)
+    best_effort = pod("best-effort", 0, cpu=2, start=1, qos=evaluator.BEST_EFFORT)
     n = node("n", guaranteed, best_effort)
     assert names(run(pod("vip", 10, cpu=2), n).victims) == ["guaranteed"]
-    ordered = run(pod("vip", 10, cpu=2), n, rules=pre.Rules(qos_order=True))
+    ordered = run(pod("vip", 10, cpu=2), n, rules=evaluator.Rules(qos_order=True))
     assert names(ordered.victims) == ["best-effort"]
 
 
@@ -524,21 +536,23 @@ def test_qos_order_puts_the_class_before_priority() -> None:
     # A higher-priority BestEffort pod goes before a lower-priority Burstable one, which goes
     # before Guaranteed; an unknown class ranks as Burstable.
     pods = [
-        pod("g", 1, cpu=1, qos=pre.GUARANTEED),
-        pod("b", 2, cpu=1, qos=pre.BURSTABLE),
+        pod("g", 1, cpu=1, qos=evaluator.GUARANTEED),
+        pod("b", 2, cpu=1, qos=evaluator.BURSTABLE),
         pod("u", 1, cpu=1, qos=""),
-        pod("e", 5, cpu=1, qos=pre.BEST_EFFORT),
+        pod("e", 5, cpu=1, qos=evaluator.BEST_EFFORT),
     ]
     n = node("n", *pods)
     assert names(run(pod("vip", 10, cpu=1), n).victims) == ["u"]
-    assert names(run(pod("vip", 10, cpu=1), n, rules=pre.Rules(qos_order=True)).victims) == ["e"]
+    assert names(run(pod("vip", 10, cpu=1), n, rules=evaluator.Rules(qos_order=True)).victims) == [
+        "e"
+    ]
     assert names(run(pod("vip", 10, cpu=2), n).victims) == ["g", "u"]
-    assert names(run(pod("vip", 10, cpu=2), n, rules=pre.Rules(qos_order=True)).victims) == [
+    assert names(run(pod("vip", 10, cpu=2), n, rules=evaluator.Rules(qos_order=True)).victims) == [
         "u",
         "e",
     ]
     # Listed most important first by the same key.
-    every = run(pod("vip", 10, cpu=4), n, rules=pre.Rules(qos_order=True))
+    every = run(pod("vip", 10, cpu=4), n, rules=evaluator.Rules(qos_order=True))
     assert names(every.victims) == ["g", "b", "u", "e"]
     assert names(run(pod("vip", 10, cpu=4), n).victims) == ["e", "b", "g", "u"]
 
@@ -546,9 +560,11 @@ def test_qos_order_puts_the_class_before_priority() -> None:
 def test_qos_order_keeps_pdb_violating_pods_first_in_line_for_reprieve() -> None:
     # "guarded" is BestEffort but its budget allows no disruption: it is offered back first and
     # stays, so the Guaranteed pod goes even under QoSThenPriority.
-    guarded = pod("guarded", 0, cpu=2, qos=pre.BEST_EFFORT, labels={"app": "db"})
-    n = node("n", guarded, pod("guaranteed", 0, cpu=2, qos=pre.GUARANTEED))
-    outcome = run(pod("vip", 10, cpu=2), n, budgets=[budget(0)], rules=pre.Rules(qos_order=True))
+    guarded = pod("guarded", 0, cpu=2, qos=evaluator.BEST_EFFORT, labels={"app": "db"})
+    n = node("n", guarded, pod("guaranteed", 0, cpu=2, qos=evaluator.GUARANTEED))
+    outcome = run(
+        pod("vip", 10, cpu=2), n, budgets=[budget(0)], rules=evaluator.Rules(qos_order=True)
+    )
     assert names(outcome.victims) == ["guaranteed"]
     assert outcome.pdb_violations == 0
 
@@ -558,16 +574,20 @@ def test_max_victims_rules_out_a_node_that_needs_more() -> None:
     few = node("few", pod("f0", 3, cpu=2), pod("f1", 3, cpu=2))
     # kube-scheduler prefers the lower highest priority: 4 victims of priority 0 on "many".
     assert run(pod("vip", 10, cpu=4), many, few).node == "many"
-    capped = run(pod("vip", 10, cpu=4), many, few, rules=pre.Rules(max_victims=2, source=TEAM))
+    capped = run(
+        pod("vip", 10, cpu=4), many, few, rules=evaluator.Rules(max_victims=2, source=TEAM)
+    )
     assert capped.node == "few"
     assert names(capped.victims) == ["f0", "f1"]
-    assert capped.rejected == {"many": (pre.cap_reason(pre.Rules(max_victims=2, source=TEAM)),)}
+    assert capped.rejected == {
+        "many": (evaluator.cap_reason(evaluator.Rules(max_victims=2, source=TEAM)),)
+    }
 
 
 def test_beyond_the_cap_the_pod_waits_with_a_message_naming_it() -> None:
     nodes = [node(f"n{i}", *(pod(f"p{i}-{j}", 0, cpu=1) for j in range(4))) for i in range(3)]
     nodes.append(node("small", pod("s", 0, cpu=1), cpu=2))
-    rules = pre.Rules(max_victims=3, source=TEAM)
+    rules = evaluator.Rules(max_victims=3, source=TEAM)
     outcome = run(pod("vip", 10, cpu=4), *nodes, rules=rules)
     assert outcome.node is None
     assert outcome.clear_nomination
@@ -576,30 +596,34 @@ def test_beyond_the_cap_the_pod_waits_with_a_message_naming_it() -> None:
         "3 node(s) would need more than 3 victims "
         "(maxVictimsPerPod of SchedulingPolicy team-a/web)."
     )
-    assert run(pod("vip", 10, cpu=4), *nodes, rules=pre.Rules(max_victims=4)).node is not None
+    assert run(pod("vip", 10, cpu=4), *nodes, rules=evaluator.Rules(max_victims=4)).node is not None
 
 
 def test_the_cap_counts_victims_after_the_reprieve() -> None:
     # 6 lower pods on the node, but only 2 must go.
     n = node("n", *(pod(f"p{i}", 0, cpu=1) for i in range(6)), cpu=6)
-    outcome = run(pod("vip", 10, cpu=2), n, rules=pre.Rules(max_victims=2))
+    outcome = run(pod("vip", 10, cpu=2), n, rules=evaluator.Rules(max_victims=2))
     assert len(outcome.victims) == 2
-    assert run(pod("vip", 10, cpu=3), n, rules=pre.Rules(max_victims=2)).node is None
+    assert run(pod("vip", 10, cpu=3), n, rules=evaluator.Rules(max_victims=2)).node is None
 
 
 def test_cap_reason_without_a_source_and_a_cap_below_one() -> None:
-    assert pre.cap_reason(pre.Rules(max_victims=1)) == (
+    assert evaluator.cap_reason(evaluator.Rules(max_victims=1)) == (
         "node(s) would need more than 1 victims (maxVictimsPerPod)"
     )
     with pytest.raises(ValueError, match="max_victims"):
-        pre.Rules(max_victims=0)
+        evaluator.Rules(max_victims=0)
 
 
 def test_no_rules_changes_nothing() -> None:
-    n = node("n", pod("a", 0, cpu=2, start=1, qos=pre.GUARANTEED), pod("b", 0, cpu=2, start=2))
-    assert run(pod("vip", 10, cpu=2), n, rules=pre.NO_RULES) == run(pod("vip", 10, cpu=2), n)
-    search = pre.select_victims(pod("vip", 10, cpu=2), n, [], SumFits())
-    assert search == pre.select_victims(pod("vip", 10, cpu=2), n, [], SumFits(), rules=pre.NO_RULES)
+    n = node(
+        "n", pod("a", 0, cpu=2, start=1, qos=evaluator.GUARANTEED), pod("b", 0, cpu=2, start=2)
+    )
+    assert run(pod("vip", 10, cpu=2), n, rules=evaluator.NO_RULES) == run(pod("vip", 10, cpu=2), n)
+    search = evaluator.select_victims(pod("vip", 10, cpu=2), n, [], SumFits())
+    assert search == evaluator.select_victims(
+        pod("vip", 10, cpu=2), n, [], SumFits(), rules=evaluator.NO_RULES
+    )
 
 
 # Properties ------------------------------------------------------------------------------------
@@ -668,7 +692,8 @@ def test_the_choice_does_not_depend_on_node_or_pod_order() -> None:
     results = set()
     for order in itertools.permutations(base):
         shuffled = [
-            pre.NodePods(name=n.name, allocatable=n.allocatable, pods=n.pods[::-1]) for n in order
+            evaluator.NodePods(name=n.name, allocatable=n.allocatable, pods=n.pods[::-1])
+            for n in order
         ]
         for nodes in (list(order), shuffled):
             outcome = run(pod("vip", 10, cpu=2), *nodes)
@@ -676,7 +701,7 @@ def test_the_choice_does_not_depend_on_node_or_pod_order() -> None:
     assert len(results) == 1
 
 
-_QOS = st.sampled_from(["", *pre.QOS_CLASSES])
+_QOS = st.sampled_from(["", *evaluator.QOS_CLASSES])
 _rule_pods = st.lists(
     st.tuples(
         st.integers(-3, 12),  # priority
@@ -732,13 +757,13 @@ def test_under_any_rules_victims_are_minimal_allowed_and_within_the_cap(
         )
         for i, (capacity, pods) in enumerate(cluster)
     ]
-    rules = pre.Rules(
+    rules = evaluator.Rules(
         qos_order=qos_order, same_namespace=same_namespace, max_victims=cap, source=TEAM
     )
     preemptor = pod("vip", priority, cpu, ns="team-a")
     outcome = run(preemptor, *nodes, budgets=[budget(allowed, ns="team-a")], rules=rules)
     fits = SumFits()
-    key = pre.victim_order(rules)
+    key = evaluator.victim_order(rules)
     for candidate in outcome.candidates:
         target = next(n for n in nodes if n.name == candidate.node)
         assert cap is None or len(candidate.victims) <= cap
@@ -754,13 +779,13 @@ def test_under_any_rules_victims_are_minimal_allowed_and_within_the_cap(
             assert not fits(preemptor, target, [*kept, victim]), victim.name
     if outcome.node is not None:
         assert outcome.node in {c.node for c in outcome.candidates}
-    cap_text = pre.cap_reason(rules)
+    cap_text = evaluator.cap_reason(rules)
     for name, reasons in outcome.rejected.items():
         if cap_text in reasons:
             assert cap is not None, name
     # The rules only ever take nodes away: every candidate is one without them too.
     unruled = [
-        pre.NodePods(
+        evaluator.NodePods(
             name=n.name,
             allocatable=n.allocatable,
             pods=tuple(dataclasses.replace(p, exempt=False) for p in n.pods),

@@ -1,4 +1,4 @@
-"""Tests for plumb.framework.preemptionsearch: preemption over a real cache, each "does it fit
+"""Tests for plumb.preemption.search: preemption over a real cache, each "does it fit
 without these pods" answered by the kernel, the reference one and the compiled one alike."""
 
 from __future__ import annotations
@@ -9,23 +9,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from plumb.backend import cache, nominations, objects
-from plumb.framework import preemption, preemptionsearch
 from plumb.kernel import compiled, reference
+from plumb.preemption import evaluator, search
 from plumb.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, make_node, make_pod
 from tests.unit.scenarios import cluster, pod
 
 HIGH = 1000
 
 
-def _search(
-    c: cache.Cache, preemptor: objects.PodInfo, **options: object
-) -> preemptionsearch.Search:
-    found = preemptionsearch.search(preemptor, c.snapshot(), c, reference.run, **options)
+def _search(c: cache.Cache, preemptor: objects.PodInfo, **options: object) -> search.Search:
+    found = search.search(preemptor, c.snapshot(), c, reference.run, **options)
     assert found is not None
     return found
 
 
-def _victims(found: preemptionsearch.Search) -> list[str]:
+def _victims(found: search.Search) -> list[str]:
     return [v.name for v in found.victims]
 
 
@@ -159,15 +157,13 @@ def _scenarios(draw: st.DrawFn) -> tuple[cache.Cache, objects.PodInfo]:
     return cluster(builders, bound), pod(preemptor, "vip")
 
 
-def _minimal(c: cache.Cache, preemptor: objects.PodInfo, found: preemptionsearch.Search) -> None:
+def _minimal(c: cache.Cache, preemptor: objects.PodInfo, found: search.Search) -> None:
     """No victim can be spared: with any one of them back, the preemptor does not fit."""
     node = found.outcome.node
     assert node is not None
-    plan = preemptionsearch.prepare(preemptor, c.snapshot(), c)
+    plan = search.prepare(preemptor, c.snapshot(), c)
     assert plan is not None
-    whatif = preemptionsearch.WhatIf(
-        plan.compiled, reference.run, plan.pods_on, plan.namespace_labels
-    )
+    whatif = search.WhatIf(plan.compiled, reference.run, plan.pods_on, plan.namespace_labels)
     victims: Sequence[objects.PodInfo] = found.victims
     assert whatif.fits(node, victims)
     for spared in victims:
@@ -181,8 +177,8 @@ def test_numba_equals_the_reference_and_the_victims_are_minimal(
     scenario: tuple[cache.Cache, objects.PodInfo],
 ) -> None:
     c, preemptor = scenario
-    by_reference = preemptionsearch.search(preemptor, c.snapshot(), c, reference.run)
-    by_numba = preemptionsearch.search(preemptor, c.snapshot(), c, compiled.run)
+    by_reference = search.search(preemptor, c.snapshot(), c, reference.run)
+    by_numba = search.search(preemptor, c.snapshot(), c, compiled.run)
     if by_reference is None:
         assert by_numba is None
         return
@@ -191,7 +187,7 @@ def test_numba_equals_the_reference_and_the_victims_are_minimal(
     assert by_numba.victims == by_reference.victims
     outcome = by_reference.outcome
     if outcome.node is None:
-        assert outcome.message.startswith(preemption.PREFIX)
+        assert outcome.message.startswith(evaluator.PREFIX)
         return
     assert all(v.priority < preemptor.priority for v in by_reference.victims)
     _minimal(c, preemptor, by_reference)

@@ -26,12 +26,12 @@ from plumb.app import configuring, debug, handlers, leading, probes
 from plumb.backend import cache as cache_module
 from plumb.backend import journal as journal_module
 from plumb.backend import queue as queue_module
-from plumb.framework import runs
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.k8s import gates
 from plumb.kernel import compiled_jit, executor
 from plumb.observability import metrics, trace, tracing
+from plumb.scheduler import runs
 
 logger = logging.getLogger("plumb.app.running")  # the name log readers and plumb bench filter on
 

@@ -61,8 +61,8 @@ MAX_EXPRESSIONS = 32
 MAX_VALUES = 64
 MAX_VICTIMS = 10_000
 
-# spec.preemption's enums. The QoS class names are a pod's status.qosClass; framework/preemption
-# spells them too (it may not import this layer).
+# spec.preemption's enums. The QoS class names are a pod's status.qosClass; preemption/evaluator
+# spells them too (it reads no policy: the PostFilter turns one into its Rules).
 GUARANTEED = "Guaranteed"
 BURSTABLE = "Burstable"
 BEST_EFFORT = "BestEffort"

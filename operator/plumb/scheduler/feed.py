@@ -18,7 +18,6 @@ from typing import Any, TypeVar
 
 from plumb.backend import cache as cache_module
 from plumb.backend import objects
-from plumb.framework import preemptionsearch
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,
@@ -33,6 +32,7 @@ from plumb.framework.plugins import (
     volumezone,
 )
 from plumb.observability import trace
+from plumb.preemption import search
 from plumb.scheduler import state as state_module
 
 logger = logging.getLogger("plumb.scheduler")
@@ -110,7 +110,7 @@ class ClusterFeed:
         if event_type == "DELETED":
             self._state.budgets.pop(key, None)
         else:
-            self._state.budgets[key] = preemptionsearch.parse_budget(body)
+            self._state.budgets[key] = search.parse_budget(body)
 
     def relist_budgets(self, bodies: Iterable[Mapping[str, Any]]) -> None:
         """Every PodDisruptionBudget, after a (re)list: the ones missing are gone."""

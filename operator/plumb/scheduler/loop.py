@@ -29,17 +29,17 @@ from plumb.backend import objects
 from plumb.backend import queue as queue_module
 from plumb.binder import Binder
 from plumb.events import Recorder
-from plumb.framework import cycle, deviation, runs, scoring, traces
+from plumb.framework import cycle, deviation, scoring, traces
 from plumb.framework.plugins import podtopologyspread
 from plumb.framework.plugins import volumeverdicts as volume_plugins
-from plumb.framework.preemptionsearch import NO_CLAIMS
 from plumb.k8s import gates
 from plumb.kernel import contract
 from plumb.kernel import executor as kernel_executor
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
-from plumb.scheduler import binding, feed, meters, postfilter, profiles
+from plumb.preemption.search import NO_CLAIMS
+from plumb.scheduler import binding, feed, meters, postfilter, profiles, runs
 from plumb.scheduler import state as state_module
 
 DEFAULT_BATCH = kernel_executor.BATCH

@@ -1,7 +1,7 @@
 """PostFilter: when a pod fits nowhere, make room by preemption and carry it out (kube-scheduler).
 
 The story of one failed pod (``PostFilter.run``):
-1. the search (framework/preemptionsearch.py) is read from the cache on the loop and decided on the
+1. the search (preemption/search.py) is read from the cache on the loop and decided on the
    kernel's thread: every node where evicting lower-priority pods would let the pod fit, the
    fewest and least important victims on each, the best node by kube-scheduler's order;
 2. nothing found: the FailedScheduling message goes on with kube-scheduler's PostFilter text
@@ -10,10 +10,10 @@ The story of one failed pod (``PostFilter.run``):
 3. found: the pod is nominated (``status.nominatedNodeName``, written and confirmed before any
    victim is touched), lower-priority pods nominated to the same node lose their nomination,
    and the victims are preempted in the background (DisruptionTarget condition, delete with a
-   uid precondition, Preempted event). Until those writes are done, the pod does not search
-   again ("not eligible due to a terminating pod on the nominated node"). The pod waits as
-   unschedulable; the victims' deletion moves it back, and its next cycle holds it to the
-   nominated node while that node fits it.
+   uid precondition, Preempted event), all written by preemption/execution.py. Until those
+   writes are done, the pod does not search again ("not eligible due to a terminating pod on
+   the nominated node"). The pod waits as unschedulable; the victims' deletion moves it back,
+   and its next cycle holds it to the nominated node while that node fits it.
 
 Meanwhile every cycle of a pod of lower or equal priority counts the nominated pod as placed on
 its node (backend/nominations.py), so the freed room is not taken.
@@ -29,30 +29,31 @@ from collections.abc import Awaitable, Callable, Mapping
 from plumb.backend import cache as cache_module
 from plumb.backend import nominations, objects
 from plumb.events import Recorder
-from plumb.framework import cycle, preemption, preemptionsearch, scoring, traces
-from plumb.framework import runs as runs_module
+from plumb.framework import cycle, scoring, traces
 from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import engine, spec
+from plumb.preemption import evaluator, execution, search
+from plumb.scheduler import runs as runs_module
 
 logger = logging.getLogger("plumb.scheduler")
 
 Offload = Callable[
-    [Callable[[contract.Kernel], preemptionsearch.Search | None]],
-    Awaitable[preemptionsearch.Search | None],
+    [Callable[[contract.Kernel], search.Search | None]],
+    Awaitable[search.Search | None],
 ]
 
 
 async def inline(
-    work: Callable[[contract.Kernel], preemptionsearch.Search | None],
-) -> preemptionsearch.Search | None:
+    work: Callable[[contract.Kernel], search.Search | None],
+) -> search.Search | None:
     """An ``Offload`` that runs the search at once with the reference kernel (tests)."""
     return work(reference.run)
 
 
-_IN_PROGRESS = preemption.PREFIX + preemption.NOT_ELIGIBLE_TERMINATING
-_IN_PROGRESS_TEXT = f"{preemptionsearch.NO_CLAIMS}, {_IN_PROGRESS}"
+_IN_PROGRESS = evaluator.PREFIX + evaluator.NOT_ELIGIBLE_TERMINATING
+_IN_PROGRESS_TEXT = f"{search.NO_CLAIMS}, {_IN_PROGRESS}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -72,7 +73,7 @@ class PostFilter:
         *,
         cache: cache_module.Cache,
         nominations: nominations.Nominations,
-        budgets: Mapping[tuple[str, str], preemption.DisruptionBudget],
+        budgets: Mapping[tuple[str, str], evaluator.DisruptionBudget],
         policies: engine.PolicyEngine,
         recorder: Recorder,
         metrics: metrics_module.Metrics,
@@ -83,7 +84,7 @@ class PostFilter:
         self._nominations = nominations
         self._budgets = budgets
         self._policies = policies
-        self._recorder = recorder
+        self._executor = execution.Executor(recorder)
         self._metrics = metrics
         self._offload = offload
         self._runs = runs
@@ -103,7 +104,7 @@ class PostFilter:
         nominated = self._nominations.node_of(pod.uid) or ""
         snap = self._cache.snapshot()
         held = self._nominations.holding(pod.priority, excluding=(pod.uid,))
-        plan = preemptionsearch.prepare(
+        plan = search.prepare(
             pod,
             snap,
             self._cache,
@@ -149,7 +150,7 @@ class PostFilter:
             return dataclasses.replace(
                 self._failed(decision, found.post_filter_message()), preemption=part
             )
-        if not await self._recorder.nominate(pod, outcome.node):
+        if not await self._executor.nominate(pod, outcome.node):
             note = "preemption: the nomination could not be written; retrying after a backoff"
             return dataclasses.replace(self._failed(decision, note), preemption=part)
         self._nominations.nominate(pod, outcome.node)
@@ -172,7 +173,7 @@ class PostFilter:
     def clear(self, pod: objects.PodInfo) -> None:
         """Drop ``pod``'s nomination here and in its status."""
         if self._nominations.remove(pod.uid) is not None or pod.nominated_node:
-            self._recorder.clear_nomination(pod)
+            self._executor.clear_nomination(pod)
 
     def forget(self, uid: str) -> None:
         """The pod is gone or bound: its nomination, if any, holds nothing any more."""
@@ -183,7 +184,7 @@ class PostFilter:
     ) -> None:
         try:
             done = await asyncio.gather(
-                *(self._recorder.preempt(victim, pod, node) for victim in victims),
+                *(self._executor.preempt(victim, pod, node) for victim in victims),
                 return_exceptions=True,
             )
             for victim, result in zip(victims, done, strict=True):
@@ -202,11 +203,11 @@ class PostFilter:
         message = f"{decision.message} {post_filter}" if post_filter else decision.message
         return PostFilterResult(decision=dataclasses.replace(decision, message=message))
 
-    def _rules(self, policy: spec.Policy | None) -> preemption.Rules:
+    def _rules(self, policy: spec.Policy | None) -> evaluator.Rules:
         if policy is None:
-            return preemption.NO_RULES
+            return evaluator.NO_RULES
         rules = policy.preemption
-        return preemption.Rules(
+        return evaluator.Rules(
             qos_order=rules.qos_order,
             same_namespace=rules.same_namespace,
             max_victims=rules.max_victims,
@@ -219,7 +220,7 @@ class PostFilter:
         return policy is not None and pod.qos in policy.preemption.exempt_qos
 
 
-def _trace_part(found: preemptionsearch.Search) -> trace.PreemptionRecord:
+def _trace_part(found: search.Search) -> trace.PreemptionRecord:
     outcome = found.outcome
     rejected: dict[str, int] = {}
     for reasons in outcome.rejected.values():

@@ -13,10 +13,10 @@ from plumb.backend import cache as cache_module
 from plumb.backend import nominations as nominations_module
 from plumb.backend import queue as queue_module
 from plumb.events import Recorder
-from plumb.framework import preemption
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine
+from plumb.preemption import evaluator
 from plumb.scheduler import profiles
 
 
@@ -51,7 +51,7 @@ class SchedulerState:
         # Pods nominated by preemption (room held for them), and the PodDisruptionBudgets
         # preemption honours, by (namespace, name).
         self.nominations = nominations_module.Nominations()
-        self.budgets: dict[tuple[str, str], preemption.DisruptionBudget] = {}
+        self.budgets: dict[tuple[str, str], evaluator.DisruptionBudget] = {}
         # Bindings whose answer never came (a lost connection, a 5xx, a 409 that may be our
         # own earlier try) for pods being retried: by uid, each try's node and trace line.
         # Should the watch show the pod on one of those nodes, the API server had committed

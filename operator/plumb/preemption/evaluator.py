@@ -1,8 +1,9 @@
-"""Preemption's decision, kube-scheduler v1.34's DefaultPreemption PostFilter, as pure computation.
+"""The evaluator: whom to evict for a pod that fits nowhere, and on which node; pure computation.
 
-The computation alone: framework/preemptionsearch.py feeds it from the cache with the kernel as
-``fits``, and scheduler/postfilter.py carries the outcome out (nomination, DisruptionTarget,
-deletes, events).
+kube-scheduler v1.34's DefaultPreemption PostFilter (its Evaluator, preemption.go) without its
+API calls: preemption/search.py feeds it from the cache with the kernel as ``fits``, and
+scheduler/postfilter.py carries the verdict out with preemption/execution.py (nomination,
+DisruptionTarget, deletes, events).
 
 The story of one call to ``preempt``, after a pod fits nowhere:
 1. eligible? not with preemptionPolicy Never, nor while an earlier preemption's victims still

@@ -20,9 +20,10 @@ from typing import Any
 
 from plumb.backend import cache as cache_module
 from plumb.backend import codec, dumps, nominations, objects, specs
-from plumb.framework import cycle, deviation, preemption, preemptionsearch, scoring, traces
+from plumb.framework import cycle, deviation, scoring, traces
 from plumb.framework.plugins import podtopologyspread
 from plumb.kernel import contract
+from plumb.preemption import evaluator, search
 
 FORMAT = "plumb.dev/snapshot/v1"
 DEFAULT_LIMIT = 1_000
@@ -54,8 +55,8 @@ class Run:
 class PreemptionInputs:
     """What a preemption search read besides the cache and the run."""
 
-    budgets: tuple[preemption.DisruptionBudget, ...] = ()
-    rules: preemption.Rules = preemption.NO_RULES
+    budgets: tuple[evaluator.DisruptionBudget, ...] = ()
+    rules: evaluator.Rules = evaluator.NO_RULES
     exempt: frozenset[str] = frozenset()  # uids of pods a SchedulingPolicy protects
     nominated_node: str = ""
 
@@ -235,7 +236,7 @@ def _replay_preemption(
     assert run.preemption is not None
     inputs = run.preemption
     exempt = inputs.exempt
-    found = preemptionsearch.search(
+    found = search.search(
         pod,
         cache.snapshot(),
         cache,

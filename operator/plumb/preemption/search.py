@@ -1,6 +1,6 @@
-"""Preemption over the cache: whom to evict for a pod that fits nowhere, checked by the kernel.
+"""The search: what-ifs over the cache, each answered by the kernel, that feed the evaluator.
 
-The bridge between the scheduler's records and ``preemption.preempt`` (the decision itself):
+The bridge between the scheduler's records and ``evaluator.preempt`` (the decision itself):
 the pod is compiled alone against the snapshot, with room held for nominated pods of at least
 its priority; one kernel run gives each node's verdict (Unschedulable, or
 UnschedulableAndUnresolvable as kube-scheduler's filters return them); every node of the
@@ -13,7 +13,8 @@ The work is split in two: ``prepare`` reads the cache (on the event loop, which 
 a ``Plan`` that holds everything it needs; ``Plan.decide`` runs the kernel over the plan alone,
 so it may run on the kernel's thread while the loop goes on changing the cache.
 
-Purely computational; no I/O. The scheduler (scheduler/postfilter.py) carries the outcome out.
+Purely computational; no I/O. The scheduler (scheduler/postfilter.py) carries the outcome out
+(preemption/execution.py).
 """
 
 from __future__ import annotations
@@ -27,9 +28,10 @@ import numpy as np
 
 from plumb.backend import cache as cache_module
 from plumb.backend import countrows, nominations, objects, snapshot, specs
-from plumb.framework import compiling, cycle, preemption, scoring
+from plumb.framework import compiling, cycle, scoring
 from plumb.framework.plugins import nodeports
 from plumb.kernel import contract
+from plumb.preemption import evaluator
 
 # DynamicResources' PostFilter runs before DefaultPreemption in kube-scheduler v1.34 and, for a
 # pod without resource claims, says this; the FailedScheduling message joins both with ", ".
@@ -41,7 +43,7 @@ _MASKED = 1  # a static code that rejects a node the what-if does not ask about
 class Search:
     """A preemption search's outcome, with the records of the chosen victims."""
 
-    outcome: preemption.PreemptionVerdict
+    outcome: evaluator.PreemptionVerdict
     victims: tuple[objects.PodInfo, ...] = ()
     searched: int = 0  # nodes whose victims were looked for
 
@@ -52,7 +54,7 @@ class Search:
         return f"{NO_CLAIMS}, {self.outcome.message}"
 
 
-def parse_budget(body: Mapping[str, Any]) -> preemption.DisruptionBudget:
+def parse_budget(body: Mapping[str, Any]) -> evaluator.DisruptionBudget:
     """A policy/v1 PodDisruptionBudget as preemption reads it (a selector that does not parse
     matches nothing, as in kube-scheduler)."""
     metadata = body.get("metadata") or {}
@@ -66,7 +68,7 @@ def parse_budget(body: Mapping[str, Any]) -> preemption.DisruptionBudget:
         allowed = int(status.get("disruptionsAllowed") or 0)
     except (TypeError, ValueError):
         allowed = 0
-    return preemption.DisruptionBudget(
+    return evaluator.DisruptionBudget(
         namespace=str(metadata.get("namespace", "")),
         selector=selector,
         disruptions_allowed=allowed,
@@ -74,9 +76,9 @@ def parse_budget(body: Mapping[str, Any]) -> preemption.DisruptionBudget:
     )
 
 
-def victim_record(pod: objects.PodInfo, *, exempt: bool = False) -> preemption.Pod:
+def victim_record(pod: objects.PodInfo, *, exempt: bool = False) -> evaluator.Pod:
     """A cached pod as preemption reads it; ``exempt``: a SchedulingPolicy protects it."""
-    return preemption.Pod(
+    return evaluator.Pod(
         uid=pod.uid,
         namespace=pod.namespace,
         name=pod.name,
@@ -217,8 +219,8 @@ class Plan:
     compiled: compiling.Compiled
     pods_on: Mapping[str, Sequence[objects.PodInfo]]
     namespace_labels: Mapping[str, Mapping[str, str]]
-    budgets: Sequence[preemption.DisruptionBudget]
-    rules: preemption.Rules
+    budgets: Sequence[evaluator.DisruptionBudget]
+    rules: evaluator.Rules
     exempt: frozenset[str]  # uids of pods their SchedulingPolicy protects
     nominated_node: str
 
@@ -231,15 +233,13 @@ class Plan:
             return None
         statuses = _statuses(compiled, result)
         searched = {
-            name
-            for name, status in statuses.items()
-            if status.code is preemption.Code.UNSCHEDULABLE
+            name for name, status in statuses.items() if status.code is evaluator.Code.UNSCHEDULABLE
         }
         listed = searched | {self.nominated_node}
         by_uid = {p.uid: p for name in compiled.names if name in listed for p in self.pods_on[name]}
         records = {uid: victim_record(p, exempt=uid in self.exempt) for uid, p in by_uid.items()}
         nodes = [
-            preemption.NodePods(
+            evaluator.NodePods(
                 name=name,
                 pods=tuple(records[p.uid] for p in self.pods_on[name]) if name in listed else (),
             )
@@ -248,23 +248,23 @@ class Plan:
         whatif = WhatIf(compiled, kernel, self.pods_on, self.namespace_labels)
 
         def removed(
-            node: preemption.NodePods, remaining: Sequence[preemption.Pod]
+            node: evaluator.NodePods, remaining: Sequence[evaluator.Pod]
         ) -> list[objects.PodInfo]:
             keep = {p.uid for p in remaining}
             return [by_uid[p.uid] for p in node.pods if p.uid not in keep]
 
         def fits(
-            _pod: preemption.Pod, node: preemption.NodePods, remaining: Sequence[preemption.Pod]
+            _pod: evaluator.Pod, node: evaluator.NodePods, remaining: Sequence[evaluator.Pod]
         ) -> bool:
             return whatif.fits(node.name, removed(node, remaining))
 
         def explains(
-            _pod: preemption.Pod, node: preemption.NodePods, remaining: Sequence[preemption.Pod]
+            _pod: evaluator.Pod, node: evaluator.NodePods, remaining: Sequence[evaluator.Pod]
         ) -> list[str]:
             return whatif.reasons(node.name, removed(node, remaining))
 
         preemptor = dataclasses.replace(victim_record(self.pod), nominated_node=self.nominated_node)
-        outcome = preemption.preempt(
+        outcome = evaluator.preempt(
             preemptor, nodes, statuses, self.budgets, fits, explains, rules=self.rules
         )
         return Search(
@@ -281,8 +281,8 @@ def prepare(
     *,
     profile: scoring.Profile = scoring.DEFAULT,
     held: Sequence[nominations.Nomination] = (),
-    budgets: Sequence[preemption.DisruptionBudget] = (),
-    rules: preemption.Rules = preemption.NO_RULES,
+    budgets: Sequence[evaluator.DisruptionBudget] = (),
+    rules: evaluator.Rules = evaluator.NO_RULES,
     exempt: Callable[[objects.PodInfo], bool] | None = None,
     nominated_node: str = "",
 ) -> Plan | None:
@@ -333,7 +333,7 @@ def search(
 
 def _statuses(
     compiled: compiling.Compiled, result: contract.Result
-) -> dict[str, preemption.NodeStatus]:
+) -> dict[str, evaluator.NodeStatus]:
     """Each node's verdict for the pod (row 0), as kube-scheduler's status codes."""
     statuses = {}
     codes, details = result.code[0], result.detail[0]
@@ -345,8 +345,8 @@ def _statuses(
             unresolvable = cycle.beyond_allocatable(compiled, 0, n, detail)
         else:
             unresolvable = code in cycle.UNRESOLVABLE_CODES
-        statuses[name] = preemption.NodeStatus(
-            code=preemption.Code.UNRESOLVABLE if unresolvable else preemption.Code.UNSCHEDULABLE,
+        statuses[name] = evaluator.NodeStatus(
+            code=evaluator.Code.UNRESOLVABLE if unresolvable else evaluator.Code.UNSCHEDULABLE,
             reasons=tuple(cycle.node_reasons(compiled, code, detail)),
         )
     return statuses

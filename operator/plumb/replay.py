@@ -2,7 +2,7 @@
 
 The snapshot is what the running scheduler dumps (``GET /debug/snapshot`` on its debug port,
 or SIGUSR1, which writes a file and logs its path): the cache, the journal of its recent
-writes and the recent kernel runs (scheduler/runs.py). The pod is the pod as the API server
+writes and the recent kernel runs (runs.py). The pod is the pod as the API server
 has it (``kubectl get pod -o json``; a List of pods replays each). For each pod
 replay takes the run that decided it (the latest, or the one whose input hash ``--input-hash``
 names), rewinds the cache to what that run saw, decides the run's pods again with the same
@@ -27,11 +27,11 @@ import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
+from plumb import runs
 from plumb.backend import cache as cache_module
 from plumb.backend import dumps, objects
 from plumb.kernel import contract, reference
 from plumb.observability import trace
-from plumb.scheduler import runs
 
 TIMEOUT = 60.0
 

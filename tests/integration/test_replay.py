@@ -16,11 +16,10 @@ from typing import Any
 
 import pytest
 
-from plumb import replay
+from plumb import replay, runs
 from plumb.backend import objects
 from plumb.kernel import compiled
 from plumb.observability import trace
-from plumb.scheduler import runs
 from plumb.testing import builders, crds, kube
 from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, free_port
 

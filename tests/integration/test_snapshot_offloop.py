@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from plumb.scheduler import runs
+from plumb import runs
 from plumb.testing import builders, kube
 from tests.integration.conftest import NodeFactory, PlumbFactory, free_port
 

@@ -14,11 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from plumb import explain
+from plumb import explain, runs
 from plumb.app import debug
 from plumb.backend import cache as cache_module
 from plumb.observability import logs, trace, tracing
-from plumb.scheduler import runs
 
 PLUGINS = {
     "NodeResourcesFit": 1,

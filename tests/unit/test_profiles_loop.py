@@ -9,14 +9,13 @@ from typing import Any
 
 import pytest
 
-from plumb import binder, events, replay
+from plumb import binder, events, replay, runs
 from plumb import scheduler as scheduler_module
 from plumb.backend import hashing, objects, specs
 from plumb.backend import queue as queue_module
 from plumb.framework import scoring
 from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
-from plumb.scheduler import runs
 from plumb.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plumb import replay
+from plumb import replay, runs
 from plumb.backend import cache as cache_module
 from plumb.backend import codec, controllers, dumps, objects
 from plumb.backend import queue as queue_module
@@ -21,7 +21,6 @@ from plumb.framework import scoring
 from plumb.framework.plugins import podtopologyspread
 from plumb.kernel import reference
 from plumb.observability import trace
-from plumb.scheduler import runs
 from plumb.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, make_scheduler
 from tests.unit.policy_builders import make_policy

@@ -20,12 +20,12 @@ import urllib.request
 from pathlib import Path
 from typing import Any, cast
 
+from plumb import runs
 from plumb.app import debug, runtime
 from plumb.backend import cache as cache_module
 from plumb.backend import dumps, objects
 from plumb.framework.plugins import podtopologyspread
 from plumb.observability import tracing
-from plumb.scheduler import runs
 from plumb.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, make_scheduler
 

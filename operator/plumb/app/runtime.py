@@ -20,7 +20,7 @@ from typing import Any
 import kopf
 from aiohttp import web
 
-from plumb import binder, events, leader
+from plumb import binder, events, leader, runs
 from plumb import scheduler as scheduler_module
 from plumb.app import configuring, debug, handlers, leading, probes
 from plumb.backend import cache as cache_module
@@ -31,7 +31,6 @@ from plumb.k8s import credentials as credentials_module
 from plumb.k8s import gates
 from plumb.kernel import compiled_jit, executor
 from plumb.observability import metrics, trace, tracing
-from plumb.scheduler import runs
 
 logger = logging.getLogger("plumb.app.running")  # the name log readers and plumb bench filter on
 

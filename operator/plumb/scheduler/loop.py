@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from plumb import events as events_module
-from plumb import prebind
+from plumb import prebind, runs
 from plumb.backend import cache as cache_module
 from plumb.backend import journal as journal_module
 from plumb.backend import objects
@@ -39,7 +39,7 @@ from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
 from plumb.preemption.search import NO_CLAIMS
-from plumb.scheduler import binding, feed, meters, postfilter, profiles, runs
+from plumb.scheduler import binding, feed, meters, postfilter, profiles
 from plumb.scheduler import state as state_module
 
 DEFAULT_BATCH = kernel_executor.BATCH

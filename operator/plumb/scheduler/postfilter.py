@@ -26,6 +26,7 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
+from plumb import runs as runs_module
 from plumb.backend import cache as cache_module
 from plumb.backend import nominations, objects
 from plumb.events import Recorder
@@ -35,7 +36,6 @@ from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import engine, spec
 from plumb.preemption import evaluator, execution, search
-from plumb.scheduler import runs as runs_module
 
 logger = logging.getLogger("plumb.scheduler")
 

@@ -24,9 +24,11 @@ help:
 	@echo "                   a 3-minute soak; SOAK=1800 for 30); writes docs/reliability.md (~15 min)"
 	@echo "make test-long     the longer side-by-side suites (every preemption scenario under both schedulers, ~6 min)"
 
-$(INSTALLED): pyproject.toml
+# plumb with its test and lint tools, and the development tooling beside it (tools/: plumb_dev,
+# the local cluster, the benchmark, the demo, the test helpers), which the image never gets.
+$(INSTALLED): pyproject.toml tools/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' -e tools/
 	@# Bytecode, as an installed wheel has it: every `plumb run` a test spawns starts faster.
 	$(BIN)/python -m compileall -q operator/plumb >/dev/null
 	@touch $@
@@ -40,8 +42,8 @@ controlplane:
 	@bash hack/build-control-plane.sh >/dev/null
 
 lint: install
-	$(BIN)/ruff check operator tests
-	$(BIN)/ruff format --check operator tests
+	$(BIN)/ruff check operator tools tests
+	$(BIN)/ruff format --check operator tools tests
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -81,7 +83,7 @@ bench-quick: install controlplane
 
 # A short real run with plumb's metrics port on, drawn as the dashboard's main panels.
 metrics-plot: install controlplane
-	$(BIN)/python -m plumb.bench.metricsplot --out docs/observability/metrics.png
+	$(BIN)/python -m plumb_dev.bench.metricsplot --out docs/observability/metrics.png
 
 # plumb's image: wheels staged from PyPI (pip's cache) and built on a Debian Python base with no
 # network (hack/image/build.sh); prints the reference. `docker build .` builds the same Dockerfile.
@@ -94,4 +96,5 @@ test-e2e: install controlplane
 	PLUMB_E2E=1 $(BIN)/pytest tests/e2e -q -rsP
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build *.egg-info
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis build *.egg-info \
+		tools/*.egg-info tools/build

@@ -3,9 +3,9 @@
 # network and no registry, and loaded into the local cluster's real node when one is running.
 #
 #   1. hack/image/stage.sh stages the context (Dockerfile + wheels/) in build/image/context;
-#   2. plumb.localnode.images builds the Python base (mmdebstrap: python3, python3-venv) once,
-#      then the Dockerfile on it with BASE set to it; both are cached by content in
-#      ~/.cache/plumb/images, so an unchanged checkout rebuilds nothing;
+#   2. plumb_dev.cluster.localnode.images builds the Python base (mmdebstrap: python3,
+#      python3-venv) once, then the Dockerfile on it with BASE set to it; both are cached by
+#      content in ~/.cache/plumb/images, so an unchanged checkout rebuilds nothing;
 #   3. with a real node up (plumb cluster up --node), ctr imports the image into its containerd.
 #
 # Prints the image's reference and archive on the last line of stdout.
@@ -20,9 +20,9 @@ import os
 import sys
 from pathlib import Path
 
-from plumb import cli
-from plumb.localnode import images
-from plumb.localnode import running as localnode
+from plumb_dev import commands
+from plumb_dev.cluster.localnode import images
+from plumb_dev.cluster.localnode import running as localnode
 
 try:
     image = images.ensure_plumb_image(Path(sys.argv[1]))
@@ -30,7 +30,7 @@ except images.ImageError as error:
     sys.exit(f"error: {error}")
 size = image.archive.stat().st_size / 1e6
 print(f"plumb image {image.ref}: {size:.0f} MB as a docker-archive", file=sys.stderr)
-directory = cli.default_cluster_dir()
+directory = commands.default_cluster_dir()
 node = localnode.load(directory) if localnode.recorded(directory) else None
 if node is not None and localnode.status(directory).get("containerd") == "running":
     images.load(image, containerd_address=node.containerd_address)

@@ -8,7 +8,7 @@
 #
 # The only network access is pip's to PyPI, for wheels not already in pip's cache. Files are
 # written with fixed timestamps so that the same sources give the same context, and so the same
-# image key (plumb.localnode.recipes): an unchanged checkout reuses the cached image.
+# image key (plumb_dev.cluster.localnode.recipes): an unchanged checkout reuses the cached image.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -39,8 +39,9 @@ tar -C operator --exclude=__pycache__ --exclude='*.egg-info' -cf - plumb | tar -
 SOURCE_DATE_EPOCH=315532800 "$python" -m pip wheel --quiet --disable-pip-version-check \
     --no-deps --wheel-dir "$context/wheels" "$work/src"
 
-# The runtime dependencies, at the versions the suite ran with (plumb itself left out).
-"$python" -m pip freeze --exclude-editable --disable-pip-version-check | grep -v '^plumb[=@ ]' \
+# The runtime dependencies, at the versions the suite ran with (plumb and its tooling left out).
+"$python" -m pip freeze --exclude-editable --disable-pip-version-check \
+    | grep -v -E '^plumb(-dev)?[=@ ]' \
     > "$work/constraints.txt"
 "$python" -m pip download --quiet --disable-pip-version-check \
     --only-binary=:all: --implementation cp --python-version "$py_version" \
@@ -49,10 +50,13 @@ SOURCE_DATE_EPOCH=315532800 "$python" -m pip wheel --quiet --disable-pip-version
     --dest "$context/wheels" "$context"/wheels/plumb-*.whl
 
 cp Dockerfile "$context/Dockerfile"
-if compgen -G "$context/wheels/matplotlib-*" >/dev/null; then
-    echo "error: matplotlib is among the runtime wheels; it belongs in an optional extra" >&2
-    exit 1
-fi
+for tooling in matplotlib plumb_dev; do
+    if compgen -G "$context/wheels/$tooling-*" >/dev/null; then
+        echo "error: $tooling is among the runtime wheels; it belongs to the development" \
+            "tooling (tools/, plumb-dev), never to the image" >&2
+        exit 1
+    fi
+done
 find "$context" -exec touch -h -d @315532800 {} +
 echo "staged $(ls "$context/wheels" | wc -l) wheels in $context/wheels" \
     "($(du -sm "$context/wheels" | cut -f1) MB)" >&2

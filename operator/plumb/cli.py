@@ -1,11 +1,12 @@
-"""The ``plumb`` command: run the scheduler, explain and replay its decisions, manage the local
-control plane, run the demo."""
+"""The ``plumb`` command: run the scheduler, explain and replay its decisions; hand the
+development tooling's commands (cluster, demo, bench) to plumb_dev when it is installed."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import os
+import importlib
+import importlib.util
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -17,13 +18,15 @@ from plumb.app import configuring, debug, runtime
 from plumb.k8s import credentials as credentials_module
 from plumb.observability import logs, trace
 
-
-def default_cluster_dir() -> Path:
-    """Where ``plumb cluster`` keeps the local control plane: $PLUMB_CLUSTER_DIR or a cache."""
-    configured = os.environ.get("PLUMB_CLUSTER_DIR")
-    if configured:
-        return Path(configured)
-    return Path.home() / ".cache" / "plumb" / "cluster"
+# The development tooling's commands, with the line ``plumb --help`` gives each: they live in
+# plumb_dev, the second distribution of plumb's repository (tools/), never in the image.
+TOOLING: Mapping[str, str] = {
+    "cluster": "the local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler "
+    "and, with --node, a real node (containerd, kubelet, kube-proxy)",
+    "demo": "show plumb scheduling pods on a local cluster",
+    "bench": "benchmark plumb beside kube-scheduler; writes benchmarks.md",
+}
+TOOLING_PACKAGE = "plumb_dev"
 
 
 def _duration(text: str) -> float:
@@ -34,7 +37,12 @@ def _duration(text: str) -> float:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="plumb", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="plumb",
+        description=__doc__,
+        epilog=f"{', '.join(TOOLING)}: development tooling ({TOOLING_PACKAGE}, tools/ in a "
+        "checkout of plumb), run when it is installed",
+    )
     parser.add_argument("--version", action="version", version=f"plumb {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
     for add in _ADDERS:
@@ -248,228 +256,41 @@ def _add_replay(commands: _Commands) -> None:
     )
 
 
-def _add_cluster(commands: _Commands) -> None:
-    cluster = commands.add_parser(
-        "cluster",
-        help="the local cluster: etcd, kube-apiserver, kube-controller-manager, kube-scheduler "
-        "and, with --node, a real node (containerd, kubelet, kube-proxy)",
-    )
-    cluster.add_argument("action", choices=["build", "up", "down", "env", "status", "image"])
-    cluster.add_argument(
-        "--dir",
-        type=Path,
-        default=None,
-        help="state directory (default: $PLUMB_CLUSTER_DIR or ~/.cache/plumb/cluster)",
-    )
-    cluster.add_argument(
-        "--node",
-        action="store_true",
-        help="up: also run a real node that runs pods (needs root; installs containerd, runc, "
-        "CNI plugins and iptables from Debian's packages when missing)",
-    )
-    cluster.add_argument(
-        "--context",
-        type=Path,
-        default=None,
-        help="image: a build context with a Containerfile (ARG BASE, FROM ${BASE}) built on the "
-        "Debian base; without it, the small test image",
-    )
-    cluster.add_argument(
-        "--name", default="app", help="image: the image's name with --context (default: app)"
-    )
-    cluster.add_argument(
-        "--no-scheduler",
-        action="store_true",
-        help="up: leave kube-scheduler out (by default it schedules the pods that do not ask "
-        "for plumb)",
-    )
-
-
-def _add_demo(commands: _Commands) -> None:
-    demo_cmd = commands.add_parser("demo", help="show plumb scheduling pods on a local cluster")
-    demo_cmd.add_argument(
-        "--keep-running",
-        action="store_true",
-        help="keep plumb in the foreground after the tour (Ctrl-C stops)",
-    )
-    demo_cmd.add_argument(
-        "--node",
-        action="store_true",
-        help="also run a real node and a Job on it whose log is printed (needs root)",
-    )
-
-
-def _add_bench(commands: _Commands) -> None:
-    bench_cmd = commands.add_parser(
-        "bench",
-        help="benchmark plumb beside kube-scheduler; writes benchmarks.md",
-        formatter_class=_BenchHelp,
-    )
-    bench_cmd.add_argument(
-        "--quick",
-        action="store_true",
-        help="small workloads (a smoke check, a few minutes): every pod placed, plumb 0 violations",
-    )
-    bench_cmd.add_argument(
-        "--large", action="store_true", help="also run the large workload (5,000 nodes)"
-    )
-    bench_cmd.add_argument(
-        "--xlarge",
-        action="store_true",
-        help="also run the xlarge workload (15,000 nodes, 30,000 pods: plain, zone-spread and "
-        "preferred-affinity in turn; tens of minutes; with --quick, 1,500 nodes)",
-    )
-    bench_cmd.add_argument(
-        "--kernel-only",
-        action="store_true",
-        help="only the kernel micro-benchmark (no control plane); prints its table, writes "
-        "nothing (with --quick: 500 nodes only)",
-    )
-    bench_cmd.add_argument(
-        "--out",
-        type=Path,
-        default=Path("docs"),
-        help="directory for benchmarks.md, benchmarks.json and the plots (default: %(default)s)",
-    )
-    bench_cmd.add_argument(
-        "--workloads",
-        type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
-        default=None,
-        help="comma-separated subset of: (the workloads' names, see _BenchHelp)",
-    )
-
-
-class _BenchHelp(argparse.HelpFormatter):
-    """Names the bench workloads only when ``plumb bench --help`` prints them: importing
-    plumb.bench to build the parser would load it under ``plumb run`` too."""
-
-    def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.dest != "workloads":
-            return super()._get_help_string(action)
-        from plumb.bench import workloads
-
-        return f"comma-separated subset of: {', '.join(workloads.names())}"
+def _add_tooling(commands: _Commands) -> None:
+    """The tooling's commands, listed by ``plumb --help``; main hands them over before parsing."""
+    for name, summary in TOOLING.items():
+        commands.add_parser(name, help=summary, add_help=False)
 
 
 # In the order ``plumb --help`` lists the commands.
-_ADDERS = (_add_run, _add_explain, _add_replay, _add_cluster, _add_demo, _add_bench)
-
-
-def _cluster(args: argparse.Namespace, directory: Path) -> int:
-    from plumb.controlplane import building
-    from plumb.controlplane import running as controlplane
-    from plumb.localnode import running as localnode
-
-    action: str = args.action
-    if action == "build":
-        print(building.ensure_binaries())
-        return 0
-    if action == "up":
-        return _cluster_up(directory, node=args.node, scheduler=not args.no_scheduler)
-    if action == "image":
-        return _cluster_image(directory, context=args.context, name=args.name)
-    if action == "down":
-        if localnode.recorded(directory):
-            localnode.down(directory)
-            print("node and control plane stopped; the host is as it was", file=sys.stderr)
-        else:
-            controlplane.stop(directory)
-            print("control plane stopped", file=sys.stderr)
-        return 0
-    plane = controlplane.load(directory)
-    if plane is None:
-        print(
-            f"no control plane recorded in {directory}; start one with: plumb cluster up",
-            file=sys.stderr,
-        )
-        return 1
-    if action == "env":
-        if not controlplane.is_running(plane):
-            print(f"the control plane in {directory} is not running", file=sys.stderr)
-            return 1
-        print("\n".join(controlplane.env_lines(plane)))
-        return 0
-    parts = {
-        name: "running" if up else "stopped" for name, up in controlplane.status(plane).items()
-    }
-    if localnode.recorded(directory):
-        parts.update(localnode.status(directory))
-    print(f"server: {plane.server}")
-    for name, state in parts.items():
-        print(f"{name:<24} {state}")
-    return 0 if all(state == "running" for state in parts.values()) else 1
-
-
-def _cluster_image(directory: Path, *, context: Path | None, name: str) -> int:
-    """Builds an image with buildah (cached by content) and loads it into the real node."""
-    from plumb.localnode import images  # only the cluster commands need it
-    from plumb.localnode import running as localnode
-
-    try:
-        if context is None:
-            image = images.ensure_test_image()
-        else:
-            base = images.ensure_debian_base()
-            image = images.build(name, containerfile_dir=context, base=base)
-        node = localnode.load(directory)
-        if node is not None and localnode.status(directory).get("containerd") == "running":
-            images.load(image, containerd_address=node.containerd_address)
-            print(f"loaded into {node.name}'s containerd", file=sys.stderr)
-        else:
-            print(
-                f"no real node running in {directory} (plumb cluster up --node); built only",
-                file=sys.stderr,
-            )
-    except images.ImageError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(f"{image.ref}\t{image.archive}")
-    return 0
-
-
-def _cluster_up(directory: Path, *, node: bool, scheduler: bool) -> int:
-    from plumb.controlplane import building
-    from plumb.controlplane import running as controlplane
-    from plumb.localnode import running as localnode
-
-    existing = controlplane.load(directory)
-    if existing is not None and controlplane.is_running(existing):
-        print(
-            f"already running: {existing.server} (kubeconfig {existing.kubeconfig}); "
-            f"plumb cluster down first to change what runs",
-            file=sys.stderr,
-        )
-        return 0
-    parts = controlplane.Parts(scheduler=scheduler)
-    if node:
-        problem = localnode.preflight()
-        if problem is not None:
-            print(f"error: this machine cannot run the real node: {problem}", file=sys.stderr)
-            return 1
-        started, real = localnode.up(directory, bin_dir=building.ensure_binaries(), parts=parts)
-        print(f"node {real.name} Ready", file=sys.stderr)
-    else:
-        started = controlplane.start(directory, bin_dir=building.ensure_binaries(), parts=parts)
-    print(f"control plane up at {started.server}", file=sys.stderr)
-    print(f"kubeconfig: {started.kubeconfig}", file=sys.stderr)
-    print('use it with: eval "$(plumb cluster env)"', file=sys.stderr)
-    return 0
-
-
-def _setup_errors() -> tuple[type[Exception], ...]:
-    """What building or starting a local cluster raises, for a one-line error."""
-    from plumb.controlplane import building
-    from plumb.controlplane import running as controlplane
-
-    return (building.BuildError, controlplane.ControlPlaneError)
+_ADDERS = (_add_run, _add_explain, _add_replay, _add_tooling)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    return _RUNNERS[args.command](args, argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] and arguments[0] in TOOLING:
+        return _forward(arguments)
+    args = _parser().parse_args(arguments)
+    return _RUNNERS[args.command](args)
 
 
-def _command_run(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+def _forward(arguments: list[str]) -> int:
+    """``plumb cluster|demo|bench ...``: the tooling's own command line, or one line saying how
+    to get it. Found by name, not imported: the scheduler never imports the tooling (make lint),
+    and ``plumb run`` loads none of it."""
+    if importlib.util.find_spec(TOOLING_PACKAGE) is None:
+        print(
+            f"plumb {arguments[0]} is development tooling, not part of the scheduler: install "
+            f"it with `pip install -e tools/` in a checkout of plumb (or `make install` there)",
+            file=sys.stderr,
+        )
+        return 2
+    commands = importlib.import_module(f"{TOOLING_PACKAGE}.commands")
+    code: int = commands.main(arguments)
+    return code
+
+
+def _command_run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, args.log_format)
     try:
         settings = _run_settings(args)
@@ -540,11 +361,11 @@ def _served(args: argparse.Namespace) -> tuple[bytes, scheduler_module.Served]:
         raise _Refused(str(error)) from error
 
 
-def _command_explain(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+def _command_explain(args: argparse.Namespace) -> int:
     return explain.main(args.pod, source=args.source, endpoint=args.endpoint)
 
 
-def _command_replay(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
+def _command_replay(args: argparse.Namespace) -> int:
     return replay.main(
         args.snapshot,
         args.pod,
@@ -555,58 +376,15 @@ def _command_replay(args: argparse.Namespace, argv: Sequence[str] | None) -> int
     )
 
 
-def _command_cluster(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
-    try:
-        return _cluster(args, args.dir or default_cluster_dir())
-    except _setup_errors() as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
+_Runner: TypeAlias = Callable[[argparse.Namespace], int]
+"""A subcommand: its parsed arguments to its exit code."""
 
-
-def _command_demo(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
-    # Imported here: the demo drives its cluster with the kubernetes package's client, which
-    # ``plumb run`` has no use for (and would carry, ~20 MiB, for its whole life).
-    from plumb import demo
-
-    try:
-        return demo.main(keep_running=args.keep_running, node=args.node)
-    except _setup_errors() as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-
-
-def _command_bench(args: argparse.Namespace, argv: Sequence[str] | None) -> int:
-    from plumb.bench import running as bench_running
-
-    bench_settings = bench_running.Settings(
-        out=args.out,
-        quick=args.quick,
-        large=args.large,
-        xlarge=args.xlarge,
-        workloads=args.workloads,
-        command=" ".join(["plumb", *(sys.argv[1:] if argv is None else argv)]),
-        kernel_only=args.kernel_only,
-    )
-    refused: tuple[type[Exception], ...] = (ValueError, *_setup_errors())
-    try:
-        return bench_running.main(bench_settings)
-    except refused as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-
-
-_Runner: TypeAlias = Callable[[argparse.Namespace, Sequence[str] | None], int]
-"""A subcommand: its parsed arguments and the command line (None: sys.argv) to its exit code."""
-
-# The cluster, demo and bench commands import their modules when run: ``plumb run``, the
-# scheduler, is left with what it uses (a faster start, a smaller resident set).
+# The tooling's commands are not here: main hands them to plumb_dev before parsing, so that
+# ``plumb run``, the scheduler, is left with what it uses (a faster start, a smaller resident set).
 _RUNNERS: Mapping[str, _Runner] = {
     "run": _command_run,
     "explain": _command_explain,
     "replay": _command_replay,
-    "cluster": _command_cluster,
-    "demo": _command_demo,
-    "bench": _command_bench,
 }
 
 

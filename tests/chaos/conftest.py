@@ -17,9 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from plumb.controlplane import building
-from plumb.controlplane import running as controlplane
-from plumb.testing import crds, kube
+from plumb_dev.cluster.controlplane import building
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import crds, kube
 from tests.chaos import harness
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]

@@ -24,7 +24,7 @@ from typing import Any, TypeVar, cast
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from plumb.testing import builders
+from plumb_dev.testing import builders
 
 JSON = dict[str, Any]
 T = TypeVar("T")

@@ -22,10 +22,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from plumb.bench import populating
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
-from plumb.testing import builders, kube
+from plumb_dev.bench import populating
+from plumb_dev.testing import builders, kube
 from tests.integration import conftest as integration
 
 JSON = dict[str, Any]

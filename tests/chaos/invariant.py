@@ -30,7 +30,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from plumb.k8s import quantities
-from plumb.testing import kube
+from plumb_dev.testing import kube
 from tests.chaos import harness
 
 JSON = dict[str, Any]

@@ -36,8 +36,8 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from plumb.controlplane import running as controlplane
-from plumb.testing import builders, kube
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, kube
 from tests.chaos import fuzzing, harness, invariant
 from tests.chaos.conftest import PlumbFactory
 

@@ -18,7 +18,7 @@ import random
 import time
 from collections.abc import Callable
 
-from plumb.testing import kube
+from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
 from tests.chaos.conftest import PlumbFactory
 

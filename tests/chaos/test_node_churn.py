@@ -17,7 +17,7 @@ import random
 import time
 from typing import Any
 
-from plumb.testing import kube
+from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
 from tests.chaos.conftest import PlumbFactory
 

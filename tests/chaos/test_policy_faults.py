@@ -25,8 +25,8 @@ from typing import Any
 from aiohttp import web
 from kubernetes import client as k8s
 
-from plumb.controlplane import running as controlplane
-from plumb.testing import builders, kube
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, kube
 from tests.chaos import faultproxy, harness
 from tests.chaos.conftest import PlumbFactory
 

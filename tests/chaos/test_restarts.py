@@ -19,9 +19,9 @@ import time
 
 import pytest
 
-from plumb.controlplane import config
-from plumb.controlplane import running as controlplane
-from plumb.testing import kube
+from plumb_dev.cluster.controlplane import config
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
 from tests.chaos.conftest import PlumbFactory
 

@@ -40,8 +40,8 @@ from pathlib import Path
 import pytest
 
 from plumb import cli
-from plumb.controlplane import running as controlplane
-from plumb.testing import builders, kube
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, kube
 from tests.chaos import harness
 from tests.chaos.conftest import PlumbFactory
 

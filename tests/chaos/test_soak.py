@@ -19,7 +19,7 @@ import re
 import time
 from typing import Any
 
-from plumb.testing import kube
+from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
 from tests.chaos.conftest import PlumbFactory
 

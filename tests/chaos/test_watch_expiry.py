@@ -21,8 +21,8 @@ import time
 import urllib.request
 from pathlib import Path
 
-from plumb.controlplane import running as controlplane
-from plumb.testing import kube
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import kube
 from tests.chaos import faultproxy, harness, invariant
 from tests.chaos.conftest import PlumbFactory
 

@@ -23,9 +23,9 @@ from typing import Any
 
 import pytest
 
-from plumb.localnode import images
-from plumb.localnode import running as localnode
-from plumb.testing import crds, kube
+from plumb_dev.cluster.localnode import images
+from plumb_dev.cluster.localnode import running as localnode
+from plumb_dev.testing import crds, kube
 from tests.integration.conftest import NodeCluster, node_cluster
 
 __all__ = ["Installed", "node_cluster"]

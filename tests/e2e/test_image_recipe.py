@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from plumb.localnode import recipes
+from plumb_dev.cluster.localnode import recipes
 from tests.e2e.conftest import REPOSITORY
 
 

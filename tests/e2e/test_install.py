@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from plumb.observability import trace
-from plumb.testing import builders, crds, kube
+from plumb_dev.testing import builders, crds, kube
 from tests.e2e.conftest import NAMESPACE, REPOSITORY, SERVICE_ACCOUNT, Image, Installed
 
 REPLICAS = 20

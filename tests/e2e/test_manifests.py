@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import yaml  # type: ignore[import-untyped]  # no stubs in the dev dependencies
 
-from plumb.controlplane import building
 from plumb.framework import schedconfig, scoring
+from plumb_dev.cluster.controlplane import building
 from tests.e2e.conftest import MANIFESTS, NAMESPACE, REPOSITORY
 
 CRD_FILE = REPOSITORY / "crds" / "schedulingpolicies.scheduling.plumb.dev.yaml"

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from plumb.testing import builders, kube
+from plumb_dev.testing import builders, kube
 from tests.e2e.conftest import REPOSITORY, Installed
 
 DASHBOARD = REPOSITORY / "manifests" / "grafana" / "plumb-dashboard.json"

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from plumb.controlplane import building
-from plumb.controlplane import running as controlplane
-from plumb.localnode import hostrecord, images
-from plumb.localnode import running as localnode
-from plumb.testing import builders, crds, kube
+from plumb_dev.cluster.controlplane import building
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.localnode import hostrecord, images
+from plumb_dev.cluster.localnode import running as localnode
+from plumb_dev.testing import builders, crds, kube
 
 pytestmark = pytest.mark.integration
 

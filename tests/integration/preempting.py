@@ -13,7 +13,7 @@ import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from plumb.testing import builders, kube
+from plumb_dev.testing import builders, kube
 from tests.integration import schedulers
 
 HOLD = "plumb.test/hold"

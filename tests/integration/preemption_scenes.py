@@ -17,8 +17,8 @@ from collections.abc import Iterable, Mapping
 
 import pytest
 
-from plumb.testing import builders, kube
-from plumb.testing.builders import HOSTNAME_LABEL
+from plumb_dev.testing import builders, kube
+from plumb_dev.testing.builders import HOSTNAME_LABEL
 from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory
 from tests.integration.preempting import (

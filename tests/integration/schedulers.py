@@ -24,8 +24,8 @@ from typing import Any
 import pytest
 from kubernetes import utils as k8s_utils
 
-from plumb.controlplane import running as controlplane
-from plumb.testing import builders, kube, kubescheduler
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, kube, kubescheduler
 from tests.integration import conftest
 
 PLUMB = "plumb"

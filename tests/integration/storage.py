@@ -16,7 +16,7 @@ import pytest
 from kubernetes import client as k8s
 
 from plumb.backend import volumes
-from plumb.testing import kube
+from plumb_dev.testing import kube
 
 JSON = dict[str, Any]
 

@@ -23,8 +23,8 @@ import pytest
 from kubernetes import client as k8s
 from kubernetes.client.exceptions import ApiException
 
-from plumb.controlplane import pki
-from plumb.testing import builders, kube
+from plumb_dev.cluster.controlplane import pki
+from plumb_dev.testing import builders, kube
 from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory
 from tests.integration.schedulers import scheduler_fixture  # noqa: F401

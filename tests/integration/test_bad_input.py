@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from kubernetes.client import ApiException
 
-from plumb.testing import builders, kube
+from plumb_dev.testing import builders, kube
 from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory, Plumb, events_of
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from plumb import cli
-from plumb.bench import workloads
+from plumb_dev.bench import workloads
 
 # About 100 s of developer tooling: in `make test-long` (CI runs it), so that `make test` stays
 # within its 15 minutes.

@@ -6,10 +6,10 @@ import pytest
 
 from plumb import binder
 from plumb.backend import objects
-from plumb.controlplane import running as controlplane
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
-from plumb.testing import builders, kube
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, kube
 from tests.integration.conftest import NodeFactory
 
 pytestmark = pytest.mark.integration

@@ -9,9 +9,9 @@ import warnings
 
 import pytest
 
-from plumb.controlplane import running as controlplane
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
+from plumb_dev.cluster.controlplane import running as controlplane
 
 pytestmark = pytest.mark.integration
 

@@ -10,8 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from plumb.controlplane import running as controlplane
-from plumb.testing import builders, kube, kubescheduler
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, kube, kubescheduler
 from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory, PlumbFactory
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from plumb.controlplane import running as controlplane
 from plumb.framework import schedconfig
+from plumb_dev.cluster.controlplane import running as controlplane
 from tests.integration.conftest import launch_plumb
 from tests.unit import test_schedconfig
 

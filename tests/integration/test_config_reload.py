@@ -17,10 +17,10 @@ from typing import Any
 from kubernetes import client as k8s
 from prometheus_client import parser
 
-from plumb.controlplane import running as controlplane
 from plumb.framework import schedconfig
 from plumb.observability import metrics, trace
-from plumb.testing import builders, kube, kubescheduler
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, kube, kubescheduler
 from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, free_port
 from tests.unit.test_schedconfig import BAD_FILES
 

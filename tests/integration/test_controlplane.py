@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from plumb.controlplane import building, running
+from plumb_dev.cluster.controlplane import building, running
 
 pytestmark = pytest.mark.integration
 

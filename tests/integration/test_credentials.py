@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from plumb.controlplane import running as controlplane
 from plumb.k8s import credentials as credentials_module
-from plumb.testing import builders, crds, kube
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, crds, kube
 from tests.integration.conftest import NodeFactory
 
 pytestmark = pytest.mark.integration

@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from plumb.controlplane import building
-from plumb.controlplane import running as controlplane
-from plumb.testing import builders, crds, kube
+from plumb_dev.cluster.controlplane import building
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, crds, kube
 from tests.integration.conftest import Plumb, launch_plumb, wait_synced
 from tests.unit.test_credentials import ScriptedPlugin
 

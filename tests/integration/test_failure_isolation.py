@@ -10,8 +10,8 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from plumb.controlplane import running as controlplane
-from plumb.testing import builders, kube
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, kube
 from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory, Plumb, free_port, wait_synced
 from tests.integration.doubles import raising_plugin

@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from plumb.localnode import images
+from plumb_dev.cluster.localnode import images
 
 
 def _missing() -> str:

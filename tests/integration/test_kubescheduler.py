@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from plumb.controlplane import running as controlplane
-from plumb.testing import builders, kube, kubescheduler
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, kube, kubescheduler
 from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory, events_of
 from tests.integration.schedulers import scheduler_fixture  # noqa: F401

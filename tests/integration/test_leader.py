@@ -29,9 +29,9 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from plumb.controlplane import config as controlplane_config
-from plumb.controlplane import running as controlplane
-from plumb.testing import builders, crds, kube
+from plumb_dev.cluster.controlplane import config as controlplane_config
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, crds, kube
 from tests.integration.conftest import NodeFactory, events_of, free_port, launch_plumb, wait_synced
 
 pytestmark = pytest.mark.integration

@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from plumb.localnode import network
-from plumb.localnode import running as localnode
+from plumb_dev.cluster.localnode import network
+from plumb_dev.cluster.localnode import running as localnode
 from tests.integration.conftest import NodeCluster, filter_rules
 
 pytestmark = pytest.mark.integration

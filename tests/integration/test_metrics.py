@@ -15,7 +15,7 @@ import pytest
 from prometheus_client import parser
 
 from plumb.observability import metrics
-from plumb.testing import builders, kube
+from plumb_dev.testing import builders, kube
 from tests.integration.conftest import NodeFactory, PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration

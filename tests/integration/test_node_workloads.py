@@ -9,7 +9,7 @@ import pytest
 
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.k8s import quantities
-from plumb.testing import kube
+from plumb_dev.testing import kube
 from tests.integration.conftest import NodeCluster, Plumb, events_of
 
 pytestmark = pytest.mark.integration

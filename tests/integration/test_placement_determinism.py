@@ -20,8 +20,8 @@ from collections.abc import Iterable, Mapping
 import pytest
 
 from plumb.backend import queue as queue_module
-from plumb.testing import builders, kube
-from plumb.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, expr
+from plumb_dev.testing import builders, kube
+from plumb_dev.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, expr
 from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory, PlumbFactory
 

@@ -25,8 +25,8 @@ from plumb.framework.plugins import (
     nodeunschedulable,
     podtopologyspread,
 )
-from plumb.testing import builders, kube
-from plumb.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, expr
+from plumb_dev.testing import builders, kube
+from plumb_dev.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, expr
 from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory
 from tests.integration.schedulers import scheduler_fixture  # noqa: F401

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from plumb.testing import builders, crds, kube
+from plumb_dev.testing import builders, crds, kube
 from tests.integration.conftest import NodeFactory, PlumbFactory, events_of, free_port
 
 pytestmark = pytest.mark.integration

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from plumb.testing import crds, kube
+from plumb_dev.testing import crds, kube
 
 pytestmark = pytest.mark.integration
 

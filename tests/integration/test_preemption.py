@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 
 from plumb import DEFAULT_SCHEDULER_NAME
-from plumb.testing import builders, kube
+from plumb_dev.testing import builders, kube
 from tests.integration import preempting
 from tests.integration.conftest import NodeFactory, Plumb, events_of
 from tests.integration.preempting import PREEMPTED

@@ -10,7 +10,7 @@ import pytest
 
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.observability import trace
-from plumb.testing import builders, kube
+from plumb_dev.testing import builders, kube
 from tests.integration.conftest import NodeFactory, PlumbFactory, free_port
 from tests.integration.test_trace import _explained_alike, _last_trace
 

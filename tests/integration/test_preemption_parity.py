@@ -48,7 +48,7 @@ import time
 
 import pytest
 
-from plumb.testing import kube
+from plumb_dev.testing import kube
 from tests.integration import preempting
 from tests.integration.preempting import (
     ABOVE_PREEMPTOR,

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from plumb.testing import kube
+from plumb_dev.testing import kube
 from tests.integration.preempting import INSUFFICIENT_CPU
 from tests.integration.preemption_scenes import (
     Occupant,

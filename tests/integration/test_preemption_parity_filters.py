@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from plumb.testing import builders
-from plumb.testing.builders import HOSTNAME_LABEL, ZONE_LABEL
+from plumb_dev.testing import builders
+from plumb_dev.testing.builders import HOSTNAME_LABEL, ZONE_LABEL
 from tests.integration.preempting import (
     ABOVE_PREEMPTOR,
     INSUFFICIENT_CPU,

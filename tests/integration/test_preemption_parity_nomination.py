@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from plumb.testing import builders, kube
+from plumb_dev.testing import builders, kube
 from tests.integration import preempting, schedulers
 from tests.integration.preempting import (
     ABOVE_PREEMPTOR,

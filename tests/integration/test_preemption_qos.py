@@ -29,7 +29,7 @@ import pytest
 
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.preemption import evaluator
-from plumb.testing import builders, crds, kube
+from plumb_dev.testing import builders, crds, kube
 from tests.integration import preempting
 from tests.integration.conftest import NodeFactory, Plumb
 from tests.integration.preempting import PREEMPTED

@@ -20,7 +20,7 @@ from plumb import replay, runs
 from plumb.backend import objects
 from plumb.kernel import compiled
 from plumb.observability import trace
-from plumb.testing import builders, crds, kube
+from plumb_dev.testing import builders, crds, kube
 from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from plumb import runs
-from plumb.testing import builders, kube
+from plumb_dev.testing import builders, kube
 from tests.integration.conftest import NodeFactory, PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from plumb.observability import trace
-from plumb.testing import builders, crds, kube
+from plumb_dev.testing import builders, crds, kube
 from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, events_of, free_port
 

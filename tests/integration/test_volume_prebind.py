@@ -12,12 +12,12 @@ import pytest
 
 from plumb import prebind
 from plumb.backend import objects, snapshot, volumes
-from plumb.controlplane import running as controlplane
 from plumb.framework.plugins import nodeaffinity
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
-from plumb.testing import builders, kube, kubescheduler
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, kube, kubescheduler
 from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory
 from tests.integration.storage import Storage, storage_fixture  # noqa: F401

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plumb.testing import builders, kube
+from plumb_dev.testing import builders, kube
 from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory
 from tests.integration.schedulers import scheduler_fixture  # noqa: F401

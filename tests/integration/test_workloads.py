@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from plumb import DEFAULT_SCHEDULER_NAME
-from plumb.testing import builders, kube
+from plumb_dev.testing import builders, kube
 from tests.integration.conftest import NodeFactory, Plumb
 
 pytestmark = pytest.mark.integration

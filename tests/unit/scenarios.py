@@ -8,7 +8,7 @@ import numpy as np
 
 from plumb.backend import cache, objects, snapshot
 from plumb.framework import cycle
-from plumb.testing.builders import NodeBuilder, PodBuilder
+from plumb_dev.testing.builders import NodeBuilder, PodBuilder
 
 
 def pod(builder: PodBuilder, uid: str) -> objects.PodInfo:

@@ -12,7 +12,7 @@ from plumb.backend import cache as cache_module
 from plumb.backend import objects
 from plumb.backend import queue as queue_module
 from plumb.k8s import client as k8s_client
-from plumb.testing.builders import PodBuilder, make_node, make_pod
+from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, make_scheduler
 
 UID = "uid-web"

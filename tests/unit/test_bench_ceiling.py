@@ -9,10 +9,10 @@ from typing import Any, cast
 
 from plumb.app import runtime as app_running
 from plumb.backend import objects
-from plumb.bench import ceiling
 from plumb.events import Recorder
 from plumb.k8s import client as k8s_client
-from plumb.testing import builders
+from plumb_dev.bench import ceiling
+from plumb_dev.testing import builders
 
 
 class FakeApi:

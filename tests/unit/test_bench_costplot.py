@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from plumb.bench import costplot
+from plumb_dev.bench import costplot
 
 
 def _result(

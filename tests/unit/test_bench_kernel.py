@@ -1,4 +1,5 @@
-"""Tests for the kernel micro-benchmark (plumb.kernel.benchmarking, run by plumb.bench.kernelbench):
+"""Tests for the kernel micro-benchmark (plumb_dev.bench.kerneltimings, run by
+plumb_dev.bench.kernelbench):
 its arrays are what the framework compiles for the pods they stand for, every filter has work,
 a tiny run gives sane figures, a wrong kernel is caught, and the child-process round trip. No
 timing is asserted: only that the figures exist and are positive."""
@@ -15,11 +16,11 @@ import pytest
 
 from plumb import cli
 from plumb.backend import cache, objects
-from plumb.bench import kernelbench
 from plumb.framework import cycle
-from plumb.kernel import benchmarking, compiled
+from plumb.kernel import compiled
 from plumb.kernel import contract as c
-from plumb.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, expr, make_node, make_pod
+from plumb_dev.bench import kernelbench, kerneltimings
+from plumb_dev.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, expr, make_node, make_pod
 
 SIZE_LABEL = "node.kubernetes.io/instance-type"
 NAMESPACE = "prod"
@@ -29,12 +30,12 @@ def _cache(nodes: int) -> cache.Cache:
     """The scenario's first ``nodes`` nodes and their residents, as API objects in a cache."""
     store = cache.Cache()
     for i in range(nodes):
-        info = benchmarking.node(i)
+        info = kerneltimings.node(i)
         body = (
             make_node(info.name)
             .zone(f"zone-{info.zone}")
             .label(SIZE_LABEL, info.size)
-            .capacity(cpu=f"{info.cpu}m", memory=str(info.memory), pods=benchmarking.MAX_PODS)
+            .capacity(cpu=f"{info.cpu}m", memory=str(info.memory), pods=kerneltimings.MAX_PODS)
         )
         if info.taint is not None:
             body = body.taint("dedicated", info.taint)
@@ -42,7 +43,7 @@ def _cache(nodes: int) -> cache.Cache:
             body = body.taint("spot", "true", effect="PreferNoSchedule")
         store.upsert_node(objects.parse_node(body.obj()))
         for slot, resident in enumerate(info.residents):
-            cpu, memory = benchmarking.APPS[resident.app]
+            cpu, memory = kerneltimings.APPS[resident.app]
             pod = (
                 make_pod(f"{info.name}-{slot}", NAMESPACE)
                 .label("app", resident.app)
@@ -51,7 +52,7 @@ def _cache(nodes: int) -> cache.Cache:
                 .uid(f"{info.name}-{slot}")
             )
             if resident.host_port:
-                pod = pod.host_port(benchmarking.HOST_PORT)
+                pod = pod.host_port(kerneltimings.HOST_PORT)
             if resident.avoids_web:
                 pod = pod.affinity(HOSTNAME_LABEL, {"app": "web"}, anti=True)
             store.add_pod(objects.parse_pod(pod.obj()))
@@ -60,31 +61,33 @@ def _cache(nodes: int) -> cache.Cache:
 
 def _web(k: int) -> objects.PodInfo:
     """The k-th measured pod, as the scenario describes it."""
-    cpu, memory = benchmarking.WEB_REQUEST
-    sizes = [name for name, _, _ in benchmarking.SIZES[1:]]
-    zones = [f"zone-{z}" for z in benchmarking.PREFERRED_ZONES]
+    cpu, memory = kerneltimings.WEB_REQUEST
+    sizes = [name for name, _, _ in kerneltimings.SIZES[1:]]
+    zones = [f"zone-{z}" for z in kerneltimings.PREFERRED_ZONES]
     pod = (
         make_pod(f"web-{k}", NAMESPACE)
-        .uid(benchmarking.pod_uid(k))
+        .uid(kerneltimings.pod_uid(k))
         .label("app", "web")
         .req(cpu=f"{cpu}m", memory=str(memory))
         .toleration("dedicated", value="batch", effect="NoSchedule")
         .node_affinity(expr(SIZE_LABEL, "In", *sizes))
-        .preferred_node_affinity(benchmarking.PREFERRED_ZONE_WEIGHT, expr(ZONE_LABEL, "In", *zones))
         .preferred_node_affinity(
-            benchmarking.PREFERRED_SIZE_WEIGHT,
-            expr(SIZE_LABEL, "In", benchmarking.PREFERRED_SIZE),
+            kerneltimings.PREFERRED_ZONE_WEIGHT, expr(ZONE_LABEL, "In", *zones)
+        )
+        .preferred_node_affinity(
+            kerneltimings.PREFERRED_SIZE_WEIGHT,
+            expr(SIZE_LABEL, "In", kerneltimings.PREFERRED_SIZE),
         )
         .spread(ZONE_LABEL, 1, when="DoNotSchedule", selector={"app": "web"})
         .spread(
             HOSTNAME_LABEL,
-            benchmarking.HOSTNAME_MAX_SKEW,
+            kerneltimings.HOSTNAME_MAX_SKEW,
             when="ScheduleAnyway",
             selector={"app": "web"},
         )
         .affinity(HOSTNAME_LABEL, {"app": "cache"}, anti=True)
-        .preferred_affinity(benchmarking.API_AFFINITY_WEIGHT, ZONE_LABEL, {"app": "api"})
-        .host_port(benchmarking.HOST_PORT)
+        .preferred_affinity(kerneltimings.API_AFFINITY_WEIGHT, ZONE_LABEL, {"app": "api"})
+        .host_port(kerneltimings.HOST_PORT)
     )
     return objects.parse_pod(pod.obj())
 
@@ -102,7 +105,7 @@ def test_the_benchmarks_arrays_are_what_the_framework_compiles() -> None:
     # the PreferNoSchedule one, residents of every app, host ports.
     nodes, pods = 140, 12
     want_cluster, want_batch = _compiled(nodes, pods)
-    got_cluster, got_batch = benchmarking.inputs(nodes, pods)
+    got_cluster, got_batch = kerneltimings.inputs(nodes, pods)
     for field in dataclasses.fields(c.Cluster):
         np.testing.assert_array_equal(
             getattr(got_cluster, field.name), getattr(want_cluster, field.name), field.name
@@ -117,13 +120,13 @@ def test_the_framework_and_the_benchmark_decide_alike() -> None:
     # Forty pods in one batch, each placed before the next.
     nodes, pods = 300, 40
     want = compiled.run(*_compiled(nodes, pods))
-    got = compiled.run(*benchmarking.inputs(nodes, pods))
+    got = compiled.run(*kerneltimings.inputs(nodes, pods))
     for name in ("chosen", "code", "detail", "total", "top", "top_scores"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name), name)
 
 
 def test_every_filter_of_the_scenario_rejects_some_nodes() -> None:
-    figures = benchmarking.measure(300, pods=40, reference_pods=2, batch_size=8, repeats=1)
+    figures = kerneltimings.measure(300, pods=40, reference_pods=2, batch_size=8, repeats=1)
     rejected = figures.rejected_share
     for kind in ("static", "resources", "spread_skew", "anti_affinity", "existing_anti_affinity"):
         assert rejected[kind] > 0, (kind, rejected)
@@ -132,7 +135,7 @@ def test_every_filter_of_the_scenario_rejects_some_nodes() -> None:
 
 
 def test_a_tiny_run_gives_sane_figures() -> None:
-    figures = benchmarking.measure(60, pods=10, reference_pods=3, batch_size=4, repeats=2)
+    figures = kerneltimings.measure(60, pods=10, reference_pods=3, batch_size=4, repeats=2)
     assert (figures.nodes, figures.pods, figures.reference_pods) == (60, 10, 3)
     assert figures.resident_pods == 240
     assert figures.numba_single_us > 0
@@ -150,8 +153,8 @@ def test_a_kernel_that_decides_differently_is_caught(monkeypatch: pytest.MonkeyP
         return dataclasses.replace(result, total=result.total + 1)
 
     monkeypatch.setattr(compiled, "run", wrong)
-    with pytest.raises(benchmarking.Disagreement, match="total differs from the reference"):
-        benchmarking.measure(60, pods=4, reference_pods=2, batch_size=2, repeats=1)
+    with pytest.raises(kerneltimings.Disagreement, match="total differs from the reference"):
+        kerneltimings.measure(60, pods=4, reference_pods=2, batch_size=2, repeats=1)
 
 
 def test_a_batch_that_decides_unlike_single_calls_is_caught(
@@ -167,12 +170,12 @@ def test_a_batch_that_decides_unlike_single_calls_is_caught(
         return dataclasses.replace(first, chosen=chosen)
 
     monkeypatch.setattr(compiled, "run", forgetful)
-    with pytest.raises(benchmarking.Disagreement, match="a batch placed it on node"):
-        benchmarking.measure(60, pods=6, reference_pods=1, batch_size=6, repeats=1)
+    with pytest.raises(kerneltimings.Disagreement, match="a batch placed it on node"):
+        kerneltimings.measure(60, pods=6, reference_pods=1, batch_size=6, repeats=1)
 
 
 def test_the_child_process_prints_a_json_line_per_size() -> None:
-    command = [sys.executable, "-m", "plumb.kernel.benchmarking", "--repeats", "1"]
+    command = [sys.executable, "-m", "plumb_dev.bench.kerneltimings", "--repeats", "1"]
     command += ["--batch-size", "2", "--size", "40:4:1", "--size", "50:4:2"]
     done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=300)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
@@ -182,7 +185,7 @@ def test_the_child_process_prints_a_json_line_per_size() -> None:
 
 def test_a_bad_size_is_refused_with_the_expected_form() -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "plumb.kernel.benchmarking", "--size", "5000"],
+        [sys.executable, "-m", "plumb_dev.bench.kerneltimings", "--size", "5000"],
         capture_output=True,
         text=True,
         check=False,
@@ -200,7 +203,7 @@ def test_the_bench_reads_the_childs_figures_into_records() -> None:
     assert record.nodes == 40
     assert record.batch_speedup == pytest.approx(record.reference_us / record.numba_batch_us)
     assert {f.name for f in dataclasses.fields(kernelbench.KernelFigures)} == {
-        f.name for f in dataclasses.fields(benchmarking.Measurement)
+        f.name for f in dataclasses.fields(kerneltimings.Measurement)
     }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from plumb.bench import measuring
+from plumb_dev.bench import measuring
 
 
 def test_percentile_is_nearest_rank() -> None:

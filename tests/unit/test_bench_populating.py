@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from aiohttp import web
 
-from plumb.bench import populating
+from plumb_dev.bench import populating
 from tests.unit import loopback
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from plumb.bench import quality
-from plumb.testing import builders
+from plumb_dev.bench import quality
+from plumb_dev.testing import builders
 
 ZONE = builders.ZONE_LABEL
 HOST = builders.HOSTNAME_LABEL

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plumb.bench import kernelbench, report, running
+from plumb_dev.bench import kernelbench, report, running
 
 
 def _result(scheduler: str, throughput: float, *, usage: bool = True) -> dict[str, Any]:

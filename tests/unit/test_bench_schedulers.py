@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from plumb.bench import schedulers
+from plumb_dev.bench import schedulers
 
 PLUMB_LOG = """\
 2026-11-30 07:43:52,611 INFO plumb.app.running: kernel ready in 0.2 s

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from plumb.bench import quality, workloads
-from plumb.testing import builders
+from plumb_dev.bench import quality, workloads
+from plumb_dev.testing import builders
 
 
 def test_default_selection_leaves_the_large_workloads_out() -> None:

@@ -15,7 +15,7 @@ from plumb.backend import objects
 from plumb.backend import queue as queue_module
 from plumb.k8s import client as k8s_client
 from plumb.kernel import contract, reference
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, Outcome, make_scheduler
 
 

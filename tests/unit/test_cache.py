@@ -8,7 +8,7 @@ import pytest
 
 from plumb.backend import cache, objects
 from plumb.backend.cache import PodState
-from plumb.testing.builders import PodBuilder, make_node, make_pod
+from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 
 
 def node(name: str, **capacity: str | int) -> objects.NodeInfo:

@@ -13,9 +13,15 @@ import textwrap
 import pytest
 
 from plumb import cli
-from plumb.bench import workloads
+from plumb_dev.bench import workloads
 
-_TOOLS = ("plumb.bench", "plumb.controlplane", "plumb.localnode", "plumb.demo", "plumb.testing")
+_TOOLS = (
+    "plumb_dev.bench",
+    "plumb_dev.cluster.controlplane",
+    "plumb_dev.cluster.localnode",
+    "plumb_dev.demo.tour",
+    "plumb_dev.testing",
+)
 
 # A fresh interpreter: this test process has imported the tools already.
 _PROBE = textwrap.dedent(

@@ -19,9 +19,9 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from plumb.controlplane import pki
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
+from plumb_dev.cluster.controlplane import pki
 from tests.unit import loopback
 
 

@@ -17,8 +17,8 @@ import pytest
 from kubernetes import config as k8s_config
 from kubernetes.client import Configuration
 
-from plumb.controlplane import pki
 from plumb.k8s import credentials as credentials_module
+from plumb_dev.cluster.controlplane import pki
 from tests.unit.test_credentials import ScriptedPlugin
 
 CA = b"-----BEGIN CERTIFICATE-----\nnot really\n-----END CERTIFICATE-----\n"

@@ -10,7 +10,7 @@ import pytest
 
 from plumb.backend import cache
 from plumb.framework import cycle, diagnoses
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.scenarios import cluster, pod, schedule
 
 # Messages -------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 
 from plumb.backend import cache, controllers, objects
 from plumb.framework import cycle
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 
 
 def _cluster() -> cache.Cache:

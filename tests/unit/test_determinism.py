@@ -10,7 +10,7 @@ import pytest
 
 from plumb.backend import cache, objects
 from plumb.framework import cycle
-from plumb.testing.builders import (
+from plumb_dev.testing.builders import (
     HOSTNAME_LABEL,
     ZONE_LABEL,
     NodeBuilder,

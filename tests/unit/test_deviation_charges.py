@@ -10,7 +10,7 @@ from typing import Any
 from plumb.k8s import client as k8s_client
 from plumb.policy import spec
 from plumb.scheduler import Scheduler
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, make_scheduler
 from tests.unit.policy_builders import make_policy
 

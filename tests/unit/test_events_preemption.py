@@ -12,7 +12,7 @@ from plumb import events
 from plumb.backend import objects
 from plumb.k8s import client as k8s_client
 from plumb.preemption import execution
-from plumb.testing.builders import make_pod
+from plumb_dev.testing.builders import make_pod
 
 Call = tuple[str, str, str, dict[str, Any]]
 

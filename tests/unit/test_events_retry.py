@@ -11,7 +11,7 @@ import pytest
 from plumb import events
 from plumb.backend import objects
 from plumb.k8s import client as k8s_client
-from plumb.testing.builders import make_pod
+from plumb_dev.testing.builders import make_pod
 
 Answer = k8s_client.ApiResponse | Exception
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, make_scheduler
 
 # Bodies no API server would serve, standing for any body plumb's parsing has a bug with.

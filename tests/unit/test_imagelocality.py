@@ -13,7 +13,7 @@ from plumb.backend import objects
 from plumb.framework import cycle, scoring
 from plumb.framework.plugins import imagelocality
 from plumb.kernel import compiled, contract, reference
-from plumb.testing.builders import NodeBuilder, make_node, make_pod
+from plumb_dev.testing.builders import NodeBuilder, make_node, make_pod
 from tests.unit.scenarios import cluster, statics
 
 MB = 1024 * 1024

@@ -1,4 +1,5 @@
-"""Tests for plumb.localnode.images needing no root and no tools: keys, cache, loading, errors."""
+"""Tests for plumb_dev.cluster.localnode.images needing no root and no tools: keys, cache, loading,
+errors."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from plumb.controlplane import building
-from plumb.localnode import images
+from plumb_dev.cluster.controlplane import building
+from plumb_dev.cluster.localnode import images
 
 PAUSE_SOURCE = building.hack_dir() / "images" / "pause"
 

@@ -16,7 +16,7 @@ from plumb.backend import queue as queue_module
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.kernel import contract
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, reference_kernel
 
 NODES = [make_node("node-a").capacity(cpu="8").obj()]

@@ -10,8 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from plumb.controlplane import pki
-from plumb.localnode import containerd, kubelet, layout, netfilter, network, nodes, probing
+from plumb_dev.cluster.controlplane import pki
+from plumb_dev.cluster.localnode import (
+    containerd,
+    kubelet,
+    layout,
+    netfilter,
+    network,
+    nodes,
+    probing,
+)
 
 PATHS = layout.NodeLayout(directory=Path("/c"))
 

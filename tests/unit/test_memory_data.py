@@ -16,7 +16,7 @@ import pytest
 from plumb.framework import cycle, scoring, traces
 from plumb.kernel import contract
 from plumb.observability import logs, trace, tracing
-from plumb.testing.builders import make_pod
+from plumb_dev.testing.builders import make_pod
 from tests.unit import scenarios
 
 VALUES = (88, 61, 100, 0, 42, 0, 7, 3)

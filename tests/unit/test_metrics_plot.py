@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from plumb.bench import metricsplot
 from plumb.observability import metrics
+from plumb_dev.bench import metricsplot
 
 
 def _page(m: metrics.Metrics) -> metricsplot.Samples:

@@ -16,7 +16,7 @@ from plumb.backend import queue as queue_module
 from plumb.k8s import client as k8s_client
 from plumb.kernel import contract
 from plumb.observability import metrics
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, Outcome, make_scheduler, reference_kernel
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

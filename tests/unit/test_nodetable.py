@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from plumb.backend import hashing, nodetable, objects, snapshot
-from plumb.testing.builders import make_node
+from plumb_dev.testing.builders import make_node
 
 GI = 1024**3
 

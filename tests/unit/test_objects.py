@@ -8,7 +8,7 @@ import pytest
 
 from plumb.backend import objects
 from plumb.k8s import quantities
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 
 GI = 1024**3
 

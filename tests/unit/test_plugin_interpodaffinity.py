@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from plumb.backend import cache
 from plumb.framework.plugins import interpodaffinity
 from plumb.kernel import contract
-from plumb.testing.builders import (
+from plumb_dev.testing.builders import (
     HOSTNAME_LABEL,
     ZONE_LABEL,
     NodeBuilder,

@@ -7,7 +7,7 @@ import pytest
 
 from plumb.backend import objects, snapshot
 from plumb.framework.plugins import nodeaffinity
-from plumb.testing.builders import (
+from plumb_dev.testing.builders import (
     ZONE_LABEL,
     PodBuilder,
     expr,

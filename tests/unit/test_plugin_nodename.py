@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from plumb.backend import objects
 from plumb.framework.plugins import nodename
-from plumb.testing.builders import PodBuilder, make_node, make_pod
+from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 from tests.unit.scenarios import statics
 
 CLUSTER = statics(make_node("n1"), make_node("n2"), make_node("n3"))

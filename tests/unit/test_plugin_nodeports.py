@@ -6,7 +6,7 @@ import pytest
 
 from plumb.backend import objects, specs
 from plumb.framework.plugins import nodeports
-from plumb.testing.builders import PodBuilder, make_pod
+from plumb_dev.testing.builders import PodBuilder, make_pod
 
 
 def ports(pod: PodBuilder) -> tuple[specs.HostPort, ...]:

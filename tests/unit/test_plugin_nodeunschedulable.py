@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from plumb.backend import objects, snapshot
 from plumb.framework.plugins import nodeunschedulable
-from plumb.testing.builders import PodBuilder, make_node, make_pod
+from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 from tests.unit.scenarios import statics
 
 CORDON_KEY = "node.kubernetes.io/unschedulable"

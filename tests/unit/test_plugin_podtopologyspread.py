@@ -14,7 +14,7 @@ from plumb.backend import cache
 from plumb.framework import cycle
 from plumb.framework.plugins import nodeaffinity, podtopologyspread
 from plumb.kernel import contract
-from plumb.testing.builders import (
+from plumb_dev.testing.builders import (
     HOSTNAME_LABEL,
     ZONE_LABEL,
     NodeBuilder,

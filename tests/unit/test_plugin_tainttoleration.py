@@ -10,7 +10,7 @@ import pytest
 
 from plumb.backend import objects, snapshot, specs
 from plumb.framework.plugins import tainttoleration
-from plumb.testing.builders import PodBuilder, make_node, make_pod
+from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 from tests.unit.scenarios import statics
 
 CLUSTER = statics(

@@ -10,7 +10,7 @@ import pytest
 
 from plumb.backend import objects
 from plumb.framework import cycle
-from plumb.testing.builders import PodBuilder, make_node, make_pod
+from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 from tests.unit import scenarios
 
 GI = 1024**3

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from plumb.backend import objects
-from plumb.testing.builders import make_pod
+from plumb_dev.testing.builders import make_pod
 
 
 def _pending() -> dict[str, Any]:

@@ -10,7 +10,7 @@ from plumb.backend import objects
 from plumb.framework import cycle, deviation, scoring
 from plumb.kernel import contract, reference
 from plumb.policy import engine as engine_module
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.policy_builders import ZONE, make_policy
 
 

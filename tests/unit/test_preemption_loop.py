@@ -13,7 +13,7 @@ from plumb.backend import objects
 from plumb.backend import queue as queue_module
 from plumb.kernel import reference
 from plumb.observability import trace
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, make_scheduler
 from tests.unit.test_trace import Lines, json_lines  # noqa: F401
 

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from plumb.backend import cache, nominations, objects
 from plumb.kernel import compiled, reference
 from plumb.preemption import evaluator, search
-from plumb.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, make_node, make_pod
+from plumb_dev.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, make_node, make_pod
 from tests.unit.scenarios import cluster, pod
 
 HIGH = 1000

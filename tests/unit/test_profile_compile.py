@@ -16,7 +16,7 @@ from plumb.backend import controllers, objects, specs
 from plumb.framework import compiling, cycle, scoring
 from plumb.framework.plugins import nodeaffinity
 from plumb.kernel import compiled, contract, reference
-from plumb.testing.builders import ZONE_LABEL, NodeBuilder, PodBuilder, make_node, make_pod
+from plumb_dev.testing.builders import ZONE_LABEL, NodeBuilder, PodBuilder, make_node, make_pod
 from tests.unit.scenarios import cluster, pod
 
 Kernel = contract.Kernel

@@ -16,7 +16,7 @@ from plumb.backend import queue as queue_module
 from plumb.framework import scoring
 from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi
 
 PACKER = "packer"

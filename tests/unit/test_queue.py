@@ -15,7 +15,7 @@ import pytest
 from plumb.backend import objects
 from plumb.backend import queue as queueing
 from plumb.backend.queue import Entry, SchedulingQueue, Where
-from plumb.testing.builders import make_pod
+from plumb_dev.testing.builders import make_pod
 
 BLOCKED = 0.02  # seconds a pop must stay waiting for the test to call it blocked
 

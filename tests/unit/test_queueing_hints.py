@@ -7,7 +7,7 @@ from plumb.backend import cache, objects
 from plumb.backend import queue as queue_module
 from plumb.framework import cycle
 from plumb.framework.plugins import nodeaffinity, noderesourcesfit, tainttoleration
-from plumb.testing.builders import NodeBuilder, PodBuilder, make_node, make_pod
+from plumb_dev.testing.builders import NodeBuilder, PodBuilder, make_node, make_pod
 
 
 def _waiting(q: queue_module.SchedulingQueue, name: str, plugins: frozenset[str]) -> str:

@@ -21,7 +21,7 @@ from plumb.framework import scoring
 from plumb.framework.plugins import podtopologyspread
 from plumb.kernel import reference
 from plumb.observability import trace
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, make_scheduler
 from tests.unit.policy_builders import make_policy
 from tests.unit.test_trace import Lines, json_lines  # noqa: F401

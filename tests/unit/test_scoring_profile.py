@@ -11,7 +11,7 @@ import pytest
 from plumb.backend import cache as cache_module
 from plumb.framework import compiling, cycle, scoring
 from plumb.kernel import compiled, contract, reference
-from plumb.testing.builders import ZONE_LABEL, make_node, make_pod
+from plumb_dev.testing.builders import ZONE_LABEL, make_node, make_pod
 from tests.unit.scenarios import cluster, pod
 
 Kernel = contract.Kernel

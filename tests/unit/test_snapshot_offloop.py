@@ -26,7 +26,7 @@ from plumb.backend import cache as cache_module
 from plumb.backend import dumps, objects
 from plumb.framework.plugins import podtopologyspread
 from plumb.observability import tracing
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, make_scheduler
 
 ZONE = podtopologyspread.ZONE

@@ -22,7 +22,7 @@ from plumb.framework import cycle, scoring, traces
 from plumb.k8s import client as k8s_client
 from plumb.kernel import reference
 from plumb.observability import logs, trace, tracing
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit import scenarios
 from tests.unit.fakes import Clock, FakeApi, make_scheduler
 

@@ -22,7 +22,7 @@ from plumb.framework.plugins import (
 )
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.k8s import client as k8s_client
-from plumb.testing.builders import PodBuilder, make_node, make_pod
+from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 from tests.unit.scenarios import statics
 
 JSON = dict[str, Any]

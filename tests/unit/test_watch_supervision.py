@@ -21,7 +21,7 @@ from plumb.backend import queue as queue_module
 from plumb.k8s import client as k8s_client
 from plumb.k8s import reflectors
 from plumb.observability import metrics
-from plumb.testing.builders import make_node, make_pod
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit import loopback
 from tests.unit.fakes import Clock, FakeApi, make_scheduler
 

@@ -1,0 +1,167 @@
+"""The kernel micro-benchmark in ``plumb bench``: µs per pod of the numba kernel (one pod per call
+and batches) and of the pure-Python reference at 500, 5,000 and 15,000 nodes.
+
+The measuring is ``plumb_dev.bench.kerneltimings`` (read its docstring for the cluster and the
+method), run as a child process like the schedulers under test: the bench never imports the
+scheduler's layers. Each size comes back as one JSON line, read here into a ``KernelFigures``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+import time
+from typing import Any
+
+MODULE = "plumb_dev.bench.kerneltimings"
+TIMEOUT_SECONDS = 1800.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Size:
+    """One size to measure: nodes, pods timed with numba, and the first of them timed with the
+    reference too (two to three orders of magnitude slower, so fewer at the larger sizes)."""
+
+    nodes: int
+    pods: int
+    reference_pods: int
+
+
+FULL = (
+    Size(nodes=500, pods=256, reference_pods=32),
+    Size(nodes=5000, pods=256, reference_pods=8),
+    Size(nodes=15000, pods=256, reference_pods=4),
+)
+QUICK = (Size(nodes=500, pods=64, reference_pods=8),)
+REPEATS = {True: 3, False: 10}  # by quick: enough runs for each call to find a quiet moment
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KernelFigures:
+    """One size's figures (kerneltimings.Measurement's fields): µs per pod, each call at its
+    fastest of ``repeats`` runs, and what the filters did."""
+
+    nodes: int
+    resident_pods: int
+    pods: int
+    batch_size: int
+    reference_pods: int
+    repeats: int
+    numba_single_us: float
+    numba_batch_us: float
+    reference_us: float
+    placed: int
+    feasible_share: float
+    rejected_share: dict[str, float]
+
+    @property
+    def single_speedup(self) -> float:
+        return self.reference_us / self.numba_single_us
+
+    @property
+    def batch_speedup(self) -> float:
+        return self.reference_us / self.numba_batch_us
+
+
+class KernelBenchError(RuntimeError):
+    """The micro-benchmark failed: numba and the reference disagreed, or the child broke."""
+
+
+def sizes(*, quick: bool) -> tuple[Size, ...]:
+    return QUICK if quick else FULL
+
+
+def run(
+    selected: tuple[Size, ...] | list[Size],
+    *,
+    repeats: int,
+    batch_size: int | None = None,
+    timeout: float = TIMEOUT_SECONDS,
+) -> list[KernelFigures]:
+    """Measure every size in a child process; the child's stderr passes through to ours."""
+    command = [sys.executable, "-m", MODULE, "--repeats", str(repeats)]
+    if batch_size is not None:  # else the scheduler's batch, which the child knows
+        command += ["--batch-size", str(batch_size)]
+    for size in selected:
+        command += ["--size", f"{size.nodes}:{size.pods}:{size.reference_pods}"]
+    started = time.monotonic()
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as error:
+        raise KernelBenchError(
+            f"the kernel micro-benchmark took longer than {timeout:.0f} s: {' '.join(command)}"
+        ) from error
+    if done.returncode != 0:
+        said = done.stderr.strip().splitlines()[-5:]
+        raise KernelBenchError(
+            f"the kernel micro-benchmark exited with {done.returncode} after "
+            f"{time.monotonic() - started:.0f} s: {' / '.join(said) or 'no message'} "
+            f"(command: {' '.join(command)})"
+        )
+    return [KernelFigures(**json.loads(line)) for line in done.stdout.splitlines() if line]
+
+
+def as_dict(figures: KernelFigures) -> dict[str, Any]:
+    """The record with its speed-ups, as the report and benchmarks.json take it."""
+    return {
+        **dataclasses.asdict(figures),
+        "single_speedup": figures.single_speedup,
+        "batch_speedup": figures.batch_speedup,
+    }
+
+
+METHOD = (
+    "How it measures (`python -m plumb_dev.bench.kerneltimings`, a child process of the bench): "
+    "the kernel's own input arrays for one cluster at every size, the ones the framework "
+    "compiles for it (a unit test holds them equal): nodes in 5 zones and of 4 sizes, some "
+    "tainted, 4 running pods on each from 6 apps; then replicas of a web pod with requests, a "
+    "toleration, required and preferred node affinity, spread over zones (DoNotSchedule) and "
+    "hosts (ScheduleAnyway), required anti-affinity to cache pods on the host, preferred "
+    "affinity to api pods in the zone and a host port, which database pods keep off their "
+    "hosts: every filter rejects some nodes and every score plugin has something to score. "
+    "Pods are decided in order, each on the cluster the earlier ones left: one pod per call "
+    "(`compiled.run` on a batch of one, as for a pod with host ports), in batches of "
+    "{batch} (as the scheduler pops them), and one pod per call of the pure-Python reference "
+    "for the first pods only. Each call is timed alone, the Python wrapper and its output "
+    "arrays included; each mode runs {repeats} times after an untimed warm-up run and each "
+    "call counts at its fastest (other processes share the CPUs; every run does the same "
+    "work). The numba kernel's arrays must equal the reference's for every pod the reference "
+    "decides, and the batches must choose the nodes the single calls chose, or the bench "
+    "fails."
+)
+
+
+def table(rows: list[dict[str, Any]]) -> list[str]:
+    """The markdown table of the micro-benchmark's figures (as_dict's), a row per size."""
+    batch = rows[0]["batch_size"] if rows else "-"
+    lines = [
+        f"| nodes | numba, one pod per call (µs/pod) | numba, batches of {batch} (µs/pod) "
+        "| reference (µs/pod) | speed-up vs reference, one pod per call | "
+        "speed-up vs reference, batches | pods timed: numba / reference | "
+        "feasible nodes per pod (%) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for row in rows:
+        lines.append(
+            f"| {row['nodes']:,} | {row['numba_single_us']:.1f} | {row['numba_batch_us']:.1f} "
+            f"| {row['reference_us']:,.0f} | {row['single_speedup']:,.0f}x "
+            f"| {row['batch_speedup']:,.0f}x | {row['pods']} / {row['reference_pods']} "
+            f"| {100 * row['feasible_share']:.1f} |"
+        )
+    return lines
+
+
+def rejections(row: dict[str, Any]) -> str:
+    """What the filters rejected at one size, in words."""
+    shares = [
+        f"{name.replace('_', ' ')} {100 * share:.1f}%"
+        for name, share in row["rejected_share"].items()
+        if share > 0
+    ]
+    return (
+        f"At {row['nodes']:,} nodes ({row['resident_pods']:,} running pods), the share of "
+        f"(pod, node) pairs each filter rejected: {', '.join(shares)}; "
+        f"{row['placed']} of {row['pods']} pods placed."
+    )

@@ -1,0 +1,829 @@
+"""docs/benchmarks.md from the results: the machine, the versions, the exact command, whether
+each target of issues 4 and 16 is met, a table of every figure for each workload with the ratio
+plumb / kube-scheduler, plots (pods bound over time, latency CDF), the cost growth with the
+cluster's size and the kernel micro-benchmark; the raw results go to benchmarks.json beside it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TypeGuard
+
+import plumb
+from plumb_dev.bench import costplot, kernelbench, measuring
+
+JSON = dict[str, Any]
+MARKDOWN = "benchmarks.md"
+RAW = "benchmarks.json"
+PLOTS = "benchmarks"
+"""The directory beside the markdown that holds its PNG plots."""
+SCHEDULERS = ("plumb", "kube-scheduler", "ceiling")
+MISSING = "-"
+
+
+def context(*, bin_dir: Path, command: str, quick: bool) -> JSON:
+    """The machine and versions a run happened on, and the command that produced it."""
+    return {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "command": command,
+        "mode": "quick" if quick else "full",
+        "machine": {
+            "cpu": _cpu_model(),
+            "cpus": os.cpu_count(),
+            "memory_gib": _memory_gib(),
+            "os": platform.platform(),
+        },
+        "versions": {
+            "plumb": plumb.__version__,
+            "python": platform.python_version(),
+            "numba": _module_version("numba"),
+            "kube-scheduler": _binary_version(bin_dir / "kube-scheduler"),
+            "kube-apiserver": _binary_version(bin_dir / "kube-apiserver"),
+            "etcd": _binary_version(bin_dir / "etcd"),
+        },
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _memory_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return round(int(line.split()[1]) / 1024**2, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _module_version(name: str) -> str:
+    module = sys.modules.get(name)
+    if module is None:
+        try:
+            module = __import__(name)
+        except ImportError:
+            return "not installed"
+    return str(getattr(module, "__version__", "unknown"))
+
+
+def _binary_version(binary: Path) -> str:
+    try:
+        result = subprocess.run(
+            [str(binary), "--version"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"unknown ({error})"
+    lines = (result.stdout or result.stderr).strip().splitlines()
+    return lines[0].strip() if lines else "unknown"
+
+
+# --- the figures ----------------------------------------------------------------------------------
+
+Getter = Callable[[JSON], float | None]
+
+
+def _timing(key: str, scale: float = 1.0) -> Getter:
+    return lambda r: _scaled(r["timing"][key], scale)
+
+
+def _quality(key: str, scale: float = 1.0) -> Getter:
+    return lambda r: _scaled(r["quality"][key], scale)
+
+
+def _usage(key: str, scale: float = 1.0) -> Getter:
+    return lambda r: _scaled((r["usage"] or {}).get(key), scale)
+
+
+def _scaled(value: float | None, scale: float) -> float | None:
+    return None if value is None else value * scale
+
+
+def _max_skew(result: JSON) -> float | None:
+    return max(result["quality"]["spread_skew"].values(), default=None)
+
+
+def _violations(result: JSON) -> float:
+    return float(sum(result["quality"]["violations"].values()))
+
+
+def cpu_ms_per_pod(result: JSON) -> float | None:
+    """Scheduler CPU milliseconds per bound measured pod (None for the ceiling)."""
+    usage = result.get("usage") or {}
+    return measuring.cpu_ms_per_pod(usage.get("cpu_seconds"), result["timing"]["bound"])
+
+
+def _timing_optional(key: str, scale: float = 1.0) -> Getter:
+    return lambda r: _scaled(r["timing"].get(key), scale)
+
+
+# (label, how to read it from a result, its format): one table row each, in this order.
+ROWS: list[tuple[str, Getter, str]] = [
+    ("measured pods bound", _quality("placed"), "{:.0f}"),
+    ("throughput (pods/s)", _timing("throughput"), "{:.1f}"),
+    ("steady-state throughput, 10-90% (pods/s)", _timing("steady_throughput"), "{:.1f}"),
+    ("throughput, first bind → last bind (pods/s)", _timing_optional("bind_throughput"), "{:.1f}"),
+    ("first bind after the start (ms)", _timing_optional("first_bind", 1000), "{:.0f}"),
+    ("latency p50 (ms)", _timing("latency_p50", 1000), "{:.0f}"),
+    ("latency p90 (ms)", _timing("latency_p90", 1000), "{:.0f}"),
+    ("latency p99 (ms)", _timing("latency_p99", 1000), "{:.0f}"),
+    ("pod creation rate (pods/s)", _timing("creation_rate"), "{:.0f}"),
+    ("max spread skew", _max_skew, "{:.0f}"),
+    ("nodes used by measured pods (%)", _quality("nodes_used_share", 100), "{:.1f}"),
+    ("stddev of cpu utilisation across nodes", _quality("cpu_utilisation_stddev"), "{:.4f}"),
+    ("on a preferred node (%)", _quality("preferred_share", 100), "{:.1f}"),
+    ("constraint violations", _violations, "{:.0f}"),
+    ("scheduler CPU seconds (measured phase)", _usage("cpu_seconds"), "{:.2f}"),
+    ("scheduler CPU ms per bound pod", cpu_ms_per_pod, "{:.2f}"),
+    ("scheduler peak RSS (MiB)", _usage("peak_rss_bytes", 1 / 1024**2), "{:.0f}"),
+    (
+        "plumb: kernel ready after its start (s)",
+        lambda r: (r.get("log") or {}).get("kernel_ready_seconds"),
+        "{:.1f}",
+    ),
+    ("kube-apiserver + etcd CPU seconds", lambda r: r.get("api_cpu_seconds"), "{:.2f}"),
+    ("bench harness CPU seconds", lambda r: r.get("harness_cpu_seconds"), "{:.2f}"),
+    ("share of the ceiling's throughput (%)", lambda r: r.get("ceiling_share"), "{:.1f}"),
+    (
+        "share of the ceiling's first → last bind throughput (%)",
+        lambda r: r.get("bind_ceiling_share"),
+        "{:.1f}",
+    ),
+]
+
+
+def _finite(value: float | None) -> TypeGuard[float]:
+    return value is not None and math.isfinite(value)
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return fmt.format(value) if _finite(value) else MISSING
+
+
+def ratio(plumb_value: float | None, kube_value: float | None) -> str:
+    """plumb / kube-scheduler as "1.23x"; MISSING when either is missing or kube's is zero."""
+    if plumb_value is None or kube_value is None:
+        return MISSING
+    if not (math.isfinite(plumb_value) and math.isfinite(kube_value)) or kube_value == 0:
+        return MISSING
+    return f"{plumb_value / kube_value:.2f}x"
+
+
+def with_ceiling_share(results: Sequence[JSON]) -> list[JSON]:
+    """Each result with ceiling_share: its throughput as a percentage of the ceiling's on the
+    same workload (None for the ceiling itself, or when there is no ceiling run); and
+    bind_ceiling_share, the same for a drain's first → last bind throughput."""
+    ceilings = {r["workload"]: r["timing"] for r in results if r["scheduler"] == "ceiling"}
+
+    def share(result: JSON, key: str) -> float | None:
+        limit = (ceilings.get(result["workload"]) or {}).get(key)
+        ours = result["timing"].get(key)
+        if result["scheduler"] == "ceiling" or not _finite(limit) or not limit:
+            return None
+        return 100 * ours / limit if _finite(ours) else None
+
+    return [
+        {
+            **result,
+            "ceiling_share": share(result, "throughput"),
+            "bind_ceiling_share": share(result, "bind_throughput"),
+        }
+        for result in results
+    ]
+
+
+def table(by_scheduler: dict[str, JSON]) -> list[str]:
+    """The markdown table of one workload: a row per figure, a column per scheduler."""
+    lines = [
+        "| | plumb | kube-scheduler | plumb / kube-scheduler | ceiling (raw binder) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, get, fmt in ROWS:
+        values = {name: get(r) for name, r in by_scheduler.items()}
+        if not any(_finite(v) for v in values.values()):
+            continue
+        lines.append(
+            f"| {label} | {_cell(values.get('plumb'), fmt)} | "
+            f"{_cell(values.get('kube-scheduler'), fmt)} | "
+            f"{ratio(values.get('plumb'), values.get('kube-scheduler'))} | "
+            f"{_cell(values.get('ceiling'), fmt)} |"
+        )
+    return lines
+
+
+_NUMBER_LIST = re.compile(r"\[\s+((?:-?[0-9.eE+-]+|null)(?:,\s+(?:-?[0-9.eE+-]+|null))*)\s+\]")
+
+
+def dumps(data: Any) -> str:
+    """Indented JSON, but each list of numbers on one line: the per-pod times of a full run are
+    tens of thousands of values, one per line they would make the file several megabytes."""
+    text = json.dumps(_clean(data), indent=1)
+    return _NUMBER_LIST.sub(lambda m: "[" + "".join(m.group(1).split()) + "]", text)
+
+
+def _clean(value: Any) -> Any:
+    """JSON without NaN or Infinity (not JSON), floats rounded to 0.1 ms (or its equivalent)."""
+    if isinstance(value, float):
+        return round(value, 4) if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def write(out: Path, results: Sequence[JSON], ctx: JSON, kernel: Sequence[JSON] = ()) -> list[Path]:
+    """Writes benchmarks.md, benchmarks.json and the plots into out; returns their paths.
+
+    ``kernel``: the micro-benchmark's figures, one per size (kernelbench.as_dict's)."""
+    out.mkdir(parents=True, exist_ok=True)
+    plots = out / PLOTS
+    plots.mkdir(exist_ok=True)
+    results = with_ceiling_share(results)
+    raw = out / RAW
+    raw.write_text(
+        dumps({"context": ctx, "results": results, "kernel": list(kernel)}) + "\n",
+        encoding="utf-8",
+    )
+    written = [raw]
+    workload_names = list(dict.fromkeys(r["workload"] for r in results))
+    sections = []
+    for name in workload_names:
+        by_scheduler = {r["scheduler"]: r for r in results if r["workload"] == name}
+        written += _plots(plots, name, by_scheduler)
+        sections.append((name, by_scheduler))
+    growth = costplot.points(results)
+    if growth:
+        written.append(costplot.plot(growth, plots / costplot.FILE))
+    markdown = out / MARKDOWN
+    markdown.write_text(render(ctx, sections, kernel), encoding="utf-8")
+    return [markdown, *written]
+
+
+_METHOD = (
+    "How it measures: for each workload, plumb, then kube-scheduler (client QPS and burst 5000, "
+    "leader election off, as in Kubernetes' scheduler_perf), then a raw binder run on identical "
+    "fresh objects: a new namespace and a run-unique node set, the previous run's nodes and pods "
+    "deleted first. Initial pods are created already bound; the measured pods are created by "
+    "{creators} concurrent creators while the scheduler runs. A pod's latency runs from its "
+    "create request to the moment the bench's own watch sees spec.nodeName set; throughput is "
+    "measured pods over first create → last bound, and over the steady-state window from the "
+    "10% to the 90% bound pod. CPU seconds (user + system, all threads, measured phase only) and "
+    "peak RSS (VmHWM) come from /proc of the scheduler process; CPU ms per bound pod is those "
+    "CPU seconds over the measured pods bound. The ceiling does the API work every scheduler "
+    "must do for a pod and nothing else: it binds each pod to a precomputed node the moment the "
+    "watch sees it, then posts the `Scheduled` event (events.k8s.io/v1, as plumb posts it), "
+    "with plumb's concurrency: {binders} bindings and {events} events in flight. "
+    "Everything (etcd, kube-apiserver, the scheduler and the bench itself) "
+    "shares the machine's CPUs, so the CPU seconds of the API server and of the bench harness "
+    "are listed too: when a scheduler's throughput is close to the pod creation rate, creation "
+    "(the API server) was the limit, not the scheduler."
+)
+_DRAIN = (
+    "A drain: every measured pod was created and seen pending by the bench's watch before the "
+    "scheduler (or the raw binder) started. Times, latencies included, run from the start: the "
+    "scheduler's process spawn (the raw binder's start), to each pod's bind; its CPU seconds "
+    "count from the spawn too, start-up and initial sync included. The first bind → last bind "
+    "throughput leaves the start-up out."
+)
+
+
+def _load_line(machine: JSON) -> str:
+    load = machine.get("load_average") or {}
+    return (
+        f"- 1-minute load average: {load.get('at_start', '?')} at the start, "
+        f"{load.get('at_end', '?')} at the end (everything here shares {machine['cpus']} CPUs)"
+    )
+
+
+def render(
+    ctx: JSON, sections: Sequence[tuple[str, dict[str, JSON]]], kernel: Sequence[JSON] = ()
+) -> str:
+    machine, versions = ctx["machine"], ctx["versions"]
+    quick = ctx["mode"] == "quick"
+    lines = [
+        "# Benchmarks: plumb beside kube-scheduler",
+        "",
+        "Written by `plumb bench`; do not edit by hand: rerun the command below instead.",
+        "",
+    ]
+    if quick:
+        lines += [
+            "> **Quick run** (`--quick`): every workload shrunk to a smoke-test size, so the "
+            "figures show start-up and small-batch behaviour more than steady-state speed. "
+            "Run `make bench` for the full sizes.",
+            "",
+        ]
+    else:
+        lines += ["> **Full run**: the workloads at their full sizes.", ""]
+    lines += [
+        f"- date: {ctx['date']}",
+        f"- command: `{ctx['command']}`",
+        f"- machine: {machine['cpu']}, {machine['cpus']} CPUs, {machine['memory_gib']} GiB, "
+        f"{machine['os']}",
+        _load_line(machine),
+        "- versions: " + ", ".join(f"{k} {v}" for k, v in versions.items()),
+        f"- total time: {ctx.get('total_seconds', '?')} s",
+        "",
+        _METHOD.format(
+            creators=ctx.get("creators", "?"),
+            binders=ctx.get("binder_concurrency", "?"),
+            events=ctx.get("event_concurrency", "?"),
+        ),
+        "",
+        *_targets_section(targets(sections, kernel), quick=quick),
+    ]
+    for name, by_scheduler in sections:
+        any_result = next(iter(by_scheduler.values()))
+        description = any_result.get("description")
+        lines += [
+            f"## {name}",
+            "",
+            (f"{description}. " if description else "")
+            + f"{any_result['nodes']} nodes, {any_result['initial_pods']} initial pods, "
+            f"{any_result['timing']['pods']} measured pods.",
+            "",
+        ]
+        if any_result.get("drain"):
+            lines += [_DRAIN, ""]
+        lines += [
+            *table(by_scheduler),
+            "",
+            *class_table(by_scheduler),
+            f"![pods bound over time, {name}]({PLOTS}/{name}-bound.png)",
+            f"![latency CDF, {name}]({PLOTS}/{name}-latency.png)",
+            "",
+        ]
+        logs = {s: r["log"] for s, r in by_scheduler.items() if r.get("log")}
+        for scheduler, log in logs.items():
+            if log.get("warnings") or log.get("errors") or log.get("bind_failures"):
+                samples = "; ".join(f"`{s[:160]}`" for s in log.get("samples", []))
+                lines.append(
+                    f"- {scheduler} log: {log.get('warnings', 0)} warnings, "
+                    f"{log.get('errors', 0)} errors. {samples}"
+                )
+        lines.append("")
+    lines += _growth_section([r for _, by in sections for r in by.values()])
+    lines += _kernel_section(kernel)
+    lines.append(f"Raw results, per-pod bound times and latencies included: [{RAW}]({RAW}).")
+    return "\n".join(lines) + "\n"
+
+
+def class_table(by_scheduler: dict[str, JSON]) -> list[str]:
+    """Per pod class of a mixed workload: placed, the class's own max skew and preferred-node
+    share, plumb beside kube-scheduler; nothing for a workload of one shape."""
+    classes = list(
+        dict.fromkeys(c for r in by_scheduler.values() for c in r["quality"].get("classes", {}))
+    )
+    if not classes:
+        return []
+    shown = [s for s in SCHEDULERS if s in by_scheduler]
+    figures = ("placed", "max skew", "on a preferred node (%)")
+    header = " | ".join(f"{s} {figure}" for figure in figures for s in shown)
+    lines = [
+        "Per pod class (the classes take turns, pod by pod):",
+        "",
+        f"| class | measured pods | {header} |",
+        "|---|---:|" + "---:|" * (3 * len(shown)),
+    ]
+    for name in classes:
+        of = {s: by_scheduler[s]["quality"].get("classes", {}).get(name) or {} for s in shown}
+        measured = next((c["measured_pods"] for c in of.values() if c), None)
+        cells = [_cell(of[s].get("placed"), "{:.0f}") for s in shown]
+        cells += [_cell(of[s].get("max_skew"), "{:.0f}") for s in shown]
+        cells += [_cell(_scaled(of[s].get("preferred_share"), 100), "{:.1f}") for s in shown]
+        lines.append(f"| {name} | {_cell(measured, '{:.0f}')} | {' | '.join(cells)} |")
+    return [*lines, ""]
+
+
+def _growth_section(results: Sequence[JSON]) -> list[str]:
+    points = costplot.points(results)
+    lines = ["## Cost growth", ""]
+    if not points:
+        return [*lines, "No basic-shaped workload (basic, large, xlarge) in this run.", ""]
+    return [
+        *lines,
+        costplot.METHOD,
+        "",
+        *costplot.table(points),
+        "",
+        f"![cost per pod against node count]({PLOTS}/{costplot.FILE})",
+        "",
+    ]
+
+
+def _kernel_section(kernel: Sequence[JSON]) -> list[str]:
+    lines = ["## Kernel micro-benchmark", ""]
+    if not kernel:
+        return [*lines, "Not run, or it failed: see the command's output.", ""]
+    first = kernel[0]
+    lines += [
+        kernelbench.METHOD.format(batch=first["batch_size"], repeats=first["repeats"]),
+        "",
+        *kernelbench.table(list(kernel)),
+        "",
+        kernelbench.rejections(kernel[-1]),
+        "",
+    ]
+    return lines
+
+
+# --- the targets of issues 4 and 16 ---------------------------------------------------------------
+
+MET = "met"
+NOT_MET = "not met"
+NOT_MEASURED = "not measured in this run"
+KERNEL_NODES = 5000
+KERNEL_MAX_US = 20.0
+KERNEL_MIN_SPEEDUP = 100.0
+
+
+ISSUE_4_WORKLOADS = ("basic", "zone-spread", "anti-affinity", "preferred-affinity", "large")
+"""The workloads issue 4's per-workload targets were set on."""
+EVERY_WORKLOAD = (
+    "basic",
+    "drain",
+    "zone-spread",
+    "anti-affinity",
+    "preferred-affinity",
+    "large",
+    "xlarge",
+)
+"""What issue 16's "on every workload" covers: a full `make bench` runs all of them."""
+DRAIN_VERSUS = 1.5
+DRAIN_CEILING_PERCENT = 90.0
+CPU_RATIO = 0.5
+XLARGE_KERNEL_NODES = 15000
+XLARGE_KERNEL_MAX_US = 60.0
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Verdict:
+    """One target: what it asks, the figures of this run it was judged on, and the verdict."""
+
+    target: str
+    figures: str
+    status: str
+    issue: int = 4
+    """The issue that set the target."""
+
+
+def _check(target: str, figures: str, ok: bool, *, issue: int = 4) -> Verdict:
+    return Verdict(target=target, figures=figures, status=MET if ok else NOT_MET, issue=issue)
+
+
+def _unmeasured(target: str, *, issue: int = 4) -> Verdict:
+    return Verdict(target=target, figures=MISSING, status=NOT_MEASURED, issue=issue)
+
+
+def targets(
+    sections: Sequence[tuple[str, dict[str, JSON]]], kernel: Sequence[JSON]
+) -> list[Verdict]:
+    """Every target, judged from these figures (each compared as the report prints it, so a
+    verdict never contradicts the numbers beside it); missing figures are not measured.
+
+    Issue 4's first, on its own workloads; then issue 16's."""
+    workloads = dict(sections)
+    old = [(name, by) for name, by in sections if name in ISSUE_4_WORKLOADS]
+    verdicts = _throughput(workloads.get("basic", {}))
+    verdicts += [_latency(name, by_scheduler) for name, by_scheduler in old]
+    verdicts += [_placement(name, by_scheduler) for name, by_scheduler in old]
+    verdicts += _kernel(next((k for k in kernel if k["nodes"] == KERNEL_NODES), None))
+    verdicts.append(_memory(workloads.get("large", {})))
+    return verdicts + _issue_16(sections, kernel)
+
+
+def _issue_16(
+    sections: Sequence[tuple[str, dict[str, JSON]]], kernel: Sequence[JSON]
+) -> list[Verdict]:
+    workloads = dict(sections)
+    xlarge = workloads.get("xlarge", {})
+    rss = _usage("peak_rss_bytes", 1 / 1024**2)
+    verdicts = _drain(workloads.get("drain", {}))
+    verdicts += [
+        _every(
+            sections,
+            f"every workload: scheduler CPU ms per bound pod at most {CPU_RATIO}x kube-scheduler's",
+            cpu_ms_per_pod,
+            "{:.2f}",
+            " ms",
+            lambda ours, theirs: ours <= CPU_RATIO * theirs,
+        ),
+        _every(
+            sections,
+            "every workload: scheduler peak RSS at most kube-scheduler's",
+            rss,
+            "{:.0f}",
+            " MiB",
+            lambda ours, theirs: ours <= theirs,
+        ),
+        _every(
+            sections,
+            "every workload: p99 latency at most kube-scheduler's",
+            _p99_ms,
+            "{:.0f}",
+            " ms",
+            lambda ours, theirs: ours <= theirs,
+        ),
+        *_xlarge(xlarge),
+        _xlarge_kernel(next((k for k in kernel if k["nodes"] == XLARGE_KERNEL_NODES), None)),
+    ]
+    return verdicts
+
+
+def _drain(drain: dict[str, JSON]) -> list[Verdict]:
+    versus = f"drain: throughput (start → last bind) at least {DRAIN_VERSUS}x kube-scheduler's"
+    ceiling = (
+        f"drain: throughput (start → last bind) at least {DRAIN_CEILING_PERCENT:.0f}% of the "
+        "ceiling's (binding + Scheduled event)"
+    )
+    plumb_run, kube_run, ceiling_run = (drain.get(s) for s in SCHEDULERS)
+    verdicts = [_unmeasured(versus, issue=16), _unmeasured(ceiling, issue=16)]
+    if plumb_run is None:
+        return verdicts
+    ours = plumb_run["timing"]["throughput"]
+    ours_bind = plumb_run["timing"].get("bind_throughput")
+    if kube_run is not None and kube_run["timing"]["throughput"] > 0:
+        theirs = kube_run["timing"]["throughput"]
+        ratio = round(ours / theirs, 2)
+        figures = f"{ours:.1f} vs {theirs:.1f} pods/s: {ratio:.2f}x"
+        theirs_bind = kube_run["timing"].get("bind_throughput")
+        if _finite(ours_bind) and _finite(theirs_bind):
+            figures += f" (first → last bind {ours_bind:.1f} vs {theirs_bind:.1f})"
+        verdicts[0] = _check(versus, figures, ratio >= DRAIN_VERSUS, issue=16)
+    share = plumb_run.get("ceiling_share")
+    if ceiling_run is not None and _finite(share):
+        limit = ceiling_run["timing"]["throughput"]
+        figures = f"{ours:.1f} of {limit:.1f} pods/s: {share:.1f}%"
+        bind_share = plumb_run.get("bind_ceiling_share")
+        if _finite(bind_share):
+            figures += f" (first → last bind: {bind_share:.1f}%)"
+        ok = round(share, 1) >= DRAIN_CEILING_PERCENT
+        verdicts[1] = _check(ceiling, figures, ok, issue=16)
+    return verdicts
+
+
+def _every(
+    sections: Sequence[tuple[str, dict[str, JSON]]],
+    target: str,
+    get: Getter,
+    fmt: str,
+    unit: str,
+    ok: Callable[[float, float], bool],
+) -> Verdict:
+    """One target judged on every workload of this run that measured both schedulers, each
+    compared as printed; the workloads a full run has and this one lacks are named."""
+    parts, failed = [], []
+    for name, by_scheduler in sections:
+        runs = [by_scheduler.get(s) for s in SCHEDULERS[:2]]
+        ours, theirs = (get(r) if r is not None else None for r in runs)
+        if not (_finite(ours) and _finite(theirs)):
+            continue
+        shown, shown_other = fmt.format(ours), fmt.format(theirs)
+        parts.append(f"{name} {shown} vs {shown_other}{unit}")
+        if not ok(float(shown), float(shown_other)):
+            failed.append(name)
+    if not parts:
+        return _unmeasured(target, issue=16)
+    missing = [name for name in EVERY_WORKLOAD if name not in dict(sections)]
+    figures = "; ".join(parts)
+    if failed:
+        figures += f" (not met on: {', '.join(failed)})"
+    if missing:
+        figures += f" (not run: {', '.join(missing)})"
+    return _check(target, figures, not failed, issue=16)
+
+
+def _xlarge(xlarge: dict[str, JSON]) -> list[Verdict]:
+    placed = "xlarge: every pod placed, no violations"
+    versus = "xlarge: throughput at least kube-scheduler's"
+    quality = "xlarge: placement quality at least as good as kube-scheduler's on every figure"
+    ours, theirs = xlarge.get("plumb"), xlarge.get("kube-scheduler")
+    verdicts = [_unmeasured(t, issue=16) for t in (placed, versus, quality)]
+    if ours is not None:
+        q = ours["quality"]
+        violations = _violations(ours)
+        figures = f"placed {q['placed']} of {q['measured_pods']}; violations {violations:.0f}"
+        ok = q["placed"] == q["measured_pods"] and violations == 0
+        verdicts[0] = _check(placed, figures, ok, issue=16)
+    if ours is not None and theirs is not None:
+        mine, other = ours["timing"]["throughput"], theirs["timing"]["throughput"]
+        shown, shown_other = f"{mine:.1f}", f"{other:.1f}"
+        figures = f"{shown} vs {shown_other} pods/s"
+        verdicts[1] = _check(versus, figures, float(shown) >= float(shown_other), issue=16)
+        figures, worse = _compare_placement(ours, theirs)
+        verdicts[2] = _check(quality, figures, not worse, issue=16)
+    return verdicts
+
+
+def _xlarge_kernel(row: JSON | None) -> Verdict:
+    target = (
+        f"kernel: at most {XLARGE_KERNEL_MAX_US:.0f} µs per pod at {XLARGE_KERNEL_NODES:,} nodes"
+    )
+    if row is None:
+        return _unmeasured(target, issue=16)
+    batch = row["numba_batch_us"]
+    figures = (
+        f"{batch:.1f} µs/pod in batches of {row['batch_size']} "
+        f"({row['numba_single_us']:.1f} one pod per call)"
+    )
+    return _check(target, figures, round(batch, 1) <= XLARGE_KERNEL_MAX_US, issue=16)
+
+
+def _throughput(basic: dict[str, JSON]) -> list[Verdict]:
+    versus = "basic: throughput at least 1.5x kube-scheduler's"
+    ceiling = "basic: throughput at least 70% of the ceiling's"
+    plumb_run, kube_run, ceiling_run = (basic.get(s) for s in SCHEDULERS)
+    verdicts = [_unmeasured(versus), _unmeasured(ceiling)]
+    if plumb_run is None:
+        return verdicts
+    ours = plumb_run["timing"]["throughput"]
+    if kube_run is not None and kube_run["timing"]["throughput"] > 0:
+        theirs = kube_run["timing"]["throughput"]
+        ratio = round(ours / theirs, 2)
+        figures = f"{ours:.1f} vs {theirs:.1f} pods/s: {ratio:.2f}x"
+        verdicts[0] = _check(versus, figures, ratio >= 1.5)
+    share = plumb_run.get("ceiling_share")
+    if ceiling_run is not None and _finite(share):
+        limit = ceiling_run["timing"]["throughput"]
+        figures = f"{ours:.1f} of {limit:.1f} pods/s: {share:.1f}%"
+        verdicts[1] = _check(ceiling, figures, round(share, 1) >= 70.0)
+    return verdicts
+
+
+def _latency(name: str, by_scheduler: dict[str, JSON]) -> Verdict:
+    target = f"{name}: p99 latency at most kube-scheduler's"
+    ours, theirs = (_p99_ms(by_scheduler.get(s)) for s in SCHEDULERS[:2])
+    if ours is None or theirs is None:
+        return _unmeasured(target)
+    return _check(target, f"{ours:.0f} vs {theirs:.0f} ms", round(ours) <= round(theirs))
+
+
+def _p99_ms(result: JSON | None) -> float | None:
+    value = None if result is None else result["timing"]["latency_p99"]
+    return value * 1000 if _finite(value) else None
+
+
+def _placement(name: str, by_scheduler: dict[str, JSON]) -> Verdict:
+    target = f"{name}: placement at least as good as kube-scheduler's, no violations"
+    ours, theirs = by_scheduler.get("plumb"), by_scheduler.get("kube-scheduler")
+    if ours is None or theirs is None:
+        return _unmeasured(target)
+    figures, worse = _compare_placement(ours, theirs)
+    return _check(target, figures, not worse)
+
+
+def _compare_placement(ours: JSON, theirs: JSON) -> tuple[str, list[str]]:
+    """The placement figures side by side (as printed), and those on which plumb's is worse
+    (plumb's violations count as worse unless zero)."""
+    # (figure, plumb, kube-scheduler, format, True when higher is better)
+    compared: list[tuple[str, float | None, float | None, str, bool]] = [
+        ("placed", ours["quality"]["placed"], theirs["quality"]["placed"], "{:.0f}", True),
+        ("max skew", _max_skew(ours), _max_skew(theirs), "{:.0f}", False),
+        (
+            "on a preferred node (%)",
+            _scaled(ours["quality"]["preferred_share"], 100),
+            _scaled(theirs["quality"]["preferred_share"], 100),
+            "{:.1f}",
+            True,
+        ),
+        (
+            "cpu utilisation stddev",
+            ours["quality"]["cpu_utilisation_stddev"],
+            theirs["quality"]["cpu_utilisation_stddev"],
+            "{:.4f}",
+            False,
+        ),
+    ]
+    violations = _violations(ours)
+    parts, worse = [f"violations {violations:.0f}"], [] if violations == 0 else ["violations"]
+    for label, mine, other, fmt, higher in compared:
+        if not (_finite(mine) and _finite(other)):
+            continue
+        shown, shown_other = fmt.format(mine), fmt.format(other)
+        parts.append(f"{label} {shown} vs {shown_other}")
+        if float(shown) != float(shown_other) and (float(shown) > float(shown_other)) != higher:
+            worse.append(label)
+    figures = "; ".join(parts) + (f" (worse: {', '.join(worse)})" if worse else "")
+    return figures, worse
+
+
+def _kernel(row: JSON | None) -> list[Verdict]:
+    speed = f"kernel: at most {KERNEL_MAX_US:.0f} µs per pod at {KERNEL_NODES:,} nodes"
+    versus = f"kernel: at least {KERNEL_MIN_SPEEDUP:.0f}x the reference at {KERNEL_NODES:,} nodes"
+    if row is None:
+        return [_unmeasured(speed), _unmeasured(versus)]
+    batch, single = row["numba_batch_us"], row["numba_single_us"]
+    speedup = row["batch_speedup"]
+    return [
+        _check(
+            speed,
+            f"{batch:.1f} µs/pod in batches of {row['batch_size']} ({single:.1f} one pod per call)",
+            round(batch, 1) <= KERNEL_MAX_US,
+        ),
+        _check(
+            versus,
+            f"{speedup:,.0f}x in batches ({row['single_speedup']:,.0f}x one pod per call; "
+            f"reference {row['reference_us']:,.0f} µs/pod)",
+            round(speedup) >= KERNEL_MIN_SPEEDUP,
+        ),
+    ]
+
+
+def _memory(large: dict[str, JSON]) -> Verdict:
+    target = "large (5,000 nodes, 10,000 pods): plumb's peak RSS at most kube-scheduler's"
+    rss = _usage("peak_rss_bytes", 1 / 1024**2)
+    ours, theirs = (rss(large[s]) if s in large else None for s in SCHEDULERS[:2])
+    if ours is None or theirs is None:
+        return _unmeasured(target)
+    return _check(target, f"{ours:.0f} vs {theirs:.0f} MiB", round(ours) <= round(theirs))
+
+
+def _targets_section(verdicts: Sequence[Verdict], *, quick: bool) -> list[str]:
+    statuses = (MET, NOT_MET, NOT_MEASURED)
+    counts = {status: sum(1 for v in verdicts if v.status == status) for status in statuses}
+    lines = [
+        "## Targets",
+        "",
+        "Each target of issues 4 and 16, judged from this run's figures below "
+        f"({counts[MET]} met, {counts[NOT_MET]} not met, {counts[NOT_MEASURED]} not measured).",
+        "",
+    ]
+    if quick:
+        lines += [
+            "A quick run judges smoke-test sizes: these verdicts say little about the full-size "
+            "targets.",
+            "",
+        ]
+    lines += ["| issue | target | this run | verdict |", "|---|---|---|---|"]
+    for verdict in verdicts:
+        status = verdict.status if verdict.status == NOT_MEASURED else f"**{verdict.status}**"
+        lines.append(f"| {verdict.issue} | {verdict.target} | {verdict.figures} | {status} |")
+    return [*lines, ""]
+
+
+def _plots(directory: Path, name: str, by_scheduler: dict[str, JSON]) -> list[Path]:
+    # Imported here, not at the top: `plumb run` imports the CLI, and the CLI imports this
+    # module, so a top-level import would put matplotlib on the scheduler's start-up path.
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display: write PNG files only
+    from matplotlib import pyplot
+
+    bound_path = directory / f"{name}-bound.png"
+    figure, axes = pyplot.subplots(figsize=(7, 4))
+    for scheduler in SCHEDULERS:
+        result = by_scheduler.get(scheduler)
+        if result is None:
+            continue
+        curve = result["bound_curve"]
+        axes.step(curve, range(1, len(curve) + 1), where="post", label=scheduler)
+    drain = any(r.get("drain") for r in by_scheduler.values())
+    axes.set_xlabel(
+        "seconds after the scheduler started"
+        if drain
+        else "seconds after the first measured pod was created"
+    )
+    axes.set_ylabel("measured pods bound")
+    axes.set_title(f"{name}: pods bound over time")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(bound_path, dpi=100)
+    pyplot.close(figure)
+
+    latency_path = directory / f"{name}-latency.png"
+    figure, axes = pyplot.subplots(figsize=(7, 4))
+    for scheduler in SCHEDULERS:
+        result = by_scheduler.get(scheduler)
+        if result is None or not result["latencies"]:
+            continue
+        values = [v * 1000 for v in result["latencies"]]
+        count = len(values)
+        axes.step(values, [(i + 1) / count for i in range(count)], where="post", label=scheduler)
+    axes.set_xlabel("scheduler start → bound (ms)" if drain else "create → bound latency (ms)")
+    axes.set_ylabel("share of measured pods")
+    axes.set_title(f"{name}: latency CDF")
+    axes.grid(alpha=0.3)
+    axes.legend()
+    figure.tight_layout()
+    figure.savefig(latency_path, dpi=100)
+    pyplot.close(figure)
+    return [bound_path, latency_path]

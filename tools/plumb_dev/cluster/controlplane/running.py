@@ -1,0 +1,449 @@
+"""Starts, finds and stops a local control plane, recorded in a directory.
+
+etcd and kube-apiserver always; kube-controller-manager (controllers) and kube-scheduler (the
+cluster's default scheduler) unless asked not to. Everything listens on 127.0.0.1, or on the
+real node's bridge gateway when the cluster has one (``plumb_dev.cluster.localnode`` asks for
+that).
+
+The public face of the package: ``ControlPlane``, ``ControlPlaneError``, ``start``, ``load``,
+``stop``, ``is_running`` and ``env_lines``, with the state file that connects them. What the
+processes are given lives in ``config``; how they are started, watched and stopped in
+``processes``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import secrets
+import shlex
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any, TypeVar
+
+from plumb_dev.cluster.controlplane import config, pki, processes
+
+STATE_FILE = config.STATE_FILE
+ControlPlaneError = config.ControlPlaneError
+_STATE_FORMAT = 2
+
+_T = TypeVar("_T")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ControlPlane:
+    """A running (or recorded) local control plane and how to reach it."""
+
+    directory: Path
+    bin_dir: Path
+    kubeconfig: Path
+    server: str
+    token: str
+    ca_file: Path
+    etcd_pid: int
+    apiserver_pid: int
+    # 0 where the part was not started.
+    controller_manager_pid: int = 0
+    scheduler_pid: int = 0
+
+    def processes(self) -> list[tuple[str, int]]:
+        """(binary, pid) of every part started, in the order they are stopped."""
+        parts = [
+            (config.SCHEDULER, self.scheduler_pid),
+            (config.CONTROLLER_MANAGER, self.controller_manager_pid),
+            (config.APISERVER, self.apiserver_pid),
+            (config.ETCD, self.etcd_pid),
+        ]
+        return [(name, pid) for name, pid in parts if pid]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Parts:
+    """Which optional parts a control plane runs, and where the API server listens."""
+
+    # kube-controller-manager: Deployments, Jobs, PDB status, PV binding, service-account
+    # tokens, namespace deletion, garbage collection.
+    controllers: bool = True
+    # kube-scheduler as the cluster's default scheduler, for pods that do not ask for plumb; off
+    # for the side-by-side tests and the benchmark, which run their own.
+    scheduler: bool = False
+    # ServiceAccount admission (a token volume in every pod); the benchmark turns it off, as
+    # Kubernetes' scheduler performance tests do.
+    service_accounts: bool = True
+    address: str = config.LOOPBACK
+    # Extra kube-apiserver flags, after plumb's own (a later flag wins): the chaos tests turn
+    # the watch cache off so that a watch resumed after an etcd compaction gets 410 Gone.
+    apiserver_flags: tuple[str, ...] = ()
+
+
+# The benchmark's control plane, as Kubernetes' scheduler performance tests run it: etcd and the
+# API server only, pods without service-account tokens, so that both schedulers are measured
+# against the same bare API server.
+BENCHMARK = Parts(controllers=False, service_accounts=False)
+
+
+def start(
+    directory: Path,
+    *,
+    bin_dir: Path,
+    apiserver_port: int = 0,
+    etcd_port: int = 0,
+    timeout: float = 90.0,
+    parts: Parts | None = None,
+) -> ControlPlane:
+    """Starts the control plane and waits until the API server is ready.
+
+    A port of 0 picks a free one. Each start begins with an empty etcd, so no run sees objects
+    left by an earlier one. The processes run in their own sessions and outlive the caller; the
+    pids go to directory/state.json, from which stop() finds them again. With controllers, it
+    also waits until the service-account controller has made the default namespace's account,
+    so pods can be created at once.
+    """
+    for name, port in (("apiserver_port", apiserver_port), ("etcd_port", etcd_port)):
+        if not 0 <= port <= 65535:
+            raise ValueError(f"{name}={port} is not a TCP port; pass 1-65535, or 0 for a free one")
+    if timeout <= 0:
+        raise ValueError(f"timeout={timeout} must be positive (seconds to wait for readiness)")
+    parts = parts or Parts()
+    deadline = time.monotonic() + timeout
+    bin_dir = bin_dir.resolve()
+    processes.check_binaries(bin_dir, _binaries(parts))
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ControlPlaneError(
+            "the 'openssl' command is not on PATH; it generates the service account signing key; "
+            "install it (e.g. apt-get install openssl)"
+        )
+
+    directory.mkdir(parents=True, exist_ok=True)
+    layout = config.Layout(directory=directory.resolve())
+    existing = load(layout.directory)
+    if existing is not None:
+        if is_running(existing):
+            raise ControlPlaneError(
+                f"a control plane is already running from {layout.directory} (server "
+                f"{existing.server}, etcd pid {existing.etcd_pid}, kube-apiserver pid "
+                f"{existing.apiserver_pid}); stop it first, or start in another directory"
+            )
+        # A half-dead leftover: clear whichever process survived before reusing its files.
+        stop(layout.directory)
+
+    shutil.rmtree(layout.etcd_data, ignore_errors=True)
+    layout.cert_dir.mkdir(exist_ok=True)
+    if not layout.service_account_key.exists():
+        config.generate_rsa_key(openssl, layout.service_account_key)
+    token = secrets.token_hex(32)
+    config.write_private(layout.token_file, f'{token},admin,admin,"system:masters"\n')
+    tls = _certificates(layout, parts.address)
+
+    etcd_client, etcd_peer, apiserver = processes.ports(etcd_port, apiserver_port)
+    server = f"https://{parts.address}:{apiserver}"
+    started: list[processes.Child] = []
+    try:
+        etcd = processes.Child.spawn(
+            config.ETCD, bin_dir, config.etcd_args(layout, etcd_client, etcd_peer), layout
+        )
+        started.append(etcd)
+        processes.wait_until(
+            lambda: processes.etcd_healthy(etcd_client), deadline, started, "etcd to report healthy"
+        )
+        api_args = config.apiserver_args(
+            layout,
+            apiserver,
+            etcd_client,
+            address=parts.address,
+            tls=tls,
+            service_accounts=parts.service_accounts,
+        ) + list(parts.apiserver_flags)
+        api = processes.Child.spawn(config.APISERVER, bin_dir, api_args, layout)
+        started.append(api)
+        cp = ControlPlane(
+            directory=layout.directory,
+            bin_dir=bin_dir,
+            kubeconfig=layout.kubeconfig,
+            server=server,
+            token=token,
+            ca_file=layout.ca_file,
+            etcd_pid=etcd.pid,
+            apiserver_pid=api.pid,
+        )
+        # Recorded before the readiness wait, so a caller killed meanwhile leaves enough
+        # behind for stop() to clean up.
+        _write_state(layout, cp, etcd_port=etcd_client, etcd_peer_port=etcd_peer)
+        config.write_private(
+            layout.kubeconfig,
+            config.kubeconfig_text(server=cp.server, ca_file=cp.ca_file, token=cp.token),
+        )
+        processes.wait_until(
+            lambda: processes.apiserver_ready(cp.server, cp.ca_file, cp.token),
+            deadline,
+            started,
+            "kube-apiserver to answer /readyz",
+        )
+        cp = _start_components(cp, layout, parts, started)
+        _write_state(layout, cp, etcd_port=etcd_client, etcd_peer_port=etcd_peer)
+        if parts.controllers:
+            processes.wait_until(
+                lambda: processes.api_get(cp.server, cp.ca_file, cp.token, _DEFAULT_ACCOUNT) == 200,
+                deadline,
+                started,
+                "kube-controller-manager to create the default service account",
+            )
+        return cp
+    except BaseException:
+        for child in reversed(started):
+            processes.terminate(
+                child.pid, bin_dir / child.name, layout.identity_arg(child.name), 5.0
+            )
+        layout.state.unlink(missing_ok=True)
+        raise
+
+
+_DEFAULT_ACCOUNT = "/api/v1/namespaces/default/serviceaccounts/default"
+
+
+def _binaries(parts: Parts) -> list[str]:
+    wanted = [config.ETCD, config.APISERVER]
+    if parts.controllers:
+        wanted.append(config.CONTROLLER_MANAGER)
+    if parts.scheduler:
+        wanted.append(config.SCHEDULER)
+    return wanted
+
+
+def _certificates(layout: config.Layout, address: str) -> config.ApiserverTls:
+    """The CA (kept across restarts) and every certificate the control plane's parts use."""
+    authority = pki.Authority(directory=layout.pki)
+    authority.ensure_ca()
+    names = tuple(dict.fromkeys((*config.SERVING_NAMES, address)))
+    serving = authority.server("apiserver", common_name="kube-apiserver", names=names)
+    kubelet_client = authority.client(pki.APISERVER_KUBELET_CLIENT)
+    return config.ApiserverTls(
+        serving_cert=serving.cert,
+        serving_key=serving.key,
+        kubelet_client_cert=kubelet_client.cert,
+        kubelet_client_key=kubelet_client.key,
+    )
+
+
+def component_kubeconfig(cp: ControlPlane, identity: pki.Identity, path: Path) -> Path:
+    """Writes a kubeconfig at path that reaches cp as identity, with a client certificate."""
+    authority = pki.Authority(directory=config.Layout(directory=cp.directory).pki)
+    client = authority.client(identity)
+    config.write_private(
+        path, config.kubeconfig_text(server=cp.server, ca_file=cp.ca_file, client=client)
+    )
+    return path
+
+
+def _start_components(
+    cp: ControlPlane, layout: config.Layout, parts: Parts, started: list[processes.Child]
+) -> ControlPlane:
+    """Starts kube-controller-manager and kube-scheduler as parts asks; returns cp with pids."""
+    authority = pki.Authority(directory=layout.pki)
+    pids: dict[str, int] = {}
+    wanted = [
+        (config.CONTROLLER_MANAGER, pki.CONTROLLER_MANAGER, parts.controllers),
+        (config.SCHEDULER, pki.SCHEDULER, parts.scheduler),
+    ]
+    for binary, identity, on in wanted:
+        if not on:
+            continue
+        component_kubeconfig(cp, identity, layout.component_kubeconfig(binary))
+        if binary == config.CONTROLLER_MANAGER:
+            args = config.controller_manager_args(layout, cluster_signing=authority.ca)
+        else:
+            args = config.scheduler_args(layout)
+        child = processes.Child.spawn(binary, cp.bin_dir, args, layout)
+        started.append(child)
+        pids[binary] = child.pid
+    return dataclasses.replace(
+        cp,
+        controller_manager_pid=pids.get(config.CONTROLLER_MANAGER, 0),
+        scheduler_pid=pids.get(config.SCHEDULER, 0),
+    )
+
+
+def load(directory: Path) -> ControlPlane | None:
+    """The control plane recorded in directory, running or not; None if none is recorded."""
+    path = directory / STATE_FILE
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    try:
+        data = json.loads(text)
+        if not isinstance(data, dict) or data.get("format") != _STATE_FORMAT:
+            raise ValueError(f"expected an object with format {_STATE_FORMAT}")
+        cp = ControlPlane(
+            directory=Path(_field(data, "directory", str)),
+            bin_dir=Path(_field(data, "bin_dir", str)),
+            kubeconfig=Path(_field(data, "kubeconfig", str)),
+            server=_field(data, "server", str),
+            token=_field(data, "token", str),
+            ca_file=Path(_field(data, "ca_file", str)),
+            etcd_pid=_field(data, "etcd_pid", int),
+            apiserver_pid=_field(data, "apiserver_pid", int),
+            controller_manager_pid=_field(data, "controller_manager_pid", int),
+            scheduler_pid=_field(data, "scheduler_pid", int),
+        )
+    except ValueError as error:
+        raise ControlPlaneError(
+            f"{path} is not a control plane state file plumb can read ({error}); if no etcd or "
+            f"kube-apiserver from it still runs, delete it"
+        ) from error
+    for name, pid in cp.processes():
+        # 0 and 1 would make a process-group signal hit the caller's group or everything.
+        if pid <= 1:
+            raise ControlPlaneError(f"{path} records {name}={pid}, which cannot be ours; delete it")
+    return cp
+
+
+def stop(directory: Path, *, timeout: float = 20.0) -> None:
+    """Stops the control plane recorded in directory, if any, and forgets it.
+
+    The API server's clients go first (it takes a minute to stop while they are connected),
+    then kube-apiserver, so it does not spend its shutdown retrying a vanished etcd. Each
+    process group gets SIGTERM, then SIGKILL if it is still there after timeout seconds.
+    """
+    cp = load(directory)
+    if cp is None:
+        return
+    layout = config.Layout(directory=cp.directory)
+    for name, pid in cp.processes():
+        processes.terminate(pid, cp.bin_dir / name, layout.identity_arg(name), timeout)
+    (directory / STATE_FILE).unlink(missing_ok=True)
+
+
+def stop_part(
+    directory: Path, part: str, *, sig: signal.Signals = signal.SIGKILL, timeout: float = 60.0
+) -> None:
+    """Stops one part (etcd or kube-apiserver) with ``sig`` and keeps its command line, so that
+    ``start_part`` starts it again with the same flags and data: the chaos tests' fault."""
+    cp = load(directory)
+    if cp is None:
+        raise ControlPlaneError(f"no control plane is recorded in {directory}")
+    layout = config.Layout(directory=cp.directory)
+    pid = _pid_of(cp, part)
+    argv = [os.fsdecode(a) for a in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[1:-1]]
+    config.write_private(_argv_file(layout, part), json.dumps(argv) + "\n")
+    processes.signal_and_wait(pid, cp.bin_dir / part, layout.identity_arg(part), sig, timeout)
+
+
+def start_part(directory: Path, part: str, *, timeout: float = 60.0) -> ControlPlane:
+    """Starts a part ``stop_part`` stopped, its log going on in the same file, and waits until
+    the API server is ready again; returns the control plane with the new pid recorded."""
+    cp = load(directory)
+    if cp is None:
+        raise ControlPlaneError(f"no control plane is recorded in {directory}")
+    layout = config.Layout(directory=cp.directory)
+    _pid_of(cp, part)
+    argv: list[str] = json.loads(_argv_file(layout, part).read_text(encoding="utf-8"))
+    child = processes.Child.spawn(part, cp.bin_dir, argv, layout, append=True)
+    deadline = time.monotonic() + timeout
+    if part == config.ETCD:
+        cp = dataclasses.replace(cp, etcd_pid=child.pid)
+        port = int(_state(layout)["etcd_port"])
+        processes.wait_until(
+            lambda: processes.etcd_healthy(port), deadline, [child], "etcd to report healthy"
+        )
+    else:
+        cp = dataclasses.replace(cp, apiserver_pid=child.pid)
+    _rewrite_state(layout, cp)
+    processes.wait_until(
+        lambda: processes.apiserver_ready(cp.server, cp.ca_file, cp.token),
+        deadline,
+        [child],
+        "kube-apiserver to answer /readyz",
+    )
+    return cp
+
+
+def restart(
+    directory: Path, part: str, *, sig: signal.Signals = signal.SIGKILL, timeout: float = 60.0
+) -> ControlPlane:
+    """``stop_part`` then ``start_part``."""
+    stop_part(directory, part, sig=sig, timeout=timeout)
+    return start_part(directory, part, timeout=timeout)
+
+
+def _pid_of(cp: ControlPlane, part: str) -> int:
+    if part == config.ETCD:
+        return cp.etcd_pid
+    if part == config.APISERVER:
+        return cp.apiserver_pid
+    raise ValueError(f"cannot stop or start {part!r}; choose {config.ETCD} or {config.APISERVER}")
+
+
+def _argv_file(layout: config.Layout, part: str) -> Path:
+    return layout.directory / f"{part}.argv.json"
+
+
+def _state(layout: config.Layout) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(layout.state.read_text(encoding="utf-8"))
+    return data
+
+
+def _rewrite_state(layout: config.Layout, cp: ControlPlane) -> None:
+    old = _state(layout)
+    _write_state(layout, cp, etcd_port=old["etcd_port"], etcd_peer_port=old["etcd_peer_port"])
+
+
+def is_running(cp: ControlPlane) -> bool:
+    """Whether every recorded process is still alive (a zombie counts as gone)."""
+    return all(status(cp).values())
+
+
+def status(cp: ControlPlane) -> dict[str, bool]:
+    """Each recorded part and whether its process is alive."""
+    layout = config.Layout(directory=cp.directory)
+    return {
+        name: processes.alive(pid, cp.bin_dir / name, layout.identity_arg(name))
+        for name, pid in reversed(cp.processes())
+    }
+
+
+def env_lines(cp: ControlPlane) -> list[str]:
+    """Shell lines that point kubectl (the matching one from bin_dir) at this control plane."""
+    bin_dir = str(cp.bin_dir)
+    for special in ("\\", '"', "$", "`"):
+        bin_dir = bin_dir.replace(special, "\\" + special)
+    return [
+        f"export KUBECONFIG={shlex.quote(str(cp.kubeconfig))}",
+        f'export PATH="{bin_dir}:$PATH"',
+    ]
+
+
+def _write_state(
+    layout: config.Layout, cp: ControlPlane, *, etcd_port: int, etcd_peer_port: int
+) -> None:
+    state = {
+        "format": _STATE_FORMAT,
+        "directory": str(cp.directory),
+        "bin_dir": str(cp.bin_dir),
+        "kubeconfig": str(cp.kubeconfig),
+        "server": cp.server,
+        "token": cp.token,
+        "ca_file": str(cp.ca_file),
+        "etcd_pid": cp.etcd_pid,
+        "apiserver_pid": cp.apiserver_pid,
+        "controller_manager_pid": cp.controller_manager_pid,
+        "scheduler_pid": cp.scheduler_pid,
+        "etcd_url": f"http://127.0.0.1:{etcd_port}",
+        "etcd_port": etcd_port,
+        "etcd_peer_port": etcd_peer_port,
+        "apiserver_port": int(cp.server.rsplit(":", 1)[1]),
+        "logs": {name: str(layout.log(name)) for name, _ in cp.processes()},
+    }
+    config.write_private(layout.state, json.dumps(state, indent=2) + "\n")
+
+
+def _field(data: dict[str, Any], name: str, kind: type[_T]) -> _T:
+    value = data.get(name)
+    # bool is an int in Python but never a valid pid.
+    if not isinstance(value, kind) or isinstance(value, bool):
+        raise ValueError(f"field {name!r} should be a {kind.__name__}, found {value!r}")
+    return value

@@ -7,7 +7,7 @@ import dataclasses
 import enum
 from typing import Protocol
 
-from plumb.backend import objects
+from plumb.backend.records import objects
 from plumb.k8s import client as k8s_client
 from plumb.k8s import gates
 

@@ -16,7 +16,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
-from plumb.backend import objects, queue
+from plumb.backend import queue
+from plumb.backend.records import objects
 from plumb.k8s import client as k8s_client
 from plumb.k8s import gates
 

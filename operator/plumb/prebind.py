@@ -28,7 +28,7 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Protocol
 
-from plumb.backend import volumes
+from plumb.backend.cache import volumes
 from plumb.framework.plugins import volumebinding
 from plumb.k8s import client as k8s_client
 

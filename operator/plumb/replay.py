@@ -28,8 +28,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, TextIO
 
 from plumb import runs
-from plumb.backend import cache as cache_module
-from plumb.backend import dumps, objects
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import dumps
+from plumb.backend.records import objects
 from plumb.kernel import contract, reference
 from plumb.observability import trace
 

@@ -3,8 +3,8 @@
 A ``Run`` is what a batch was decided from, besides the cache: the pods in queue order, the
 SchedulingPolicy rules joined to their own, the scoring profile (zone factors as they were),
 the policy's reference, and the cache state its snapshot saw (the journal's sequence number;
-backend/journal.py). ``RunLog`` keeps the last runs; ``snapshot`` writes them with the cache
-(backend/dumps.py) as one JSON document (``capture`` on the event loop, then
+backend/cache/journal.py). ``RunLog`` keeps the last runs; ``snapshot`` writes them with the cache
+(backend/cache/dumps.py) as one JSON document (``capture`` on the event loop, then
 ``Capture.encode`` in a worker thread: app/debug.py), and ``replay`` decides a run again over
 the cache rewound to that state, giving each pod's node, input hash and plan hash: the trace
 line's.
@@ -18,8 +18,9 @@ import datetime
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from plumb.backend import cache as cache_module
-from plumb.backend import codec, dumps, nominations, objects, specs
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import codec, dumps, nominations
+from plumb.backend.records import objects, specs
 from plumb.framework import cycle, deviation, scoring, traces
 from plumb.framework.plugins import podtopologyspread
 from plumb.kernel import contract

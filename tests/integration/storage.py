@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from kubernetes import client as k8s
 
-from plumb.backend import volumes
+from plumb.backend.cache import volumes
 from plumb_dev.testing import kube
 
 JSON = dict[str, Any]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from plumb import binder
-from plumb.backend import objects
+from plumb.backend.records import objects
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
 from plumb_dev.cluster.controlplane import running as controlplane

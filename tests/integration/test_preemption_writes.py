@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from plumb import events
-from plumb.backend import objects
+from plumb.backend.records import objects
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
 from plumb.preemption import execution

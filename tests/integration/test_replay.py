@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from plumb import replay, runs
-from plumb.backend import objects
+from plumb.backend.records import objects
 from plumb.kernel import compiled
 from plumb.observability import trace
 from plumb_dev.testing import builders, crds, kube

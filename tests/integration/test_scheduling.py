@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from plumb.backend import objects
+from plumb.backend.records import objects
 from plumb_dev.testing import builders, kube
 from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory, Plumb, events_of

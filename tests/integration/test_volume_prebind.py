@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from plumb import prebind
-from plumb.backend import objects, snapshot, volumes
+from plumb.backend.cache import snapshot, volumes
+from plumb.backend.records import objects
 from plumb.framework.plugins import nodeaffinity
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.k8s import client as k8s_client

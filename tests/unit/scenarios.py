@@ -6,7 +6,9 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from plumb.backend import cache, objects, snapshot
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects
 from plumb.framework import cycle
 from plumb_dev.testing.builders import NodeBuilder, PodBuilder
 
@@ -17,9 +19,9 @@ def pod(builder: PodBuilder, uid: str) -> objects.PodInfo:
     return objects.parse_pod(body)
 
 
-def cluster(nodes: Iterable[NodeBuilder], bound: Iterable[PodBuilder] = ()) -> cache.Cache:
+def cluster(nodes: Iterable[NodeBuilder], bound: Iterable[PodBuilder] = ()) -> cache_module.Cache:
     """A cache holding these nodes, and these pods bound where their builders say."""
-    c = cache.Cache()
+    c = cache_module.Cache()
     for node in nodes:
         c.upsert_node(objects.parse_node(node.obj()))
     for i, builder in enumerate(bound):
@@ -27,11 +29,11 @@ def cluster(nodes: Iterable[NodeBuilder], bound: Iterable[PodBuilder] = ()) -> c
     return c
 
 
-def schedule(c: cache.Cache, builder: PodBuilder, uid: str = "pending") -> cycle.Decision:
+def schedule(c: cache_module.Cache, builder: PodBuilder, uid: str = "pending") -> cycle.Decision:
     return cycle.schedule(pod(builder, uid), c.snapshot(), c)
 
 
-def one_at_a_time(c: cache.Cache, builders: Iterable[PodBuilder]) -> list[str | None]:
+def one_at_a_time(c: cache_module.Cache, builders: Iterable[PodBuilder]) -> list[str | None]:
     """Schedule each pod in turn, assuming it where it lands before the next one."""
     placed: list[str | None] = []
     for i, builder in enumerate(builders):

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 from plumb import scheduler as scheduler_module
-from plumb.backend import cache as cache_module
-from plumb.backend import objects
 from plumb.backend import queue as queue_module
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.records import objects
 from plumb.k8s import client as k8s_client
 from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, make_scheduler

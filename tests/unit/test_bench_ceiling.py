@@ -8,7 +8,7 @@ import inspect
 from typing import Any, cast
 
 from plumb.app import runtime as app_running
-from plumb.backend import objects
+from plumb.backend.records import objects
 from plumb.events import Recorder
 from plumb.k8s import client as k8s_client
 from plumb_dev.bench import ceiling

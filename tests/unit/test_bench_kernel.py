@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from plumb import cli
-from plumb.backend import cache, objects
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.records import objects
 from plumb.framework import cycle
 from plumb.kernel import compiled
 from plumb.kernel import contract as c
@@ -26,9 +27,9 @@ SIZE_LABEL = "node.kubernetes.io/instance-type"
 NAMESPACE = "prod"
 
 
-def _cache(nodes: int) -> cache.Cache:
+def _cache(nodes: int) -> cache_module.Cache:
     """The scenario's first ``nodes`` nodes and their residents, as API objects in a cache."""
-    store = cache.Cache()
+    store = cache_module.Cache()
     for i in range(nodes):
         info = kerneltimings.node(i)
         body = (

@@ -10,9 +10,9 @@ import pytest
 
 from plumb import events
 from plumb import scheduler as scheduler_module
-from plumb.backend import cache as cache_module
-from plumb.backend import objects
 from plumb.backend import queue as queue_module
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.records import objects
 from plumb.k8s import client as k8s_client
 from plumb.kernel import contract, reference
 from plumb_dev.testing.builders import make_node, make_pod

@@ -1,4 +1,4 @@
-"""Tests for plumb.backend.cache: the pod state machine and what the snapshot counts."""
+"""plumb.backend.cache.clustercache: the pod state machine and what the snapshot counts."""
 
 from __future__ import annotations
 
@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from plumb.backend import cache, objects
-from plumb.backend.cache import PodState
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache.clustercache import PodState
+from plumb.backend.records import objects
 from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 
 
@@ -23,7 +24,7 @@ def pod(builder: PodBuilder, uid: str, *, phase: str | None = None) -> objects.P
     return objects.parse_pod(body)
 
 
-def used(c: cache.Cache, resource: str = "cpu") -> dict[str, int]:
+def used(c: cache_module.Cache, resource: str = "cpu") -> dict[str, int]:
     """What the snapshot shows requested of one resource, per node."""
     snap = c.snapshot()
     column = snap.resources.index(resource)
@@ -31,14 +32,14 @@ def used(c: cache.Cache, resource: str = "cpu") -> dict[str, int]:
 
 
 @pytest.fixture
-def two_nodes() -> cache.Cache:
-    c = cache.Cache()
+def two_nodes() -> cache_module.Cache:
+    c = cache_module.Cache()
     c.upsert_node(node("n1"))
     c.upsert_node(node("n2"))
     return c
 
 
-def test_assume_counts_the_pod(two_nodes: cache.Cache) -> None:
+def test_assume_counts_the_pod(two_nodes: cache_module.Cache) -> None:
     web = pod(make_pod("web").req(cpu="1", memory="1Gi"), "u1")
     two_nodes.assume(web, "n1")
     assert two_nodes.state("u1") is PodState.ASSUMED
@@ -48,21 +49,21 @@ def test_assume_counts_the_pod(two_nodes: cache.Cache) -> None:
     assert used(two_nodes, "pods") == {"n1": 1, "n2": 0}
 
 
-def test_assuming_twice_is_an_error(two_nodes: cache.Cache) -> None:
+def test_assuming_twice_is_an_error(two_nodes: cache_module.Cache) -> None:
     web = pod(make_pod("web").req(cpu="1"), "u1")
     two_nodes.assume(web, "n1")
-    with pytest.raises(cache.CacheError, match="u1"):
+    with pytest.raises(cache_module.CacheError, match="u1"):
         two_nodes.assume(web, "n2")
     assert used(two_nodes) == {"n1": 1000, "n2": 0}
 
 
-def test_assuming_an_added_pod_is_an_error(two_nodes: cache.Cache) -> None:
+def test_assuming_an_added_pod_is_an_error(two_nodes: cache_module.Cache) -> None:
     two_nodes.add_pod(pod(make_pod("web").req(cpu="1").node("n1"), "u1"))
-    with pytest.raises(cache.CacheError):
+    with pytest.raises(cache_module.CacheError):
         two_nodes.assume(pod(make_pod("web").req(cpu="1"), "u1"), "n2")
 
 
-def test_forget_undoes_an_assumption(two_nodes: cache.Cache) -> None:
+def test_forget_undoes_an_assumption(two_nodes: cache_module.Cache) -> None:
     two_nodes.assume(pod(make_pod("web").req(cpu="1"), "u1"), "n1")
     two_nodes.forget("u1")
     assert two_nodes.state("u1") is None
@@ -74,7 +75,7 @@ def test_forget_undoes_an_assumption(two_nodes: cache.Cache) -> None:
     assert used(two_nodes) == {"n1": 0, "n2": 1000}
 
 
-def test_forget_of_an_added_pod_does_nothing(two_nodes: cache.Cache) -> None:
+def test_forget_of_an_added_pod_does_nothing(two_nodes: cache_module.Cache) -> None:
     two_nodes.add_pod(pod(make_pod("web").req(cpu="1").node("n1"), "u1"))
     two_nodes.forget("u1")
     two_nodes.forget("unknown")
@@ -82,7 +83,9 @@ def test_forget_of_an_added_pod_does_nothing(two_nodes: cache.Cache) -> None:
     assert used(two_nodes) == {"n1": 1000, "n2": 0}
 
 
-def test_add_confirms_an_assumed_pod_without_counting_it_twice(two_nodes: cache.Cache) -> None:
+def test_add_confirms_an_assumed_pod_without_counting_it_twice(
+    two_nodes: cache_module.Cache,
+) -> None:
     two_nodes.assume(pod(make_pod("web").req(cpu="1"), "u1"), "n1")
     assert two_nodes.assumed_count() == 1
     two_nodes.add_pod(pod(make_pod("web").req(cpu="1").node("n1"), "u1"))
@@ -93,7 +96,7 @@ def test_add_confirms_an_assumed_pod_without_counting_it_twice(two_nodes: cache.
     assert two_nodes.pod_count() == 1
 
 
-def test_add_on_another_node_moves_an_assumed_pod(two_nodes: cache.Cache) -> None:
+def test_add_on_another_node_moves_an_assumed_pod(two_nodes: cache_module.Cache) -> None:
     two_nodes.assume(pod(make_pod("web").req(cpu="1"), "u1"), "n1")
     two_nodes.add_pod(pod(make_pod("web").req(cpu="1").node("n2"), "u1"))
     assert two_nodes.node_of("u1") == "n2"
@@ -101,13 +104,13 @@ def test_add_on_another_node_moves_an_assumed_pod(two_nodes: cache.Cache) -> Non
     assert used(two_nodes, "pods") == {"n1": 0, "n2": 1}
 
 
-def test_update_of_an_added_pod_replaces_its_requests(two_nodes: cache.Cache) -> None:
+def test_update_of_an_added_pod_replaces_its_requests(two_nodes: cache_module.Cache) -> None:
     two_nodes.add_pod(pod(make_pod("web").req(cpu="1").node("n1"), "u1"))
     two_nodes.add_pod(pod(make_pod("web").req(cpu="2").node("n1"), "u1"))
     assert used(two_nodes) == {"n1": 2000, "n2": 0}
 
 
-def test_remove_pod_frees_its_resources(two_nodes: cache.Cache) -> None:
+def test_remove_pod_frees_its_resources(two_nodes: cache_module.Cache) -> None:
     two_nodes.add_pod(pod(make_pod("a").req(cpu="1").node("n1"), "u1"))
     two_nodes.add_pod(pod(make_pod("b").req(cpu="2").node("n1"), "u2"))
     two_nodes.remove_pod("u1")
@@ -118,7 +121,7 @@ def test_remove_pod_frees_its_resources(two_nodes: cache.Cache) -> None:
 
 
 @pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
-def test_terminal_pods_hold_nothing(two_nodes: cache.Cache, phase: str) -> None:
+def test_terminal_pods_hold_nothing(two_nodes: cache_module.Cache, phase: str) -> None:
     two_nodes.add_pod(pod(make_pod("job").req(cpu="1").node("n1"), "u1"))
     two_nodes.add_pod(pod(make_pod("job").req(cpu="1").node("n1"), "u1", phase=phase))
     two_nodes.add_pod(pod(make_pod("old").req(cpu="1").node("n2"), "u2", phase=phase))
@@ -129,7 +132,7 @@ def test_terminal_pods_hold_nothing(two_nodes: cache.Cache, phase: str) -> None:
 
 
 def test_pods_on_an_unseen_node_count_when_it_appears() -> None:
-    c = cache.Cache()
+    c = cache_module.Cache()
     c.upsert_node(node("n1"))
     c.add_pod(pod(make_pod("early").req(cpu="1").node("late"), "u1"))
     c.assume(pod(make_pod("mine").req(cpu="500m"), "u2"), "late")
@@ -143,14 +146,14 @@ def test_pods_on_an_unseen_node_count_when_it_appears() -> None:
 
 
 def test_removing_a_pod_from_an_unseen_node_is_harmless() -> None:
-    c = cache.Cache()
+    c = cache_module.Cache()
     c.add_pod(pod(make_pod("early").req(cpu="1").node("late"), "u1"))
     c.remove_pod("u1")
     c.upsert_node(node("late"))
     assert used(c) == {"late": 0}
 
 
-def test_removed_node_comes_back_with_its_pods(two_nodes: cache.Cache) -> None:
+def test_removed_node_comes_back_with_its_pods(two_nodes: cache_module.Cache) -> None:
     two_nodes.add_pod(pod(make_pod("a").req(cpu="1").node("n1"), "u1"))
     two_nodes.assume(pod(make_pod("b").req(cpu="2"), "u2"), "n1")
     two_nodes.remove_node("n1")
@@ -163,7 +166,7 @@ def test_removed_node_comes_back_with_its_pods(two_nodes: cache.Cache) -> None:
     assert used(two_nodes, "pods") == {"n1": 2, "n2": 0}
 
 
-def test_reconcile_sweeps_what_the_list_no_longer_has(two_nodes: cache.Cache) -> None:
+def test_reconcile_sweeps_what_the_list_no_longer_has(two_nodes: cache_module.Cache) -> None:
     two_nodes.add_pod(pod(make_pod("kept").req(cpu="1").node("n1"), "kept"))
     two_nodes.add_pod(pod(make_pod("gone").req(cpu="2").node("n1"), "gone"))
     two_nodes.add_pod(pod(make_pod("finished").req(cpu="1").node("n1"), "finished"))
@@ -197,7 +200,9 @@ def test_reconcile_sweeps_what_the_list_no_longer_has(two_nodes: cache.Cache) ->
     assert used(two_nodes, "pods") == {"n1": 2, "n3": 1}
 
 
-def test_reconcile_confirms_an_assumed_pod_the_list_shows_bound(two_nodes: cache.Cache) -> None:
+def test_reconcile_confirms_an_assumed_pod_the_list_shows_bound(
+    two_nodes: cache_module.Cache,
+) -> None:
     two_nodes.assume(pod(make_pod("mine").req(cpu="1"), "mine"), "n1")
     two_nodes.reconcile(
         [node("n1"), node("n2")], [pod(make_pod("mine").req(cpu="1").node("n1"), "mine")]
@@ -206,7 +211,7 @@ def test_reconcile_confirms_an_assumed_pod_the_list_shows_bound(two_nodes: cache
     assert used(two_nodes) == {"n1": 1000, "n2": 0}
 
 
-def test_reconcile_keeps_counts_of_nodes_it_lists(two_nodes: cache.Cache) -> None:
+def test_reconcile_keeps_counts_of_nodes_it_lists(two_nodes: cache_module.Cache) -> None:
     # Re-listing the same world twice changes nothing.
     world_pods = [pod(make_pod("a").req(cpu="1").node("n1"), "a")]
     for _ in range(2):
@@ -216,7 +221,7 @@ def test_reconcile_keeps_counts_of_nodes_it_lists(two_nodes: cache.Cache) -> Non
 
 
 def test_the_watch_confirming_an_assumed_pod_keeps_the_decided_record(
-    two_nodes: cache.Cache,
+    two_nodes: cache_module.Cache,
 ) -> None:
     decided = pod(make_pod("web").label("app", "web").req(cpu="1"), "u1")
     two_nodes.assume(decided, "n1")
@@ -233,7 +238,7 @@ def test_the_watch_confirming_an_assumed_pod_keeps_the_decided_record(
 
 
 def test_the_watch_confirming_an_assumed_pod_leaves_the_snapshot_as_it_was(
-    two_nodes: cache.Cache,
+    two_nodes: cache_module.Cache,
 ) -> None:
     # The room the pod takes is the same before and after: the next batch reuses the
     # snapshot rather than copying the node table again.
@@ -252,7 +257,7 @@ def test_the_watch_confirming_an_assumed_pod_leaves_the_snapshot_as_it_was(
 
 
 def test_the_cache_keeps_no_trace_of_pods_and_nodes_it_no_longer_holds(
-    two_nodes: cache.Cache,
+    two_nodes: cache_module.Cache,
 ) -> None:
     # A write tick is kept only for what is in the cache (about 150 B a pod otherwise, for
     # every pod ever seen).
@@ -266,7 +271,7 @@ def test_the_cache_keeps_no_trace_of_pods_and_nodes_it_no_longer_holds(
     assert set(two_nodes._node_ticks) == {"n1", "n2"}
 
 
-def test_a_sweep_keeps_what_was_written_after_the_list_began(two_nodes: cache.Cache) -> None:
+def test_a_sweep_keeps_what_was_written_after_the_list_began(two_nodes: cache_module.Cache) -> None:
     listed_at = two_nodes.tick
     two_nodes.assume(pod(make_pod("late").req(cpu="1"), "late"), "n1")  # after the list began
     two_nodes.sweep(None, set(), listed_at=listed_at)

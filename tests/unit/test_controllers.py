@@ -8,8 +8,8 @@ import json
 import tracemalloc
 from typing import Any
 
-from plumb.backend import cache as cache_module
-from plumb.backend import controllers, dumps
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import controllers, dumps
 
 REPLICA_SETS = 1_000
 

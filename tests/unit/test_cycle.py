@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from plumb.backend import cache
+from plumb.backend.cache import clustercache as cache_module
 from plumb.framework import cycle, diagnoses
 from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.scenarios import cluster, pod, schedule
@@ -174,7 +174,7 @@ def test_ties_spread_by_pod_uid_and_repeat_for_the_same_uid() -> None:
 
 
 def test_same_cluster_in_any_order_gives_the_same_placements() -> None:
-    def build(order: list[int]) -> cache.Cache:
+    def build(order: list[int]) -> cache_module.Cache:
         sizes = ["2", "4", "4", "8", "4", "2", "16", "4"]
         return cluster(make_node(f"node-{i}").capacity(cpu=sizes[i], memory="16Gi") for i in order)
 

@@ -5,13 +5,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from plumb.backend import cache, controllers, objects
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import controllers
+from plumb.backend.records import objects
 from plumb.framework import cycle
 from plumb_dev.testing.builders import make_node, make_pod
 
 
-def _cluster() -> cache.Cache:
-    c = cache.Cache()
+def _cluster() -> cache_module.Cache:
+    c = cache_module.Cache()
     for name, zone in (("a1", "a"), ("b1", "b")):
         c.upsert_node(objects.parse_node(make_node(name).zone(zone).obj()))
     for i in range(3):

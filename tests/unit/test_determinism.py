@@ -8,7 +8,8 @@ from collections.abc import Callable, Iterable, Sequence
 
 import pytest
 
-from plumb.backend import cache, objects
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.records import objects
 from plumb.framework import cycle
 from plumb_dev.testing.builders import (
     HOSTNAME_LABEL,
@@ -27,7 +28,7 @@ def node(builder: NodeBuilder) -> objects.NodeInfo:
     return objects.parse_node(builder.obj())
 
 
-def apply(c: cache.Cache, events: Iterable[Event]) -> cache.Cache:
+def apply(c: cache_module.Cache, events: Iterable[Event]) -> cache_module.Cache:
     for event in events:
         if isinstance(event, objects.NodeInfo):
             c.upsert_node(event)
@@ -36,7 +37,7 @@ def apply(c: cache.Cache, events: Iterable[Event]) -> cache.Cache:
     return c
 
 
-def one_at_a_time(c: cache.Cache, pods: Sequence[objects.PodInfo]) -> list[cycle.Decision]:
+def one_at_a_time(c: cache_module.Cache, pods: Sequence[objects.PodInfo]) -> list[cycle.Decision]:
     """Decide each pod in turn, assuming it where it lands before the next one."""
     decisions = []
     for info in pods:
@@ -150,20 +151,20 @@ def _shuffled(seed: int) -> list[Event]:
     return events
 
 
-def _in_order(seed: int) -> cache.Cache:
-    return apply(cache.Cache(), _shuffled(seed))
+def _in_order(seed: int) -> cache_module.Cache:
+    return apply(cache_module.Cache(), _shuffled(seed))
 
 
-def _with_rows_built_halfway(seed: int) -> cache.Cache:
+def _with_rows_built_halfway(seed: int) -> cache_module.Cache:
     # Deciding (without assuming) halfway registers every count row early, so the rest of the
     # cluster reaches them through incremental updates rather than through the first scan.
     events = _shuffled(seed)
-    c = apply(cache.Cache(), events[: len(events) // 2])
+    c = apply(cache_module.Cache(), events[: len(events) // 2])
     cycle.schedule_batch(_pending(), c.snapshot(), c)
     return apply(c, events[len(events) // 2 :])
 
 
-ORDERS: dict[str, Callable[[], cache.Cache]] = {
+ORDERS: dict[str, Callable[[], cache_module.Cache]] = {
     "shuffled-1": lambda: _in_order(1),
     "shuffled-2": lambda: _in_order(2),
     "shuffled-3-rows-built-halfway": lambda: _with_rows_built_halfway(3),
@@ -173,7 +174,7 @@ ORDERS: dict[str, Callable[[], cache.Cache]] = {
 @pytest.fixture(scope="module")
 def expected() -> list[tuple[str | None, str]]:
     """The placements with every node inserted first, by name, then every bound pod."""
-    c = apply(cache.Cache(), [*_nodes(), *_bound()])
+    c = apply(cache_module.Cache(), [*_nodes(), *_bound()])
     return outcome(one_at_a_time(c, _pending()))
 
 
@@ -195,7 +196,7 @@ def test_insertion_order_does_not_change_a_placement(
 def test_a_restart_relisting_the_same_objects_gives_the_same_answers(
     expected: list[tuple[str | None, str]],
 ) -> None:
-    restarted = cache.Cache()
+    restarted = cache_module.Cache()
     events = _shuffled(4)
     restarted.reconcile(
         [e for e in events if isinstance(e, objects.NodeInfo)],
@@ -216,14 +217,14 @@ def test_a_restart_midway_continues_where_the_first_run_left_off(
         )
         if node_name is not None
     ]
-    restarted = apply(cache.Cache(), [*_shuffled(5), *decided])
+    restarted = apply(cache_module.Cache(), [*_shuffled(5), *decided])
     assert outcome(one_at_a_time(restarted, _pending()[half:])) == expected[half:]
 
 
 def test_a_batch_decides_the_mixed_queue_as_one_at_a_time(
     expected: list[tuple[str | None, str]],
 ) -> None:
-    c = apply(cache.Cache(), _shuffled(6))
+    c = apply(cache_module.Cache(), _shuffled(6))
     decisions, deferred = cycle.schedule_batch(_pending(), c.snapshot(), c)
     assert deferred == ()
     assert outcome(decisions) == expected
@@ -323,9 +324,9 @@ SCENARIOS = {
 }
 
 
-def _build(scenario: Scenario) -> tuple[cache.Cache, list[objects.PodInfo]]:
+def _build(scenario: Scenario) -> tuple[cache_module.Cache, list[objects.PodInfo]]:
     nodes, bound, pending, namespaces = scenario
-    c = cache.Cache()
+    c = cache_module.Cache()
     for name, labels in namespaces.items():
         c.set_namespace(name, labels)
     for node_builder in nodes:

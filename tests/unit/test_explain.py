@@ -16,7 +16,7 @@ import pytest
 
 from plumb import explain, runs
 from plumb.app import debug
-from plumb.backend import cache as cache_module
+from plumb.backend.cache import clustercache as cache_module
 from plumb.observability import logs, trace, tracing
 
 PLUGINS = {

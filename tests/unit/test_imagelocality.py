@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from plumb.backend import objects
+from plumb.backend.records import objects
 from plumb.framework import cycle, scoring
 from plumb.framework.plugins import imagelocality
 from plumb.kernel import compiled, contract, reference

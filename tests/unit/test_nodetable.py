@@ -1,11 +1,12 @@
-"""Tests for plumb.backend.nodetable: the columnar node store and the snapshots it hands out."""
+"""plumb.backend.cache.nodetable: the columnar node store and the snapshots it hands out."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from plumb.backend import hashing, nodetable, objects, snapshot
+from plumb.backend.cache import nodetable, snapshot
+from plumb.backend.records import hashing, objects
 from plumb_dev.testing.builders import make_node
 
 GI = 1024**3

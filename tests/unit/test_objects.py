@@ -1,4 +1,4 @@
-"""Tests for plumb.backend.objects: pod and node bodies read the way kube-scheduler reads them."""
+"""plumb.backend.records.objects: pod and node bodies read the way kube-scheduler reads them."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from plumb.backend import objects
+from plumb.backend.records import objects
 from plumb.k8s import quantities
 from plumb_dev.testing.builders import make_node, make_pod
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from plumb.backend import cache
+from plumb.backend.cache import clustercache as cache_module
 from plumb.framework.plugins import interpodaffinity
 from plumb.kernel import contract
 from plumb_dev.testing.builders import (
@@ -247,7 +247,7 @@ def test_an_existing_pods_anti_affinity_with_a_namespace_selector() -> None:
 # Namespaces ------------------------------------------------------------------------------------
 
 
-def _caches_in_two_namespaces() -> cache.Cache:
+def _caches_in_two_namespaces() -> cache_module.Cache:
     bound = [cache_pod("a1", "local"), cache_pod("b1", "remote", namespace="data")]
     return cluster(zoned("a1", "b1", "c1"), bound)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from plumb.backend import objects, snapshot
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects
 from plumb.framework.plugins import nodeaffinity
 from plumb_dev.testing.builders import (
     ZONE_LABEL,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from plumb.backend import objects
+from plumb.backend.records import objects
 from plumb.framework.plugins import nodename
 from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 from tests.unit.scenarios import statics

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from plumb.backend import objects, specs
+from plumb.backend.records import objects, specs
 from plumb.framework.plugins import nodeports
 from plumb_dev.testing.builders import PodBuilder, make_pod
 

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from plumb.backend import objects, snapshot
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects
 from plumb.framework.plugins import nodeunschedulable
 from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 from tests.unit.scenarios import statics

@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
-from plumb.backend import cache
+from plumb.backend.cache import clustercache as cache_module
 from plumb.framework import cycle
 from plumb.framework.plugins import nodeaffinity, podtopologyspread
 from plumb.kernel import contract
@@ -204,7 +204,7 @@ SELECTS_A_AND_B = [
 ]
 
 
-def _pools() -> cache.Cache:
+def _pools() -> cache_module.Cache:
     nodes = [
         make_node("a1").zone("a").label("pool", "x"),
         make_node("b1").zone("b").label("pool", "x"),
@@ -262,7 +262,7 @@ def test_node_affinity_policy_honor_leaves_out_excluded_nodes_of_an_included_zon
 # nodeTaintsPolicy ------------------------------------------------------------------------------
 
 
-def _tainted_c() -> cache.Cache:
+def _tainted_c() -> cache_module.Cache:
     nodes = [*zoned("a", "b"), make_node("c1").zone("c").taint("dedicated", "infra")]
     return cluster(nodes, [web_on("a1"), web_on("b1", "r2")])
 
@@ -329,7 +329,7 @@ def test_a_cordoned_node_with_the_unschedulable_taint_is_left_out_under_honor() 
 # matchLabelKeys --------------------------------------------------------------------------------
 
 
-def _rollout() -> cache.Cache:
+def _rollout() -> cache_module.Cache:
     # Revision v1 runs in zones b and c; the first pod of v2 has landed in zone a.
     bound = [
         web_on("b1", "old-b").label("pod-template-hash", "v1"),

@@ -8,7 +8,8 @@ import itertools
 import numpy as np
 import pytest
 
-from plumb.backend import objects, snapshot, specs
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects, specs
 from plumb.framework.plugins import tainttoleration
 from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 from tests.unit.scenarios import statics

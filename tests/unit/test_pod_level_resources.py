@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from plumb.backend import objects
+from plumb.backend.records import objects
 from plumb.framework import cycle
 from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
 from tests.unit import scenarios

@@ -6,7 +6,7 @@ import copy
 import dataclasses
 from typing import Any
 
-from plumb.backend import objects
+from plumb.backend.records import objects
 from plumb_dev.testing.builders import make_pod
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from plumb.backend import cache as cache_module
-from plumb.backend import objects
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.records import objects
 from plumb.framework import cycle, deviation, scoring
 from plumb.kernel import contract, reference
 from plumb.policy import engine as engine_module

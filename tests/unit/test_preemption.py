@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plumb.backend import hashing, specs
+from plumb.backend.records import hashing, specs
 from plumb.kernel import reference
 from plumb.preemption import evaluator
 

@@ -9,8 +9,8 @@ import json
 import logging
 
 from plumb import replay, runs
-from plumb.backend import objects
 from plumb.backend import queue as queue_module
+from plumb.backend.records import objects
 from plumb.kernel import reference
 from plumb.observability import trace
 from plumb_dev.testing.builders import make_node, make_pod

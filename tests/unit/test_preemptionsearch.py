@@ -8,7 +8,9 @@ from collections.abc import Sequence
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from plumb.backend import cache, nominations, objects
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import nominations
+from plumb.backend.records import objects
 from plumb.kernel import compiled, reference
 from plumb.preemption import evaluator, search
 from plumb_dev.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, make_node, make_pod
@@ -17,7 +19,7 @@ from tests.unit.scenarios import cluster, pod
 HIGH = 1000
 
 
-def _search(c: cache.Cache, preemptor: objects.PodInfo, **options: object) -> search.Search:
+def _search(c: cache_module.Cache, preemptor: objects.PodInfo, **options: object) -> search.Search:
     found = search.search(preemptor, c.snapshot(), c, reference.run, **options)
     assert found is not None
     return found
@@ -130,7 +132,7 @@ _NODES = st.integers(min_value=1, max_value=4)
 
 
 @st.composite
-def _scenarios(draw: st.DrawFn) -> tuple[cache.Cache, objects.PodInfo]:
+def _scenarios(draw: st.DrawFn) -> tuple[cache_module.Cache, objects.PodInfo]:
     nodes = draw(_NODES)
     builders = [
         make_node(f"n{i}").capacity(cpu=str(draw(st.integers(2, 4)))).zone(f"z{i % 2}")
@@ -157,7 +159,7 @@ def _scenarios(draw: st.DrawFn) -> tuple[cache.Cache, objects.PodInfo]:
     return cluster(builders, bound), pod(preemptor, "vip")
 
 
-def _minimal(c: cache.Cache, preemptor: objects.PodInfo, found: search.Search) -> None:
+def _minimal(c: cache_module.Cache, preemptor: objects.PodInfo, found: search.Search) -> None:
     """No victim can be spared: with any one of them back, the preemptor does not fit."""
     node = found.outcome.node
     assert node is not None
@@ -174,7 +176,7 @@ def _minimal(c: cache.Cache, preemptor: objects.PodInfo, found: search.Search) -
 @settings(max_examples=120, deadline=None)
 @given(_scenarios())
 def test_numba_equals_the_reference_and_the_victims_are_minimal(
-    scenario: tuple[cache.Cache, objects.PodInfo],
+    scenario: tuple[cache_module.Cache, objects.PodInfo],
 ) -> None:
     c, preemptor = scenario
     by_reference = search.search(preemptor, c.snapshot(), c, reference.run)

@@ -11,8 +11,9 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from plumb.backend import cache as cache_module
-from plumb.backend import controllers, objects, specs
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import controllers
+from plumb.backend.records import objects, specs
 from plumb.framework import compiling, cycle, scoring
 from plumb.framework.plugins import nodeaffinity
 from plumb.kernel import compiled, contract, reference

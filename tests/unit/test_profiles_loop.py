@@ -11,8 +11,8 @@ import pytest
 
 from plumb import binder, events, replay, runs
 from plumb import scheduler as scheduler_module
-from plumb.backend import hashing, objects, specs
 from plumb.backend import queue as queue_module
+from plumb.backend.records import hashing, objects, specs
 from plumb.framework import scoring
 from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module

@@ -12,9 +12,9 @@ import datetime
 
 import pytest
 
-from plumb.backend import objects
 from plumb.backend import queue as queueing
 from plumb.backend.queue import Entry, SchedulingQueue, Where
+from plumb.backend.records import objects
 from plumb_dev.testing.builders import make_pod
 
 BLOCKED = 0.02  # seconds a pop must stay waiting for the test to call it blocked

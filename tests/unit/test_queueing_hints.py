@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from plumb import scheduler as scheduler_module
-from plumb.backend import cache, objects
 from plumb.backend import queue as queue_module
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.records import objects
 from plumb.framework import cycle
 from plumb.framework.plugins import nodeaffinity, noderesourcesfit, tainttoleration
 from plumb_dev.testing.builders import NodeBuilder, PodBuilder, make_node, make_pod
@@ -75,7 +76,7 @@ def test_an_unrelated_event_during_the_attempt_still_parks_the_pod() -> None:
 
 
 def test_a_decision_names_the_plugins_that_rejected_nodes_and_if_preemption_could_help() -> None:
-    c = cache.Cache()
+    c = cache_module.Cache()
     c.upsert_node(objects.parse_node(make_node("small").capacity(cpu="2").obj()))
     c.upsert_node(objects.parse_node(make_node("tainted").taint("dedicated", "gpu").obj()))
     resident = make_pod("resident").node("small").req(cpu="1").obj()

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from plumb import replay, runs
-from plumb.backend import cache as cache_module
-from plumb.backend import codec, controllers, dumps, objects
 from plumb.backend import queue as queue_module
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import codec, controllers, dumps
+from plumb.backend.records import objects
 from plumb.framework import scoring
 from plumb.framework.plugins import podtopologyspread
 from plumb.kernel import reference

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from plumb.backend import cache as cache_module
+from plumb.backend.cache import clustercache as cache_module
 from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.fakes import Clock, FakeApi, make_scheduler
 

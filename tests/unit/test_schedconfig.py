@@ -11,7 +11,7 @@ import json
 import pytest
 import yaml  # type: ignore[import-untyped]
 
-from plumb.backend import specs
+from plumb.backend.records import specs
 from plumb.framework import schedconfig, scoring
 
 HEADER = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"

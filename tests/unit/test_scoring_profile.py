@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from plumb.backend import cache as cache_module
+from plumb.backend.cache import clustercache as cache_module
 from plumb.framework import compiling, cycle, scoring
 from plumb.kernel import compiled, contract, reference
 from plumb_dev.testing.builders import ZONE_LABEL, make_node, make_pod

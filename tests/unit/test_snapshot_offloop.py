@@ -22,8 +22,9 @@ from typing import Any, cast
 
 from plumb import runs
 from plumb.app import debug, runtime
-from plumb.backend import cache as cache_module
-from plumb.backend import dumps, objects
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import dumps
+from plumb.backend.records import objects
 from plumb.framework.plugins import podtopologyspread
 from plumb.observability import tracing
 from plumb_dev.testing.builders import make_node, make_pod

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from plumb.backend import objects
 from plumb.backend import queue as queue_module
+from plumb.backend.records import objects
 from plumb.framework import cycle, scoring, traces
 from plumb.k8s import client as k8s_client
 from plumb.kernel import reference
@@ -426,7 +426,7 @@ def test_the_input_hash_follows_what_the_kernel_reads_and_nothing_else() -> None
 def test_the_input_hash_is_the_same_in_another_process() -> None:
     # The pod's affinity namespaces are a frozenset, whose order follows the string hash seed.
     script = (
-        "from tests.unit import test_trace as t; from plumb.backend import objects; "
+        "from tests.unit import test_trace as t; from plumb.backend.records import objects; "
         "print(t._hash_of(objects.parse_pod(t._pod_body())))"
     )
     hashes = {

@@ -4,8 +4,8 @@ the volume PreFilter's message, which names no node."""
 
 from __future__ import annotations
 
-from plumb.backend import cache as cache_module
-from plumb.backend import objects
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.records import objects
 from plumb.framework import cycle
 from plumb_dev.testing.builders import make_node, make_pod
 from tests.unit.test_volumes import NS, pv_body, pvc_body, storage_class_body, with_claims

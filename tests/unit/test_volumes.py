@@ -1,4 +1,4 @@
-"""The volume plugins: records and store (backend/volumes.py), VolumeRestrictions,
+"""The volume plugins: records and store (backend/cache/volumes.py), VolumeRestrictions,
 NodeVolumeLimits, VolumeBinding and VolumeZone with kube-scheduler v1.34.4's messages, the binding
 plan's PV choice, and PreBind against a fake API."""
 
@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from plumb import prebind
-from plumb.backend import objects, snapshot, volumes
+from plumb.backend.cache import snapshot, volumes
+from plumb.backend.records import objects
 from plumb.framework.plugins import (
     nodevolumelimits,
     volumebinding,

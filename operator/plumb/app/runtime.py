@@ -23,9 +23,9 @@ from aiohttp import web
 from plumb import binder, events, leader, runs
 from plumb import scheduler as scheduler_module
 from plumb.app import configuring, debug, handlers, leading, probes
-from plumb.backend import cache as cache_module
-from plumb.backend import journal as journal_module
 from plumb.backend import queue as queue_module
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import journal as journal_module
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.k8s import gates

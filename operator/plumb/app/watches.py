@@ -21,7 +21,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 from plumb import scheduler as scheduler_module
-from plumb.backend import controllers
+from plumb.backend.cache import controllers
 from plumb.k8s import client as k8s_client
 from plumb.k8s import reflectors
 

@@ -37,7 +37,7 @@ import heapq
 import time
 from collections.abc import Callable, Hashable
 
-from plumb.backend import objects
+from plumb.backend.records import objects
 
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0

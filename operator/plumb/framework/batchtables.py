@@ -11,7 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from plumb.backend import countrows, hashing, objects, specs
+from plumb.backend.cache import countrows
+from plumb.backend.records import hashing, objects, specs
 from plumb.kernel import contract
 
 

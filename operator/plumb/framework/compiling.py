@@ -25,8 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from plumb.backend import cache as cache_module
-from plumb.backend import countrows, objects, snapshot, specs
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import countrows, snapshot
+from plumb.backend.records import objects, specs
 from plumb.framework import batchtables, scoring
 from plumb.framework.plugins import (
     imagelocality,

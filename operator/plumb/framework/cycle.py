@@ -13,8 +13,9 @@ from types import MappingProxyType
 
 import numpy as np
 
-from plumb.backend import cache as cache_module
-from plumb.backend import objects, snapshot
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects
 from plumb.framework import compiling, diagnoses, scoring
 from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopologyspread
 from plumb.framework.plugins import volumeverdicts as volume_plugins

@@ -18,8 +18,9 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend import cache as cache_module
-from plumb.backend import objects, snapshot, specs
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects, specs
 from plumb.framework import compiling
 from plumb.framework.plugins import podtopologyspread
 from plumb.kernel import contract, reference

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 
-from plumb.backend import specs
+from plumb.backend.records import specs
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,

@@ -10,7 +10,9 @@ import dataclasses
 import types
 from collections.abc import Mapping, Sequence
 
-from plumb.backend import objects, queue, snapshot
+from plumb.backend import queue
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects
 from plumb.framework import cycle, scoring
 from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopologyspread
 from plumb.kernel import contract

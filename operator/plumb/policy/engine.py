@@ -20,8 +20,9 @@ import time
 from collections.abc import Callable, Hashable, Mapping
 from typing import Any
 
-from plumb.backend import cache as cache_module
-from plumb.backend import objects, snapshot, specs
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects, specs
 from plumb.framework import scoring
 from plumb.framework.plugins import podtopologyspread
 from plumb.kernel import contract

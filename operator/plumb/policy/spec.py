@@ -16,7 +16,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from plumb.backend import specs
+from plumb.backend.records import specs
 from plumb.policy import fields
 from plumb.policy.fields import PolicyError
 

@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from plumb.backend import objects, snapshot
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects
 from plumb.policy import spec as spec_module
 from plumb.policy import timestamps, zonehealth
 

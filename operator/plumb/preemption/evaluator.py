@@ -55,7 +55,7 @@ from typing import Protocol
 
 import numpy as np
 
-from plumb.backend import hashing, specs
+from plumb.backend.records import hashing, specs
 from plumb.framework import diagnoses
 from plumb.kernel import reference
 

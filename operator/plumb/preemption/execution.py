@@ -17,7 +17,7 @@ import logging
 from typing import Any, Protocol, runtime_checkable
 
 from plumb import events
-from plumb.backend import objects
+from plumb.backend.records import objects
 from plumb.k8s import client as k8s_client
 
 logger = logging.getLogger(__name__)

@@ -26,8 +26,9 @@ from typing import Any
 
 import numpy as np
 
-from plumb.backend import cache as cache_module
-from plumb.backend import countrows, nominations, objects, snapshot, specs
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import countrows, nominations, snapshot
+from plumb.backend.records import objects, specs
 from plumb.framework import compiling, cycle, scoring
 from plumb.framework.plugins import nodeports
 from plumb.kernel import contract

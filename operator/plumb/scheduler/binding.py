@@ -18,10 +18,10 @@ import time
 from collections.abc import Iterable, Mapping
 
 from plumb import prebind
-from plumb.backend import cache as cache_module
-from plumb.backend import objects
 from plumb.backend import queue as queue_module
-from plumb.backend import volumes as volumes_module
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import volumes as volumes_module
+from plumb.backend.records import objects
 from plumb.binder import Binder, BindOutcome
 from plumb.k8s import gates
 from plumb.observability import metrics as metrics_module

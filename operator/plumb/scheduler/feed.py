@@ -16,8 +16,8 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from plumb.backend import cache as cache_module
-from plumb.backend import objects
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.records import objects
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,

@@ -23,10 +23,10 @@ from typing import Any
 
 from plumb import events as events_module
 from plumb import prebind, runs
-from plumb.backend import cache as cache_module
-from plumb.backend import journal as journal_module
-from plumb.backend import objects
 from plumb.backend import queue as queue_module
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import journal as journal_module
+from plumb.backend.records import objects
 from plumb.binder import Binder
 from plumb.events import Recorder
 from plumb.framework import cycle, deviation, scoring, traces

@@ -16,7 +16,7 @@ The story of one failed pod (``PostFilter.run``):
    and its next cycle holds it to the nominated node while that node fits it.
 
 Meanwhile every cycle of a pod of lower or equal priority counts the nominated pod as placed on
-its node (backend/nominations.py), so the freed room is not taken.
+its node (backend/cache/nominations.py), so the freed room is not taken.
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 
 from plumb import runs as runs_module
-from plumb.backend import cache as cache_module
-from plumb.backend import nominations, objects
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import nominations
+from plumb.backend.records import objects
 from plumb.events import Recorder
 from plumb.framework import cycle, scoring, traces
 from plumb.kernel import contract, reference

@@ -9,9 +9,9 @@ Passing one state to all three, rather than one class inheriting another, shows 
 
 from __future__ import annotations
 
-from plumb.backend import cache as cache_module
-from plumb.backend import nominations as nominations_module
 from plumb.backend import queue as queue_module
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import nominations as nominations_module
 from plumb.events import Recorder
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing

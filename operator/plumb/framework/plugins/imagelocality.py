@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from plumb.backend import objects, snapshot
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects
 
 NAME = "ImageLocality"
 SCORE_WEIGHT = 1

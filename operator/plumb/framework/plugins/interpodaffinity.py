@@ -2,7 +2,7 @@
 anti-affinity against the incoming pod (filter, symmetric), and preferred terms in both
 directions (score, weight 2).
 
-The counting runs in the kernel over count rows (backend/countrows.py); this module holds the
+The counting runs in the kernel over count rows (backend/cache/countrows.py); this module holds the
 plugin's name, reasons and weights.
 """
 

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from plumb.backend import objects, snapshot, specs
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects, specs
 
 NAME = "NodeAffinity"
 SCORE_WEIGHT = 2

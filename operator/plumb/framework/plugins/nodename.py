@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from plumb.backend import objects, snapshot
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects
 
 NAME = "NodeName"
 # kube-scheduler's ErrReason (plugins/nodename/node_name.go).

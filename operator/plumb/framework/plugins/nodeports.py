@@ -13,7 +13,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from plumb.backend import objects, snapshot, specs
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects, specs
 
 NAME = "NodePorts"
 # kube-scheduler's ErrReason (plugins/nodeports/node_ports.go).

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 
-from plumb.backend import objects
+from plumb.backend.records import objects
 
 NAME = "NodeResourcesFit"
 TOO_MANY_PODS = "Too many pods"

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from plumb.backend import objects, snapshot, specs
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects, specs
 
 NAME = "NodeUnschedulable"
 # kube-scheduler's ErrReasonUnschedulable (plugins/nodeunschedulable/node_unschedulable.go).

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from plumb.backend import objects, snapshot, volumes
+from plumb.backend.cache import snapshot, volumes
+from plumb.backend.records import objects
 
 NAME = "NodeVolumeLimits"
 # kube-scheduler's ErrReasonMaxVolumeCountExceeded (nodevolumelimits/csi.go).

@@ -1,7 +1,7 @@
 """PodTopologySpread: pods spread across topology domains within maxSkew (filter for
 DoNotSchedule constraints, score for ScheduleAnyway ones, weight 2).
 
-The counting runs in the kernel over count rows (backend/countrows.py); this module holds the
+The counting runs in the kernel over count rows (backend/cache/countrows.py); this module holds the
 plugin's name, reasons and how a constraint becomes a row selection.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Sequence
 
-from plumb.backend import countrows, objects, specs
+from plumb.backend.cache import countrows
+from plumb.backend.records import objects, specs
 
 NAME = "PodTopologySpread"
 SCORE_WEIGHT = 2

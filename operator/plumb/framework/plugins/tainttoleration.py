@@ -16,7 +16,8 @@ from collections.abc import Sequence
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend import objects, snapshot, specs
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects, specs
 
 NAME = "TaintToleration"
 SCORE_WEIGHT = 3

@@ -30,7 +30,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from plumb.backend import objects, snapshot, specs, volumes
+from plumb.backend.cache import snapshot, volumes
+from plumb.backend.records import objects, specs
 from plumb.framework.plugins import nodeaffinity
 
 NAME = "VolumeBinding"

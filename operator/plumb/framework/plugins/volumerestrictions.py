@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from plumb.backend import objects, snapshot, volumes
+from plumb.backend.cache import snapshot, volumes
+from plumb.backend.records import objects
 
 NAME = "VolumeRestrictions"
 # kube-scheduler's ErrReasonReadWriteOncePodConflict (volume_restrictions.go).

@@ -17,7 +17,8 @@ import dataclasses
 
 import numpy as np
 
-from plumb.backend import objects, snapshot, volumes
+from plumb.backend.cache import snapshot, volumes
+from plumb.backend.records import objects
 from plumb.framework.plugins import (
     nodevolumelimits,
     volumebinding,

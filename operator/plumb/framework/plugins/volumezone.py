@@ -15,7 +15,8 @@ import dataclasses
 
 import numpy as np
 
-from plumb.backend import objects, snapshot, volumes
+from plumb.backend.cache import snapshot, volumes
+from plumb.backend.records import objects
 
 NAME = "VolumeZone"
 # kube-scheduler's ErrReasonConflict (volumezone/volume_zone.go).

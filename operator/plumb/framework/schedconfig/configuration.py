@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plumb.backend import specs
+from plumb.backend.records import specs
 from plumb.framework import scoring
 from plumb.framework.schedconfig import args as plugin_args
 from plumb.framework.schedconfig import decoding, errors, names, plugins

@@ -12,7 +12,8 @@ from collections.abc import Mapping
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend import hashing, objects, snapshot
+from plumb.backend.cache import snapshot
+from plumb.backend.records import hashing, objects
 
 _GROW = 64
 

@@ -20,7 +20,7 @@ from collections.abc import Collection, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
-from plumb.backend import objects, specs
+from plumb.backend.records import objects, specs
 from plumb.k8s import quantities
 
 STORAGE = "storage"

@@ -16,7 +16,7 @@ from typing import Any, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend import objects, specs
+from plumb.backend.records import objects, specs
 
 Int64Array = npt.NDArray[np.int64]
 Int32Array = npt.NDArray[np.int32]

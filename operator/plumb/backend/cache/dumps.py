@@ -17,9 +17,10 @@ import dataclasses
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from plumb.backend import cache as cache_module
-from plumb.backend import codec, objects
-from plumb.backend import journal as journal_module
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import codec
+from plumb.backend.cache import journal as journal_module
+from plumb.backend.records import objects
 
 FORMAT = "plumb.dev/cache/v1"
 

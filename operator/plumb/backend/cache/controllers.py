@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from plumb.backend import journal as journal_module
-from plumb.backend import objects, specs
+from plumb.backend.cache import journal as journal_module
+from plumb.backend.records import objects, specs
 
 SERVICE = "Service"
 REPLICA_SET = "ReplicaSet"

@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any
 
-from plumb.backend import specs
+from plumb.backend.records import specs
 from plumb.k8s import quantities
 
 CPU = "cpu"

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from plumb.backend import objects
+from plumb.backend.records import objects
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -21,7 +21,7 @@ import enum
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
-from plumb.backend import objects, specs
+from plumb.backend.records import objects, specs
 
 DEFAULT_LIMIT = 20_000
 _V = TypeVar("_V")

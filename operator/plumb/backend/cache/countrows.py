@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend import objects, specs
+from plumb.backend.records import objects, specs
 
 MAX_ROWS = 4096  # least recently used rows beyond this are dropped (and rebuilt if needed)
 

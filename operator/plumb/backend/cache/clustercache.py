@@ -14,7 +14,7 @@ Pod states, as in kube-scheduler's cache::
 - ``forget`` undoes an assumption whose binding failed; it applies to assumed pods only.
 - Pods may name a node the cache has not seen yet; their requests are counted once it appears.
 
-Every write notes how to undo it in ``journal`` (backend/journal.py), for snapshot dumps that
+Every write notes how to undo it in ``journal`` (backend/cache/journal.py), for snapshot dumps that
 ``plumb replay`` rewinds to the state a decision saw.
 
 Only the event loop calls this class; it holds no locks.
@@ -29,8 +29,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend import controllers, countrows, nodetable, objects, snapshot, specs, volumes
-from plumb.backend import journal as journal_module
+from plumb.backend.cache import controllers, countrows, nodetable, snapshot, volumes
+from plumb.backend.cache import journal as journal_module
+from plumb.backend.records import objects, specs
 
 
 class CacheError(RuntimeError):

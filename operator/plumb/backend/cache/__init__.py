@@ -1,0 +1,3 @@
+"""The cluster as the scheduler sees it: ``clustercache.Cache`` (the pod state machine over the node
+table) and its parts: count rows, workload controllers, volumes, the journal of its writes,
+the nominated pods' room, the snapshot a cycle reads and the dump that rebuilds it."""

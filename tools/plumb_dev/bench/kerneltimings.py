@@ -93,7 +93,7 @@ CODE_NAMES = {
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Node:
+class ScenarioNode:
     """Node i of the scenario."""
 
     name: str
@@ -115,7 +115,7 @@ class Resident:
     avoids_web: bool  # required anti-affinity to app=web on the hostname (database pods)
 
 
-def node(i: int) -> Node:
+def node(i: int) -> ScenarioNode:
     """Node i: the patterns repeat every few nodes, so every zone looks alike at any size."""
     q = i // ZONES  # the i-th node of its zone, so each zone gets the same mix
     size, cpu, memory = SIZES[q % len(SIZES)]
@@ -127,7 +127,7 @@ def node(i: int) -> Node:
         Resident(app="api", host_port=q % 25 == 4, avoids_web=False),
         Resident(app=last, host_port=False, avoids_web=last == "db"),
     )
-    return Node(
+    return ScenarioNode(
         name=f"node-{i:05d}",
         zone=i % ZONES,
         size=size,

@@ -84,7 +84,7 @@ class Plumb(SchedulerProcess):
         return summarise_log(self.log.read_text(errors="replace"), PLUMB)
 
 
-class KubeScheduler(SchedulerProcess):
+class KubeSchedulerProcess(SchedulerProcess):
     def __init__(self, scheduler: kubescheduler.KubeScheduler) -> None:
         super().__init__(KUBE_SCHEDULER, scheduler.pid, scheduler.log)
         self.scheduler = scheduler
@@ -165,7 +165,9 @@ async def start_plumb(
         await asyncio.sleep(0.1)
 
 
-async def start_kube_scheduler(plane: controlplane.ControlPlane, directory: Path) -> KubeScheduler:
+async def start_kube_scheduler(
+    plane: controlplane.ControlPlane, directory: Path
+) -> KubeSchedulerProcess:
     # client QPS and burst 5000 and no leader election, as scheduler_perf runs it.
     started = await asyncio.to_thread(
         kubescheduler.start,
@@ -176,7 +178,7 @@ async def start_kube_scheduler(plane: controlplane.ControlPlane, directory: Path
         burst=5000,
         timeout=SYNC_TIMEOUT,
     )
-    return KubeScheduler(started)
+    return KubeSchedulerProcess(started)
 
 
 def profiler_command(pid: int, output: Path) -> list[str]:

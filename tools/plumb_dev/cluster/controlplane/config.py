@@ -36,7 +36,7 @@ SERVING_NAMES = (
 )
 
 
-class Pair(Protocol):
+class CertifiedKey(Protocol):
     """A certificate and its key (pki.Pair)."""
 
     @property
@@ -184,7 +184,7 @@ def apiserver_args(
 CONTROLLERS_OFF = ("nodelifecycle", "cloud-node-lifecycle", "bootstrapsigner", "tokencleaner")
 
 
-def controller_manager_args(layout: Layout, *, cluster_signing: Pair) -> list[str]:
+def controller_manager_args(layout: Layout, *, cluster_signing: CertifiedKey) -> list[str]:
     kubeconfig = layout.component_kubeconfig(CONTROLLER_MANAGER)
     return [
         f"--kubeconfig={kubeconfig}",
@@ -241,7 +241,7 @@ def write_private(path: Path, text: str) -> None:
 
 
 def kubeconfig_text(
-    *, server: str, ca_file: Path, token: str | None = None, client: Pair | None = None
+    *, server: str, ca_file: Path, token: str | None = None, client: CertifiedKey | None = None
 ) -> str:
     """A kubeconfig that reaches server with the admin token or a client certificate."""
 

@@ -22,8 +22,6 @@ from plumb.controlplane import running as controlplane
 from plumb.testing import crds, kube
 from tests.chaos import harness
 
-pytestmark = [pytest.mark.integration, pytest.mark.chaos]
-
 CHAOS_PARTS = controlplane.Parts(
     controllers=False, service_accounts=False, apiserver_flags=("--watch-cache=false",)
 )

@@ -41,6 +41,8 @@ from plumb.testing import builders, kube
 from tests.chaos import fuzzing, harness, invariant
 from tests.chaos.conftest import PlumbFactory
 
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
 JSON = dict[str, Any]
 GROUP, VERSION, PLURAL = "scheduling.plumb.dev", "v1alpha1", "schedulingpolicies"
 INTERVAL = 0.1  # seconds between two pods of the normal stream (10 a second)

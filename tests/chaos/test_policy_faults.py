@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 from kubernetes import client as k8s
 
@@ -29,6 +30,8 @@ from plumb.controlplane import running as controlplane
 from plumb.testing import builders, kube
 from tests.chaos import faultproxy, harness
 from tests.chaos.conftest import PlumbFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 GROUP, VERSION, PLURAL = "scheduling.plumb.dev", "v1alpha1", "schedulingpolicies"
 POLICIES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"

@@ -25,6 +25,8 @@ from plumb.testing import kube
 from tests.chaos import harness, invariant
 from tests.chaos.conftest import PlumbFactory
 
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
 DOWN_SECONDS = 4.0
 
 

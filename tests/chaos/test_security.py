@@ -45,6 +45,8 @@ from plumb.testing import builders, kube
 from tests.chaos import harness
 from tests.chaos.conftest import PlumbFactory
 
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+
 MARKER_VARIABLE = "PLUMB_TEST_SECRET"
 LOOPBACK = "127.0.0.1"
 LISTEN = "0A"  # TCP_LISTEN in /proc/net/tcp's st column

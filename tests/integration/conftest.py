@@ -26,8 +26,6 @@ from plumb.localnode import hostrecord, images
 from plumb.localnode import running as localnode
 from plumb.testing import builders, crds, kube
 
-pytestmark = pytest.mark.integration
-
 
 @pytest.fixture(autouse=True)
 def _collect_garbage() -> Iterator[None]:

@@ -16,7 +16,7 @@ import pytest
 from plumb.controlplane import running as controlplane
 from plumb.framework import schedconfig
 from tests.integration.conftest import launch_plumb
-from tests.unit import test_schedconfig
+from tests.unit.framework import test_schedconfig
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ from plumb.framework import schedconfig
 from plumb.observability import metrics, trace
 from plumb.testing import builders, kube, kubescheduler
 from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, free_port
-from tests.unit.test_schedconfig import BAD_FILES
+from tests.unit.framework.test_schedconfig import BAD_FILES
 
 NAME = "plumb"
 PODS = 1000

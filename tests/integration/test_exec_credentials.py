@@ -25,10 +25,10 @@ from plumb.controlplane import building
 from plumb.controlplane import running as controlplane
 from plumb.testing import builders, crds, kube
 from tests.integration.conftest import Plumb, launch_plumb, wait_synced
-from tests.unit.test_credentials import ScriptedPlugin
+from tests.unit.k8s.test_credentials import ScriptedPlugin
 
 # A control plane of its own (~20 s): in `make test-long`; the unit tests of
-# tests/unit/test_credentials.py keep the renewal in `make test`.
+# tests/unit/k8s/test_credentials.py keep the renewal in `make test`.
 pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 LIFETIME = 3.0  # seconds each token of the plugin lives

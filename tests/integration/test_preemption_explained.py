@@ -12,7 +12,7 @@ from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.observability import trace
 from plumb.testing import builders, kube
 from tests.integration.conftest import NodeFactory, PlumbFactory, free_port
-from tests.integration.test_trace import _explained_alike, _last_trace
+from tests.integration.test_trace_lines_and_explain import _explained_alike, _last_trace
 
 pytestmark = pytest.mark.integration
 

@@ -18,10 +18,15 @@ from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
 from plumb.testing import builders, kube, kubescheduler
-from tests.integration import schedulers
 from tests.integration.conftest import NodeFactory
-from tests.integration.storage import Storage, storage_fixture  # noqa: F401
-from tests.unit.test_volumes import pv_body, pvc_body, storage_class_body, with_claims
+from tests.support import side_by_side
+from tests.support.storage import Storage, storage_fixture  # noqa: F401
+from tests.unit.framework.plugins.test_volumeverdicts import (
+    pv_body,
+    pvc_body,
+    storage_class_body,
+    with_claims,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +101,8 @@ def _plumb_message(
     return f"0/{total} nodes are available: {', '.join(parts)}."
 
 
-@pytest.mark.long  # make test-long; test_volumes.py binds claims through PreBind in make test
+# make test-long; test_volume_placement.py binds claims through PreBind in make test.
+@pytest.mark.long
 async def test_prebind_binds_a_local_pv_and_the_pv_controller_completes_it(
     control_plane: controlplane.ControlPlane,
     kube_client: kube.Kube,
@@ -166,14 +172,15 @@ async def test_prebind_binds_a_local_pv_and_the_pv_controller_completes_it(
 
 
 def _failure(client: kube.Kube, namespace: str, name: str) -> str:
-    placed = schedulers.wait_settled(client, namespace, [name], cluster_nodes=5)
+    placed = side_by_side.wait_settled(client, namespace, [name], cluster_nodes=5)
     assert placed[name] is None, f"{name} was bound to {placed[name]}"
-    message = schedulers.failed_scheduling(client, namespace, name)
+    message = side_by_side.failed_scheduling(client, namespace, name)
     assert message is not None
     return message
 
 
-@pytest.mark.long  # make test-long; test_volumes.py holds the short version under both schedulers
+# make test-long; test_volume_placement.py holds the short version under both schedulers.
+@pytest.mark.long
 def test_kube_scheduler_volume_messages(
     request: pytest.FixtureRequest,
     control_plane: controlplane.ControlPlane,
@@ -255,7 +262,7 @@ def test_kube_scheduler_volume_messages(
                 info, statics, before, _in_use(kube_client, namespace)
             )
             fitting = [n for n, f in zip(statics.names, verdict.failing(5), strict=True) if not f]
-            bound = schedulers.wait_settled(kube_client, namespace, [f"web-{i}"], cluster_nodes=5)
+            bound = side_by_side.wait_settled(kube_client, namespace, [f"web-{i}"], cluster_nodes=5)
             chosen = bound[f"web-{i}"]
             assert chosen is not None
             assert chosen in fitting, (chosen, fitting)

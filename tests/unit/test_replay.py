@@ -22,9 +22,9 @@ from plumb.framework.plugins import podtopologyspread
 from plumb.kernel import reference
 from plumb.observability import trace
 from plumb.testing.builders import make_node, make_pod
-from tests.unit.fakes import Clock, FakeApi, make_scheduler
-from tests.unit.policy_builders import make_policy
-from tests.unit.test_trace import Lines, json_lines  # noqa: F401
+from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.policy_builders import make_policy
+from tests.unit.observability.test_trace import Lines, json_lines  # noqa: F401
 
 ZONE = podtopologyspread.ZONE
 

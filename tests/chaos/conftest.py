@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -82,11 +82,8 @@ def node_prefix(request: pytest.FixtureRequest, client: kube.Kube) -> Iterator[s
             client.delete_node(node["metadata"]["name"])
 
 
-PlumbFactory = Callable[..., harness.Plumb]
-
-
 @pytest.fixture
-def start_plumb(plane: controlplane.ControlPlane, tmp_path: Path) -> Iterator[PlumbFactory]:
+def start_plumb(plane: controlplane.ControlPlane, tmp_path: Path) -> Iterator[harness.PlumbFactory]:
     """Starts ``plumb run`` (on the plane's kubeconfig unless given another, e.g. a fault
     proxy's) and, at the end, stops it: it must exit 0 and never have logged a traceback."""
     started: list[harness.Plumb] = []

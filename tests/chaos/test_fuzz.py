@@ -39,7 +39,7 @@ from kubernetes import watch as k8s_watch
 from plumb.controlplane import running as controlplane
 from plumb.testing import builders, kube
 from tests.chaos import fuzzing, harness, invariant
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 

@@ -21,7 +21,7 @@ import pytest
 
 from plumb.testing import kube
 from tests.chaos import harness, invariant
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 

@@ -29,7 +29,7 @@ from kubernetes import client as k8s
 from plumb.controlplane import running as controlplane
 from plumb.testing import builders, kube
 from tests.chaos import faultproxy, harness
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 

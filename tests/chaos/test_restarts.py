@@ -23,7 +23,7 @@ from plumb.controlplane import config
 from plumb.controlplane import running as controlplane
 from plumb.testing import kube
 from tests.chaos import harness, invariant
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 

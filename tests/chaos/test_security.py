@@ -43,7 +43,7 @@ from plumb import cli
 from plumb.controlplane import running as controlplane
 from plumb.testing import builders, kube
 from tests.chaos import harness
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 

@@ -26,7 +26,7 @@ import pytest
 from plumb.controlplane import running as controlplane
 from plumb.testing import kube
 from tests.chaos import faultproxy, harness, invariant
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 

@@ -10,7 +10,7 @@ from plumb.controlplane import running as controlplane
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
 from plumb.testing import builders, kube
-from tests.integration.conftest import NodeFactory
+from tests.support.live_cluster import NodeFactory
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from plumb.controlplane import running as controlplane
 from plumb.testing import builders, kube, kubescheduler
-from tests.integration.conftest import NodeFactory, PlumbFactory
 from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import PlumbFactory
 
 DEFAULT = "cfg-default"
 PACKER = "cfg-packer"

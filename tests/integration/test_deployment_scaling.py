@@ -10,7 +10,8 @@ import pytest
 
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.testing import builders, kube
-from tests.integration.conftest import NodeFactory, Plumb
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import Plumb
 
 pytestmark = pytest.mark.integration
 

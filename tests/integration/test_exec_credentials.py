@@ -24,8 +24,8 @@ import pytest
 from plumb.controlplane import building
 from plumb.controlplane import running as controlplane
 from plumb.testing import builders, crds, kube
-from tests.integration.conftest import Plumb, launch_plumb, wait_synced
-from tests.unit.k8s.test_credentials import ScriptedPlugin
+from tests.support.plumb_process import Plumb, launch_plumb, wait_synced
+from tests.support.scripted_plugin import ScriptedPlugin
 
 # A control plane of its own (~20 s): in `make test-long`; the unit tests of
 # tests/unit/k8s/test_credentials.py keep the renewal in `make test`.

@@ -12,8 +12,9 @@ from pathlib import Path
 
 from plumb.controlplane import running as controlplane
 from plumb.testing import builders, kube
-from tests.integration.conftest import NodeFactory, Plumb, free_port, wait_synced
 from tests.support import raising_plugin, side_by_side
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import Plumb, free_port, wait_synced
 
 NAME = "plumb"
 

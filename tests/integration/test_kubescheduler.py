@@ -13,8 +13,8 @@ import pytest
 
 from plumb.controlplane import running as controlplane
 from plumb.testing import builders, kube, kubescheduler
-from tests.integration.conftest import NodeFactory, events_of
 from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory, events_of
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration

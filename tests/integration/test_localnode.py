@@ -20,7 +20,7 @@ import pytest
 
 from plumb.localnode import network
 from plumb.localnode import running as localnode
-from tests.integration.conftest import NodeCluster, filter_rules
+from tests.support.live_cluster import NodeCluster, filter_rules
 
 pytestmark = pytest.mark.integration
 

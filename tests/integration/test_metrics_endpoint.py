@@ -16,7 +16,8 @@ from prometheus_client import parser
 
 from plumb.observability import metrics
 from plumb.testing import builders, kube
-from tests.integration.conftest import NodeFactory, PlumbFactory, free_port
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration
 

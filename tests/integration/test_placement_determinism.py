@@ -22,8 +22,9 @@ import pytest
 from plumb.backend import queue as queue_module
 from plumb.testing import builders, kube
 from plumb.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, expr
-from tests.integration.conftest import NodeFactory, PlumbFactory
 from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import PlumbFactory
 
 pytestmark = pytest.mark.integration
 

@@ -27,8 +27,8 @@ from plumb.framework.plugins import (
 )
 from plumb.testing import builders, kube
 from plumb.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, expr
-from tests.integration.conftest import NodeFactory
 from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from plumb.testing import builders, kube
-from tests.integration.conftest import NodeFactory
 from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration

@@ -13,8 +13,9 @@ import pytest
 
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.testing import builders, kube
-from tests.integration.conftest import NodeFactory, Plumb, events_of
 from tests.support import preemption_steps
+from tests.support.live_cluster import NodeFactory, events_of
+from tests.support.plumb_process import Plumb
 from tests.support.preemption_steps import PREEMPTED
 from tests.support.preemption_steps import PREEMPTOR_PRIORITY as HIGH
 

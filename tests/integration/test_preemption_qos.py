@@ -30,8 +30,9 @@ import pytest
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.framework import preemption
 from plumb.testing import builders, crds, kube
-from tests.integration.conftest import NodeFactory, Plumb
 from tests.support import preemption_steps
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import Plumb
 from tests.support.preemption_steps import PREEMPTED
 from tests.support.preemption_steps import PREEMPTOR_PRIORITY as HIGH
 

@@ -22,7 +22,8 @@ from plumb.framework import runs
 from plumb.kernel import compiled
 from plumb.observability import trace
 from plumb.testing import builders, crds, kube
-from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, free_port
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import Plumb, PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration
 

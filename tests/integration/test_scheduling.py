@@ -9,8 +9,9 @@ import pytest
 
 from plumb.backend import objects
 from plumb.testing import builders, kube
-from tests.integration.conftest import NodeFactory, Plumb, events_of
 from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory, events_of
+from tests.support.plumb_process import Plumb
 
 pytestmark = pytest.mark.integration
 

@@ -22,7 +22,7 @@ from kubernetes import client as k8s
 from plumb.controlplane import running as controlplane
 from plumb.k8s import credentials as credentials_module
 from plumb.testing import builders, crds, kube
-from tests.integration.conftest import NodeFactory
+from tests.support.live_cluster import NodeFactory
 
 pytestmark = pytest.mark.integration
 

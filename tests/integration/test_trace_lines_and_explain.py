@@ -7,9 +7,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -18,8 +15,9 @@ import pytest
 
 from plumb.observability import trace
 from plumb.testing import builders, crds, kube
-from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, events_of, free_port
-from tests.support import side_by_side
+from tests.support import plumb_process, side_by_side
+from tests.support.live_cluster import NodeFactory, events_of
+from tests.support.plumb_process import Plumb, PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration
 
@@ -35,49 +33,6 @@ def _entries(plumb: Plumb) -> list[dict[str, Any]]:
         except json.JSONDecodeError as error:
             raise AssertionError(f"line {number} of plumb's log is not JSON: {line!r}") from error
     return entries
-
-
-def _traces(plumb: Plumb, pod: str) -> list[trace.Trace]:
-    found = (trace.from_log_line(line) for line in plumb.output().splitlines())
-    return [record for record in found if record is not None and record.pod == pod]
-
-
-def _last_trace(plumb: Plumb, pod: str, result: str) -> trace.Trace:
-    def last() -> trace.Trace | None:
-        records = _traces(plumb, pod)
-        return records[-1] if records and records[-1].result == result else None
-
-    return kube.wait_for(f"a {result} trace line for {pod}", last)
-
-
-def _explain(*args: str, stdin: str | None = None) -> str:
-    done = subprocess.run(
-        [sys.executable, "-m", "plumb", "explain", *args],
-        input=stdin if stdin is not None else "",
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
-    assert done.returncode == 0, done.stderr
-    return done.stdout
-
-
-def _explained_alike(plumb: Plumb, port: int, pod: str) -> str:
-    """``plumb explain`` from the endpoint, from the log file and from a pipe: one text."""
-    live = subprocess.run(
-        [sys.executable, "-m", "plumb", "explain", pod, "--endpoint", f"http://127.0.0.1:{port}"],
-        stdin=subprocess.DEVNULL,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert live.returncode == 0, live.stderr
-    assert _explain(pod, "--from", str(plumb.log)) == live.stdout
-    assert _explain(pod, stdin=plumb.output()) == live.stdout
-    return live.stdout
 
 
 def _failed_scheduling(client: kube.Kube, namespace: str, name: str, expected: str) -> str:
@@ -121,7 +76,7 @@ def test_trace_lines_say_what_happened_and_explain_reads_them_alike(
     )
     node = _node_of(kube_client, namespace, "web")
 
-    scheduled = _last_trace(plumb, f"{namespace}/web", trace.SCHEDULED)
+    scheduled = plumb_process.last_trace(plumb, f"{namespace}/web", trace.SCHEDULED)
     assert scheduled.node == node
     assert scheduled.uid == kube_client.pod(namespace, "web")["metadata"]["uid"]
     assert (scheduled.feasible, scheduled.total) == (3, 3)
@@ -134,7 +89,7 @@ def test_trace_lines_say_what_happened_and_explain_reads_them_alike(
     assert scheduled.queue_wait_ms is not None
     assert len(scheduled.input_hash) == len(scheduled.plan_hash) == 32
 
-    failed = _last_trace(plumb, f"{namespace}/huge", trace.UNSCHEDULABLE)
+    failed = plumb_process.last_trace(plumb, f"{namespace}/huge", trace.UNSCHEDULABLE)
     assert failed.message == message
     assert failed.node is None
     assert failed.rejected == {
@@ -148,9 +103,9 @@ def test_trace_lines_say_what_happened_and_explain_reads_them_alike(
     assert line["msg"] == f"Scheduled {namespace}/web on {node}"
     print("a trace line:", json.dumps(line))
 
-    text = _explained_alike(plumb, port, f"{namespace}/web")
+    text = plumb_process.explained_alike(plumb, port, f"{namespace}/web")
     assert text.startswith(f"{namespace}/web: Scheduled on {node} (attempt 1)\n")
-    text = _explained_alike(plumb, port, f"{namespace}/huge")
+    text = plumb_process.explained_alike(plumb, port, f"{namespace}/huge")
     assert f"  {message}\n" in text
     assert "  NodeResourcesFit rejected 3 nodes: 3 Insufficient cpu\n" in text
     print(text)
@@ -165,7 +120,7 @@ def test_a_storm_of_retries_writes_a_few_lines_and_a_summary(
     kube_client.create_pod(
         builders.make_pod("huge", namespace).scheduler("plumb").req(cpu="64").obj()
     )
-    _last_trace(plumb, f"{namespace}/huge", trace.UNSCHEDULABLE)
+    plumb_process.last_trace(plumb, f"{namespace}/huge", trace.UNSCHEDULABLE)
     url = f"http://127.0.0.1:{port}/debug/pods/{namespace}/huge"
 
     def attempts() -> int:
@@ -190,16 +145,16 @@ def test_a_storm_of_retries_writes_a_few_lines_and_a_summary(
     def accounted() -> int | None:
         # Each attempt left a line or was counted in a summary (one per 10 s window).
         held = sum(e["suppressed"] for e in _entries(plumb) if "suppressed" in e)
-        lines = len(_traces(plumb, f"{namespace}/huge"))
+        lines = len(plumb_process.traces(plumb, f"{namespace}/huge"))
         return lines if held + lines >= tried else None
 
     lines = kube.wait_for("the summaries of the lines held back", accounted, timeout=40)
-    assert lines <= 8, [line.attempts for line in _traces(plumb, f"{namespace}/huge")]
+    assert lines <= 8, [line.attempts for line in plumb_process.traces(plumb, f"{namespace}/huge")]
 
 
 def _naming(plumb: Plumb, pod: str, words: str) -> trace.Trace | None:
     """The pod's last trace line whose message has ``words``."""
-    return next((r for r in reversed(_traces(plumb, pod)) if words in r.message), None)
+    return next((r for r in reversed(plumb_process.traces(plumb, pod)) if words in r.message), None)
 
 
 def _policy(name: str, max_violations: int) -> dict[str, Any]:
@@ -245,14 +200,14 @@ def test_a_deviation_is_traced_with_its_policy_generation_and_budget(
     deviated = [n for n in names if events_of(kube_client, namespace, n, "PolicyDeviation")]
     assert len(deviated) == 2
     for name in deviated:
-        record = _last_trace(plumb, f"{namespace}/{name}", trace.SCHEDULED)
+        record = plumb_process.last_trace(plumb, f"{namespace}/{name}", trace.SCHEDULED)
         assert record.deviation
         assert record.node == kube_client.pod(namespace, name)["spec"]["nodeName"]
         assert (record.policy, record.generation) == (f"{namespace}/web", 1)
         assert record.budget is not None
         assert record.budget.max_violations == 2
         assert "beyond SchedulingPolicy" in record.message
-    text = _explained_alike(plumb, port, f"{namespace}/{deviated[-1]}")
+    text = plumb_process.explained_alike(plumb, port, f"{namespace}/{deviated[-1]}")
     assert "beyond its policy" in text
     assert f"SchedulingPolicy {namespace}/web generation 1; a deviation on its budget" in text
 

@@ -9,17 +9,12 @@ from __future__ import annotations
 from typing import Any
 
 from plumb.testing import builders, kube
-from tests.integration.conftest import NodeFactory
-from tests.integration.test_volume_prebind import (
-    AFTER_PREFILTER,
-    MISSING_CLAIM,
-    NO_PV_LEFT,
-    NOT_HELPFUL,
-)
 from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 from tests.support.storage import Storage, storage_fixture  # noqa: F401
-from tests.unit.framework.plugins.test_volumeverdicts import (
+from tests.support.volume_messages import AFTER_PREFILTER, MISSING_CLAIM, NO_PV_LEFT, NOT_HELPFUL
+from tests.support.volume_objects import (
     pv_body,
     pvc_body,
     storage_class_body,

@@ -18,10 +18,20 @@ from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
 from plumb.testing import builders, kube, kubescheduler
-from tests.integration.conftest import NodeFactory
 from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
 from tests.support.storage import Storage, storage_fixture  # noqa: F401
-from tests.unit.framework.plugins.test_volumeverdicts import (
+from tests.support.volume_messages import (
+    AFTER_PREFILTER,
+    MISSING_CLAIM,
+    NO_PV_LEFT,
+    NOT_HELPFUL,
+    PINNED_ELSEWHERE,
+    RWOP_IN_USE,
+    RWOP_SUFFIX,
+    UNBOUND_IMMEDIATE,
+)
+from tests.support.volume_objects import (
     pv_body,
     pvc_body,
     storage_class_body,
@@ -32,31 +42,6 @@ pytestmark = pytest.mark.integration
 
 JSON = dict[str, Any]
 DISK_LABEL = "plumb.test/disk"
-# kube-scheduler v1.34.4's FailedScheduling messages for these cases, as recorded from the real
-# binary by test_kube_scheduler_volume_messages. After the filters' part comes its PostFilters':
-# DynamicResources ("no new claims to deallocate"), then DefaultPreemption. When a PreFilter
-# rejected the pod, DynamicResources' PreFilter never ran, its PostFilter finds no state and fails
-# with the CycleState's "not found", and that error is all the PostFilter part says.
-NOT_HELPFUL = (
-    " no new claims to deallocate, preemption: 0/5 nodes are available: "
-    "5 Preemption is not helpful for scheduling."
-)
-AFTER_PREFILTER = " not found"
-MISSING_CLAIM = '0/5 nodes are available: persistentvolumeclaim "data-missing" not found.'
-UNBOUND_IMMEDIATE = "0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims."
-NO_PV_LEFT = "0/5 nodes are available: 5 node(s) didn't find available persistent volumes to bind."
-PINNED_ELSEWHERE = (
-    "0/5 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-    "4 node(s) didn't match PersistentVolume's node affinity."
-)
-RWOP_IN_USE = (
-    "0/5 nodes are available: 5 node(s) unavailable due to PersistentVolumeClaim with "
-    "ReadWriteOncePod access mode already in-use by another pod."
-)
-RWOP_SUFFIX = (
-    " no new claims to deallocate, preemption: 0/5 nodes are available: "
-    "5 No preemption victims found for incoming pod."
-)
 
 
 def _statics(client: kube.Kube, names: list[str]) -> snapshot.NodeStatics:

@@ -19,8 +19,8 @@ import pytest
 
 from plumb.testing import builders, kube
 from plumb.testing.builders import HOSTNAME_LABEL
-from tests.integration.conftest import NodeFactory
 from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
 from tests.support.preemption_steps import (
     PREEMPTOR,
     PREEMPTOR_PRIORITY,

@@ -26,7 +26,7 @@ from kubernetes import utils as k8s_utils
 
 from plumb.controlplane import running as controlplane
 from plumb.testing import builders, kube, kubescheduler
-from tests.integration import conftest
+from tests.support import plumb_process
 
 PLUMB = "plumb"
 KUBE_SCHEDULER = "kube-scheduler"
@@ -85,7 +85,7 @@ def scheduler_runner(request: pytest.FixtureRequest, name: str) -> Iterator[Runn
     kube-scheduler that died during the test fails it, and its log tail is printed either way.
     """
     if name == PLUMB:
-        start_plumb: conftest.PlumbFactory = request.getfixturevalue("start_plumb")
+        start_plumb: plumb_process.PlumbFactory = request.getfixturevalue("start_plumb")
         plumb = start_plumb("--scheduler-name", PLUMB_SCHEDULER_NAME)
         yield Runner(name=PLUMB, scheduler_name=PLUMB_SCHEDULER_NAME, log=plumb.log)
         return

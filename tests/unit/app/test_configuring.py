@@ -21,9 +21,9 @@ from plumb.framework import schedconfig, scoring
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.observability import metrics as metrics_module
+from tests.support import leases
 from tests.support.fakes import Clock, FakeApi, make_scheduler
-from tests.unit.framework.test_schedconfig import BAD_FILES
-from tests.unit.leader import test_electing
+from tests.support.schedconfig_files import BAD_FILES
 
 WAIT_SECONDS = 10.0  # for the reload task, which reads the file in a worker thread
 
@@ -247,12 +247,10 @@ def test_plumb_run_refuses_each_bad_file_at_start_with_its_problem(
 async def test_shutdown_releases_the_lease_even_if_the_reload_task_died(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    store = test_electing.LeaseStore()
+    store = leases.LeaseStore()
     elector = leader.Elector(
-        test_electing.FakeApi(store),
-        leader.ElectionSettings(
-            namespace="plumb-system", identity="a", timings=test_electing.TIMINGS
-        ),
+        leases.LeaseApi(store),
+        leader.ElectionSettings(namespace="plumb-system", identity="a", timings=leases.TIMINGS),
     )
     scheduler = make_scheduler(FakeApi(), Clock())
     api = k8s_client.ApiClient(credentials_module.Credentials(server="http://127.0.0.1:1"))

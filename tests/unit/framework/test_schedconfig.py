@@ -13,8 +13,8 @@ import yaml  # type: ignore[import-untyped]
 
 from plumb.backend import specs
 from plumb.framework import schedconfig, scoring
+from tests.support.schedconfig_files import BAD_FILES, HEADER
 
-HEADER = "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
 ORDER = schedconfig.SCORE_ORDER
 
 
@@ -450,32 +450,6 @@ def refusal_text(text: str) -> schedconfig.ConfigError:
 
 
 # The reader's bounds: what kube-scheduler's go-yaml refuses, refused in its words ---------------
-
-
-def laughs() -> str:
-    """A "billion laughs": nine anchors, each ten aliases of the one before, so ~500 bytes
-    stand for 10^9 strings."""
-    lines = ["lol0: &lol0 [" + ", ".join(["lol"] * 10) + "]"]
-    lines += [f"lol{i}: &lol{i} [" + ", ".join([f"*lol{i - 1}"] * 10) + "]" for i in range(1, 9)]
-    return HEADER + "\n".join(lines) + "\n"
-
-
-# Each bad file of issue 24 and the refusal that names its problem.
-BAD_FILES = {
-    "int-abc": (
-        HEADER + "podMaxBackoffSeconds: !!int abc\n",
-        "yaml: line 3: cannot decode !!str `abc` as a !!int",
-    ),
-    "timestamp-month-13": (
-        HEADER + "podMaxBackoffSeconds: !!timestamp 2020-13-45\n",
-        "yaml: line 3: cannot decode !!str `2020-13-45` as a !!timestamp",
-    ),
-    "2000-nested-brackets": (
-        HEADER + "profiles: " + "[" * 2000 + "]" * 2000 + "\n",
-        "yaml: line 3: exceeded max depth of 100",
-    ),
-    "billion-laughs": (laughs(), "yaml: document contains excessive aliasing"),
-}
 
 
 @pytest.mark.parametrize(("text", "says"), BAD_FILES.values(), ids=list(BAD_FILES))

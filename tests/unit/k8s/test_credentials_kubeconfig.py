@@ -19,7 +19,7 @@ from kubernetes.client import Configuration
 
 from plumb.controlplane import pki
 from plumb.k8s import credentials as credentials_module
-from tests.unit.k8s.test_credentials import ScriptedPlugin
+from tests.support.scripted_plugin import ScriptedPlugin
 
 CA = b"-----BEGIN CERTIFICATE-----\nnot really\n-----END CERTIFICATE-----\n"
 CERT = b"client certificate"

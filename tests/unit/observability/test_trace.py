@@ -11,7 +11,6 @@ import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,37 +24,7 @@ from plumb.observability import logs, trace, tracing
 from plumb.testing.builders import make_node, make_pod
 from tests.support import small_clusters
 from tests.support.fakes import Clock, FakeApi, make_scheduler
-
-
-class Lines(logging.Handler):
-    """The lines a logger writes, formatted as plumb writes them."""
-
-    def __init__(self, formatter: logging.Formatter) -> None:
-        super().__init__()
-        self.setFormatter(formatter)
-        self.lines: list[str] = []
-
-    def emit(self, record: logging.LogRecord) -> None:
-        self.lines.append(self.format(record))
-
-
-@pytest.fixture
-def json_lines() -> Iterator[tuple[logging.Logger, Lines]]:
-    yield from _capture(logs.JsonFormatter())
-
-
-@pytest.fixture
-def plain_lines() -> Iterator[tuple[logging.Logger, Lines]]:
-    yield from _capture(logs.PlainFormatter())
-
-
-def _capture(formatter: logging.Formatter) -> Iterator[tuple[logging.Logger, Lines]]:
-    # A logger of the trace logger's name outside logging's tree: its lines are this test's.
-    log = logging.Logger(trace.LOGGER)
-    handler = Lines(formatter)
-    log.addHandler(handler)
-    yield log, handler
-
+from tests.support.log_capture import Lines
 
 RECORD = trace.Trace(
     pod="shop/web-3",

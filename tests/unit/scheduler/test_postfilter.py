@@ -16,7 +16,7 @@ from plumb.kernel import reference
 from plumb.observability import trace
 from plumb.testing.builders import make_node, make_pod
 from tests.support.fakes import Clock, FakeApi, make_scheduler
-from tests.unit.observability.test_trace import Lines, json_lines  # noqa: F401
+from tests.support.log_capture import Lines
 
 HIGH = 1000
 
@@ -41,7 +41,7 @@ async def _cycle(s: object) -> None:
 
 
 async def test_a_preemptor_is_nominated_before_its_victims_are_deleted_and_replays(
-    json_lines: tuple[logging.Logger, Lines],  # noqa: F811
+    json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, handler = json_lines
     api, clock = FakeApi(), Clock()

@@ -8,7 +8,7 @@ from plumb.backend import cache as cache_module
 from plumb.backend import objects
 from plumb.framework import cycle
 from plumb.testing.builders import make_node, make_pod
-from tests.unit.framework.plugins.test_volumeverdicts import (
+from tests.support.volume_objects import (
     NS,
     pv_body,
     pvc_body,

@@ -17,12 +17,6 @@ from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 pytestmark = pytest.mark.integration
 
 
-def _pod_level(builder: builders.PodBuilder, **requests: str) -> dict[str, Any]:
-    body = builder.obj()
-    body["spec"]["resources"] = {"requests": dict(requests)}
-    return body
-
-
 def _settle(client: kube.Kube, namespace: str, body: dict[str, Any], nodes: int) -> str | None:
     """Create the pod and wait for its outcome, judged with every node in view."""
     name = str(body["metadata"]["name"])
@@ -44,12 +38,12 @@ def test_requests_come_from_the_pod_level_under_both_schedulers(
 
     # n1 takes a pod whose container asks 100m but which asks 1500m as a whole; n2 one whose
     # container asks 1 cpu. Each is pinned, so no tie is left to either scheduler's tie-break.
-    heavy = _pod_level(
+    heavy = (
         scheduler.pod("heavy", namespace)
         .req(cpu="100m", memory="1Gi")
-        .node_selector(builders.HOSTNAME_LABEL, n1),
-        cpu="1500m",
-        memory="1Gi",
+        .node_selector(builders.HOSTNAME_LABEL, n1)
+        .pod_resources(requests={"cpu": "1500m", "memory": "1Gi"})
+        .obj()
     )
     assert _settle(kube_client, namespace, heavy, 2) == n1
     kept = kube_client.pod(namespace, "heavy")["spec"].get("resources")
@@ -69,10 +63,15 @@ def test_requests_come_from_the_pod_level_under_both_schedulers(
 
     # Its container's 100m would fit either node (n1 has 500m left, n2 600m); the pod's 700m
     # fits neither.
-    tight = _pod_level(scheduler.pod("tight", namespace).req(cpu="100m"), cpu="700m")
+    tight = (
+        scheduler.pod("tight", namespace)
+        .req(cpu="100m")
+        .pod_resources(requests={"cpu": "700m"})
+        .obj()
+    )
     assert _settle(kube_client, namespace, tight, 2) is None
     # More than any node has, though its container asks 500m.
-    big = _pod_level(scheduler.pod("big", namespace).req(cpu="500m"), cpu="3")
+    big = scheduler.pod("big", namespace).req(cpu="500m").pod_resources(requests={"cpu": "3"}).obj()
     assert _settle(kube_client, namespace, big, 2) is None
     # Preemption could free room for tight (no pod of lower priority is there to evict);
     # for big it could not, whatever it evicted.
@@ -101,5 +100,11 @@ def test_the_scorers_default_a_container_without_cpu_beside_pod_level_requests(
         builders.make_pod("filler", namespace).node(n2).req(cpu="1600m", memory="1Gi").obj()
     )
     side_by_side.in_view(kube_client, scheduler, namespace, [n1, n2])  # filler seen too
-    web = _pod_level(scheduler.pod("web", namespace).req(cpu="500m").container("log"), memory="1Gi")
+    web = (
+        scheduler.pod("web", namespace)
+        .req(cpu="500m")
+        .container("log")
+        .pod_resources(requests={"memory": "1Gi"})
+        .obj()
+    )
     assert _settle(kube_client, namespace, web, 2) == n2

@@ -20,12 +20,6 @@ pytestmark = pytest.mark.integration
 HOLD = "plumb.test/hold"
 
 
-def _pod(namespace: str, name: str, cpu: str) -> builders.PodBuilder:
-    return (
-        builders.make_pod(name, namespace).scheduler(DEFAULT_SCHEDULER_NAME).req(cpu=cpu).grace(0)
-    )
-
-
 def _metric(text: str, name: str) -> float:
     found = re.findall(rf"^{name} ([0-9.e+]+)$", text, flags=re.MULTILINE)
     assert found, f"{name} is not on /metrics"
@@ -41,9 +35,32 @@ def test_a_preemption_is_traced_explained_and_counted(
     node = add_node(builders.make_node(f"{namespace}-n").capacity(cpu="4"))
     debug, metrics = free_port(), free_port()
     plumb = start_plumb("--debug-port", str(debug), "--metrics-port", str(metrics))
-    kube_client.create_pod(_pod(namespace, "big", "3").node(node).finalizer(HOLD).obj())
-    kube_client.create_pod(_pod(namespace, "small", "1").priority(5).node(node).obj())
-    kube_client.create_pod(_pod(namespace, "vip", "2").priority(1000).obj())
+    kube_client.create_pod(
+        builders.make_pod("big", namespace)
+        .scheduler(DEFAULT_SCHEDULER_NAME)
+        .req(cpu="3")
+        .grace(0)
+        .node(node)
+        .finalizer(HOLD)
+        .obj()
+    )
+    kube_client.create_pod(
+        builders.make_pod("small", namespace)
+        .scheduler(DEFAULT_SCHEDULER_NAME)
+        .req(cpu="1")
+        .grace(0)
+        .priority(5)
+        .node(node)
+        .obj()
+    )
+    kube_client.create_pod(
+        builders.make_pod("vip", namespace)
+        .scheduler(DEFAULT_SCHEDULER_NAME)
+        .req(cpu="2")
+        .grace(0)
+        .priority(1000)
+        .obj()
+    )
 
     record = plumb_process.last_trace(plumb, f"{namespace}/vip", trace.UNSCHEDULABLE)
     assert record.preemption is not None

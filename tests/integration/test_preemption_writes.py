@@ -34,10 +34,9 @@ def _pod(
     builder = builders.make_pod(name, namespace).scheduler("nobody")
     if node:
         builder = builder.node(node)
-    body = builder.obj()
     if hold:
-        body["metadata"]["finalizers"] = [FINALIZER]
-    return objects.parse_pod(kube_client.create_pod(body))
+        builder = builder.finalizer(FINALIZER)
+    return objects.parse_pod(kube_client.create_pod(builder.obj()))
 
 
 def _release(kube_client: kube.Kube, namespace: str, name: str) -> None:

@@ -18,7 +18,6 @@ from tests.support.volume_objects import (
     pv_body,
     pvc_body,
     storage_class_body,
-    with_claims,
 )
 
 NODES = 5
@@ -124,7 +123,7 @@ def test_a_pod_whose_claim_is_bound_goes_to_its_volumes_node(
     pv = storage.pv(pv_body(f"{namespace}-pinned", node=nodes[2], storage_class=local, size="5Gi"))
     storage.claim(pvc_body("pinned", namespace, storage_class=local, volume=pv))
     storage.wait_bound("pinned")
-    kube_client.create_pod(with_claims(scheduler.pod("user", namespace).req(cpu="100m"), "pinned"))
+    kube_client.create_pod(scheduler.pod("user", namespace).req(cpu="100m").claims("pinned").obj())
     placed = side_by_side.wait_settled(kube_client, namespace, ["user"], cluster_nodes=NODES)
     assert placed == {"user": nodes[2]}
 
@@ -136,7 +135,7 @@ def test_a_pod_whose_claim_does_not_exist_waits_with_kube_schedulers_message(
     scheduler: side_by_side.Runner,
 ) -> None:
     _nodes(kube_client, namespace, add_node, scheduler)
-    kube_client.create_pod(with_claims(scheduler.pod("lonely", namespace), "data-missing"))
+    kube_client.create_pod(scheduler.pod("lonely", namespace).claims("data-missing").obj())
     placed = side_by_side.wait_settled(kube_client, namespace, ["lonely"], cluster_nodes=NODES)
     assert placed == {"lonely": None}
     assert side_by_side.failed_scheduling(kube_client, namespace, "lonely") == (

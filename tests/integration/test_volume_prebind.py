@@ -35,7 +35,6 @@ from tests.support.volume_objects import (
     pv_body,
     pvc_body,
     storage_class_body,
-    with_claims,
 )
 
 pytestmark = pytest.mark.integration
@@ -100,7 +99,7 @@ async def test_prebind_binds_a_local_pv_and_the_pv_controller_completes_it(
     local = storage.storage_class(storage_class_body(f"local-{namespace}"))
     pv = storage.pv(pv_body(f"{namespace}-pv", node=node_b, storage_class=local, size="5Gi"))
     storage.claim(pvc_body("data", namespace, storage_class=local, size="1Gi"))
-    pod_body = with_claims(builders.make_pod("web", namespace).scheduler("nobody"), "data")
+    pod_body = builders.make_pod("web", namespace).scheduler("nobody").claims("data").obj()
     pod = objects.parse_pod(kube_client.create_pod(pod_body))
     # The PV controller leaves a WaitForFirstConsumer claim alone until a scheduler decides.
     assert (storage.claim_body("data").get("status") or {}).get("phase") == "Pending"
@@ -205,9 +204,11 @@ def test_kube_scheduler_volume_messages(
     storage.wait_bound("single")
     # A pod holding the ReadWriteOncePod claim, bound at creation.
     kube_client.create_pod(
-        with_claims(
-            builders.make_pod("holder", namespace).scheduler("nobody").node(node_c), "single"
-        )
+        builders.make_pod("holder", namespace)
+        .scheduler("nobody")
+        .node(node_c)
+        .claims("single")
+        .obj()
     )
 
     process = kubescheduler.start(control_plane, tmp_path / "kube-scheduler")
@@ -232,15 +233,15 @@ def test_kube_scheduler_volume_messages(
             print(f"{pod_name}: kube-scheduler: {message}\n{pod_name}: plumb:          {mine}")
             return message
 
-        missing = judge("lost", with_claims(pod("lost"), "data-missing"))
-        waiting = judge("waiting", with_claims(pod("waiting"), "unbound-immediate"))
+        missing = judge("lost", pod("lost").claims("data-missing").obj())
+        waiting = judge("waiting", pod("waiting").claims("unbound-immediate").obj())
 
         # Each replica in turn: where plumb's plugins let it go, and the PV plumb's plan would
         # bind on the node kube-scheduler chose, against the PV the PV controller bound.
         placed: list[str] = []
         statics = _statics(kube_client, nodes)
         for i in range(2):
-            body = with_claims(pod(f"web-{i}"), f"data-web-{i}")
+            body = pod(f"web-{i}").claims(f"data-web-{i}").obj()
             before = storage.store()
             info = objects.parse_pod(kube_client.create_pod(body))
             verdict = volume_plugins.verdicts(
@@ -258,12 +259,12 @@ def test_kube_scheduler_volume_messages(
             placed.append(chosen)
         # kube-scheduler takes the nodes with a PV, one replica each.
         assert sorted(placed) == [node_b, node_d]
-        third = judge("web-2", with_claims(pod("web-2"), "data-web-2"))
+        third = judge("web-2", pod("web-2").claims("data-web-2").obj())
 
         elsewhere = judge(
-            "elsewhere", with_claims(pod("elsewhere").node_selector(DISK_LABEL, "ssd"), "pinned")
+            "elsewhere", pod("elsewhere").node_selector(DISK_LABEL, "ssd").claims("pinned").obj()
         )
-        contender = judge("contender", with_claims(pod("contender"), "single"))
+        contender = judge("contender", pod("contender").claims("single").obj())
     finally:
         process.stop()
         print(f"--- kube-scheduler log tail ---\n{process.tail(30)}")

@@ -12,9 +12,9 @@ from plumb.testing.builders import NodeBuilder, PodBuilder
 
 
 def pod(builder: PodBuilder, uid: str) -> objects.PodInfo:
-    body = builder.obj()
-    body["metadata"]["uid"] = uid
-    return objects.parse_pod(body)
+    """The record the cache keeps of the builder's pod, under ``uid`` (the builder is left as
+    it was)."""
+    return objects.parse_pod(builder.copy().uid(uid).obj())
 
 
 def cluster(nodes: Iterable[NodeBuilder], bound: Iterable[PodBuilder] = ()) -> cache.Cache:

@@ -5,13 +5,12 @@ tests/integration/test_volume_prebind.py and test_volume_placement.py)."""
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from typing import Any
 
-from plumb.backend import objects, volumes
+from plumb.backend import volumes
 from plumb.framework.plugins import volumezone
-from plumb.testing.builders import PodBuilder, make_node
+from plumb.testing.builders import make_node
 from tests.support.small_clusters import statics
 
 JSON = dict[str, Any]
@@ -134,39 +133,7 @@ def storage_class_body(
     return body
 
 
-def with_claims(pod: PodBuilder, *claims: str, ephemeral: tuple[str, ...] = ()) -> JSON:
-    """The pod's body with a persistentVolumeClaim volume per claim and ephemeral volumes."""
-    body = pod.obj()
-    volumes_list: list[JSON] = [
-        {"name": f"v{i}", "persistentVolumeClaim": {"claimName": claim}}
-        for i, claim in enumerate(claims)
-    ]
-    for volume in ephemeral:
-        volumes_list.append(
-            {
-                "name": volume,
-                "ephemeral": {
-                    "volumeClaimTemplate": {
-                        "spec": {
-                            "accessModes": ["ReadWriteOnce"],
-                            "storageClassName": LOCAL,
-                            "resources": {"requests": {"storage": "1Gi"}},
-                        }
-                    }
-                },
-            }
-        )
-    body["spec"]["volumes"] = volumes_list
-    return body
-
-
 FIVE = statics(*(make_node(f"node-{c}") for c in "abcde"))
-
-
-def pod_info(body: JSON, uid: str = "pod-uid") -> objects.PodInfo:
-    body = copy.deepcopy(body)
-    body["metadata"]["uid"] = uid
-    return objects.parse_pod(body)
 
 
 def store_of(

@@ -12,16 +12,15 @@ from plumb.backend import objects, volumes
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.k8s import client as k8s_client
 from plumb.testing.builders import make_node, make_pod
+from tests.support import small_clusters
 from tests.support.volume_objects import (
     HOSTNAME,
     JSON,
     NS,
-    pod_info,
     pv_body,
     pvc_body,
     storage_class_body,
     store_of,
-    with_claims,
 )
 
 # --- PreBind ------------------------------------------------------------------------------------
@@ -89,7 +88,7 @@ def _planned() -> tuple[FakeApi, volumes.BindingPlan]:
     claim["metadata"]["resourceVersion"] = "8"
     store = store_of(pvs=(pv,), claims=(claim,))
     plan = volume_plugins.plan(
-        pod_info(with_claims(make_pod("web"), "data")),
+        small_clusters.pod(make_pod("web").claims("data"), "pod-uid"),
         objects.parse_node(make_node("node-b").obj()),
         store,
     )
@@ -199,7 +198,7 @@ def test_prebind_asks_for_provisioning_with_the_selected_node() -> None:
         claims=(claim,), classes=(storage_class_body("fast", provisioner="csi.example"),)
     )
     plan = volume_plugins.plan(
-        pod_info(with_claims(make_pod("web"), "data")),
+        small_clusters.pod(make_pod("web").claims("data"), "pod-uid"),
         objects.parse_node(make_node("node-b").obj()),
         store,
     )

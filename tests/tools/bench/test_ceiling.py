@@ -58,10 +58,8 @@ def test_the_ceiling_uses_plumbs_concurrency() -> None:
 
 async def test_the_scheduled_event_is_shaped_as_plumbs() -> None:
     api = FakeApi()
-    body = builders.make_pod("web-1", "ns").obj()
-    body["metadata"]["uid"] = "uid-1"
     recorder = Recorder(api, instance="plumb-0")
-    recorder.scheduled(objects.parse_pod(body), "n7")
+    recorder.scheduled(objects.parse_pod(builders.make_pod("web-1", "ns").uid("uid-1").obj()), "n7")
     await recorder.drain()
     [(_, plumbs)] = api.calls
     ours = ceiling.scheduled_event(
@@ -85,8 +83,8 @@ async def test_the_raw_binder_binds_then_posts_the_event() -> None:
     await binder.warm_up()
     for i in range(3):
         binder.submit(f"pod-{i}", f"uid-{i}")
-    await binder.on_added({"metadata": {"name": "bound", "uid": "u"}, "spec": {"nodeName": "n"}})
-    await binder.on_added({"metadata": {"name": "pod-3", "uid": "uid-3"}, "spec": {}})
+    await binder.on_added(builders.make_pod("bound", "ns").uid("u").node("n").obj())
+    await binder.on_added(builders.make_pod("pod-3", "ns").uid("uid-3").obj())
     await asyncio.wait_for(api.done.wait(), timeout=10)
     await binder.stop()
     binds = [args for kind, args in api.calls if kind == "bind"]

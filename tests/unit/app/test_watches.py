@@ -29,10 +29,6 @@ Script = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PODS, NODES = "/api/v1/pods", "/api/v1/nodes"
 
 
-def _pod(name: str, version: int) -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": str(version)}}
-
-
 def _line(event_type: str, body: dict[str, Any]) -> bytes:
     return json.dumps({"type": event_type, "object": body}).encode() + b"\n"
 
@@ -112,11 +108,14 @@ async def test_a_handler_that_raises_once_is_followed_by_a_relist_and_later_even
     # that follows the failure can bring it.
     scripted.scripts[PODS] = [
         _events(
-            _line("ADDED", _pod("a", 11)),
-            _line("ADDED", _pod("bad", 12)),
-            _line("ADDED", _pod("c", 13)),
+            _line("ADDED", make_pod("a").resource_version("11").obj()),
+            _line("ADDED", make_pod("bad").resource_version("12").obj()),
+            _line("ADDED", make_pod("c").resource_version("13").obj()),
         ),
-        _events(_line("MODIFIED", _pod("bad", 21)), _line("ADDED", _pod("d", 22))),
+        _events(
+            _line("MODIFIED", make_pod("bad").resource_version("21").obj()),
+            _line("ADDED", make_pod("d").resource_version("22").obj()),
+        ),
     ]
     seen: list[tuple[str, str]] = []
     failed: list[Exception] = []
@@ -173,8 +172,13 @@ async def test_failures_back_off_doubling_to_the_cap_and_a_failing_relist_is_ret
     scripted, api = server
     # Every event fails for a while (a poison object the watch keeps sending), and the first
     # list after one of the failures fails too (its handler has the same bug).
-    scripted.scripts[PODS] = [_events(_line("ADDED", _pod("bad", 11 + i))) for i in range(6)]
-    scripted.scripts[PODS].append(_events(_line("ADDED", _pod("good", 30))))
+    scripted.scripts[PODS] = [
+        _events(_line("ADDED", make_pod("bad").resource_version(str(11 + i)).obj()))
+        for i in range(6)
+    ]
+    scripted.scripts[PODS].append(
+        _events(_line("ADDED", make_pod("good").resource_version("30").obj()))
+    )
     sleeps: list[float] = []
     relists = 0
     seen: list[str] = []
@@ -210,7 +214,7 @@ async def test_shutdown_stops_a_watch_waiting_out_its_backoff(
     server: tuple[Server, k8s_client.ApiClient],
 ) -> None:
     scripted, api = server
-    scripted.scripts[PODS] = [_events(_line("ADDED", _pod("bad", 11)))]
+    scripted.scripts[PODS] = [_events(_line("ADDED", make_pod("bad").resource_version("11").obj()))]
     waiting = asyncio.Event()
 
     async def sleep(seconds: float) -> None:

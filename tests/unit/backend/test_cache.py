@@ -2,25 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from plumb.backend import cache, objects
 from plumb.backend.cache import PodState
-from plumb.testing.builders import PodBuilder, make_node, make_pod
+from plumb.testing.builders import make_node, make_pod
+from tests.support.small_clusters import pod
 
 
 def node(name: str, **capacity: str | int) -> objects.NodeInfo:
     return objects.parse_node(make_node(name).capacity(**capacity).obj())
-
-
-def pod(builder: PodBuilder, uid: str, *, phase: str | None = None) -> objects.PodInfo:
-    body: dict[str, Any] = builder.obj()
-    body["metadata"]["uid"] = uid
-    if phase is not None:
-        body["status"] = {"phase": phase}
-    return objects.parse_pod(body)
 
 
 def used(c: cache.Cache, resource: str = "cpu") -> dict[str, int]:
@@ -120,8 +111,8 @@ def test_remove_pod_frees_its_resources(two_nodes: cache.Cache) -> None:
 @pytest.mark.parametrize("phase", ["Succeeded", "Failed"])
 def test_terminal_pods_hold_nothing(two_nodes: cache.Cache, phase: str) -> None:
     two_nodes.add_pod(pod(make_pod("job").req(cpu="1").node("n1"), "u1"))
-    two_nodes.add_pod(pod(make_pod("job").req(cpu="1").node("n1"), "u1", phase=phase))
-    two_nodes.add_pod(pod(make_pod("old").req(cpu="1").node("n2"), "u2", phase=phase))
+    two_nodes.add_pod(pod(make_pod("job").req(cpu="1").node("n1").phase(phase), "u1"))
+    two_nodes.add_pod(pod(make_pod("old").req(cpu="1").node("n2").phase(phase), "u2"))
     assert two_nodes.state("u1") is None
     assert two_nodes.state("u2") is None
     assert used(two_nodes) == {"n1": 0, "n2": 0}
@@ -176,7 +167,7 @@ def test_reconcile_sweeps_what_the_list_no_longer_has(two_nodes: cache.Cache) ->
         [node("n1"), node("n3")],
         [
             pod(make_pod("kept").req(cpu="1").node("n1"), "kept"),
-            pod(make_pod("finished").req(cpu="1").node("n1"), "finished", phase="Succeeded"),
+            pod(make_pod("finished").req(cpu="1").node("n1").phase("Succeeded"), "finished"),
             pod(make_pod("new").req(cpu="250m").node("n3"), "new"),
             pod(make_pod("pending").req(cpu="4"), "pending"),
             pod(make_pod("mine").req(cpu="500m"), "mine"),  # its binding not seen yet

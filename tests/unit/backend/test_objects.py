@@ -77,9 +77,8 @@ def test_sidecars_accumulate_for_later_init_containers() -> None:
 
 
 def test_overhead_is_added_on_top() -> None:
-    body = make_pod("web").req(cpu="1").init("migrate", cpu="2").obj()
-    body["spec"]["overhead"] = {"cpu": "250m", "memory": "120Mi"}
-    assert requests_of(body) == {"cpu": 2250, "memory": 120 * 1024**2}
+    pod = make_pod("web").req(cpu="1").init("migrate", cpu="2").overhead(cpu="250m", memory="120Mi")
+    assert requests_of(pod.obj()) == {"cpu": 2250, "memory": 120 * 1024**2}
 
 
 def test_extended_resources_are_kept() -> None:
@@ -111,12 +110,17 @@ def test_sum_beyond_int64_is_clamped() -> None:
 
 
 def test_parse_pod_reads_identity_and_requests() -> None:
-    body = make_pod("web", "shop").req(cpu="500m").scheduler("plumb").node("n1").priority(7).obj()
-    body["metadata"] |= {
-        "uid": "u-1",
-        "creationTimestamp": "2024-05-01T10:00:00Z",
-        "resourceVersion": "42",
-    }
+    body = (
+        make_pod("web", "shop")
+        .uid("u-1")
+        .created("2024-05-01T10:00:00Z")
+        .resource_version("42")
+        .req(cpu="500m")
+        .scheduler("plumb")
+        .node("n1")
+        .priority(7)
+        .obj()
+    )
     pod = objects.parse_pod(body)
     assert (pod.uid, pod.key, pod.scheduler_name, pod.node_name) == (
         "u-1",
@@ -146,15 +150,11 @@ def test_scheduler_name_defaults_to_default_scheduler() -> None:
     [("Succeeded", True), ("Failed", True), ("Running", False), ("Pending", False)],
 )
 def test_terminal_phases(phase: str, terminal: bool) -> None:
-    body = make_pod("web").obj()
-    body["status"] = {"phase": phase}
-    assert objects.parse_pod(body).terminal is terminal
+    assert objects.parse_pod(make_pod("web").phase(phase).obj()).terminal is terminal
 
 
 def test_deletion_timestamp_means_deleting() -> None:
-    body = make_pod("web").obj()
-    body["metadata"]["deletionTimestamp"] = "2024-05-01T10:00:00Z"
-    assert objects.parse_pod(body).deleting
+    assert objects.parse_pod(make_pod("web").terminating("2024-05-01T10:00:00Z").obj()).deleting
 
 
 def test_scheduling_gates_mean_gated() -> None:

@@ -4,23 +4,19 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-from typing import Any
 
 from plumb.backend import objects
 from plumb.testing.builders import make_pod
 
-
-def _pending() -> dict[str, Any]:
-    body = (
-        make_pod("web-1")
-        .uid("u-1")
-        .req(cpu="250m", memory="64Mi")
-        .label("app", "web")
-        .spread("topology.kubernetes.io/zone", max_skew=1)
-        .obj()
-    )
-    body["metadata"]["generation"] = 1
-    return body
+# A pending pod of the first generation of its spec.
+PENDING = (
+    make_pod("web-1")
+    .uid("u-1")
+    .req(cpu="250m", memory="64Mi")
+    .label("app", "web")
+    .spread("topology.kubernetes.io/zone", max_skew=1)
+    .generation(1)
+)
 
 
 def _same_fields(left: objects.PodInfo, right: objects.PodInfo) -> None:
@@ -30,19 +26,14 @@ def _same_fields(left: objects.PodInfo, right: objects.PodInfo) -> None:
 
 def test_a_binding_reuses_what_the_spec_gave_and_reads_the_rest_again() -> None:
     # A binding sets spec.nodeName without a new generation; the status moves on too.
-    known = objects.parse_pod(_pending())
-    bound = _pending()
-    bound["spec"]["nodeName"] = "node-a"
-    bound["metadata"]["resourceVersion"] = "42"
+    known = objects.parse_pod(PENDING.obj())
+    bound = PENDING.copy().node("node-a").resource_version("42").owner("ReplicaSet", "web-7d").obj()
     bound["status"] = {
         "phase": "Running",
         "qosClass": "Burstable",
         "startTime": "2026-12-02T04:00:00Z",
         "conditions": [{"type": "PodScheduled", "status": "True"}],
     }
-    bound["metadata"]["ownerReferences"] = [
-        {"kind": "ReplicaSet", "name": "web-7d", "controller": True}
-    ]
 
     reused = objects.parse_pod(bound, known=known)
 
@@ -54,10 +45,8 @@ def test_a_binding_reuses_what_the_spec_gave_and_reads_the_rest_again() -> None:
 
 
 def test_a_new_generation_is_parsed_again() -> None:
-    known = objects.parse_pod(_pending())
-    resized = _pending()
-    resized["metadata"]["generation"] = 2
-    resized["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "1"
+    known = objects.parse_pod(PENDING.obj())
+    resized = PENDING.copy().generation(2).req(cpu="1", memory="64Mi").obj()
 
     reparsed = objects.parse_pod(resized, known=known)
 
@@ -67,9 +56,8 @@ def test_a_new_generation_is_parsed_again() -> None:
 
 def test_new_labels_are_parsed_again_even_in_the_same_generation() -> None:
     # Labels change without a new generation, and constraints may read them (matchLabelKeys).
-    known = objects.parse_pod(_pending())
-    relabelled = _pending()
-    relabelled["metadata"]["labels"]["app"] = "api"
+    known = objects.parse_pod(PENDING.obj())
+    relabelled = PENDING.copy().label("app", "api").obj()
 
     reparsed = objects.parse_pod(relabelled, known=known)
 
@@ -79,7 +67,7 @@ def test_new_labels_are_parsed_again_even_in_the_same_generation() -> None:
 
 
 def test_without_a_generation_or_with_another_uid_nothing_is_reused() -> None:
-    no_generation = _pending()
+    no_generation = PENDING.obj()
     del no_generation["metadata"]["generation"]
     known = objects.parse_pod(no_generation)
     assert known.generation == 0
@@ -87,8 +75,6 @@ def test_without_a_generation_or_with_another_uid_nothing_is_reused() -> None:
         known.scheduling
     )
 
-    known = objects.parse_pod(_pending())
-    recreated = _pending()
-    recreated["metadata"]["uid"] = "u-2"
-    recreated["spec"]["containers"][0]["resources"]["requests"]["cpu"] = "2"
+    known = objects.parse_pod(PENDING.obj())
+    recreated = PENDING.copy().uid("u-2").req(cpu="2", memory="64Mi").obj()
     assert objects.parse_pod(recreated, known=known).requests["cpu"] == 2000

@@ -41,16 +41,11 @@ def pending(
     cpu: str = "1",
     resource_version: str = "1",
 ) -> objects.PodInfo:
-    builder = make_pod(name).req(cpu=cpu).priority(priority)
+    builder = make_pod(name).uid(uid or f"uid-{name}").created(created)
+    builder = builder.resource_version(resource_version).req(cpu=cpu).priority(priority)
     if gate is not None:
         builder = builder.gate(gate)
-    body = builder.obj()
-    body["metadata"] |= {
-        "uid": uid or f"uid-{name}",
-        "creationTimestamp": created,
-        "resourceVersion": resource_version,
-    }
-    return objects.parse_pod(body)
+    return objects.parse_pod(builder.obj())
 
 
 async def pop_now(q: SchedulingQueue) -> Entry | None:

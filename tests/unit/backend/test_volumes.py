@@ -9,17 +9,16 @@ from plumb.backend import objects, volumes
 from plumb.framework.plugins import volumebinding
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.testing.builders import make_node, make_pod
+from tests.support import small_clusters
 from tests.support.volume_objects import (
     FIVE,
     HOSTNAME,
     LOCAL,
     NS,
-    pod_info,
     pv_body,
     pvc_body,
     storage_class_body,
     store_of,
-    with_claims,
 )
 
 # --- records ------------------------------------------------------------------------------------
@@ -106,7 +105,10 @@ def test_storage_classes_and_csinodes_are_parsed() -> None:
 
 
 def test_a_pods_claims_are_its_pvc_volumes_and_its_ephemeral_ones() -> None:
-    pod = pod_info(with_claims(make_pod("web-0"), "data", "logs", ephemeral=("scratch",)))
+    pod = small_clusters.pod(
+        make_pod("web-0").claims("data", "logs").ephemeral("scratch", storage_class=LOCAL),
+        "pod-uid",
+    )
     assert pod.claims == (
         objects.PodClaim("data"),
         objects.PodClaim("logs"),
@@ -143,7 +145,7 @@ def test_an_assumed_binding_holds_until_a_newer_version_arrives() -> None:
     claim = pvc_body("data", uid="c1")
     store = store_of(pvs=(pv,), claims=(claim,))
     plan = volume_plugins.plan(
-        pod_info(with_claims(make_pod("web"), "data")),
+        small_clusters.pod(make_pod("web").claims("data"), "pod-uid"),
         objects.parse_node(make_node("node-a").obj()),
         store,
     )
@@ -168,7 +170,9 @@ def test_an_assumed_binding_holds_until_a_newer_version_arrives() -> None:
 
 
 def test_in_use_counts_the_claims_of_placed_pods() -> None:
-    a = pod_info(with_claims(make_pod("a"), "data", ephemeral=("tmp",)))
+    a = small_clusters.pod(
+        make_pod("a").claims("data").ephemeral("tmp", storage_class=LOCAL), "pod-uid"
+    )
     use = volumes.InUse.of([("node-a", a)])
     assert set(use.claims_on("node-a")) == {"default/data", "default/a-tmp"}
     assert use.named_by_a_placed_pod("default/data")

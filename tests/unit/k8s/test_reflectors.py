@@ -12,13 +12,10 @@ from aiohttp import web
 
 from plumb.k8s import client as k8s_client
 from plumb.k8s import reflectors
+from plumb.testing.builders import make_pod
 from tests.support import loopback
 
 Script = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-def _pod(name: str, version: int, **extra: Any) -> dict[str, Any]:
-    return {"metadata": {"name": name, "resourceVersion": str(version), **extra}}
 
 
 def _line(event_type: str, body: dict[str, Any]) -> bytes:
@@ -66,9 +63,10 @@ async def test_the_watch_resumes_relists_on_410_and_backs_off_on_errors(
     served: tuple[k8s_client.ApiClient, list[Script], list[str]],
 ) -> None:
     api, scripts, versions = served
-    big = _pod("big", 12, annotations={"note": "x" * 300_000})  # beyond aiohttp's line limit
-    added = _line("ADDED", _pod("a", 11))
-    modified = _line("MODIFIED", _pod("a", 14))
+    # Beyond aiohttp's line limit.
+    big = make_pod("big").resource_version("12").annotation("note", "x" * 300_000).obj()
+    added = _line("ADDED", make_pod("a").resource_version("11").obj())
+    modified = _line("MODIFIED", make_pod("a").resource_version("14").obj())
 
     async def first(request: web.Request) -> web.StreamResponse:
         # A line cut in two, a bookmark, a 300 kB object in pieces; then the server ends it.
@@ -76,8 +74,8 @@ async def test_the_watch_resumes_relists_on_410_and_backs_off_on_errors(
         return await _stream(
             request,
             added[:7],
-            added[7:] + _line("BOOKMARK", _pod("", 12))[:20],
-            _line("BOOKMARK", _pod("", 12))[20:] + big_line[:100_000],
+            added[7:] + _line("BOOKMARK", {"metadata": {"resourceVersion": "12"}})[:20],
+            _line("BOOKMARK", {"metadata": {"resourceVersion": "12"}})[20:] + big_line[:100_000],
             big_line[100_000:] + modified,
         )
 
@@ -91,7 +89,7 @@ async def test_the_watch_resumes_relists_on_410_and_backs_off_on_errors(
         return web.json_response({"kind": "Status", "code": 500}, status=500)
 
     async def last(request: web.Request) -> web.StreamResponse:
-        return await _stream(request, _line("DELETED", _pod("a", 31)))
+        return await _stream(request, _line("DELETED", make_pod("a").resource_version("31").obj()))
 
     scripts.extend([first, gone, expired_in_stream, broken, last])
     seen: list[tuple[str, str]] = []
@@ -139,7 +137,7 @@ async def test_a_watch_the_server_ends_at_once_is_reopened_after_a_backoff(
         return await _stream(request)
 
     async def one(request: web.Request) -> web.StreamResponse:
-        return await _stream(request, _line("ADDED", _pod("a", 11)))
+        return await _stream(request, _line("ADDED", make_pod("a").resource_version("11").obj()))
 
     scripts.extend([empty, empty, empty, one, empty])
     sleeps: list[float] = []

@@ -364,12 +364,11 @@ def test_candidate_detail_is_configurable(json_lines: tuple[logging.Logger, Line
 
 
 def _pod_body(cpu: str = "500m", version: str = "1", *, affinity: bool = True) -> dict[str, Any]:
-    pod = make_pod("web", "ns").scheduler("plumb").req(cpu=cpu).label("app", "web")
+    pod = make_pod("web", "ns").uid("uid-web").resource_version(version).scheduler("plumb")
+    pod = pod.req(cpu=cpu).label("app", "web")
     if affinity:
         pod = pod.affinity("zone", {"app": "db"}, namespaces=["db", "cache", "queue", "search"])
-    body = pod.obj()
-    body["metadata"].update(uid="uid-web", resourceVersion=version)
-    return body
+    return pod.obj()
 
 
 def _hash_of(pod: objects.PodInfo, generation: int = 7) -> str:
@@ -511,9 +510,8 @@ async def test_the_scheduler_writes_one_line_per_decision_that_matches_what_it_d
     api, clock = FakeApi(), Clock()
     s = make_scheduler(api, clock, log=log)
     nodes = [make_node(f"n{i}").capacity(cpu="2").obj() for i in range(3)]
-    fits = make_pod("web", "ns").scheduler("plumb").req(cpu="1").obj()
-    huge = make_pod("huge", "ns").scheduler("plumb").req(cpu="64").obj()
-    fits["metadata"]["uid"], huge["metadata"]["uid"] = "uid-web", "uid-huge"
+    fits = make_pod("web", "ns").uid("uid-web").scheduler("plumb").req(cpu="1").obj()
+    huge = make_pod("huge", "ns").uid("uid-huge").scheduler("plumb").req(cpu="64").obj()
     s.feed.resync(nodes, [fits, huge])
     clock.now += 0.5  # half a second in the queue
     await s.schedule_batch(await s.queue.pop_batch(8))
@@ -573,8 +571,7 @@ async def test_a_failed_bind_is_a_warning_that_says_it_will_retry(
         Clock(),
     )
     s = make_scheduler(api, clock, log=log)
-    pod = make_pod("web", "ns").scheduler("plumb").req(cpu="1").obj()
-    pod["metadata"]["uid"] = "uid-web"
+    pod = make_pod("web", "ns").uid("uid-web").scheduler("plumb").req(cpu="1").obj()
     s.feed.resync([make_node("n1").capacity(cpu="2").obj()], [pod])
     await s.schedule_batch(await s.queue.pop_batch(8))
     await s.drain()

@@ -11,6 +11,7 @@ from plumb.framework import cycle, deviation, scoring
 from plumb.kernel import contract, reference
 from plumb.policy import engine as engine_module
 from plumb.testing.builders import make_node, make_pod
+from tests.support import small_clusters
 from tests.support.policy_builders import ZONE, make_policy
 
 
@@ -22,6 +23,24 @@ class Clock:
         return self.now
 
 
+# plumb's pods of app=web (one of app=db), pending; each one's uid is its name.
+NEW, A, B, C, NEXT = (
+    small_clusters.pod(
+        make_pod(name, "shop").label("app", "web").scheduler("plumb").req(cpu="100m"), name
+    )
+    for name in ("new", "a", "b", "c", "next")
+)
+FAILING = [
+    small_clusters.pod(
+        make_pod(f"p{i}", "shop").label("app", "web").scheduler("plumb").req(cpu="100m"), f"p{i}"
+    )
+    for i in range(5)
+]
+OTHER = small_clusters.pod(
+    make_pod("other", "shop").label("app", "db").scheduler("plumb").req(cpu="100m"), "other"
+)
+
+
 def _cluster(zones: dict[str, int]) -> cache_module.Cache:
     """One node per zone; ``zones`` gives how many app=web pods each already holds."""
     cache = cache_module.Cache()
@@ -30,24 +49,24 @@ def _cluster(zones: dict[str, int]) -> cache_module.Cache:
             objects.parse_node(make_node(f"n-{zone}").zone(zone).capacity(cpu="8").obj())
         )
         for i in range(count):
-            cache.add_pod(_pod(f"{zone}-{i}", node=f"n-{zone}"))
+            cache.add_pod(
+                small_clusters.pod(
+                    make_pod(f"{zone}-{i}", "shop")
+                    .label("app", "web")
+                    .scheduler("plumb")
+                    .req(cpu="100m")
+                    .node(f"n-{zone}"),
+                    f"{zone}-{i}",
+                )
+            )
     return cache
-
-
-def _pod(name: str, *, node: str = "", app: str = "web", cpu: str = "100m") -> objects.PodInfo:
-    builder = make_pod(name, "shop").label("app", app).scheduler("plumb").req(cpu=cpu)
-    if node:
-        builder = builder.node(node)
-    body: dict[str, Any] = builder.obj()
-    body["metadata"]["uid"] = name
-    return objects.parse_pod(body)
 
 
 def test_the_highest_priority_policy_governs_and_adds_its_rules_to_the_pods_own() -> None:
     engine = engine_module.PolicyEngine(_cluster({}))
     engine.apply(make_policy("web").labels(app="web").spread(ZONE, 2).obj())
     engine.apply(make_policy("strict").labels(app="web").spread(ZONE, 1).priority(5).obj())
-    pod = _pod("new")
+    pod = NEW
 
     policy = engine.governing(pod)
     assert policy is not None
@@ -56,8 +75,8 @@ def test_the_highest_priority_policy_governs_and_adds_its_rules_to_the_pods_own(
     assert [(c.topology_key, c.max_skew, c.hard) for c in governed.scheduling.spread] == [
         (ZONE, 1, True)
     ]
-    assert engine.governing(_pod("other", app="db")) is None
-    assert engine.group(_pod("other", app="db")) is None
+    assert engine.governing(OTHER) is None
+    assert engine.group(OTHER) is None
     assert engine.group(pod) == ("shop", "strict", 1)
 
 
@@ -125,7 +144,7 @@ def test_a_deviating_pod_goes_where_the_skew_rises_least() -> None:
     state = engine.apply(make_policy("web").labels(app="web").spread(ZONE, 1).obj())
     assert state is not None
     assert state.active is not None
-    pod = _pod("new")
+    pod = NEW
     snap = cache.snapshot()
     prepared = cycle.prepare([pod], snap, cache)  # without the policy: every node passes
     assert prepared.compiled is not None
@@ -146,7 +165,7 @@ def test_a_full_zone_leaves_the_least_bad_of_the_others() -> None:
     state = engine.apply(make_policy("web").labels(app="web").spread(ZONE, 1).obj())
     assert state is not None
     assert state.active is not None
-    pod = _pod("new")
+    pod = NEW
     snap = cache.snapshot()
     prepared = cycle.prepare([pod], snap, cache)
     assert prepared.compiled is not None
@@ -166,10 +185,10 @@ def test_the_budget_sentence_counts_deviations_and_names_the_policy() -> None:
     assert state.active is not None
     policy = state.active
     assert engine.may_deviate(policy)
-    assert engine.spend(policy, _pod("a"))
-    assert engine.spend(policy, _pod("b"))
+    assert engine.spend(policy, A)
+    assert engine.spend(policy, B)
     assert not engine.may_deviate(policy)
-    assert not engine.spend(policy, _pod("c"))
+    assert not engine.spend(policy, C)
     assert engine.budget_text(policy) == (
         "SchedulingPolicy shop/web's deviation budget: 2 of 2 used, 0 left in the window "
         "since 2027-01-15T08:00:00Z"
@@ -206,12 +225,12 @@ def test_failures_after_a_spec_change_revert_to_the_last_good_generation() -> No
     assert state.active.generation == 2
     failing = state.active
 
-    outcomes = [engine.record(failing, _pod(f"p{i}"), None) for i in range(5)]
+    outcomes = [engine.record(failing, pod, None) for pod in FAILING]
     assert [o.reverted is not None for o in outcomes] == [False] * 4 + [True]
     reverted = outcomes[-1].reverted
     assert reverted is not None
     assert (reverted.from_generation, reverted.to_generation) == (2, 1)
-    back = engine.governing(_pod("next"))
+    back = engine.governing(NEXT)
     assert back is not None
     assert back.generation == 1
     status = engine.status("shop", "web")
@@ -241,6 +260,6 @@ def test_a_resumed_policy_takes_up_its_budget_once() -> None:
     assert engine.budget_text(state.active).startswith(
         "SchedulingPolicy shop/web's deviation budget: 2 of 3 used"
     )
-    engine.spend(state.active, _pod("c"))
+    engine.spend(state.active, C)
     engine.resume(body)  # kopf's resume after the startup list: nothing is taken up again
     assert "3 of 3 used" in engine.budget_text(state.active)

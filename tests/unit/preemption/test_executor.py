@@ -72,15 +72,12 @@ class Gate:
         return self.answers.pop(0) if self.answers else True
 
 
-def _pod(name: str, uid: str, *, node: str = "", scheduler: str = "plumb") -> objects.PodInfo:
-    builder = make_pod(name, "ns").scheduler(scheduler).uid(uid)
-    if node:
-        builder = builder.node(node)
-    return objects.parse_pod(builder.obj())
-
-
-VICTIM = _pod("victim", "uid-victim", node="n1")
-PREEMPTOR = _pod("preemptor", "uid-preemptor")
+VICTIM = objects.parse_pod(
+    make_pod("victim", "ns").scheduler("plumb").uid("uid-victim").node("n1").obj()
+)
+PREEMPTOR = objects.parse_pod(
+    make_pod("preemptor", "ns").scheduler("plumb").uid("uid-preemptor").obj()
+)
 
 
 async def test_preempt_writes_condition_then_deletion_then_event() -> None:
@@ -129,7 +126,9 @@ async def test_preempt_writes_condition_then_deletion_then_event() -> None:
 async def test_the_condition_names_the_preemptors_scheduler() -> None:
     api = PodsApi()
     recorder = events.Recorder(api, instance="plumb-0")
-    other = _pod("preemptor", "uid-preemptor", scheduler="tight")
+    other = objects.parse_pod(
+        make_pod("preemptor", "ns").scheduler("tight").uid("uid-preemptor").obj()
+    )
     assert await recorder.preempt(VICTIM, other, "n1")
     condition = api.calls[0][3]["status"]["conditions"][0]
     assert condition["message"] == "tight: preempting to accommodate a higher priority pod"

@@ -18,16 +18,16 @@ from plumb.kernel import contract, reference
 from plumb.testing.builders import make_node, make_pod
 from tests.support.fakes import Clock, FakeApi, Outcome, make_scheduler
 
-
-def _pod(node: str = "") -> dict[str, Any]:
-    body = make_pod("web", "ns").scheduler("plumb").req(cpu="500m").obj()
-    body["metadata"]["uid"] = "uid-web"
-    body["metadata"]["creationTimestamp"] = "2026-11-30T00:00:00Z"
-    if node:
-        body["spec"]["nodeName"] = node
-    return body
-
-
+# The pod these tests bind, pending, and as the watch shows it bound to n1 or to n2.
+WEB = (
+    make_pod("web", "ns")
+    .uid("uid-web")
+    .created("2026-11-30T00:00:00Z")
+    .scheduler("plumb")
+    .req(cpu="500m")
+)
+WEB_ON_N1 = WEB.copy().node("n1")
+WEB_ON_N2 = WEB.copy().node("n2")
 NODES = [make_node("n1").capacity(cpu="4").obj(), make_node("n2").capacity(cpu="2").obj()]
 
 
@@ -48,11 +48,11 @@ def _reasons(api: FakeApi) -> list[str]:
 async def test_bound_pod_stays_assumed_until_the_watch_confirms_it_once() -> None:
     api, clock = FakeApi(), Clock()
     s = make_scheduler(api, clock)
-    s.feed.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
     assert api.binds == [("web", "n1")]
     assert s.cache.state("uid-web") is cache_module.PodState.ASSUMED
-    s.feed.on_pod("MODIFIED", _pod(node="n1"))
+    s.feed.on_pod("MODIFIED", WEB_ON_N1.obj())
     assert s.cache.state("uid-web") is cache_module.PodState.ADDED
     assert _pods_on(s.cache, "n1") == 1
     assert _reasons(api) == ["Scheduled"]
@@ -63,13 +63,13 @@ async def test_conflict_forgets_and_counts_the_winner_once() -> None:
     conflict = k8s_client.ApiResponse(status=409, body={"message": "already assigned"})
     api, clock = FakeApi(conflict), Clock()
     s = make_scheduler(api, clock)
-    s.feed.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
     assert s.cache.state("uid-web") is None
     # Retried after a backoff unless the watch settles it first, as kube-scheduler does.
     assert s.queue.where("uid-web") is queue_module.Where.BACKOFF
     assert _pods_on(s.cache, "n1") == 0
-    s.feed.on_pod("MODIFIED", _pod(node="n2"))  # another scheduler had it
+    s.feed.on_pod("MODIFIED", WEB_ON_N2.obj())  # another scheduler had it
     assert "uid-web" not in s.queue
     assert (_pods_on(s.cache, "n1"), _pods_on(s.cache, "n2")) == (0, 1)
     assert api.binds == [("web", "n1")]
@@ -82,19 +82,19 @@ async def test_a_conflict_the_watch_never_confirms_is_retried_and_binds() -> Non
     conflict = k8s_client.ApiResponse(status=409, body={"message": "injected"})
     api, clock = FakeApi(conflict), Clock()
     s = make_scheduler(api, clock)
-    s.feed.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
     clock.now += queue_module.INITIAL_BACKOFF
     await _attempt(s)
     assert api.binds == [("web", "n1"), ("web", "n1")]
-    s.feed.on_pod("MODIFIED", _pod(node="n1"))
+    s.feed.on_pod("MODIFIED", WEB_ON_N1.obj())
     assert _reasons(api).count("Scheduled") == 1
 
 
 async def test_gone_pod_is_dropped() -> None:
     api, clock = FakeApi(k8s_client.ApiResponse(status=404, body={"message": "not found"})), Clock()
     s = make_scheduler(api, clock)
-    s.feed.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
     assert s.cache.state("uid-web") is None
     assert "uid-web" not in s.queue
@@ -112,7 +112,7 @@ async def test_gone_pod_is_dropped() -> None:
 async def test_error_mid_bind_requeues_with_backoff_then_binds_once(failure: Outcome) -> None:
     api, clock = FakeApi(failure), Clock()
     s = make_scheduler(api, clock)
-    s.feed.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
     assert s.cache.state("uid-web") is None
     assert _pods_on(s.cache, "n1") == 0
@@ -120,7 +120,7 @@ async def test_error_mid_bind_requeues_with_backoff_then_binds_once(failure: Out
     clock.now += queue_module.INITIAL_BACKOFF
     await _attempt(s)
     assert api.binds == [("web", "n1"), ("web", "n1")]
-    s.feed.on_pod("MODIFIED", _pod(node="n1"))
+    s.feed.on_pod("MODIFIED", WEB_ON_N1.obj())
     assert _pods_on(s.cache, "n1") == 1
     assert _reasons(api).count("Scheduled") == 1
 
@@ -129,7 +129,7 @@ async def test_throttled_bind_waits_and_retries_while_assumed() -> None:
     throttled = k8s_client.ApiResponse(status=429, body={}, retry_after=0.01)
     api, clock = FakeApi(throttled), Clock()
     s = make_scheduler(api, clock)
-    s.feed.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
     assert api.binds == [("web", "n1"), ("web", "n1")]
     assert s.cache.state("uid-web") is cache_module.PodState.ASSUMED
@@ -144,7 +144,7 @@ async def test_node_deleted_while_the_kernel_decides_requeues_the_pod() -> None:
         return result
 
     s = make_scheduler(api, clock, kernel=kernel)
-    s.feed.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
     assert api.binds == []
     assert s.cache.state("uid-web") is None
@@ -158,11 +158,11 @@ async def test_pod_deleted_while_the_kernel_decides_is_not_bound() -> None:
 
     async def kernel(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
         result = reference.run(cluster, batch)
-        s.feed.on_pod("DELETED", _pod())
+        s.feed.on_pod("DELETED", WEB.obj())
         return result
 
     s = make_scheduler(api, clock, kernel=kernel)
-    s.feed.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
     assert api.binds == []
     assert s.cache.state("uid-web") is None
@@ -172,9 +172,7 @@ async def test_pod_deleted_while_the_kernel_decides_is_not_bound() -> None:
 async def test_failed_scheduling_events_at_most_once_per_backoff_step() -> None:
     api, clock = FakeApi(), Clock()
     recorder = events.Recorder(api, instance="test", clock=clock)
-    pod = make_pod("waits", "ns").obj()
-    pod["metadata"]["uid"] = "uid-waits"
-    info = objects.parse_pod(pod)
+    info = objects.parse_pod(make_pod("waits", "ns").uid("uid-waits").obj())
     message = "0/3 nodes are available: 3 Insufficient cpu."
     recorder.failed_scheduling(info, message, step=1.0)
     recorder.failed_scheduling(info, message, step=1.0)  # same step: suppressed
@@ -218,10 +216,10 @@ class _SettledMidBind(FakeApi):
 )
 async def test_a_bind_the_watch_saw_committed_is_not_retried(failure: Outcome) -> None:
     clock = Clock()
-    api = _SettledMidBind(failure, ("MODIFIED", _pod(node="n1")))
+    api = _SettledMidBind(failure, ("MODIFIED", WEB_ON_N1.obj()))
     s = make_scheduler(api, clock)
     api.scheduler = s
-    s.feed.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
     assert s.cache.state("uid-web") is cache_module.PodState.ADDED
     assert _pods_on(s.cache, "n1") == 1
@@ -243,14 +241,14 @@ async def test_a_bind_whose_answer_was_lost_is_reported_when_the_watch_shows_it_
         Clock(),
     )
     s = make_scheduler(api, clock)
-    s.feed.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
     assert s.queue.where("uid-web") is queue_module.Where.BACKOFF
-    s.feed.on_pod("MODIFIED", _pod(node="n1"))
+    s.feed.on_pod("MODIFIED", WEB_ON_N1.obj())
     await s.drain()
     assert "uid-web" not in s.queue
     assert _reasons(api) == ["Scheduled"]
-    s.feed.on_pod("MODIFIED", _pod(node="n1"))
+    s.feed.on_pod("MODIFIED", WEB_ON_N1.obj())
     await s.drain()
     assert _reasons(api) == ["Scheduled"]
 
@@ -258,10 +256,10 @@ async def test_a_bind_whose_answer_was_lost_is_reported_when_the_watch_shows_it_
 async def test_a_bind_that_fails_after_the_pod_was_deleted_is_not_retried() -> None:
     clock = Clock()
     failure = k8s_client.ApiResponse(status=500, body={"message": "internal error"})
-    api = _SettledMidBind(failure, ("DELETED", _pod()))
+    api = _SettledMidBind(failure, ("DELETED", WEB.obj()))
     s = make_scheduler(api, clock)
     api.scheduler = s
-    s.feed.resync(NODES, [_pod()])
+    s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
     assert s.cache.state("uid-web") is None
     assert _pods_on(s.cache, "n1") == 0

@@ -5,7 +5,6 @@ leader charged before its binding was cut short."""
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from plumb.k8s import client as k8s_client
 from plumb.policy import spec
@@ -21,14 +20,16 @@ NODES = [
     make_node("b1").zone("b").capacity(cpu="4").obj(),
     make_node("c1").zone("c").capacity(cpu="500m").obj(),
 ]
-
-
-def _web(i: int, node: str = "") -> dict[str, Any]:
-    pod = make_pod(f"web-{i}", "shop").uid(f"w{i}").scheduler("plumb").label("app", "web")
-    pod = pod.req(cpu="1")
-    body: dict[str, Any] = (pod.node(node) if node else pod).obj()
-    body["metadata"]["creationTimestamp"] = f"2026-12-01T00:00:0{i}Z"
-    return body
+# Pods of app=web, created a second apart: web-0, web-1, web-2.
+WEB = [
+    make_pod(f"web-{i}", "shop")
+    .uid(f"w{i}")
+    .created(f"2026-12-01T00:00:0{i}Z")
+    .scheduler("plumb")
+    .label("app", "web")
+    .req(cpu="1")
+    for i in range(3)
+]
 
 
 def _policy(s: Scheduler) -> spec.Policy:
@@ -60,8 +61,8 @@ async def test_a_deviation_whose_binding_fails_is_charged_once_when_the_retry_bi
     s = make_scheduler(api, clock)
     s.feed.resync(NODES, [])
     s.feed.on_policy("ADDED", make_policy("web", "shop").spread().budget(max_violations=3).obj())
-    for i in range(3):
-        s.feed.on_pod("ADDED", _web(i))
+    for pod in WEB:
+        s.feed.on_pod("ADDED", pod.obj())
     await s.schedule_batch(await s.queue.pop_batch(8))
     await s.drain()
     assert [name for name, _ in api.binds] == ["web-0", "web-1", "web-2"]
@@ -96,8 +97,8 @@ async def test_a_new_leader_does_not_charge_again_for_a_deviation_cut_short_by_t
     old.feed.resync(NODES, [])
     policy_body = make_policy("web", "shop").spread().budget(max_violations=1).obj()
     old.feed.on_policy("ADDED", policy_body)
-    for i in range(3):
-        old.feed.on_pod("ADDED", _web(i))
+    for pod in WEB:
+        old.feed.on_pod("ADDED", pod.obj())
     await old.schedule_batch(await old.queue.pop_batch(8))
     for _ in range(50):
         await asyncio.sleep(0)
@@ -109,7 +110,9 @@ async def test_a_new_leader_does_not_charge_again_for_a_deviation_cut_short_by_t
 
     new_api = FakeApi()
     new = make_scheduler(new_api, clock)
-    new.feed.resync(NODES, [_web(0, "a1"), _web(1, "b1"), _web(2)])
+    new.feed.resync(
+        NODES, [WEB[0].copy().node("a1").obj(), WEB[1].copy().node("b1").obj(), WEB[2].obj()]
+    )
     new.feed.on_policy("ADDED", policy_body)
     new.policies.take_over({**policy_body, "status": written})
     assert _used(new) == 1

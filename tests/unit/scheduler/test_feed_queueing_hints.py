@@ -11,9 +11,7 @@ from plumb.testing.builders import NodeBuilder, PodBuilder, make_node, make_pod
 
 
 def _waiting(q: queue_module.SchedulingQueue, name: str, plugins: frozenset[str]) -> str:
-    body = make_pod(name).obj()
-    body["metadata"]["uid"] = name
-    q.add(objects.parse_pod(body))
+    q.add(objects.parse_pod(make_pod(name).uid(name).obj()))
     entry = q._pop_active()
     assert entry is not None
     q.unschedulable(entry.pod.uid, plugins)
@@ -51,9 +49,7 @@ def test_node_changes_name_the_plugins_they_can_help() -> None:
 def test_an_event_during_the_attempt_retries_the_pod_instead_of_parking_it() -> None:
     now = [0.0]
     q = queue_module.SchedulingQueue(clock=lambda: now[0])
-    body = make_pod("racer").obj()
-    body["metadata"]["uid"] = "racer"
-    q.add(objects.parse_pod(body))
+    q.add(objects.parse_pod(make_pod("racer").uid("racer").obj()))
     entry = q._pop_active()
     assert entry is not None
     # A node arrives while the kernel decides on a snapshot without it ...
@@ -65,9 +61,7 @@ def test_an_event_during_the_attempt_retries_the_pod_instead_of_parking_it() -> 
 
 def test_an_unrelated_event_during_the_attempt_still_parks_the_pod() -> None:
     q = queue_module.SchedulingQueue(clock=lambda: 0.0)
-    body = make_pod("racer").obj()
-    body["metadata"]["uid"] = "racer"
-    q.add(objects.parse_pod(body))
+    q.add(objects.parse_pod(make_pod("racer").uid("racer").obj()))
     assert q._pop_active() is not None
     q.move_all(frozenset({tainttoleration.NAME}))
     q.unschedulable("racer", frozenset({noderesourcesfit.NAME}))
@@ -78,20 +72,18 @@ def test_a_decision_names_the_plugins_that_rejected_nodes_and_if_preemption_coul
     c = cache.Cache()
     c.upsert_node(objects.parse_node(make_node("small").capacity(cpu="2").obj()))
     c.upsert_node(objects.parse_node(make_node("tainted").taint("dedicated", "gpu").obj()))
-    resident = make_pod("resident").node("small").req(cpu="1").obj()
-    resident["metadata"]["uid"] = "resident"
-    c.add_pod(objects.parse_pod(resident))
+    c.add_pod(
+        objects.parse_pod(make_pod("resident").uid("resident").node("small").req(cpu="1").obj())
+    )
 
     def decide(builder: PodBuilder) -> cycle.Decision:
-        body = builder.obj()
-        body["metadata"]["uid"] = body["metadata"]["name"]
-        return cycle.schedule(objects.parse_pod(body), c.snapshot(), c)
+        return cycle.schedule(objects.parse_pod(builder.obj()), c.snapshot(), c)
 
-    big = decide(make_pod("big").req(cpu="2"))
+    big = decide(make_pod("big").uid("big").req(cpu="2"))
     assert big.plugins == {noderesourcesfit.NAME, tainttoleration.NAME}
     assert not big.unresolvable  # freeing cpu on "small" could make room
     # More cpu than "small" has at all: no eviction helps (kube-scheduler's NodeResourcesFit).
-    assert decide(make_pod("huge").req(cpu="3")).unresolvable
-    pinned = decide(make_pod("pinned").node_selector("zone", "nowhere"))
+    assert decide(make_pod("huge").uid("huge").req(cpu="3")).unresolvable
+    pinned = decide(make_pod("pinned").uid("pinned").node_selector("zone", "nowhere"))
     assert pinned.plugins == {nodeaffinity.NAME, tainttoleration.NAME}
     assert pinned.unresolvable

@@ -19,12 +19,7 @@ UNREADABLE_POD: dict[str, Any] = {
     "spec": {"schedulerName": "plumb", "containers": [None]},
 }
 UNREADABLE_NODE: dict[str, Any] = {"metadata": {"name": "odd"}, "status": {"allocatable": "x"}}
-
-
-def _pod(name: str) -> dict[str, Any]:
-    body = make_pod(name, "shop").scheduler("plumb").req(cpu="100m").obj()
-    body["metadata"]["uid"] = f"uid-{name}"
-    return body
+WEB = make_pod("web", "shop").uid("uid-web").scheduler("plumb").req(cpu="100m")
 
 
 def test_a_list_with_an_unreadable_pod_and_node_keeps_the_rest(
@@ -33,7 +28,7 @@ def test_a_list_with_an_unreadable_pod_and_node_keeps_the_rest(
     s = make_scheduler(FakeApi(), Clock())
     node = make_node("n1").capacity(cpu="4").obj()
     with caplog.at_level(logging.ERROR):
-        s.feed.resync([UNREADABLE_NODE, node], [UNREADABLE_POD, _pod("web")])
+        s.feed.resync([UNREADABLE_NODE, node], [UNREADABLE_POD, WEB.obj()])
     assert s.cache.nodes.names() == ["n1"]
     assert "uid-web" in s.queue
     assert "uid-odd" not in s.queue
@@ -45,5 +40,5 @@ def test_an_unreadable_pod_event_leaves_the_watch_going() -> None:
     s = make_scheduler(FakeApi(), Clock())
     s.feed.resync([make_node("n1").capacity(cpu="4").obj()], [])
     s.feed.on_pod("ADDED", UNREADABLE_POD)  # raising here would end the pods watch
-    s.feed.on_pod("ADDED", _pod("web"))
+    s.feed.on_pod("ADDED", WEB.obj())
     assert "uid-web" in s.queue

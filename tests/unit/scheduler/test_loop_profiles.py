@@ -32,22 +32,47 @@ SERVED = scheduler_module.Served(
 )
 # n1 has 2 of its 4 cpus taken; n2 is empty: LeastAllocated prefers n2, MostAllocated n1.
 NODES = [make_node("n1").capacity(cpu="4").obj(), make_node("n2").capacity(cpu="4").obj()]
-
-
-def _pod(name: str, scheduler: str, node: str = "", cpu: str = "500m") -> dict[str, Any]:
-    body = make_pod(name, "ns").scheduler(scheduler).req(cpu=cpu).obj()
-    body["metadata"]["uid"] = f"uid-{name}"
-    body["metadata"]["creationTimestamp"] = "2026-11-30T00:00:00Z"
-    if node:
-        body["spec"]["nodeName"] = node
-    return body
+# The pods, all created at one time, their uid "uid-" and their name.
+CREATED = "2026-11-30T00:00:00Z"
+# Not plumb's: it holds 2 of n1's cpus.
+BUSY = (
+    make_pod("busy", "ns")
+    .uid("uid-busy")
+    .created(CREATED)
+    .scheduler("default-scheduler")
+    .req(cpu="2")
+    .node("n1")
+    .obj()
+)
+SPREAD = (
+    make_pod("spread", "ns").uid("uid-spread").created(CREATED).scheduler(SPREADER).req(cpu="500m")
+)
+PACK = make_pod("pack", "ns").uid("uid-pack").created(CREATED).scheduler(PACKER).req(cpu="500m")
+OTHERS = make_pod("x", "ns").uid("uid-x").created(CREATED).scheduler("other").req(cpu="500m")
+FIRST = make_pod("first", "ns").uid("uid-first").created(CREATED).scheduler(PACKER).req(cpu="500m")
+SECOND = (
+    make_pod("second", "ns").uid("uid-second").created(CREATED).scheduler(PACKER).req(cpu="500m")
+)
+GOOD_1 = (
+    make_pod("good1", "ns").uid("uid-good1").created(CREATED).scheduler(SPREADER).req(cpu="500m")
+)
+BAD = make_pod("bad", "ns").uid("uid-bad").created(CREATED).scheduler(SPREADER).req(cpu="500m")
+GOOD_2 = (
+    make_pod("good2", "ns").uid("uid-good2").created(CREATED).scheduler(SPREADER).req(cpu="500m")
+)
+HUGE = make_pod("huge", "ns").uid("uid-huge").created(CREATED).scheduler(SPREADER).req(cpu="8")
+SPREAD_PODS = [
+    make_pod(f"p{i}", "ns").uid(f"uid-p{i}").created(CREATED).scheduler(SPREADER).req(cpu="500m")
+    for i in range(3)
+]
+PACK_PODS = [
+    make_pod(f"p{i}", "ns").uid(f"uid-p{i}").created(CREATED).scheduler(PACKER).req(cpu="700m")
+    for i in range(6)
+]
 
 
 def _zone_is(zone: str) -> specs.Requirement:
     return specs.Requirement("topology.kubernetes.io/zone", "In", (zone,))
-
-
-BUSY = _pod("busy", "default-scheduler", node="n1", cpu="2")
 
 
 async def _round(s: scheduler_module.Scheduler) -> None:
@@ -78,7 +103,7 @@ async def _reference(cluster: contract.Cluster, batch: contract.Batch) -> contra
 async def test_each_profile_decides_the_pods_that_name_it() -> None:
     api, clock = FakeApi(), Clock()
     s = _served_scheduler(api, clock)
-    s.feed.resync(NODES, [BUSY, _pod("spread", SPREADER), _pod("pack", PACKER), _pod("x", "other")])
+    s.feed.resync(NODES, [BUSY, SPREAD.obj(), PACK.obj(), OTHERS.obj()])
     await _round(s)
     assert sorted(api.binds) == [("pack", "n1"), ("spread", "n2")]  # "other" is not ours
     records = {name: s.tracer.last(f"ns/{name}") for name in ("spread", "pack")}
@@ -91,10 +116,10 @@ async def test_each_profile_decides_the_pods_that_name_it() -> None:
 async def test_a_reload_switches_profiles_between_batches_and_keeps_the_queue() -> None:
     api, clock = FakeApi(), Clock()
     s = _served_scheduler(api, clock)
-    s.feed.resync(NODES, [BUSY, _pod("first", PACKER)])
+    s.feed.resync(NODES, [BUSY, FIRST.obj()])
     await _round(s)
     # The packer profile becomes a spreader; the waiting pod is decided under the new one.
-    s.feed.on_pod("ADDED", _pod("second", PACKER))
+    s.feed.on_pod("ADDED", SECOND.obj())
     s.reconfigure(
         dataclasses.replace(
             SERVED,
@@ -127,7 +152,7 @@ async def test_a_kernel_failing_on_a_batch_decides_its_pods_one_at_a_time() -> N
         return reference.run(cluster, batch)
 
     s = _served_scheduler(api, clock, kernel=kernel)
-    s.feed.resync(NODES, [_pod(f"p{i}", SPREADER) for i in range(3)])
+    s.feed.resync(NODES, [pod.obj() for pod in SPREAD_PODS])
     await _round(s)
     assert sizes == [3, 1, 1, 1]
     assert len(api.binds) == 3
@@ -146,7 +171,7 @@ async def test_a_pod_that_makes_plumb_fail_gets_an_internal_error_and_the_others
 
     hashes = {hashing.stable_hash(uid) for uid in broken}
     s = _served_scheduler(api, clock, kernel=kernel, metrics=metrics)
-    s.feed.resync(NODES, [_pod("good1", SPREADER), _pod("bad", SPREADER), _pod("good2", SPREADER)])
+    s.feed.resync(NODES, [GOOD_1.obj(), BAD.obj(), GOOD_2.obj()])
     await _round(s)
     assert sorted(name for name, _ in api.binds) == ["good1", "good2"]
     failed = [e for e in api.events if e["reason"] == "FailedScheduling"]
@@ -175,7 +200,7 @@ async def test_without_default_preemption_a_pod_that_fits_nowhere_is_only_report
     api, clock = FakeApi(), Clock()
     served = scheduler_module.Served(profiles=(scoring.Profile(name=SPREADER, preemption=False),))
     s = _served_scheduler(api, clock, served)
-    s.feed.resync(NODES, [_pod("huge", SPREADER, cpu="8")])
+    s.feed.resync(NODES, [HUGE.obj()])
     await _round(s)
     notes = [e["note"] for e in api.events if e["reason"] == "FailedScheduling"]
     assert notes == ["0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate."], (
@@ -196,7 +221,7 @@ async def test_replay_decides_again_under_the_profile_of_the_decision() -> None:
     )
     s = _served_scheduler(api, clock, scheduler_module.Served(profiles=(packer,), digest="abc123"))
     nodes = [make_node(f"n{i}").zone("ab"[i % 2]).capacity(cpu="4").obj() for i in range(4)]
-    bodies = [_pod(f"p{i}", PACKER, cpu="700m") for i in range(6)]
+    bodies = [pod.obj() for pod in PACK_PODS]
     s.feed.resync(nodes, bodies)
     await _round(s)
     document = runs.load(json.loads(json.dumps(s.dump())))

@@ -5,7 +5,6 @@ queue and the cache's size, each equal to what the scheduler did, with no pod in
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import pytest
 from prometheus_client import parser
@@ -30,16 +29,31 @@ def _scheduler(
     return s
 
 
-def _pod(name: str, cpu: str, node: str = "") -> dict[str, Any]:
-    body = make_pod(name, "ns").scheduler("plumb").req(cpu=cpu).obj()
-    body["metadata"]["uid"] = f"uid-{name}"
-    body["metadata"]["creationTimestamp"] = "2026-11-30T00:00:00Z"
-    if node:
-        body["spec"]["nodeName"] = node
-    return body
-
-
 NODES = [make_node(f"n{i}").capacity(cpu="2").obj() for i in range(3)]
+# plumb's pods: two that fit (and as the watch shows them once bound) and one that fits nowhere.
+WEB_0 = (
+    make_pod("web-0", "ns")
+    .uid("uid-web-0")
+    .created("2026-11-30T00:00:00Z")
+    .scheduler("plumb")
+    .req(cpu="1")
+)
+WEB_1 = (
+    make_pod("web-1", "ns")
+    .uid("uid-web-1")
+    .created("2026-11-30T00:00:00Z")
+    .scheduler("plumb")
+    .req(cpu="1")
+)
+HUGE = (
+    make_pod("huge", "ns")
+    .uid("uid-huge")
+    .created("2026-11-30T00:00:00Z")
+    .scheduler("plumb")
+    .req(cpu="64")
+)
+WEB_0_ON_N0 = WEB_0.copy().node("n0")
+WEB_1_ON_N1 = WEB_1.copy().node("n1")
 
 
 def _scrape(s: scheduler_module.Scheduler) -> Samples:
@@ -75,7 +89,7 @@ async def _attempt(s: scheduler_module.Scheduler) -> None:
 async def test_the_page_counts_what_the_scheduler_did() -> None:
     api, clock = FakeApi(), Clock()
     s = _scheduler(api, clock)
-    s.feed.resync(NODES, [_pod("web-0", "1"), _pod("web-1", "1"), _pod("huge", "64")])
+    s.feed.resync(NODES, [WEB_0.obj(), WEB_1.obj(), HUGE.obj()])
     clock.now += 2.0  # two seconds in the queue before the pop
     await _attempt(s)
 
@@ -95,8 +109,8 @@ async def test_the_page_counts_what_the_scheduler_did() -> None:
     assert cache == {"nodes": 3, "pods": 2, "assumed_pods": 2}
 
     # The watch confirms both bindings: still two pods, none assumed.
-    s.feed.on_pod("MODIFIED", _pod("web-0", "1", node="n0"))
-    s.feed.on_pod("MODIFIED", _pod("web-1", "1", node="n1"))
+    s.feed.on_pod("MODIFIED", WEB_0_ON_N0.obj())
+    s.feed.on_pod("MODIFIED", WEB_1_ON_N1.obj())
     cache = _gauge(_scrape(s), metrics.CACHE_SIZE, "type", metrics.CACHE_TYPES)
     assert cache == {"nodes": 3, "pods": 2, "assumed_pods": 0}
 
@@ -104,7 +118,7 @@ async def test_the_page_counts_what_the_scheduler_did() -> None:
 async def test_no_label_carries_a_pod() -> None:
     api, clock = FakeApi(k8s_client.ApiResponse(status=500, body={})), Clock()
     s = _scheduler(api, clock)
-    pods = [_pod("web-0", "1"), _pod("web-1", "1"), _pod("huge", "64")]
+    pods = [WEB_0.obj(), WEB_1.obj(), HUGE.obj()]
     s.feed.resync(NODES, pods)
     await _attempt(s)
     clock.now += queue_module.MAX_BACKOFF
@@ -133,7 +147,7 @@ async def test_no_label_carries_a_pod() -> None:
 async def test_a_refused_binding_is_an_error_attempt(answer: Outcome, bind_result: str) -> None:
     api, clock = FakeApi(answer), Clock()
     s = _scheduler(api, clock)
-    s.feed.resync(NODES, [_pod("web-0", "1")])
+    s.feed.resync(NODES, [WEB_0.obj()])
     await _attempt(s)
     samples = _scrape(s)
     assert _attempts(samples) == {"scheduled": 0, "unschedulable": 0, "error": 1}
@@ -146,7 +160,7 @@ async def test_a_refused_binding_is_an_error_attempt(answer: Outcome, bind_resul
 async def test_a_pod_bound_at_its_second_attempt_counts_both_and_its_whole_wait() -> None:
     api, clock = FakeApi(k8s_client.ApiResponse(status=500, body={})), Clock()
     s = _scheduler(api, clock)
-    s.feed.resync(NODES, [_pod("web-0", "1")])
+    s.feed.resync(NODES, [WEB_0.obj()])
     await _attempt(s)
     pending = _gauge(_scrape(s), metrics.PENDING_PODS, "queue", metrics.QUEUES)
     assert pending == {"active": 0, "backoff": 1, "unschedulable": 0, "gated": 0}
@@ -167,7 +181,7 @@ async def test_a_batch_that_fails_counts_an_error_per_pod_and_leadership_follows
     api, clock = FakeApi(), Clock()
     s = _scheduler(api, clock, kernel=broken)
     assert _value(_scrape(s), metrics.LEADER) == 0
-    s.feed.resync(NODES, [_pod("web-0", "1"), _pod("web-1", "1")])
+    s.feed.resync(NODES, [WEB_0.obj(), WEB_1.obj()])
     loop = asyncio.create_task(s.run())
     for _ in range(100):
         await asyncio.sleep(0)

@@ -13,32 +13,11 @@ from plumb.backend import objects
 from plumb.framework import cycle, scoring
 from plumb.framework.plugins import imagelocality
 from plumb.kernel import compiled, contract, reference
-from plumb.testing.builders import NodeBuilder, make_node, make_pod
-from tests.support.small_clusters import cluster, statics
+from plumb.testing.builders import make_node, make_pod
+from tests.support.small_clusters import cluster, pod, statics
 
 MB = 1024 * 1024
 KERNELS = pytest.mark.parametrize("kernel", [reference.run, compiled.run], ids=["ref", "numba"])
-
-
-def _holding(name: str, *images: tuple[list[str], int]) -> NodeBuilder:
-    """A node whose status.images lists these (names, sizeBytes)."""
-    node = make_node(name)
-    body: dict[str, Any] = node._body  # the builder has no images of its own
-    body["status"]["images"] = [{"names": names, "sizeBytes": size} for names, size in images]
-    return node
-
-
-def _with_images(name: str, *images: str, init: tuple[str, ...] = ()) -> objects.PodInfo:
-    body = make_pod(name).req(cpu="100m").obj()
-    body["spec"]["containers"] = [
-        {"name": f"c{i}", "image": image} for i, image in enumerate(images)
-    ]
-    if init:
-        body["spec"]["initContainers"] = [
-            {"name": f"i{i}", "image": image} for i, image in enumerate(init)
-        ]
-    body["metadata"]["uid"] = f"uid-{name}"
-    return objects.parse_pod(body)
 
 
 @pytest.mark.parametrize(
@@ -76,8 +55,8 @@ def test_an_image_is_scaled_by_the_share_of_nodes_holding_it() -> None:
 
 def test_node_images_are_parsed_and_indexed_with_their_holders() -> None:
     nodes = statics(
-        _holding("n1", (["docker.io/library/app:v1", "app:v1"], 500 * MB)),
-        _holding("n2", (["app:v1"], 500 * MB), (["side:latest"], 40 * MB)),
+        make_node("n1").images((["docker.io/library/app:v1", "app:v1"], 500 * MB)),
+        make_node("n2").images((["app:v1"], 500 * MB), (["side:latest"], 40 * MB)),
         make_node("n3"),
     )
     assert nodes.nodes[0].images == (("docker.io/library/app:v1", 500 * MB), ("app:v1", 500 * MB))
@@ -91,32 +70,35 @@ def test_node_images_are_parsed_and_indexed_with_their_holders() -> None:
 
 def test_scores_per_node_by_hand() -> None:
     nodes = statics(
-        _holding("n1", (["app:v1"], 500 * MB), (["busybox:latest"], 100 * MB)),
-        _holding("n2", (["app:v1"], 500 * MB)),
-        _holding("n3", (["docker.io/library/app:v1"], 500 * MB)),  # another name: no match
+        make_node("n1").images((["app:v1"], 500 * MB), (["busybox:latest"], 100 * MB)),
+        make_node("n2").images((["app:v1"], 500 * MB)),
+        make_node("n3").images((["docker.io/library/app:v1"], 500 * MB)),  # another name: no match
         make_node("n4"),
     )
-    one = _with_images("one", "app:v1")
+    one = pod(make_pod("one").images("app:v1"), "uid-one")
     # app:v1 on 2 of 4 nodes: 250 MiB; 100 * (250 - 23) MiB // 977 MiB = 22700 // 977 = 23.
     assert imagelocality.score(one, nodes).tolist() == [23, 23, 0, 0]
     # An init container counts, both for its image and for the number of containers:
     # n1 holds busybox (1 node of 4: 25 MiB) too, 275 MiB of a 2000 MiB ceiling:
     # 100 * (275 - 23) // (2000 - 23) = 25200 // 1977 = 12; n2 250 MiB: 22700 // 1977 = 11.
-    two = _with_images("two", "app:v1", init=("busybox",))
+    two = pod(make_pod("two").images("app:v1", init=("busybox",)), "uid-two")
     assert two.images == ("busybox:latest", "app:v1")
     assert imagelocality.score(two, nodes).tolist() == [12, 11, 0, 0]
-    assert imagelocality.score(_with_images("none", "other:v1"), nodes).tolist() == [0] * 4
+    assert (
+        imagelocality.score(pod(make_pod("none").images("other:v1"), "uid-none"), nodes).tolist()
+        == [0] * 4
+    )
 
 
 @KERNELS
 def test_the_node_holding_the_image_wins_between_alike_nodes(kernel: Any) -> None:
     nodes = [
         make_node("n1"),
-        _holding("n2", (["app:v1"], 800 * MB)),
+        make_node("n2").images((["app:v1"], 800 * MB)),
         make_node("n3"),
     ]
     c = cluster(nodes)
-    incoming = _with_images("web", "app:v1")
+    incoming = pod(make_pod("web").images("app:v1"), "uid-web")
     prepared = cycle.prepare([incoming], c.snapshot(), c, scoring.DEFAULT)
     assert prepared.compiled is not None
     batch = prepared.compiled.batch
@@ -135,8 +117,12 @@ def test_the_node_holding_the_image_wins_between_alike_nodes(kernel: Any) -> Non
 
 
 def test_replicas_share_one_row_and_other_images_get_their_own() -> None:
-    c = cluster([_holding("n1", (["app:v1"], 800 * MB)), make_node("n2")])
-    pods = [_with_images("a", "app:v1"), _with_images("b", "app:v1"), _with_images("c", "db:v1")]
+    c = cluster([make_node("n1").images((["app:v1"], 800 * MB)), make_node("n2")])
+    pods = [
+        pod(make_pod("a").images("app:v1"), "uid-a"),
+        pod(make_pod("b").images("app:v1"), "uid-b"),
+        pod(make_pod("c").images("db:v1"), "uid-c"),
+    ]
     prepared = cycle.prepare(pods, c.snapshot(), c, scoring.DEFAULT)
     assert prepared.compiled is not None
     batch = prepared.compiled.batch

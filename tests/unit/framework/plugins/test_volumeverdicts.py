@@ -14,18 +14,17 @@ from plumb.framework.plugins import (
     volumezone,
 )
 from plumb.framework.plugins import volumeverdicts as volume_plugins
-from plumb.testing.builders import make_node, make_pod
-from tests.support.small_clusters import statics
+from plumb.testing.builders import PodBuilder, make_node, make_pod
+from tests.support import small_clusters
 from tests.support.volume_objects import (
     FIVE,
     JSON,
+    LOCAL,
     NS,
-    pod_info,
     pv_body,
     pvc_body,
     storage_class_body,
     store_of,
-    with_claims,
 )
 
 
@@ -34,12 +33,12 @@ def names(mask: np.ndarray, cluster: snapshot.NodeStatics = FIVE) -> list[str]:
 
 
 def verdicts_of(
-    body: JSON,
+    builder: PodBuilder,
     store: volumes.Volumes,
     cluster: snapshot.NodeStatics = FIVE,
     in_use: volumes.ClaimUse = volumes.NOTHING_IN_USE,
 ) -> volume_plugins.VolumeVerdicts:
-    return volume_plugins.verdicts(pod_info(body), cluster, store, in_use)
+    return volume_plugins.verdicts(small_clusters.pod(builder, "pod-uid"), cluster, store, in_use)
 
 
 def message(verdict: volume_plugins.VolumeVerdicts, total: int = 5) -> str:
@@ -55,7 +54,7 @@ def message(verdict: volume_plugins.VolumeVerdicts, total: int = 5) -> str:
 
 
 def test_a_missing_claim_fails_volume_restrictions_prefilter() -> None:
-    verdict = verdicts_of(with_claims(make_pod("web"), "data-web-2"), store_of())
+    verdict = verdicts_of(make_pod("web").claims("data-web-2"), store_of())
     assert verdict.prefilter == volume_plugins.PreFilterFailure(
         plugin=volumerestrictions.NAME,
         code=volumes.UNSCHEDULABLE_AND_UNRESOLVABLE,
@@ -72,7 +71,7 @@ def test_an_unbound_immediate_claim_fails_volume_binding_prefilter() -> None:
         claims=(pvc_body("data", storage_class="fast"),),
         classes=(storage_class_body("fast", mode=volumes.IMMEDIATE),),
     )
-    verdict = verdicts_of(with_claims(make_pod("web"), "data"), store)
+    verdict = verdicts_of(make_pod("web").claims("data"), store)
     assert verdict.prefilter is not None
     assert verdict.prefilter.plugin == volumebinding.NAME
     assert verdict.prefilter.message == volumebinding.UNBOUND_IMMEDIATE
@@ -87,7 +86,7 @@ def test_an_unbound_immediate_claim_fails_volume_binding_prefilter() -> None:
     ],
 )
 def test_claims_kube_scheduler_treats_as_immediate(claim: JSON, expected: str) -> None:
-    verdict = verdicts_of(with_claims(make_pod("web"), "data"), store_of(claims=(claim,)))
+    verdict = verdicts_of(make_pod("web").claims("data"), store_of(claims=(claim,)))
     assert verdict.prefilter is not None
     assert verdict.prefilter.message == expected
 
@@ -95,20 +94,20 @@ def test_claims_kube_scheduler_treats_as_immediate(claim: JSON, expected: str) -
 def test_a_lost_or_deleted_claim_fails_prefilter() -> None:
     lost = pvc_body("data", volume="pv-x")
     lost["status"] = {"phase": "Lost"}
-    verdict = verdicts_of(with_claims(make_pod("web"), "data"), store_of(claims=(lost,)))
+    verdict = verdicts_of(make_pod("web").claims("data"), store_of(claims=(lost,)))
     assert verdict.prefilter is not None
     assert verdict.prefilter.message == (
         'persistentvolumeclaim "data" bound to non-existent persistentvolume "pv-x"'
     )
     deleting = pvc_body("data")
     deleting["metadata"]["deletionTimestamp"] = "2025-01-01T00:00:00Z"
-    verdict = verdicts_of(with_claims(make_pod("web"), "data"), store_of(claims=(deleting,)))
+    verdict = verdicts_of(make_pod("web").claims("data"), store_of(claims=(deleting,)))
     assert verdict.prefilter is not None
     assert verdict.prefilter.message == 'persistentvolumeclaim "data" is being deleted'
 
 
 def test_ephemeral_claims_must_exist_and_belong_to_the_pod() -> None:
-    body = with_claims(make_pod("web"), ephemeral=("scratch",))
+    body = make_pod("web").ephemeral("scratch", storage_class=LOCAL)
     verdict = verdicts_of(body, store_of())
     assert verdict.prefilter is not None
     assert verdict.prefilter.plugin == volumebinding.NAME
@@ -127,7 +126,7 @@ def test_ephemeral_claims_must_exist_and_belong_to_the_pod() -> None:
 
 def test_a_bound_claim_whose_pv_is_gone_fails_volume_zone_prefilter() -> None:
     store = store_of(claims=(pvc_body("data", volume="pv-gone", bound=True),))
-    verdict = verdicts_of(with_claims(make_pod("web"), "data"), store)
+    verdict = verdicts_of(make_pod("web").claims("data"), store)
     assert verdict.prefilter is not None
     assert verdict.prefilter.plugin == volumezone.NAME
     assert verdict.prefilter.message == 'persistentvolume "pv-gone" not found'
@@ -137,12 +136,12 @@ def test_an_ephemeral_bound_claim_whose_pv_is_gone_fails_every_node_in_the_filte
     store = store_of(
         claims=(pvc_body("web-scratch", volume="pv-gone", bound=True, owner_uid="pod-uid"),)
     )
-    verdict = verdicts_of(with_claims(make_pod("web"), ephemeral=("scratch",)), store)
+    verdict = verdicts_of(make_pod("web").ephemeral("scratch", storage_class=LOCAL), store)
     assert volume_plugins.histogram(verdict) == {volumebinding.PV_NOT_EXIST: 5}
 
 
 def test_a_pod_without_claims_costs_nothing() -> None:
-    assert verdicts_of(make_pod("web").obj(), store_of()) is volume_plugins.NO_VERDICTS
+    assert verdicts_of(make_pod("web"), store_of()) is volume_plugins.NO_VERDICTS
 
 
 # --- VolumeBinding's filter and plan ------------------------------------------------------------
@@ -153,7 +152,7 @@ def test_wffc_claims_fit_only_the_nodes_with_an_available_local_pv() -> None:
         pvs=(pv_body("pv-b", node="node-b"), pv_body("pv-d", node="node-d")),
         claims=(pvc_body("data-web-0"),),
     )
-    verdict = verdicts_of(with_claims(make_pod("web-0"), "data-web-0"), store)
+    verdict = verdicts_of(make_pod("web-0").claims("data-web-0"), store)
     assert verdict.prefilter is None
     assert verdict.needs_plan
     (only,) = verdict.filters
@@ -173,7 +172,7 @@ def test_no_pv_left_for_a_third_replica() -> None:
         ),
         claims=(pvc_body("data-web-2"),),
     )
-    verdict = verdicts_of(with_claims(make_pod("web-2"), "data-web-2"), store)
+    verdict = verdicts_of(make_pod("web-2").claims("data-web-2"), store)
     assert message(verdict) == (
         "0/5 nodes are available: 5 node(s) didn't find available persistent volumes to bind."
     )
@@ -184,7 +183,7 @@ def test_a_bound_pv_pinned_to_a_node_fails_the_others() -> None:
         pvs=(pv_body("pv-c", node="node-c", claim=(NS, "data"), phase="Bound"),),
         claims=(pvc_body("data", volume="pv-c", bound=True),),
     )
-    verdict = verdicts_of(with_claims(make_pod("web"), "data"), store)
+    verdict = verdicts_of(make_pod("web").claims("data"), store)
     assert not verdict.needs_plan
     assert message(verdict) == (
         "0/5 nodes are available: 4 node(s) didn't match PersistentVolume's node affinity."
@@ -202,7 +201,7 @@ def test_the_plan_takes_the_smallest_pv_that_fits() -> None:
         ),
         claims=(pvc_body("data", size="2Gi", uid="c1"),),
     )
-    pod = pod_info(with_claims(make_pod("web"), "data"))
+    pod = small_clusters.pod(make_pod("web").claims("data"), "pod-uid")
     node = objects.parse_node(make_node("node-a").obj())
     plan = volume_plugins.plan(pod, node, store)
     assert [(b.claim.name, b.pv.name) for b in plan.bindings] == [("data", "small")]
@@ -220,12 +219,15 @@ def test_claims_are_matched_smallest_first_and_each_pv_taken_once() -> None:
         ),
         claims=(pvc_body("big", size="8Gi"), pvc_body("small", size="4Gi")),
     )
-    body = with_claims(make_pod("web"), "big", "small")
+    body = make_pod("web").claims("big", "small")
     verdict = verdicts_of(body, store)
     # node-b has one PV for two claims; the others none.
     assert names(verdict.failing(5)) == ["node-b", "node-c", "node-d", "node-e"]
     plan = volume_plugins.plan(
-        pod_info(body), objects.parse_node(make_node("node-a").obj()), store, verdict
+        small_clusters.pod(body, "pod-uid"),
+        objects.parse_node(make_node("node-a").obj()),
+        store,
+        verdict,
     )
     assert sorted((b.claim.name, b.pv.name) for b in plan.bindings) == [
         ("big", "pv-10"),
@@ -241,26 +243,30 @@ def test_a_pv_pre_bound_to_the_claim_is_the_only_one_considered() -> None:
         ),
         claims=(pvc_body("data"),),
     )
-    verdict = verdicts_of(with_claims(make_pod("web"), "data"), store)
+    verdict = verdicts_of(make_pod("web").claims("data"), store)
     assert names(verdict.failing(5)) == ["node-a", "node-b", "node-d", "node-e"]
 
 
 def test_dynamic_provisioning_follows_the_class_topology() -> None:
-    cluster = statics(*(make_node(f"node-{c}").zone(f"z{i}") for i, c in enumerate("abc")))
+    cluster = small_clusters.statics(
+        *(make_node(f"node-{c}").zone(f"z{i}") for i, c in enumerate("abc"))
+    )
     store = store_of(
         claims=(pvc_body("data", storage_class="fast"),),
         classes=(storage_class_body("fast", provisioner="csi.example", zones=("z1",)),),
     )
-    body = with_claims(make_pod("web"), "data")
+    body = make_pod("web").claims("data")
     verdict = verdicts_of(body, store, cluster)
     assert names(verdict.failing(3), cluster) == ["node-a", "node-c"]
     node_b = objects.parse_node(make_node("node-b").zone("z1").obj())
-    plan = volume_plugins.plan(pod_info(body), node_b, store, verdict)
+    plan = volume_plugins.plan(small_clusters.pod(body, "pod-uid"), node_b, store, verdict)
     assert [c.name for c in plan.provisions] == ["data"]
     assert plan.bindings == ()
     with pytest.raises(ValueError, match="didn't find available persistent volumes"):
         volume_plugins.plan(
-            pod_info(body), objects.parse_node(make_node("node-a").zone("z0").obj()), store
+            small_clusters.pod(body, "pod-uid"),
+            objects.parse_node(make_node("node-a").zone("z0").obj()),
+            store,
         )
 
 
@@ -271,7 +277,7 @@ def test_a_claim_with_a_selected_node_fits_that_node_only() -> None:
         ),
         classes=(storage_class_body("fast", provisioner="csi.example"),),
     )
-    verdict = verdicts_of(with_claims(make_pod("web"), "data"), store)
+    verdict = verdicts_of(make_pod("web").claims("data"), store)
     assert names(verdict.failing(5)) == ["node-a", "node-b", "node-c", "node-d"]
 
 
@@ -279,7 +285,7 @@ def test_the_per_node_and_vectorised_paths_agree() -> None:
     pvs = (pv_body("pv-b", node="node-b"), pv_body("pv-d", node="node-d", size="1Gi"))
     claims = (pvc_body("one", size="2Gi"),)
     store = store_of(pvs=pvs, claims=claims)
-    pod = pod_info(with_claims(make_pod("web"), "one"))
+    pod = small_clusters.pod(make_pod("web").claims("one"), "pod-uid")
     _, claimed = volumebinding.prefilter(pod, store)
     fast = volumebinding.filter(FIVE, store, claimed)
     slow: dict[str, list[str]] = {}
@@ -300,9 +306,9 @@ def test_a_read_write_once_pod_claim_in_use_fails_every_node_resolvably() -> Non
         pvs=(pv_body("pv-c", node="node-c", claim=(NS, "data"), modes=("ReadWriteOncePod",)),),
         claims=(pvc_body("data", volume="pv-c", bound=True, modes=("ReadWriteOncePod",)),),
     )
-    holder = pod_info(with_claims(make_pod("holder"), "data"), uid="holder")
+    holder = small_clusters.pod(make_pod("holder").claims("data"), "holder")
     use = volumes.InUse.of([("node-c", holder)])
-    verdict = verdicts_of(with_claims(make_pod("web"), "data"), store, in_use=use)
+    verdict = verdicts_of(make_pod("web").claims("data"), store, in_use=use)
     (only,) = verdict.filters
     assert only.plugin == volumerestrictions.NAME
     assert not only.unresolvable
@@ -310,7 +316,7 @@ def test_a_read_write_once_pod_claim_in_use_fails_every_node_resolvably() -> Non
         "0/5 nodes are available: 5 node(s) unavailable due to PersistentVolumeClaim with "
         "ReadWriteOncePod access mode already in-use by another pod."
     )
-    assert verdicts_of(with_claims(make_pod("web"), "data"), store).filters[0].plugin == (
+    assert verdicts_of(make_pod("web").claims("data"), store).filters[0].plugin == (
         volumebinding.NAME  # not in use: only the PV's node affinity remains
     )
 
@@ -331,21 +337,21 @@ def test_a_driver_at_its_attach_limit_fails_the_node() -> None:
         ),
         csinodes=(csinode,),
     )
-    holder = pod_info(with_claims(make_pod("holder"), "one"), uid="holder")
+    holder = small_clusters.pod(make_pod("holder").claims("one"), "holder")
     use = volumes.InUse.of([("node-a", holder)])
-    verdict = verdicts_of(with_claims(make_pod("web"), "two"), store, in_use=use)
+    verdict = verdicts_of(make_pod("web").claims("two"), store, in_use=use)
     (only,) = verdict.filters
     assert only.plugin == nodevolumelimits.NAME
     assert not only.unresolvable
     assert names(only.fails) == ["node-a"]
     assert only.reason == "node(s) exceed max volume count"
     # The volume the node has already does not count twice.
-    again = verdicts_of(with_claims(make_pod("web"), "one"), store, in_use=use)
+    again = verdicts_of(make_pod("web").claims("one"), store, in_use=use)
     assert again.filters == ()
 
 
 def test_volume_zone_keeps_a_pod_in_its_pvs_zones() -> None:
-    cluster = statics(
+    cluster = small_clusters.statics(
         make_node("a").zone("z1"),
         make_node("b").zone("z2"),
         make_node("c").zone("z3"),
@@ -357,7 +363,7 @@ def test_volume_zone_keeps_a_pod_in_its_pvs_zones() -> None:
         pvs=(pv_body("pv", csi=("csi.example", "h"), labels=labels, claim=(NS, "data")),),
         claims=(pvc_body("data", volume="pv", bound=True),),
     )
-    verdict = verdicts_of(with_claims(make_pod("web"), "data"), store, cluster)
+    verdict = verdicts_of(make_pod("web").claims("data"), store, cluster)
     (only,) = verdict.filters
     assert only.plugin == volumezone.NAME
     assert only.reason == "node(s) had no available volume zone"
@@ -371,10 +377,10 @@ def test_plugins_come_in_kube_schedulers_order_each_node_under_the_first() -> No
         "VolumeBinding",
         "VolumeZone",
     )
-    cluster = statics(make_node("a").zone("z1"), make_node("b").zone("z2"))
+    cluster = small_clusters.statics(make_node("a").zone("z1"), make_node("b").zone("z2"))
     pv = pv_body("pv", node="a", labels={volumezone.ZONE: "z2"}, claim=(NS, "data"))
     store = store_of(pvs=(pv,), claims=(pvc_body("data", volume="pv", bound=True),))
-    verdict = verdicts_of(with_claims(make_pod("web"), "data"), store, cluster)
+    verdict = verdicts_of(make_pod("web").claims("data"), store, cluster)
     # b fails VolumeBinding (node affinity) and is not counted again by VolumeZone; a fails zone.
     assert [(v.plugin, names(v.fails, cluster)) for v in verdict.filters] == [
         (volumebinding.NAME, ["b"]),

@@ -13,7 +13,6 @@ from tests.support.volume_objects import (
     pv_body,
     pvc_body,
     storage_class_body,
-    with_claims,
 )
 
 
@@ -30,7 +29,7 @@ def _cache() -> cache_module.Cache:
 
 def test_a_node_short_of_cpu_reports_the_cpu_before_its_volumes() -> None:
     cache = _cache()
-    pod = objects.parse_pod(with_claims(make_pod("web", NS).uid("u1").req(cpu="2"), "data"))
+    pod = objects.parse_pod(make_pod("web", NS).uid("u1").req(cpu="2").claims("data").obj())
     decision = cycle.schedule(pod, cache.snapshot(), cache)
     assert decision.node is None
     assert decision.message == (
@@ -41,7 +40,7 @@ def test_a_node_short_of_cpu_reports_the_cpu_before_its_volumes() -> None:
 
 def test_a_missing_claim_fails_the_pod_before_any_node_is_looked_at() -> None:
     cache = _cache()
-    pod = objects.parse_pod(with_claims(make_pod("web", NS).uid("u1"), "nowhere"))
+    pod = objects.parse_pod(make_pod("web", NS).uid("u1").claims("nowhere").obj())
     decision = cycle.schedule(pod, cache.snapshot(), cache)
     assert decision.node is None
     assert decision.unresolvable

@@ -13,7 +13,7 @@ help:
 	@echo "make test          lint, then the whole suite (builds the control plane if needed)"
 	@echo "make run           like demo, but keep plumb in the foreground (Ctrl-C stops)"
 	@echo "make lint          ruff, mypy --strict, import-linter layer contracts"
-	@echo "make unit          the unit tests only (no control plane)"
+	@echo "make unit          the unit tests and the tools' tests (no control plane)"
 	@echo "make cluster-up    start the local cluster (NODE=1: with a real node); cluster-down stops it"
 	@echo "make bench         plumb beside kube-scheduler, all workloads (5,000 and 15,000 nodes too); writes docs/benchmarks.md (~30 min)"
 	@echo "make bench-quick   the same, small: a smoke check (every pod placed, no violations)"
@@ -48,7 +48,7 @@ lint: install
 	$(BIN)/lint-imports
 
 unit: install
-	$(BIN)/pytest tests/unit -q
+	$(BIN)/pytest tests/unit tests/tools tests/chaos/test_faultproxy.py -q
 
 test: lint controlplane
 	$(BIN)/pytest -q -m "not long" --durations=25

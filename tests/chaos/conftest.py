@@ -12,7 +12,7 @@ from __future__ import annotations
 import gc
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,8 +21,6 @@ from plumb_dev.cluster.controlplane import building
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import crds, kube
 from tests.chaos import harness
-
-pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 CHAOS_PARTS = controlplane.Parts(
     controllers=False, service_accounts=False, apiserver_flags=("--watch-cache=false",)
@@ -84,11 +82,8 @@ def node_prefix(request: pytest.FixtureRequest, client: kube.Kube) -> Iterator[s
             client.delete_node(node["metadata"]["name"])
 
 
-PlumbFactory = Callable[..., harness.Plumb]
-
-
 @pytest.fixture
-def start_plumb(plane: controlplane.ControlPlane, tmp_path: Path) -> Iterator[PlumbFactory]:
+def start_plumb(plane: controlplane.ControlPlane, tmp_path: Path) -> Iterator[harness.PlumbFactory]:
     """Starts ``plumb run`` (on the plane's kubeconfig unless given another, e.g. a fault
     proxy's) and, at the end, stops it: it must exit 0 and never have logged a traceback."""
     started: list[harness.Plumb] = []

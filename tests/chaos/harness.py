@@ -26,7 +26,7 @@ from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
 from plumb_dev.bench import populating
 from plumb_dev.testing import builders, kube
-from tests.integration import conftest as integration
+from tests.support import plumb_process
 
 JSON = dict[str, Any]
 SCHEDULER = "plumb"
@@ -54,15 +54,15 @@ class Plumb:
         self.kubeconfig = kubeconfig
         self.directory = directory
         self.extra = extra
-        self.debug_port = integration.free_port()
-        self.metrics_port = integration.free_port()
+        self.debug_port = plumb_process.free_port()
+        self.metrics_port = plumb_process.free_port()
         self.logs: list[Path] = []
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self, *, wait: bool = True) -> None:
         log = self.directory / f"plumb-{len(self.logs)}.log"
         self.logs.append(log)
-        self.process = integration.launch_plumb(
+        self.process = plumb_process.launch_plumb(
             self.kubeconfig,
             log,
             "--debug-port",
@@ -72,7 +72,7 @@ class Plumb:
             *self.extra,
         )
         if wait:
-            integration.wait_synced(self.process, lambda: log.read_text(errors="replace"))
+            plumb_process.wait_synced(self.process, lambda: log.read_text(errors="replace"))
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -145,6 +145,10 @@ class Plumb:
         if self.process is None:
             return 0
         return self.kill(signal.SIGTERM)
+
+
+PlumbFactory = Callable[..., Plumb]
+"""The ``start_plumb`` fixture: starts a ``Plumb`` (``kubeconfig=`` another than the plane's)."""
 
 
 class Burst:

@@ -15,10 +15,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import kube
 from tests.chaos import faultproxy, harness, invariant
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 B = faultproxy.RequestClass.BINDING
 E = faultproxy.RequestClass.EVENT

@@ -39,7 +39,9 @@ from kubernetes import watch as k8s_watch
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, kube
 from tests.chaos import fuzzing, harness, invariant
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 JSON = dict[str, Any]
 GROUP, VERSION, PLURAL = "scheduling.plumb.dev", "v1alpha1", "schedulingpolicies"

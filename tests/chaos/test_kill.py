@@ -18,9 +18,13 @@ import random
 import time
 from collections.abc import Callable
 
+import pytest
+
 from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
 def test_sigkill_at_random_moments_of_a_burst_loses_no_pod_and_binds_none_twice(

@@ -23,12 +23,15 @@ import threading
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, kube
 from tests.chaos import faultproxy, harness, invariant
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 HIGH = 1000
 HIGHEST = 2000

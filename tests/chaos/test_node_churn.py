@@ -17,9 +17,13 @@ import random
 import time
 from typing import Any
 
+import pytest
+
 from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 JSON = dict[str, Any]
 

@@ -22,13 +22,16 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import pytest
 from aiohttp import web
 from kubernetes import client as k8s
 
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, kube
 from tests.chaos import faultproxy, harness
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 GROUP, VERSION, PLURAL = "scheduling.plumb.dev", "v1alpha1", "schedulingpolicies"
 POLICIES_PATH = f"/apis/{GROUP}/{VERSION}/{PLURAL}"

@@ -23,7 +23,9 @@ from plumb_dev.cluster.controlplane import config
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 DOWN_SECONDS = 4.0
 

@@ -43,7 +43,9 @@ from plumb import cli
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, kube
 from tests.chaos import harness
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 MARKER_VARIABLE = "PLUMB_TEST_SECRET"
 LOOPBACK = "127.0.0.1"

@@ -19,9 +19,13 @@ import re
 import time
 from typing import Any
 
+import pytest
+
 from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 SECONDS = float(os.environ.get("PLUMB_SOAK_SECONDS", harness.size(6, 180)))
 POPULATION = 150  # pods alive at once: each round deletes the oldest bound, creates as many new

@@ -21,10 +21,14 @@ import time
 import urllib.request
 from pathlib import Path
 
+import pytest
+
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import kube
 from tests.chaos import faultproxy, harness, invariant
-from tests.chaos.conftest import PlumbFactory
+from tests.chaos.harness import PlumbFactory
+
+pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 PODS_PER_NODE = 10  # 10 x 400m fills a 4-cpu node
 

@@ -11,7 +11,6 @@ checks of the manifests run in both.
 from __future__ import annotations
 
 import calendar
-import dataclasses
 import json
 import os
 import shutil
@@ -26,17 +25,20 @@ import pytest
 from plumb_dev.cluster.localnode import images
 from plumb_dev.cluster.localnode import running as localnode
 from plumb_dev.testing import crds, kube
-from tests.integration.conftest import NodeCluster, node_cluster
+from tests.integration.conftest import node_cluster
+from tests.support.installation import (
+    DEPLOYMENT,
+    MANIFESTS,
+    NAMESPACE,
+    REPOSITORY,
+    SELECTOR,
+    Image,
+    Installed,
+)
+from tests.support.live_cluster import NodeCluster
 
 __all__ = ["Installed", "node_cluster"]
 
-REPOSITORY = Path(__file__).resolve().parents[2]
-MANIFESTS = REPOSITORY / "manifests"
-NAMESPACE = "plumb-system"
-DEPLOYMENT = "plumb"
-SERVICE_ACCOUNT = "plumb"
-LEASE = "plumb"
-SELECTOR = "app.kubernetes.io/name=plumb"
 ENABLE = "PLUMB_E2E"
 # A first build here takes about 3 minutes (the Python base, the wheels, the kernel compiled).
 _IMAGE_TIMEOUT_SECONDS = 900
@@ -62,55 +64,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         fixtures = set(getattr(item, "fixturenames", ()))
         if here in Path(str(item.path)).parents and fixtures & _HEAVY:
             item.add_marker(skip)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Image:
-    """plumb's image as ``make image`` left it: reference, archive and how long it took."""
-
-    archive: images.ImageArchive
-    seconds: float
-
-    @property
-    def size_mb(self) -> float:
-        return self.archive.archive.stat().st_size / 1e6
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class Installed:
-    """plumb installed from manifests/ on the node cluster, and what the install looked like."""
-
-    cluster: NodeCluster
-    image: Image
-    kubectl: crds.Kubectl
-    overlay: Path
-    replicas: int
-    # The pod created before the install, and when plumb bound it, from its container's start.
-    early_pod: str
-    first_pod_seconds: float
-
-    def json(self, *args: str) -> Any:
-        return json.loads(self.kubectl.check(*args, "-o", "json"))
-
-    def plumb_pods(self) -> list[dict[str, Any]]:
-        listing = self.json("get", "pods", "-n", NAMESPACE, "-l", SELECTOR)
-        return list(listing["items"])
-
-    def leader(self) -> str:
-        """The pod the Lease names."""
-        command = (
-            "get",
-            "lease",
-            LEASE,
-            "-n",
-            NAMESPACE,
-            "-o",
-            "jsonpath={.spec.holderIdentity}",
-        )
-        return kube.wait_for("the Lease to name a holder", lambda: self.kubectl.check(*command))
-
-    def logs(self, pod: str) -> str:
-        return self.kubectl.check("logs", "-n", NAMESPACE, pod, timeout=60)
 
 
 @pytest.fixture(scope="session")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from plumb_dev.cluster.localnode import recipes
-from tests.e2e.conftest import REPOSITORY
+from tests.support.installation import REPOSITORY
 
 
 def test_the_python_base_has_what_the_builder_stage_needs() -> None:

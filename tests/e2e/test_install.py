@@ -19,7 +19,7 @@ import pytest
 
 from plumb.observability import trace
 from plumb_dev.testing import builders, crds, kube
-from tests.e2e.conftest import NAMESPACE, REPOSITORY, SERVICE_ACCOUNT, Image, Installed
+from tests.support.installation import NAMESPACE, REPOSITORY, SERVICE_ACCOUNT, Image, Installed
 
 REPLICAS = 20
 # Plain API objects beside the real node: the 20 pods are bound there and never run, as in

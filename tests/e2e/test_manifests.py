@@ -13,7 +13,7 @@ import yaml  # type: ignore[import-untyped]  # no stubs in the dev dependencies
 
 from plumb.framework import schedconfig, scoring
 from plumb_dev.cluster.controlplane import building
-from tests.e2e.conftest import MANIFESTS, NAMESPACE, REPOSITORY
+from tests.support.installation import MANIFESTS, NAMESPACE, REPOSITORY
 
 CRD_FILE = REPOSITORY / "crds" / "schedulingpolicies.scheduling.plumb.dev.yaml"
 # Every verb plumb's ClusterRole may carry, by (group, resource): README and docs/operations.md.

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 
 from plumb_dev.testing import builders, kube
-from tests.e2e.conftest import REPOSITORY, Installed
+from tests.support.installation import REPOSITORY, Installed
 
 DASHBOARD = REPOSITORY / "manifests" / "grafana" / "plumb-dashboard.json"
 ZONES = ("zone-a", "zone-b", "zone-c")

@@ -5,18 +5,13 @@ child process per test; and, where this machine can run one, a second cluster wi
 
 from __future__ import annotations
 
-import dataclasses
 import gc
-import os
 import re
-import signal
-import socket
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -25,8 +20,8 @@ from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.cluster.localnode import hostrecord, images
 from plumb_dev.cluster.localnode import running as localnode
 from plumb_dev.testing import builders, crds, kube
-
-pytestmark = pytest.mark.integration
+from tests.support.live_cluster import NodeCluster, NodeFactory, filter_rules
+from tests.support.plumb_process import Plumb, PlumbFactory, launch_plumb, wait_synced
 
 
 @pytest.fixture(autouse=True)
@@ -74,16 +69,6 @@ def namespace(request: pytest.FixtureRequest, kube_client: kube.Kube) -> Iterato
     kube_client.delete_workloads(name)
 
 
-NodeFactory = Callable[[builders.NodeBuilder], str]
-
-
-def free_port() -> int:
-    """A TCP port free on 127.0.0.1 now, for a plumb's metrics or debug endpoint."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
 @pytest.fixture
 def add_node(kube_client: kube.Kube, namespace: str) -> Iterator[NodeFactory]:
     """Create a node for this test only (deleted afterwards, so tests never share nodes)."""
@@ -99,26 +84,6 @@ def add_node(kube_client: kube.Kube, namespace: str) -> Iterator[NodeFactory]:
     yield create
     for name in created:
         kube_client.delete_node(name)
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class NodeCluster:
-    """The session's cluster with a real node, and the test image loaded into its containerd."""
-
-    cp: controlplane.ControlPlane
-    node: localnode.Node
-    client: kube.Kube
-    kubectl: crds.Kubectl
-    image: str
-    # iptables -S of filter FORWARD, OUTPUT and PLUMB-GUARD right after up(), before any pod.
-    rules_before_pods: dict[str, list[str]]
-
-
-def filter_rules(chain: str) -> list[str]:
-    result = subprocess.run(
-        ["iptables", "-w", "-t", "filter", "-S", chain], capture_output=True, text=True, check=True
-    )
-    return [line for line in result.stdout.splitlines() if line.startswith("-A ")]
 
 
 @pytest.fixture(scope="session")
@@ -176,30 +141,6 @@ def node_namespace(request: pytest.FixtureRequest, node_cluster: NodeCluster) ->
     node_cluster.client.delete_workloads(name)
 
 
-class Plumb:
-    """A running ``plumb run`` child process and its log."""
-
-    def __init__(self, process: subprocess.Popen[bytes], log: Path) -> None:
-        self.process = process
-        self.log = log
-
-    def output(self) -> str:
-        return self.log.read_text(errors="replace")
-
-    def stop(self) -> int:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
-
-
-PlumbFactory = Callable[..., Plumb]
-
-
 @pytest.fixture
 def start_plumb(
     control_plane: controlplane.ControlPlane, tmp_path: Path, policy_crd: crds.Kubectl
@@ -214,41 +155,6 @@ def node_plumb(node_cluster: NodeCluster, tmp_path: Path) -> Iterator[Plumb]:
     """``plumb run`` against the cluster with the real node."""
     for factory in _plumb_factory(node_cluster.cp.kubeconfig, tmp_path):
         yield factory()
-
-
-def launch_plumb(kubeconfig: Path, log: Path, *extra: str) -> subprocess.Popen[bytes]:
-    """``plumb run`` against kubeconfig, its output in log; metrics and debug ports off unless
-    extra names ports (a later flag wins)."""
-    with log.open("wb") as out:
-        return subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "plumb",
-                "run",
-                "--kubeconfig",
-                str(kubeconfig),
-                "--metrics-port",
-                "0",
-                "--debug-port",
-                "0",
-                *extra,
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        )
-
-
-def wait_synced(process: subprocess.Popen[bytes], output: Callable[[], str]) -> None:
-    """Until plumb says it has synced with the API server; fails if it exits first."""
-    kube.wait_for(
-        "plumb to sync with the API server",
-        lambda: "synced" in output() or process.poll() is not None,
-        # The first start on a fresh machine compiles the kernel (about 30 s here).
-        timeout=180,
-    )
-    assert process.poll() is None, f"plumb exited early:\n{output()}"
 
 
 def _plumb_factory(kubeconfig: Path, tmp_path: Path) -> Iterator[PlumbFactory]:
@@ -275,10 +181,6 @@ def _plumb_factory(kubeconfig: Path, tmp_path: Path) -> Iterator[PlumbFactory]:
 @pytest.fixture
 def plumb(start_plumb: PlumbFactory) -> Plumb:
     return start_plumb()
-
-
-def events_of(client: kube.Kube, namespace: str, name: str, reason: str) -> list[dict[str, Any]]:
-    return [e for e in client.events(namespace, name) if e.get("reason") == reason]
 
 
 @pytest.fixture(scope="session")

@@ -25,9 +25,9 @@ from kubernetes.client.exceptions import ApiException
 
 from plumb_dev.cluster.controlplane import pki
 from plumb_dev.testing import builders, kube
-from tests.integration import schedulers
-from tests.integration.conftest import NodeFactory
-from tests.integration.schedulers import scheduler_fixture  # noqa: F401
+from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
+from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -165,7 +165,7 @@ def test_a_refused_binding_is_retried_with_the_pods_newest_spec(
     kube_client: kube.Kube,
     namespace: str,
     add_node: NodeFactory,
-    scheduler: schedulers.Runner,
+    scheduler: side_by_side.Runner,
     tmp_path: Path,
 ) -> None:
     # As created, the pod fits only trap (safe has a NoSchedule taint it does not tolerate);
@@ -174,7 +174,7 @@ def test_a_refused_binding_is_retried_with_the_pods_newest_spec(
         builders.make_node(f"{namespace}-trap").taint("avoid", "yes", "PreferNoSchedule")
     )
     safe = add_node(builders.make_node(f"{namespace}-safe").taint("dedicated", "safe"))
-    schedulers.in_view(kube_client, scheduler, namespace, [trap, safe])
+    side_by_side.in_view(kube_client, scheduler, namespace, [trap, safe])
     with _refusing_bindings_to(kube_client, namespace, trap, tmp_path / "pki") as webhook:
         kube_client.create_pod(scheduler.pod("web", namespace).obj())
         assert webhook.held.wait(30), f"{scheduler.name} never tried to bind web to {trap}"

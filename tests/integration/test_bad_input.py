@@ -10,8 +10,9 @@ import pytest
 from kubernetes.client import ApiException
 
 from plumb_dev.testing import builders, kube
-from tests.integration import schedulers
-from tests.integration.conftest import NodeFactory, Plumb, events_of
+from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory, events_of
+from tests.support.plumb_process import Plumb
 
 pytestmark = pytest.mark.integration
 
@@ -119,7 +120,7 @@ def test_odd_but_valid_specs_are_scheduled_or_explained(
         kube_client,
         namespace,
         "intolerant",
-        schedulers.without_victims(
+        side_by_side.without_victims(
             "0/1 nodes are available: 1 node(s) had untolerated taint(s).", 1, 0
         ),
     )
@@ -127,7 +128,7 @@ def test_odd_but_valid_specs_are_scheduled_or_explained(
         kube_client,
         namespace,
         "widget",
-        schedulers.without_victims(
+        side_by_side.without_victims(
             "0/1 nodes are available: 1 Insufficient example.com/widget.", 1, 0
         ),
     )
@@ -135,7 +136,7 @@ def test_odd_but_valid_specs_are_scheduled_or_explained(
         kube_client,
         namespace,
         "vast",
-        schedulers.without_victims("0/1 nodes are available: 1 Insufficient memory.", 1, 0),
+        side_by_side.without_victims("0/1 nodes are available: 1 Insufficient memory.", 1, 0),
     )
     kube_client.create_pod(
         builders.make_pod("after", namespace)

@@ -10,7 +10,7 @@ from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, kube
-from tests.integration.conftest import NodeFactory
+from tests.support.live_cluster import NodeFactory
 
 pytestmark = pytest.mark.integration
 

@@ -12,8 +12,9 @@ from typing import Any
 
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
-from tests.integration import schedulers
-from tests.integration.conftest import NodeFactory, PlumbFactory
+from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import PlumbFactory
 
 DEFAULT = "cfg-default"
 PACKER = "cfg-packer"
@@ -67,7 +68,7 @@ class Outcome:
 
 
 def _scenario(
-    client: kube.Kube, namespace: str, add_node: NodeFactory, runner: schedulers.Runner
+    client: kube.Kube, namespace: str, add_node: NodeFactory, runner: side_by_side.Runner
 ) -> Outcome:
     nodes = [
         add_node(
@@ -85,9 +86,9 @@ def _scenario(
 
 
 def _place(
-    client: kube.Kube, namespace: str, nodes: list[str], runner: schedulers.Runner
+    client: kube.Kube, namespace: str, nodes: list[str], runner: side_by_side.Runner
 ) -> Outcome:
-    schedulers.in_view(client, runner, namespace, nodes)
+    side_by_side.in_view(client, runner, namespace, nodes)
 
     def pod(name: str, scheduler_name: str) -> builders.PodBuilder:
         return builders.make_pod(name, namespace).scheduler(scheduler_name)
@@ -96,7 +97,7 @@ def _place(
     packed = [f"pack{i}" for i in range(PACKED)]
     for name in packed:  # one at a time: each decision sees the ones before it
         client.create_pod(pod(name, PACKER).req(cpu="900m", memory="1Gi").obj())
-        schedulers.wait_settled(client, namespace, [name])
+        side_by_side.wait_settled(client, namespace, [name])
     names += packed
     # The packer's anti-affinity pods first: it packs them onto the packed nodes and fills two
     # of them, which the defaults' anti-affinity pods then find full.
@@ -110,7 +111,7 @@ def _place(
                 .affinity("kubernetes.io/hostname", {"app": prefix}, anti=True)
                 .obj()
             )
-            schedulers.wait_settled(client, namespace, [name])
+            side_by_side.wait_settled(client, namespace, [name])
         names += anti
     for scheduler_name, name in ((DEFAULT, "rack-default"), (PACKER, "rack-packer")):
         client.create_pod(
@@ -121,9 +122,9 @@ def _place(
             .obj()
         )
         names.append(name)
-    placed = schedulers.wait_settled(client, namespace, names, cluster_nodes=NODES)
+    placed = side_by_side.wait_settled(client, namespace, names, cluster_nodes=NODES)
     messages = {
-        name: schedulers.failed_scheduling(client, namespace, name)
+        name: side_by_side.failed_scheduling(client, namespace, name)
         for name, node in placed.items()
         if node is None
     }
@@ -133,15 +134,15 @@ def _place(
 def _run_both(
     control_plane: controlplane.ControlPlane,
     tmp_path: Path,
-    run: Callable[[schedulers.Runner], Outcome],
+    run: Callable[[side_by_side.Runner], Outcome],
     start_plumb: PlumbFactory,
 ) -> tuple[Outcome, Outcome]:
     """The scenario under kube-scheduler, then under plumb, both given kube-scheduler's file."""
     process = kubescheduler.start(control_plane, tmp_path / "kube-scheduler", profiles=PROFILES)
     try:
         kube_outcome = run(
-            schedulers.Runner(
-                name=schedulers.KUBE_SCHEDULER, scheduler_name=DEFAULT, log=process.log
+            side_by_side.Runner(
+                name=side_by_side.KUBE_SCHEDULER, scheduler_name=DEFAULT, log=process.log
             )
         )
     finally:
@@ -150,7 +151,7 @@ def _run_both(
     plumb = start_plumb("--config", str(process.config))
     assert "profiles cfg-default, cfg-packer (configuration " in plumb.output()
     plumb_outcome = run(
-        schedulers.Runner(name=schedulers.PLUMB, scheduler_name=DEFAULT, log=plumb.log)
+        side_by_side.Runner(name=side_by_side.PLUMB, scheduler_name=DEFAULT, log=plumb.log)
     )
     return kube_outcome, plumb_outcome
 
@@ -165,7 +166,7 @@ def test_two_profiles_from_one_file_place_as_kube_scheduler_does(
 ) -> None:
     runs = iter(("ks", "plumb"))
 
-    def run(runner: schedulers.Runner) -> Outcome:
+    def run(runner: side_by_side.Runner) -> Outcome:
         # Nodes of its own per run: the first run's pods must not weigh on the second's.
         ns = f"{namespace}-{next(runs)}"
         kube_client.create_namespace(ns)

@@ -15,8 +15,8 @@ import pytest
 
 from plumb.framework import schedconfig
 from plumb_dev.cluster.controlplane import running as controlplane
-from tests.integration.conftest import launch_plumb
-from tests.unit import test_schedconfig
+from tests.support import schedconfig_files
+from tests.support.plumb_process import launch_plumb
 
 pytestmark = pytest.mark.integration
 
@@ -61,7 +61,7 @@ CASES = (
     ),
     Case(
         "yaml-billion-laughs",
-        "{header}" + test_schedconfig.laughs().removeprefix(test_schedconfig.HEADER),
+        "{header}" + schedconfig_files.laughs().removeprefix(schedconfig_files.HEADER),
         ("yaml: document contains excessive aliasing",),
         "",
     ),
@@ -459,7 +459,7 @@ def test_kube_scheduler_and_plumb_accept_the_valid_file(
 def test_plumb_run_refuses_a_file_beyond_the_readers_bounds_at_start(
     control_plane: controlplane.ControlPlane, tmp_path: Path
 ) -> None:
-    text, says = test_schedconfig.BAD_FILES["billion-laughs"]
+    text, says = schedconfig_files.BAD_FILES["billion-laughs"]
     config = tmp_path / "laughs.yaml"
     config.write_text(text, encoding="utf-8")
     log = tmp_path / "plumb.log"

@@ -21,8 +21,9 @@ from plumb.framework import schedconfig
 from plumb.observability import metrics, trace
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
-from tests.integration.conftest import NodeFactory, Plumb, PlumbFactory, free_port
-from tests.unit.test_schedconfig import BAD_FILES
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import Plumb, PlumbFactory, free_port
+from tests.support.schedconfig_files import BAD_FILES
 
 NAME = "plumb"
 PODS = 1000

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from plumb_dev.cluster.controlplane import building, running
+from plumb_dev.testing import builders
 
 pytestmark = pytest.mark.integration
 
@@ -158,12 +159,7 @@ def test_controllers_make_accounts_tokens_and_the_root_ca(
         )
     )
     assert root_ca["data"]["ca.crt"] == control_plane.ca_file.read_text()
-    pod = {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": "p", "namespace": "accounts"},
-        "spec": {"containers": [{"name": "c", "image": "registry.invalid/c:1"}]},
-    }
+    pod = builders.make_pod("p", "accounts").obj()
     created = json.loads(
         kubectl(control_plane, "create", "-o", "json", "-f", "-", stdin=json.dumps(pod))
     )

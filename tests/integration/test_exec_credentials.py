@@ -24,11 +24,11 @@ import pytest
 from plumb_dev.cluster.controlplane import building
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, crds, kube
-from tests.integration.conftest import Plumb, launch_plumb, wait_synced
-from tests.unit.test_credentials import ScriptedPlugin
+from tests.support.plumb_process import Plumb, launch_plumb, wait_synced
+from tests.support.scripted_plugin import ScriptedPlugin
 
 # A control plane of its own (~20 s): in `make test-long`; the unit tests of
-# tests/unit/test_credentials.py keep the renewal in `make test`.
+# tests/unit/k8s/test_credentials.py keep the renewal in `make test`.
 pytestmark = [pytest.mark.integration, pytest.mark.long]
 
 LIFETIME = 3.0  # seconds each token of the plugin lives

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, kube
-from tests.integration import schedulers
-from tests.integration.conftest import NodeFactory, Plumb, free_port, wait_synced
-from tests.integration.doubles import raising_plugin
+from tests.support import raising_plugin, side_by_side
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import Plumb, free_port, wait_synced
 
 NAME = "plumb"
 
@@ -25,7 +25,7 @@ def _start(plane: controlplane.ControlPlane, log: Path, port: int) -> Plumb:
             [
                 sys.executable,
                 "-m",
-                "tests.integration.doubles.raising_plugin",
+                "tests.support.raising_plugin",
                 "run",
                 "--kubeconfig",
                 str(plane.kubeconfig),
@@ -64,11 +64,11 @@ def test_a_plugin_raising_for_one_pod_fails_only_that_pod(
                 # out once per batch, and the double must be asked about this pod.
                 pod = pod.toleration("plumb.test/doomed", effect="NoSchedule")
             kube_client.create_pod(pod.obj())
-        placed = schedulers.wait_settled(kube_client, namespace, [*names, "doomed"])
+        placed = side_by_side.wait_settled(kube_client, namespace, [*names, "doomed"])
         assert all(placed[name] for name in names), placed
         assert placed["doomed"] is None
         expected = f"internal error: RuntimeError: {raising_plugin.MESSAGE.format(name='doomed')}"
-        assert schedulers.failed_scheduling(kube_client, namespace, "doomed") == expected
+        assert side_by_side.failed_scheduling(kube_client, namespace, "doomed") == expected
         condition = next(
             c
             for c in kube_client.pod(namespace, "doomed")["status"].get("conditions", [])
@@ -82,7 +82,7 @@ def test_a_plugin_raising_for_one_pod_fails_only_that_pod(
             timeout=30,
         )
         kube_client.create_pod(builders.make_pod("later", namespace).scheduler(NAME).obj())
-        later = schedulers.wait_settled(kube_client, namespace, ["later"])
+        later = side_by_side.wait_settled(kube_client, namespace, ["later"])
         assert later["later"] is not None
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
             text = page.read().decode()

@@ -12,9 +12,9 @@ from __future__ import annotations
 import pytest
 
 from plumb_dev.testing import builders, kube
-from tests.integration import schedulers
-from tests.integration.conftest import NodeFactory
-from tests.integration.schedulers import scheduler_fixture  # noqa: F401
+from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
+from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -34,7 +34,7 @@ def test_each_pod_lands_where_its_images_are(
     kube_client: kube.Kube,
     namespace: str,
     add_node: NodeFactory,
-    scheduler: schedulers.Runner,
+    scheduler: side_by_side.Runner,
 ) -> None:
     n1 = add_node(builders.make_node(f"{namespace}-n1"))
     n2 = add_node(builders.make_node(f"{namespace}-n2"))
@@ -45,13 +45,13 @@ def test_each_pod_lands_where_its_images_are(
     n3 = add_node(builders.make_node(f"{namespace}-n3"))
     _report_images(kube_client, n3, (f"{TOOLS}:latest", 900 * MB))
     nodes = [n1, n2, n3]
-    schedulers.in_view(kube_client, scheduler, namespace, nodes)
+    side_by_side.in_view(kube_client, scheduler, namespace, nodes)
 
     def place(pod: builders.PodBuilder) -> str | None:
         body = pod.req(cpu="100m", memory="128Mi").obj()
         kube_client.create_pod(body)
         name = str(body["metadata"]["name"])
-        return schedulers.wait_settled(kube_client, namespace, [name], cluster_nodes=3)[name]
+        return side_by_side.wait_settled(kube_client, namespace, [name], cluster_nodes=3)[name]
 
     def with_image(pod: builders.PodBuilder, image: str) -> builders.PodBuilder:
         pod._spec["containers"][0]["image"] = image  # the builder's pause image otherwise

@@ -13,9 +13,9 @@ import pytest
 
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
-from tests.integration import schedulers
-from tests.integration.conftest import NodeFactory, events_of
-from tests.integration.schedulers import scheduler_fixture  # noqa: F401
+from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory, events_of
+from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration
 
@@ -59,14 +59,14 @@ def test_kube_scheduler_binds_its_own_pods_explains_waits_and_stops_cleanly(
                 builders.make_pod(name, namespace).scheduler(ks.scheduler_name).req(cpu=cpu).obj()
             )
 
-        placed = schedulers.wait_settled(
+        placed = side_by_side.wait_settled(
             kube_client, namespace, ["mine", "huge"], cluster_nodes=len(nodes)
         )
         assert placed["mine"] in nodes
         assert placed["huge"] is None
         # v1.34.4 goes on after the prefix: "no new claims to deallocate, preemption: 0/2 nodes
         # are available: 2 Preemption is not helpful for scheduling."
-        message = schedulers.failed_scheduling(kube_client, namespace, "huge")
+        message = side_by_side.failed_scheduling(kube_client, namespace, "huge")
         assert message is not None
         assert message.startswith("0/2 nodes are available: 2 Insufficient cpu.")
         scheduled = kube.wait_for(
@@ -107,7 +107,7 @@ def test_overcommitted_names_the_node_and_resource(
     # Bound at creation, as a buggy scheduler might: the API server does not check capacity.
     for name in ("a", "b"):
         kube_client.create_pod(builders.make_pod(name, namespace).node(node).req(cpu="600m").obj())
-    assert schedulers.overcommitted(kube_client, namespace, [node]) == [
+    assert side_by_side.overcommitted(kube_client, namespace, [node]) == [
         f"{node} over-committed on cpu: 1.200 > 1"
     ]
 
@@ -116,7 +116,7 @@ def test_both_schedulers_bind_six_of_seven_pods_two_per_node(
     kube_client: kube.Kube,
     namespace: str,
     add_node: NodeFactory,
-    scheduler: schedulers.Runner,
+    scheduler: side_by_side.Runner,
 ) -> None:
     nodes = [
         add_node(builders.make_node(f"{namespace}-n{i}").capacity(cpu="2", memory="4Gi"))
@@ -126,22 +126,22 @@ def test_both_schedulers_bind_six_of_seven_pods_two_per_node(
     for name in names:
         kube_client.create_pod(scheduler.pod(name, namespace).req(cpu="800m").obj())
 
-    placed = schedulers.wait_settled(kube_client, namespace, names, cluster_nodes=len(nodes))
+    placed = side_by_side.wait_settled(kube_client, namespace, names, cluster_nodes=len(nodes))
     pending = [name for name, node in placed.items() if node is None]
     assert len(pending) == 1, placed
     # Two 800m pods fit in 2 cpu and three do not, so six bound means two on every node.
     assert collections.Counter(node for node in placed.values() if node) == dict.fromkeys(nodes, 2)
-    message = schedulers.failed_scheduling(kube_client, namespace, pending[0])
+    message = side_by_side.failed_scheduling(kube_client, namespace, pending[0])
     assert message is not None
     assert message.startswith("0/3 nodes are available: 3 Insufficient cpu."), message
-    assert schedulers.overcommitted(kube_client, namespace, nodes) == []
+    assert side_by_side.overcommitted(kube_client, namespace, nodes) == []
 
 
 def test_both_schedulers_give_a_freed_node_to_the_pods_that_waited_longest(
     kube_client: kube.Kube,
     namespace: str,
     add_node: NodeFactory,
-    scheduler: schedulers.Runner,
+    scheduler: side_by_side.Runner,
 ) -> None:
     # Four pods created in a burst (creationTimestamp has whole seconds: they share one or
     # two) all fail: no node has their label. When a node gets it, it has room for two, and
@@ -156,7 +156,7 @@ def test_both_schedulers_give_a_freed_node_to_the_pods_that_waited_longest(
             .req(cpu="800m")
             .obj()
         )
-    assert set(schedulers.wait_settled(kube_client, namespace, names).values()) == {None}
+    assert set(side_by_side.wait_settled(kube_client, namespace, names).values()) == {None}
     # Past both schedulers' 1 s backoff after a first failure: the node's change sends all four
     # back to the active queue at once, and its order alone decides.
     time.sleep(2)
@@ -173,4 +173,4 @@ def test_both_schedulers_give_a_freed_node_to_the_pods_that_waited_longest(
 
     placed = kube.wait_for("two pods bound on the labelled node", bound, timeout=60)
     assert placed == {"p0": node, "p1": node}
-    assert schedulers.overcommitted(kube_client, namespace, [node]) == []
+    assert side_by_side.overcommitted(kube_client, namespace, [node]) == []

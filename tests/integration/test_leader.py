@@ -32,7 +32,8 @@ from kubernetes import client as k8s
 from plumb_dev.cluster.controlplane import config as controlplane_config
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, crds, kube
-from tests.integration.conftest import NodeFactory, events_of, free_port, launch_plumb, wait_synced
+from tests.support.live_cluster import NodeFactory, events_of
+from tests.support.plumb_process import free_port, launch_plumb, wait_synced
 
 pytestmark = pytest.mark.integration
 

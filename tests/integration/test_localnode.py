@@ -20,7 +20,7 @@ import pytest
 
 from plumb_dev.cluster.localnode import network
 from plumb_dev.cluster.localnode import running as localnode
-from tests.integration.conftest import NodeCluster, filter_rules
+from tests.support.live_cluster import NodeCluster, filter_rules
 
 pytestmark = pytest.mark.integration
 

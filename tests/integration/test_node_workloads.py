@@ -10,7 +10,8 @@ import pytest
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.k8s import quantities
 from plumb_dev.testing import kube
-from tests.integration.conftest import NodeCluster, Plumb, events_of
+from tests.support.live_cluster import NodeCluster, events_of
+from tests.support.plumb_process import Plumb
 
 pytestmark = pytest.mark.integration
 

@@ -22,8 +22,9 @@ import pytest
 from plumb.backend import queue as queue_module
 from plumb_dev.testing import builders, kube
 from plumb_dev.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, expr
-from tests.integration import schedulers
-from tests.integration.conftest import NodeFactory, PlumbFactory
+from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import PlumbFactory
 
 pytestmark = pytest.mark.integration
 
@@ -126,7 +127,7 @@ def _in_view(client: kube.Kube, namespace: str, cluster: str, count: int) -> Non
     The node watch is one ordered stream, so what plumb saw then, it saw before any later pod.
     A new probe each time rather than a retry, which plumb can miss.
     """
-    expected = schedulers.without_victims(
+    expected = side_by_side.without_victims(
         f"0/{count} nodes are available: {count} Insufficient cpu.", count, 0
     )
     messages = []
@@ -139,8 +140,8 @@ def _in_view(client: kube.Kube, namespace: str, cluster: str, count: int) -> Non
             .req(cpu="1000")
             .obj()
         )
-        schedulers.wait_settled(client, namespace, [probe])
-        message = schedulers.failed_scheduling(client, namespace, probe)
+        side_by_side.wait_settled(client, namespace, [probe])
+        message = side_by_side.failed_scheduling(client, namespace, probe)
         if message == expected:
             return
         messages.append(message)
@@ -164,7 +165,7 @@ def _wait_bound(client: kube.Kube, namespace: str, names: Iterable[str]) -> dict
     try:
         return kube.wait_for(f"{len(wanted)} pods in {namespace} to be bound", bound, timeout=60)
     except kube.WaitTimeout as error:
-        why = {name: schedulers.failed_scheduling(client, namespace, name) for name in wanted}
+        why = {name: side_by_side.failed_scheduling(client, namespace, name) for name in wanted}
         raise kube.WaitTimeout(f"{error}; newest FailedScheduling of each: {why}") from None
 
 
@@ -183,7 +184,7 @@ def _assert_sound(client: kube.Kube, namespace: str, placed: Mapping[str, str]) 
     web = collections.Counter(zones[node] for pod, node in placed.items() if pod.startswith("web"))
     assert sorted(web.values()) == [1, 1, 2], web  # four web pods, zones within one of each other
     assert placed["db0"] != placed["db1"]
-    assert schedulers.overcommitted(client, namespace, set(placed.values())) == []
+    assert side_by_side.overcommitted(client, namespace, set(placed.values())) == []
 
 
 def _teardown(client: kube.Kube, namespace: str, nodes: Iterable[str]) -> None:
@@ -234,7 +235,7 @@ def test_placement_does_not_depend_on_the_order_nodes_and_pods_are_created_in(
             previous = [add_node(nodes[suffix]) for suffix in node_order]
             _in_view(kube_client, ns, cluster, len(nodes))
             _create(kube_client, (pods[name] for name in pod_order))
-            waiting = schedulers.wait_settled(kube_client, ns, pods, cluster_nodes=len(nodes))
+            waiting = side_by_side.wait_settled(kube_client, ns, pods, cluster_nodes=len(nodes))
             assert set(waiting.values()) == {None}, f"no pod may go before the anchor: {waiting}"
             # A pod sent back within its backoff waits it out and would be decided alone, later.
             time.sleep(queue_module.DEFAULT_BACKOFF.duration(1) * 1.5)

@@ -10,46 +10,40 @@ from typing import Any
 import pytest
 
 from plumb_dev.testing import builders, kube
-from tests.integration import schedulers
-from tests.integration.conftest import NodeFactory
-from tests.integration.schedulers import scheduler_fixture  # noqa: F401
+from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
+from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = pytest.mark.integration
-
-
-def _pod_level(builder: builders.PodBuilder, **requests: str) -> dict[str, Any]:
-    body = builder.obj()
-    body["spec"]["resources"] = {"requests": dict(requests)}
-    return body
 
 
 def _settle(client: kube.Kube, namespace: str, body: dict[str, Any], nodes: int) -> str | None:
     """Create the pod and wait for its outcome, judged with every node in view."""
     name = str(body["metadata"]["name"])
     client.create_pod(body)
-    return schedulers.wait_settled(client, namespace, [name], cluster_nodes=nodes)[name]
+    return side_by_side.wait_settled(client, namespace, [name], cluster_nodes=nodes)[name]
 
 
 def test_requests_come_from_the_pod_level_under_both_schedulers(
     kube_client: kube.Kube,
     namespace: str,
     add_node: NodeFactory,
-    scheduler: schedulers.Runner,
+    scheduler: side_by_side.Runner,
 ) -> None:
     n1, n2 = (
         add_node(builders.make_node(f"{namespace}-{i}").capacity(cpu="2", memory="4Gi"))
         for i in ("n1", "n2")
     )
-    schedulers.in_view(kube_client, scheduler, namespace, [n1, n2])
+    side_by_side.in_view(kube_client, scheduler, namespace, [n1, n2])
 
     # n1 takes a pod whose container asks 100m but which asks 1500m as a whole; n2 one whose
     # container asks 1 cpu. Each is pinned, so no tie is left to either scheduler's tie-break.
-    heavy = _pod_level(
+    heavy = (
         scheduler.pod("heavy", namespace)
         .req(cpu="100m", memory="1Gi")
-        .node_selector(builders.HOSTNAME_LABEL, n1),
-        cpu="1500m",
-        memory="1Gi",
+        .node_selector(builders.HOSTNAME_LABEL, n1)
+        .pod_resources(requests={"cpu": "1500m", "memory": "1Gi"})
+        .obj()
     )
     assert _settle(kube_client, namespace, heavy, 2) == n1
     kept = kube_client.pod(namespace, "heavy")["spec"].get("resources")
@@ -69,19 +63,24 @@ def test_requests_come_from_the_pod_level_under_both_schedulers(
 
     # Its container's 100m would fit either node (n1 has 500m left, n2 600m); the pod's 700m
     # fits neither.
-    tight = _pod_level(scheduler.pod("tight", namespace).req(cpu="100m"), cpu="700m")
+    tight = (
+        scheduler.pod("tight", namespace)
+        .req(cpu="100m")
+        .pod_resources(requests={"cpu": "700m"})
+        .obj()
+    )
     assert _settle(kube_client, namespace, tight, 2) is None
     # More than any node has, though its container asks 500m.
-    big = _pod_level(scheduler.pod("big", namespace).req(cpu="500m"), cpu="3")
+    big = scheduler.pod("big", namespace).req(cpu="500m").pod_resources(requests={"cpu": "3"}).obj()
     assert _settle(kube_client, namespace, big, 2) is None
     # Preemption could free room for tight (no pod of lower priority is there to evict);
     # for big it could not, whatever it evicted.
     insufficient = "0/2 nodes are available: 2 Insufficient cpu."
-    assert schedulers.failed_scheduling(kube_client, namespace, "tight") == (
-        schedulers.without_victims(insufficient, 2, 2)
+    assert side_by_side.failed_scheduling(kube_client, namespace, "tight") == (
+        side_by_side.without_victims(insufficient, 2, 2)
     )
-    assert schedulers.failed_scheduling(kube_client, namespace, "big") == (
-        schedulers.without_victims(insufficient, 2, 0)
+    assert side_by_side.failed_scheduling(kube_client, namespace, "big") == (
+        side_by_side.without_victims(insufficient, 2, 0)
     )
 
 
@@ -89,17 +88,23 @@ def test_the_scorers_default_a_container_without_cpu_beside_pod_level_requests(
     kube_client: kube.Kube,
     namespace: str,
     add_node: NodeFactory,
-    scheduler: schedulers.Runner,
+    scheduler: side_by_side.Runner,
 ) -> None:
     # web asks 1Gi at pod level; its containers ask 500m cpu and nothing. Being scheduled, the
     # resource scorers count 100m for the second container (600m: n2 wins by one point);
     # counted as on a node they would not (500m: n1 would win by three).
     n1 = add_node(builders.make_node(f"{namespace}-n1").capacity(cpu="1", memory="4Gi"))
     n2 = add_node(builders.make_node(f"{namespace}-n2").capacity(cpu="4", memory="4Gi"))
-    schedulers.in_view(kube_client, scheduler, namespace, [n1, n2])
+    side_by_side.in_view(kube_client, scheduler, namespace, [n1, n2])
     kube_client.create_pod(
         builders.make_pod("filler", namespace).node(n2).req(cpu="1600m", memory="1Gi").obj()
     )
-    schedulers.in_view(kube_client, scheduler, namespace, [n1, n2])  # filler seen too
-    web = _pod_level(scheduler.pod("web", namespace).req(cpu="500m").container("log"), memory="1Gi")
+    side_by_side.in_view(kube_client, scheduler, namespace, [n1, n2])  # filler seen too
+    web = (
+        scheduler.pod("web", namespace)
+        .req(cpu="500m")
+        .container("log")
+        .pod_resources(requests={"memory": "1Gi"})
+        .obj()
+    )
     assert _settle(kube_client, namespace, web, 2) == n2

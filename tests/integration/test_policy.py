@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from plumb_dev.testing import builders, crds, kube
-from tests.integration.conftest import NodeFactory, PlumbFactory, events_of, free_port
+from tests.support.live_cluster import NodeFactory, events_of
+from tests.support.plumb_process import PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration
 

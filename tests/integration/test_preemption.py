@@ -13,10 +13,11 @@ import pytest
 
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb_dev.testing import builders, kube
-from tests.integration import preempting
-from tests.integration.conftest import NodeFactory, Plumb, events_of
-from tests.integration.preempting import PREEMPTED
-from tests.integration.preempting import PREEMPTOR_PRIORITY as HIGH
+from tests.support import preemption_steps
+from tests.support.live_cluster import NodeFactory, events_of
+from tests.support.plumb_process import Plumb
+from tests.support.preemption_steps import PREEMPTED
+from tests.support.preemption_steps import PREEMPTOR_PRIORITY as HIGH
 
 pytestmark = pytest.mark.integration
 
@@ -28,7 +29,7 @@ def _pod(namespace: str, name: str, cpu: str, priority: int = 0) -> builders.Pod
 
 
 def _nominated(client: kube.Kube, namespace: str, name: str) -> str | None:
-    return preempting.nominated(client.pod(namespace, name))
+    return preemption_steps.nominated(client.pod(namespace, name))
 
 
 def _node_of(client: kube.Kube, namespace: str, name: str) -> str | None:
@@ -40,7 +41,11 @@ def _wait_terminating(client: kube.Kube, namespace: str, count: int) -> dict[str
     """Waits until ``count`` pods terminate: {name: DisruptionTarget reason}."""
     return kube.wait_for(
         f"{count} victim(s) to be terminating",
-        lambda: found if len(found := preempting.terminating(client, namespace)) >= count else None,
+        lambda: (
+            found
+            if len(found := preemption_steps.terminating(client, namespace)) >= count
+            else None
+        ),
     )
 
 
@@ -50,13 +55,13 @@ def _small_pods_wait_while_a_vip_s_victims_terminate(
     """One 4-cpu node full of two 2-cpu priority-0 pods; a 4-cpu priority-1000 pod preempts
     both, and while they terminate three 1-cpu priority-0 pods come, and fail. The node."""
     node = add_node(builders.make_node(f"{namespace}-n").capacity(cpu="4"))
-    preempting.place(client, node, *(_pod(namespace, f"old{i}", "2") for i in range(2)))
+    preemption_steps.place(client, node, *(_pod(namespace, f"old{i}", "2") for i in range(2)))
     client.create_pod(_pod(namespace, "vip", "4", priority=HIGH).obj())
     _wait_terminating(client, namespace, 2)
     for i in range(3):
         client.create_pod(_pod(namespace, f"small{i}", "1").obj())
     for i in range(3):
-        message = preempting.newest_failed_scheduling(client, namespace, f"small{i}")
+        message = preemption_steps.newest_failed_scheduling(client, namespace, f"small{i}")
         assert "Insufficient cpu" in message
     return node
 
@@ -70,8 +75,8 @@ def test_a_priority_pod_preempts_the_fewest_victims_on_one_node_and_binds_there(
     victim. One victim beats two: b, and only that pod is touched."""
     a = add_node(builders.make_node(f"{namespace}-a").capacity(cpu="4"))
     b = add_node(builders.make_node(f"{namespace}-b").capacity(cpu="4"))
-    preempting.place(kube_client, a, *(_pod(namespace, f"a{i}", "1") for i in range(4)))
-    preempting.place(
+    preemption_steps.place(kube_client, a, *(_pod(namespace, f"a{i}", "1") for i in range(4)))
+    preemption_steps.place(
         kube_client,
         b,
         _pod(namespace, "b-big", "2"),
@@ -86,16 +91,16 @@ def test_a_priority_pod_preempts_the_fewest_victims_on_one_node_and_binds_there(
     preempted = events_of(kube_client, namespace, "b-big", "Preempted")
     assert len(preempted) == 1
     vip_uid = kube_client.pod(namespace, "vip")["metadata"]["uid"]
-    assert preempting.event_text(preempted[0]) == preempting.preempted_by(vip_uid, b)
+    assert preemption_steps.event_text(preempted[0]) == preemption_steps.preempted_by(vip_uid, b)
     assert preempted[0]["related"]["name"] == "vip"
     # While the victim terminates it still holds its room: vip waits, nominated.
     assert _node_of(kube_client, namespace, "vip") is None
 
     kube_client.release(namespace, "b-big")
-    assert preempting.bound(kube_client, namespace, "vip", timeout=30) == b
+    assert preemption_steps.bound(kube_client, namespace, "vip", timeout=30) == b
     left = {p["metadata"]["name"] for p in kube_client.pods(namespace)}
     assert left == {"a0", "a1", "a2", "a3", "b-mid1", "b-mid2", "vip"}
-    preempting.release_all(kube_client, namespace)
+    preemption_steps.release_all(kube_client, namespace)
 
 
 def test_the_nominated_room_is_held_from_lower_priority_pods_and_freed_with_the_preemptor(
@@ -118,7 +123,7 @@ def test_the_nominated_room_is_held_from_lower_priority_pods_and_freed_with_the_
     for i in range(2):
         kube_client.release(namespace, f"old{i}")
     for i in range(3):
-        assert preempting.bound(kube_client, namespace, f"small{i}", timeout=30) == node
+        assert preemption_steps.bound(kube_client, namespace, f"small{i}", timeout=30) == node
 
 
 def test_the_held_room_is_not_taken_by_lower_priority_pods_once_the_victims_are_gone(
@@ -130,7 +135,7 @@ def test_the_held_room_is_not_taken_by_lower_priority_pods_once_the_victims_are_
     node = _small_pods_wait_while_a_vip_s_victims_terminate(kube_client, namespace, add_node)
     for i in range(2):
         kube_client.release(namespace, f"old{i}")
-    assert preempting.bound(kube_client, namespace, "vip", timeout=30) == node
+    assert preemption_steps.bound(kube_client, namespace, "vip", timeout=30) == node
     for i in range(3):
         assert _node_of(kube_client, namespace, f"small{i}") is None
 
@@ -144,35 +149,35 @@ def test_a_pdb_is_respected_when_another_node_avoids_violating_it(
     victim whichever way the tie would go, by giving a the lexically smaller name.)"""
     a = add_node(builders.make_node(f"{namespace}-a").capacity(cpu="4"))
     b = add_node(builders.make_node(f"{namespace}-b").capacity(cpu="4"))
-    preempting.place(kube_client, a, _pod(namespace, "guarded", "4").label("app", "guarded"))
-    preempting.place(kube_client, b, _pod(namespace, "plain", "4"))
-    kube_client.create_pdb(preempting.pdb(namespace, "guard", {"app": "guarded"}))
+    preemption_steps.place(kube_client, a, _pod(namespace, "guarded", "4").label("app", "guarded"))
+    preemption_steps.place(kube_client, b, _pod(namespace, "plain", "4"))
+    kube_client.create_pdb(preemption_steps.pdb(namespace, "guard", {"app": "guarded"}))
     kube.wait_for(
         "the disruption controller to fill the PDB's status",
-        lambda: preempting.disruptions_allowed(kube_client, namespace, "guard") is not None,
+        lambda: preemption_steps.disruptions_allowed(kube_client, namespace, "guard") is not None,
     )
     kube_client.create_pod(_pod(namespace, "vip", "4", priority=HIGH).obj())
     assert _wait_terminating(kube_client, namespace, 1) == {"plain": PREEMPTED}
     assert _nominated(kube_client, namespace, "vip") == b
-    preempting.release_all(kube_client, namespace)
+    preemption_steps.release_all(kube_client, namespace)
 
 
 def test_preemption_policy_never_evicts_nothing_and_says_why(
     kube_client: kube.Kube, namespace: str, add_node: NodeFactory, plumb: Plumb
 ) -> None:
     node = add_node(builders.make_node(f"{namespace}-n").capacity(cpu="4"))
-    preempting.place(kube_client, node, _pod(namespace, "old", "4"))
+    preemption_steps.place(kube_client, node, _pod(namespace, "old", "4"))
     pod = _pod(namespace, "polite", "4", priority=HIGH).priority(HIGH, preemption_policy="Never")
     kube_client.create_pod(pod.obj())
     # Judged with the node in view (the node and pod watches are separate streams: a first
     # attempt may see no node at all).
-    message = preempting.newest_failed_scheduling(
+    message = preemption_steps.newest_failed_scheduling(
         kube_client, namespace, "polite", containing="0/1 nodes are available"
     )
     assert message == (
         "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
         "preemption: not eligible due to preemptionPolicy=Never."
     )
-    assert not preempting.terminating(kube_client, namespace)
+    assert not preemption_steps.terminating(kube_client, namespace)
     assert not _nominated(kube_client, namespace, "polite")
-    preempting.release_all(kube_client, namespace)
+    preemption_steps.release_all(kube_client, namespace)

@@ -11,18 +11,13 @@ import pytest
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.observability import trace
 from plumb_dev.testing import builders, kube
-from tests.integration.conftest import NodeFactory, PlumbFactory, free_port
-from tests.integration.test_trace import _explained_alike, _last_trace
+from tests.support import plumb_process
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration
 
 HOLD = "plumb.test/hold"
-
-
-def _pod(namespace: str, name: str, cpu: str) -> builders.PodBuilder:
-    return (
-        builders.make_pod(name, namespace).scheduler(DEFAULT_SCHEDULER_NAME).req(cpu=cpu).grace(0)
-    )
 
 
 def _metric(text: str, name: str) -> float:
@@ -40,17 +35,40 @@ def test_a_preemption_is_traced_explained_and_counted(
     node = add_node(builders.make_node(f"{namespace}-n").capacity(cpu="4"))
     debug, metrics = free_port(), free_port()
     plumb = start_plumb("--debug-port", str(debug), "--metrics-port", str(metrics))
-    kube_client.create_pod(_pod(namespace, "big", "3").node(node).finalizer(HOLD).obj())
-    kube_client.create_pod(_pod(namespace, "small", "1").priority(5).node(node).obj())
-    kube_client.create_pod(_pod(namespace, "vip", "2").priority(1000).obj())
+    kube_client.create_pod(
+        builders.make_pod("big", namespace)
+        .scheduler(DEFAULT_SCHEDULER_NAME)
+        .req(cpu="3")
+        .grace(0)
+        .node(node)
+        .finalizer(HOLD)
+        .obj()
+    )
+    kube_client.create_pod(
+        builders.make_pod("small", namespace)
+        .scheduler(DEFAULT_SCHEDULER_NAME)
+        .req(cpu="1")
+        .grace(0)
+        .priority(5)
+        .node(node)
+        .obj()
+    )
+    kube_client.create_pod(
+        builders.make_pod("vip", namespace)
+        .scheduler(DEFAULT_SCHEDULER_NAME)
+        .req(cpu="2")
+        .grace(0)
+        .priority(1000)
+        .obj()
+    )
 
-    record = _last_trace(plumb, f"{namespace}/vip", trace.UNSCHEDULABLE)
+    record = plumb_process.last_trace(plumb, f"{namespace}/vip", trace.UNSCHEDULABLE)
     assert record.preemption is not None
     assert record.preemption.node == node
     assert [(v.pod, v.priority) for v in record.preemption.victims] == [(f"{namespace}/big", 0)]
     assert (record.preemption.candidates, record.preemption.searched) == (1, 1)
 
-    text = _explained_alike(plumb, debug, f"{namespace}/vip")
+    text = plumb_process.explained_alike(plumb, debug, f"{namespace}/vip")
     assert (
         f"preemption: nominated to {node}, 1 victim (1 of 1 candidate node, 1 searched, "
         "0 PDB violations)"

@@ -1,6 +1,6 @@
 """Preemption side by side, which node and which victims: reprieve, fewest victims, priorities,
 PDBs, start times; each scenario runs once under plumb and once under the real kube-scheduler
-v1.34.4 on the same control plane (the harness of test_plugins.py).
+v1.34.4 on the same control plane (the harness of test_plugin_parity.py).
 
 test_preemption_parity_filters.py (which nodes are searched) and
 test_preemption_parity_nomination.py (what happens while the victims terminate) run more
@@ -49,17 +49,17 @@ import time
 import pytest
 
 from plumb_dev.testing import kube
-from tests.integration import preempting
-from tests.integration.preempting import (
-    ABOVE_PREEMPTOR,
-    INSUFFICIENT_CPU,
-)
-from tests.integration.preemption_scenes import (
+from tests.support import preemption_steps
+from tests.support.preemption_scenes import (
     Occupant,
     Scene,
     scene_fixture,  # noqa: F401
 )
-from tests.integration.schedulers import scheduler_fixture  # noqa: F401
+from tests.support.preemption_steps import (
+    ABOVE_PREEMPTOR,
+    INSUFFICIENT_CPU,
+)
+from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 # make test-long: test_preemption.py and test_preemption_qos.py are the short version in make test.
 pytestmark = [pytest.mark.integration, pytest.mark.long]
@@ -136,7 +136,7 @@ def test_a_node_whose_victim_a_pdb_protects_is_avoided(scene: Scene) -> None:
     PDB allowing no disruption covers, on "b" one of priority 20. By priority "a" would win
     (10 < 20), but PDB violations come first: 1 on a, 0 on b. So b's pod goes."""
     a, b = scene.add_nodes("a", "b")
-    scene.client.create_pdb(preempting.pdb(scene.namespace, "guarded", {"app": "guarded"}))
+    scene.client.create_pdb(preemption_steps.pdb(scene.namespace, "guarded", {"app": "guarded"}))
     scene.stage(
         [
             Occupant("a-guarded-10", a, 10, cpu="2", labels={"app": "guarded"}),
@@ -154,7 +154,7 @@ def test_a_pdb_is_violated_when_there_is_no_other_way(scene: Scene) -> None:
     cpu: only the guarded pod's room will do, and a PDB does not stop the scheduler (it
     deletes; it does not evict). So the guarded pod goes, the priority-2000 one stays."""
     (node,) = scene.add_nodes("n", cpu="3")
-    scene.client.create_pdb(preempting.pdb(scene.namespace, "guarded", {"app": "guarded"}))
+    scene.client.create_pdb(preemption_steps.pdb(scene.namespace, "guarded", {"app": "guarded"}))
     scene.stage(
         [
             Occupant("guarded", node, 0, cpu="2", labels={"app": "guarded"}),
@@ -173,7 +173,7 @@ def test_reprieve_spares_the_pdb_protected_pod_first(scene: Scene) -> None:
     whose removal would violate a PDB are reprieved first: "guarded" comes back (1 cpu left,
     the preemptor fits), then "plain" cannot. So "plain" goes."""
     (node,) = scene.add_nodes("n")
-    scene.client.create_pdb(preempting.pdb(scene.namespace, "guarded", {"app": "guarded"}))
+    scene.client.create_pdb(preemption_steps.pdb(scene.namespace, "guarded", {"app": "guarded"}))
     scene.stage(
         [
             Occupant("guarded", node, 0, labels={"app": "guarded"}),
@@ -195,13 +195,13 @@ def test_a_pdb_s_allowance_goes_to_the_most_important_victims_first(scene: Scene
     would be p1 and p2)."""
     (node,) = scene.add_nodes("n", cpu="3")
     scene.client.create_pdb(
-        preempting.pdb(scene.namespace, "guarded", {"app": "guarded"}, min_available=2)
+        preemption_steps.pdb(scene.namespace, "guarded", {"app": "guarded"}, min_available=2)
     )
     scene.stage([Occupant(f"p{p}", node, p, labels={"app": "guarded"}) for p in (1, 2, 3)])
-    preempting.make_ready(scene.client, scene.namespace, scene.occupants)
+    preemption_steps.make_ready(scene.client, scene.namespace, scene.occupants)
     kube.wait_for(
         "the PDB to allow 1 disruption",
-        lambda: preempting.disruptions_allowed(scene.client, scene.namespace, "guarded") == 1,
+        lambda: preemption_steps.disruptions_allowed(scene.client, scene.namespace, "guarded") == 1,
         timeout=30,
     )
     # The one wait on timing: a scheduler shows no sign of having read the PDB's new status,
@@ -230,7 +230,7 @@ def test_start_times_decide_the_victims_and_the_node_when_all_else_ties(scene: S
     }
     scene.stage([Occupant(name, node, 0) for name, (node, _) in starts.items()])
     for name, (_, started) in starts.items():
-        preempting.make_ready(scene.client, scene.namespace, [name], started=started)
+        preemption_steps.make_ready(scene.client, scene.namespace, [name], started=started)
     kube.wait_for(
         "the start times to be written",
         lambda: all(

@@ -19,13 +19,13 @@ from typing import Any
 import pytest
 
 from plumb_dev.testing import kube
-from tests.integration.preempting import INSUFFICIENT_CPU
-from tests.integration.preemption_scenes import (
+from tests.support.preemption_scenes import (
     Occupant,
     Scene,
     scene_fixture,  # noqa: F401
 )
-from tests.integration.schedulers import scheduler_fixture  # noqa: F401
+from tests.support.preemption_steps import INSUFFICIENT_CPU
+from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 # In `make test-long` with the other parity modules; the unit tests pin the rule in `make test`.
 pytestmark = [pytest.mark.integration, pytest.mark.long]

@@ -10,18 +10,18 @@ import pytest
 
 from plumb_dev.testing import builders
 from plumb_dev.testing.builders import HOSTNAME_LABEL, ZONE_LABEL
-from tests.integration.preempting import (
+from tests.support.preemption_scenes import (
+    Occupant,
+    Scene,
+    scene_fixture,  # noqa: F401
+)
+from tests.support.preemption_steps import (
     ABOVE_PREEMPTOR,
     INSUFFICIENT_CPU,
     NO_CLAIMS,
     PREEMPTOR_PRIORITY,
 )
-from tests.integration.preemption_scenes import (
-    Occupant,
-    Scene,
-    scene_fixture,  # noqa: F401
-)
-from tests.integration.schedulers import (
+from tests.support.side_by_side import (
     NO_VICTIMS,
     NOT_HELPFUL,
     scheduler_fixture,  # noqa: F401

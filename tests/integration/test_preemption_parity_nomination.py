@@ -12,8 +12,13 @@ import time
 import pytest
 
 from plumb_dev.testing import builders, kube
-from tests.integration import preempting, schedulers
-from tests.integration.preempting import (
+from tests.support import preemption_steps, side_by_side
+from tests.support.preemption_scenes import (
+    Occupant,
+    Scene,
+    scene_fixture,  # noqa: F401
+)
+from tests.support.preemption_steps import (
     ABOVE_PREEMPTOR,
     INSUFFICIENT_CPU,
     NO_CLAIMS,
@@ -21,12 +26,7 @@ from tests.integration.preempting import (
     PREEMPTOR_PRIORITY,
     QUIET_SECONDS,
 )
-from tests.integration.preemption_scenes import (
-    Occupant,
-    Scene,
-    scene_fixture,  # noqa: F401
-)
-from tests.integration.schedulers import (
+from tests.support.side_by_side import (
     NO_VICTIMS,
     scheduler_fixture,  # noqa: F401
 )
@@ -58,7 +58,7 @@ def test_a_nominated_preemptor_waits_for_its_victims_and_preempts_no_more(scene:
     scene.wait_deleted("a-0")
     diagnosis = f"0/3 nodes are available: 3 {INSUFFICIENT_CPU}."
     scene.remove("c-high")
-    waiting = preempting.waiting(diagnosis)
+    waiting = preemption_steps.waiting(diagnosis)
     kube.wait_for(
         f"the preemptor to be tried again: {waiting!r}",
         lambda: waiting in scene.messages(),
@@ -133,7 +133,7 @@ def test_a_nominated_preemptor_takes_a_node_that_frees_up_elsewhere(scene: Scene
         "deleted": scene.deleted(),
         "nominated at the end": scene.nominated(),
         "first message": messages[:1],
-        "later messages": set(messages[1:]) - {preempting.waiting(diagnosis)},
+        "later messages": set(messages[1:]) - {preemption_steps.waiting(diagnosis)},
     }
     assert seen == {
         "nominated": a,
@@ -180,7 +180,7 @@ def test_a_second_preemptor_counts_the_first_one_s_nomination(scene: Scene) -> N
         "bound": bound,
         "first messages": {n: m[:1] for n, m in messages.items()},
         "later messages": {
-            n: set(m[1:]) - {preempting.waiting(diagnosis)} for n, m in messages.items()
+            n: set(m[1:]) - {preemption_steps.waiting(diagnosis)} for n, m in messages.items()
         },
     }
     assert seen == {
@@ -219,7 +219,7 @@ def test_a_higher_preemptor_takes_over_a_lower_one_s_nomination(scene: Scene) ->
         "victim Preempted by the preemptor": any(
             uid in e for e in scene.preempted_events("victim")
         ),
-        "victim condition": preempting.disruption_target(
+        "victim condition": preemption_steps.disruption_target(
             scene.client.pod(scene.namespace, "victim")
         )
         is not None,
@@ -232,7 +232,7 @@ def test_a_higher_preemptor_takes_over_a_lower_one_s_nomination(scene: Scene) ->
         kube.wait_for(
             "low to be tried again",
             lambda: (
-                schedulers.failed_scheduling(scene.client, scene.namespace, "low") == no_victims
+                side_by_side.failed_scheduling(scene.client, scene.namespace, "low") == no_victims
             ),
             timeout=30,
         )
@@ -243,7 +243,9 @@ def test_a_higher_preemptor_takes_over_a_lower_one_s_nomination(scene: Scene) ->
         "low bound": scene.node_of("low"),
         "low nominated at the end": scene.nominated("low"),
         "preemptor messages": scene.messages(),
-        "low's newest message": schedulers.failed_scheduling(scene.client, scene.namespace, "low"),
+        "low's newest message": side_by_side.failed_scheduling(
+            scene.client, scene.namespace, "low"
+        ),
     }
     assert seen == {
         "nominated": {"low": None, PREEMPTOR: node},
@@ -287,7 +289,7 @@ def test_a_terminating_pod_counts_with_its_priority_in_the_choice_of_node(scene:
         **seen_before,
         "bound": node,
         "first message": messages[:1],
-        "later messages": set(messages[1:]) - {preempting.waiting(diagnosis)},
+        "later messages": set(messages[1:]) - {preemption_steps.waiting(diagnosis)},
     }
     assert seen == {
         "nominated": b,

@@ -30,10 +30,11 @@ import pytest
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.preemption import evaluator
 from plumb_dev.testing import builders, crds, kube
-from tests.integration import preempting
-from tests.integration.conftest import NodeFactory, Plumb
-from tests.integration.preempting import PREEMPTED
-from tests.integration.preempting import PREEMPTOR_PRIORITY as HIGH
+from tests.support import preemption_steps
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import Plumb
+from tests.support.preemption_steps import PREEMPTED
+from tests.support.preemption_steps import PREEMPTOR_PRIORITY as HIGH
 
 pytestmark = pytest.mark.integration
 
@@ -102,7 +103,7 @@ class Tenant:
 
     def place(self, node: str, *pods: builders.PodBuilder | JSON) -> None:
         """Pods already running on ``node``, holding a finalizer."""
-        preempting.place(self.client, node, *pods)
+        preemption_steps.place(self.client, node, *pods)
 
     def qos(self) -> dict[str, str]:
         """Each pod's QoS class as the API server set it."""
@@ -124,14 +125,14 @@ class Tenant:
         name = self.create(vip)
         node = kube.wait_for(
             f"{name}'s nomination",
-            lambda: preempting.nominated(self.client.pod(self.namespace, name)),
+            lambda: preemption_steps.nominated(self.client.pod(self.namespace, name)),
         )
 
         def all_terminating() -> dict[str, str] | None:
             found = {
                 f"{ns}/{pod}": reason
                 for ns in (self.namespace, *others)
-                for pod, reason in preempting.terminating(self.client, ns).items()
+                for pod, reason in preemption_steps.terminating(self.client, ns).items()
             }
             return found if len(found) >= count else None
 
@@ -154,7 +155,7 @@ def tenant(
 ) -> Iterator[Tenant]:
     """The test's Tenant; its pods lose their finalizers at the end, whatever the outcome."""
     yield Tenant(kube_client, namespace, add_node, policy_crd)
-    preempting.release_all(kube_client, namespace)
+    preemption_steps.release_all(kube_client, namespace)
 
 
 def _apply_policy(kubectl: crds.Kubectl, namespace: str, rules: JSON) -> None:
@@ -186,7 +187,7 @@ def other_namespace(kube_client: kube.Kube) -> Iterator[str]:
     name = f"other-tenant-{uuid.uuid4().hex[:6]}"
     kube_client.create_namespace(name)
     yield name
-    preempting.release_all(kube_client, name)
+    preemption_steps.release_all(kube_client, name)
     kube_client.delete_workloads(name)
 
 
@@ -307,7 +308,7 @@ def test_max_victims_per_pod_with_no_node_left_the_pod_waits_naming_the_cap(
         assert tenant.preempt(vip, 2) == (node, {f"{ns}/p2": PREEMPTED, f"{ns}/p3": PREEMPTED})
         return
     tenant.create(vip)
-    message = preempting.newest_failed_scheduling(
+    message = preemption_steps.newest_failed_scheduling(
         tenant.client, ns, "vip", containing=evaluator.PREFIX
     )
     cap = evaluator.cap_reason(
@@ -321,6 +322,6 @@ def test_max_victims_per_pod_with_no_node_left_the_pod_waits_naming_the_cap(
         "0/1 nodes are available: 1 Insufficient cpu. no new claims to deallocate, "
         f"preemption: 0/1 nodes are available: 1 {cap}."
     )
-    assert not preempting.terminating(tenant.client, ns)
-    assert not preempting.nominated(tenant.client.pod(ns, "vip"))
+    assert not preemption_steps.terminating(tenant.client, ns)
+    assert not preemption_steps.nominated(tenant.client.pod(ns, "vip"))
     assert tenant.client.pod(ns, "vip")["spec"].get("nodeName") is None

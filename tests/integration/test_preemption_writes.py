@@ -15,7 +15,7 @@ from plumb.k8s import credentials
 from plumb.preemption import execution
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, kube
-from tests.integration.conftest import NodeFactory
+from tests.support.live_cluster import NodeFactory
 
 pytestmark = pytest.mark.integration
 
@@ -35,10 +35,9 @@ def _pod(
     builder = builders.make_pod(name, namespace).scheduler("nobody")
     if node:
         builder = builder.node(node)
-    body = builder.obj()
     if hold:
-        body["metadata"]["finalizers"] = [FINALIZER]
-    return objects.parse_pod(kube_client.create_pod(body))
+        builder = builder.finalizer(FINALIZER)
+    return objects.parse_pod(kube_client.create_pod(builder.obj()))
 
 
 def _release(kube_client: kube.Kube, namespace: str, name: str) -> None:

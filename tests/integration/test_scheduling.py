@@ -9,8 +9,9 @@ import pytest
 
 from plumb.backend.records import objects
 from plumb_dev.testing import builders, kube
-from tests.integration import schedulers
-from tests.integration.conftest import NodeFactory, Plumb, events_of
+from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory, events_of
+from tests.support.plumb_process import Plumb
 
 pytestmark = pytest.mark.integration
 
@@ -104,7 +105,7 @@ def test_twenty_pods_bound_within_allocatable_and_a_huge_one_waits(
         kube_client,
         namespace,
         "huge",
-        schedulers.without_victims("0/3 nodes are available: 3 Insufficient cpu.", 3, 0),
+        side_by_side.without_victims("0/3 nodes are available: 3 Insufficient cpu.", 3, 0),
     )
     huge = kube_client.pod(namespace, "huge")
     assert huge["status"]["phase"] == "Pending"
@@ -165,7 +166,7 @@ def test_kopf_leaves_no_marks_on_pods_or_nodes(
         kube_client,
         namespace,
         "waits",
-        schedulers.without_victims("0/1 nodes are available: 1 Insufficient cpu.", 1, 0),
+        side_by_side.without_victims("0/1 nodes are available: 1 Insufficient cpu.", 1, 0),
     )
 
     bodies = [kube_client.pod(namespace, n) for n in ("p0", "p1", "p2", "waits")]
@@ -194,13 +195,13 @@ def test_a_waiting_pod_schedules_when_a_node_joins_and_bad_pods_do_not_block_oth
         kube_client,
         namespace,
         "big",
-        schedulers.without_victims("0/1 nodes are available: 1 Insufficient cpu.", 1, 0),
+        side_by_side.without_victims("0/1 nodes are available: 1 Insufficient cpu.", 1, 0),
     )
     _failed_scheduling(
         kube_client,
         namespace,
         "widget",
-        schedulers.without_victims(
+        side_by_side.without_victims(
             "0/1 nodes are available: 1 Insufficient example.com/widget.", 1, 0
         ),
     )

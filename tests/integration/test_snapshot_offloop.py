@@ -13,7 +13,8 @@ import pytest
 
 from plumb import runs
 from plumb_dev.testing import builders, kube
-from tests.integration.conftest import NodeFactory, PlumbFactory, free_port
+from tests.support.live_cluster import NodeFactory
+from tests.support.plumb_process import PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration
 

@@ -19,40 +19,29 @@ from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
 from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
-from tests.integration import schedulers
-from tests.integration.conftest import NodeFactory
-from tests.integration.storage import Storage, storage_fixture  # noqa: F401
-from tests.unit.test_volumes import pv_body, pvc_body, storage_class_body, with_claims
+from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
+from tests.support.storage import Storage, storage_fixture  # noqa: F401
+from tests.support.volume_messages import (
+    AFTER_PREFILTER,
+    MISSING_CLAIM,
+    NO_PV_LEFT,
+    NOT_HELPFUL,
+    PINNED_ELSEWHERE,
+    RWOP_IN_USE,
+    RWOP_SUFFIX,
+    UNBOUND_IMMEDIATE,
+)
+from tests.support.volume_objects import (
+    pv_body,
+    pvc_body,
+    storage_class_body,
+)
 
 pytestmark = pytest.mark.integration
 
 JSON = dict[str, Any]
 DISK_LABEL = "plumb.test/disk"
-# kube-scheduler v1.34.4's FailedScheduling messages for these cases, as recorded from the real
-# binary by test_kube_scheduler_volume_messages. After the filters' part comes its PostFilters':
-# DynamicResources ("no new claims to deallocate"), then DefaultPreemption. When a PreFilter
-# rejected the pod, DynamicResources' PreFilter never ran, its PostFilter finds no state and fails
-# with the CycleState's "not found", and that error is all the PostFilter part says.
-NOT_HELPFUL = (
-    " no new claims to deallocate, preemption: 0/5 nodes are available: "
-    "5 Preemption is not helpful for scheduling."
-)
-AFTER_PREFILTER = " not found"
-MISSING_CLAIM = '0/5 nodes are available: persistentvolumeclaim "data-missing" not found.'
-UNBOUND_IMMEDIATE = "0/5 nodes are available: pod has unbound immediate PersistentVolumeClaims."
-NO_PV_LEFT = "0/5 nodes are available: 5 node(s) didn't find available persistent volumes to bind."
-PINNED_ELSEWHERE = (
-    "0/5 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-    "4 node(s) didn't match PersistentVolume's node affinity."
-)
-RWOP_IN_USE = (
-    "0/5 nodes are available: 5 node(s) unavailable due to PersistentVolumeClaim with "
-    "ReadWriteOncePod access mode already in-use by another pod."
-)
-RWOP_SUFFIX = (
-    " no new claims to deallocate, preemption: 0/5 nodes are available: "
-    "5 No preemption victims found for incoming pod."
-)
 
 
 def _statics(client: kube.Kube, names: list[str]) -> snapshot.NodeStatics:
@@ -97,7 +86,8 @@ def _plumb_message(
     return f"0/{total} nodes are available: {', '.join(parts)}."
 
 
-@pytest.mark.long  # make test-long; test_volumes.py binds claims through PreBind in make test
+# make test-long; test_volume_placement.py binds claims through PreBind in make test.
+@pytest.mark.long
 async def test_prebind_binds_a_local_pv_and_the_pv_controller_completes_it(
     control_plane: controlplane.ControlPlane,
     kube_client: kube.Kube,
@@ -110,7 +100,7 @@ async def test_prebind_binds_a_local_pv_and_the_pv_controller_completes_it(
     local = storage.storage_class(storage_class_body(f"local-{namespace}"))
     pv = storage.pv(pv_body(f"{namespace}-pv", node=node_b, storage_class=local, size="5Gi"))
     storage.claim(pvc_body("data", namespace, storage_class=local, size="1Gi"))
-    pod_body = with_claims(builders.make_pod("web", namespace).scheduler("nobody"), "data")
+    pod_body = builders.make_pod("web", namespace).scheduler("nobody").claims("data").obj()
     pod = objects.parse_pod(kube_client.create_pod(pod_body))
     # The PV controller leaves a WaitForFirstConsumer claim alone until a scheduler decides.
     assert (storage.claim_body("data").get("status") or {}).get("phase") == "Pending"
@@ -167,14 +157,15 @@ async def test_prebind_binds_a_local_pv_and_the_pv_controller_completes_it(
 
 
 def _failure(client: kube.Kube, namespace: str, name: str) -> str:
-    placed = schedulers.wait_settled(client, namespace, [name], cluster_nodes=5)
+    placed = side_by_side.wait_settled(client, namespace, [name], cluster_nodes=5)
     assert placed[name] is None, f"{name} was bound to {placed[name]}"
-    message = schedulers.failed_scheduling(client, namespace, name)
+    message = side_by_side.failed_scheduling(client, namespace, name)
     assert message is not None
     return message
 
 
-@pytest.mark.long  # make test-long; test_volumes.py holds the short version under both schedulers
+# make test-long; test_volume_placement.py holds the short version under both schedulers.
+@pytest.mark.long
 def test_kube_scheduler_volume_messages(
     request: pytest.FixtureRequest,
     control_plane: controlplane.ControlPlane,
@@ -214,9 +205,11 @@ def test_kube_scheduler_volume_messages(
     storage.wait_bound("single")
     # A pod holding the ReadWriteOncePod claim, bound at creation.
     kube_client.create_pod(
-        with_claims(
-            builders.make_pod("holder", namespace).scheduler("nobody").node(node_c), "single"
-        )
+        builders.make_pod("holder", namespace)
+        .scheduler("nobody")
+        .node(node_c)
+        .claims("single")
+        .obj()
     )
 
     process = kubescheduler.start(control_plane, tmp_path / "kube-scheduler")
@@ -241,22 +234,22 @@ def test_kube_scheduler_volume_messages(
             print(f"{pod_name}: kube-scheduler: {message}\n{pod_name}: plumb:          {mine}")
             return message
 
-        missing = judge("lost", with_claims(pod("lost"), "data-missing"))
-        waiting = judge("waiting", with_claims(pod("waiting"), "unbound-immediate"))
+        missing = judge("lost", pod("lost").claims("data-missing").obj())
+        waiting = judge("waiting", pod("waiting").claims("unbound-immediate").obj())
 
         # Each replica in turn: where plumb's plugins let it go, and the PV plumb's plan would
         # bind on the node kube-scheduler chose, against the PV the PV controller bound.
         placed: list[str] = []
         statics = _statics(kube_client, nodes)
         for i in range(2):
-            body = with_claims(pod(f"web-{i}"), f"data-web-{i}")
+            body = pod(f"web-{i}").claims(f"data-web-{i}").obj()
             before = storage.store()
             info = objects.parse_pod(kube_client.create_pod(body))
             verdict = volume_plugins.verdicts(
                 info, statics, before, _in_use(kube_client, namespace)
             )
             fitting = [n for n, f in zip(statics.names, verdict.failing(5), strict=True) if not f]
-            bound = schedulers.wait_settled(kube_client, namespace, [f"web-{i}"], cluster_nodes=5)
+            bound = side_by_side.wait_settled(kube_client, namespace, [f"web-{i}"], cluster_nodes=5)
             chosen = bound[f"web-{i}"]
             assert chosen is not None
             assert chosen in fitting, (chosen, fitting)
@@ -267,12 +260,12 @@ def test_kube_scheduler_volume_messages(
             placed.append(chosen)
         # kube-scheduler takes the nodes with a PV, one replica each.
         assert sorted(placed) == [node_b, node_d]
-        third = judge("web-2", with_claims(pod("web-2"), "data-web-2"))
+        third = judge("web-2", pod("web-2").claims("data-web-2").obj())
 
         elsewhere = judge(
-            "elsewhere", with_claims(pod("elsewhere").node_selector(DISK_LABEL, "ssd"), "pinned")
+            "elsewhere", pod("elsewhere").node_selector(DISK_LABEL, "ssd").claims("pinned").obj()
         )
-        contender = judge("contender", with_claims(pod("contender"), "single"))
+        contender = judge("contender", pod("contender").claims("single").obj())
     finally:
         process.stop()
         print(f"--- kube-scheduler log tail ---\n{process.tail(30)}")

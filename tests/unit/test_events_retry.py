@@ -15,6 +15,8 @@ from plumb_dev.testing.builders import make_pod
 
 Answer = k8s_client.ApiResponse | Exception
 
+WEB = objects.parse_pod(make_pod("web", "shop").uid("uid-web").obj())
+
 
 class EventsApi:
     """create_event answered from a script, then 201; every try recorded."""
@@ -38,12 +40,6 @@ class EventsApi:
         self, *, namespace: str, name: str, patch: dict[str, Any]
     ) -> k8s_client.ApiResponse:
         return k8s_client.ApiResponse(status=200, body={})
-
-
-def _pod() -> objects.PodInfo:
-    body = make_pod("web", "shop").obj()
-    body["metadata"]["uid"] = "uid-web"
-    return objects.parse_pod(body)
 
 
 def _recorder(api: EventsApi, waits: list[float]) -> events.Recorder:
@@ -72,7 +68,7 @@ async def _settle(recorder: events.Recorder) -> None:
 async def test_an_event_the_server_could_not_take_is_tried_again(failure: Answer) -> None:
     api, waits = EventsApi(failure, failure), list[float]()
     recorder = _recorder(api, waits)
-    recorder.scheduled(_pod(), "n1")
+    recorder.scheduled(WEB, "n1")
     await _settle(recorder)
     assert len(api.tries) == 3  # two failures, then stored
     assert len(set(api.tries)) == 1  # the same event each time: a stored one answers 409
@@ -83,7 +79,7 @@ async def test_a_refused_event_is_not_tried_again() -> None:
     api = EventsApi(k8s_client.ApiResponse(status=422, body={"message": "invalid"}))
     waits: list[float] = []
     recorder = _recorder(api, waits)
-    recorder.scheduled(_pod(), "n1")
+    recorder.scheduled(WEB, "n1")
     await _settle(recorder)
     assert len(api.tries) == 1
     assert waits == []
@@ -93,7 +89,7 @@ async def test_an_event_gives_up_after_its_tries() -> None:
     failure = k8s_client.ApiResponse(status=503, body={"message": "unavailable"})
     api, waits = EventsApi(*[failure] * 20), list[float]()
     recorder = _recorder(api, waits)
-    recorder.scheduled(_pod(), "n1")
+    recorder.scheduled(WEB, "n1")
     await _settle(recorder)
     assert len(api.tries) == events.EVENT_TRIES
     assert waits == [1.0, 2.0, 4.0, 8.0, 10.0]
@@ -104,7 +100,7 @@ async def test_a_drain_ends_the_waiting_at_once() -> None:
     api = EventsApi(*[failure] * 20)
     # Real sleeps: without the drain waking them, the tries would take 25 s.
     recorder = events.Recorder(api, instance="test")
-    recorder.scheduled(_pod(), "n1")
+    recorder.scheduled(WEB, "n1")
     await asyncio.sleep(0.05)
     await asyncio.wait_for(recorder.drain(), 2.0)
     assert len(api.tries) == 2

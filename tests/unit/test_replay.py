@@ -23,9 +23,9 @@ from plumb.framework.plugins import podtopologyspread
 from plumb.kernel import reference
 from plumb.observability import trace
 from plumb_dev.testing.builders import make_node, make_pod
-from tests.unit.fakes import Clock, FakeApi, make_scheduler
-from tests.unit.policy_builders import make_policy
-from tests.unit.test_trace import Lines, json_lines  # noqa: F401
+from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.log_capture import Lines
+from tests.support.policy_builders import make_policy
 
 ZONE = podtopologyspread.ZONE
 
@@ -125,7 +125,7 @@ def test_a_journal_too_short_says_how_far_back_it_reaches() -> None:
 
 
 async def test_every_decision_of_a_dumped_scheduler_replays_to_its_trace_line(
-    json_lines: tuple[logging.Logger, Lines],  # noqa: F811
+    json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, handler = json_lines
     api, clock = FakeApi(), Clock()
@@ -204,7 +204,7 @@ def test_replay_says_what_is_wrong_with_its_input(
 
 
 async def test_a_deviation_replays_to_the_node_its_trace_line_names(
-    json_lines: tuple[logging.Logger, Lines],  # noqa: F811
+    json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, handler = json_lines
     api, clock = FakeApi(), Clock()
@@ -248,7 +248,7 @@ async def test_a_deviation_replays_to_the_node_its_trace_line_names(
 
 
 async def test_pods_written_with_another_rfc3339_offset_are_the_same_pods(
-    json_lines: tuple[logging.Logger, Lines],  # noqa: F811
+    json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     # The Python client writes creationTimestamp as +00:00 where the API server wrote Z: the
     # same instant, so the same pod; a check that finds no decision to make again fails.

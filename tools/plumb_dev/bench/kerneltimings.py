@@ -12,7 +12,7 @@ one taint, requires three of the four node sizes and prefers two zones and the l
 spreads over zones (DoNotSchedule, maxSkew 1) and hosts (ScheduleAnyway), must avoid hosts
 running a cache pod, prefers zones running api pods, and asks for a host port that some api
 pods hold; database pods keep web pods off their hosts. The arrays are what
-``framework/compiling.py`` makes of those pods (tests/unit/test_bench_kernel.py holds them
+``framework/compiling.py`` makes of those pods (tests/tools/bench/test_kernelbench.py holds them
 equal, array by array).
 
 How it measures: every call is timed with ``time.perf_counter`` around ``compiled.run`` (or

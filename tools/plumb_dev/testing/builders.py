@@ -226,6 +226,90 @@ class PodBuilder:
         self._body["metadata"]["uid"] = value
         return self
 
+    def claims(self, *names: str) -> Self:
+        """A volume per PersistentVolumeClaim named, called v0, v1, ... in order."""
+        volumes: list[dict[str, Any]] = self._spec.setdefault("volumes", [])
+        for name in names:
+            claim = {"claimName": name}
+            volumes.append({"name": f"v{len(volumes)}", "persistentVolumeClaim": claim})
+        return self
+
+    def ephemeral(self, name: str, *, storage_class: str, size: str = "1Gi") -> Self:
+        """A generic ephemeral volume: a ReadWriteOnce claim of ``storage_class`` made for the
+        pod (named ``<pod>-<name>``) by the ephemeral volume controller."""
+        template = {
+            "accessModes": ["ReadWriteOnce"],
+            "storageClassName": storage_class,
+            "resources": {"requests": {"storage": size}},
+        }
+        self._spec.setdefault("volumes", []).append(
+            {"name": name, "ephemeral": {"volumeClaimTemplate": {"spec": template}}}
+        )
+        return self
+
+    def created(self, at: str) -> Self:
+        """metadata.creationTimestamp, as the API server sets it (RFC 3339)."""
+        self._body["metadata"]["creationTimestamp"] = at
+        return self
+
+    def resource_version(self, version: str) -> Self:
+        self._body["metadata"]["resourceVersion"] = version
+        return self
+
+    def generation(self, value: int) -> Self:
+        """metadata.generation: the API server raises it on every change to the spec."""
+        self._body["metadata"]["generation"] = value
+        return self
+
+    def annotation(self, key: str, value: str) -> Self:
+        self._body["metadata"].setdefault("annotations", {})[key] = value
+        return self
+
+    def owner(self, kind: str, name: str) -> Self:
+        """The controller that owns the pod (``owner("ReplicaSet", "web-7d")``)."""
+        reference = {"kind": kind, "name": name, "controller": True}
+        self._body["metadata"].setdefault("ownerReferences", []).append(reference)
+        return self
+
+    def phase(self, value: str) -> Self:
+        """status.phase (``"Running"``, ``"Succeeded"``, ...)."""
+        self._body.setdefault("status", {})["phase"] = value
+        return self
+
+    def nominated(self, node: str) -> Self:
+        """status.nominatedNodeName: the node a preemption made room on for the pod."""
+        self._body.setdefault("status", {})["nominatedNodeName"] = node
+        return self
+
+    def overhead(self, **resources: str | int) -> Self:
+        """spec.overhead, as a RuntimeClass adds it (``overhead(cpu="250m")``)."""
+        self._spec["overhead"] = _resources(resources)
+        return self
+
+    def pod_resources(
+        self, requests: Mapping[str, str] | None = None, limits: Mapping[str, str] | None = None
+    ) -> Self:
+        """Pod-level resources (spec.resources); with neither given, an empty one."""
+        resources: dict[str, Any] = {}
+        if requests is not None:
+            resources["requests"] = dict(requests)
+        if limits is not None:
+            resources["limits"] = dict(limits)
+        self._spec["resources"] = resources
+        return self
+
+    def images(self, *images: str, init: Sequence[str] = ()) -> Self:
+        """App containers c0, c1, ... running these images, in place of the main one (and no
+        requests), and init containers i0, i1, ... running ``init``."""
+        self._spec["containers"] = [
+            {"name": f"c{i}", "image": image} for i, image in enumerate(images)
+        ]
+        if init:
+            self._spec["initContainers"] = [
+                {"name": f"i{i}", "image": image} for i, image in enumerate(init)
+            ]
+        return self
+
     def terminating(self, at: str = "2025-01-01T00:00:00Z") -> Self:
         """Being deleted: ``metadata.deletionTimestamp`` set (the pod still holds its node)."""
         self._body["metadata"]["deletionTimestamp"] = at
@@ -314,6 +398,12 @@ class PodBuilder:
         ).append({"weight": weight, "podAffinityTerm": term})
         return self
 
+    def copy(self) -> Self:
+        """A builder of the same pod, to vary without changing this one."""
+        twin = type(self).__new__(type(self))
+        twin._body = copy.deepcopy(self._body)
+        return twin
+
     def obj(self) -> dict[str, Any]:
         return copy.deepcopy(self._body)
 
@@ -355,6 +445,13 @@ class NodeBuilder:
 
     def unschedulable(self) -> Self:
         self._body["spec"]["unschedulable"] = True
+        return self
+
+    def images(self, *images: tuple[Sequence[str], int]) -> Self:
+        """status.images: the images the node holds, each as (names, sizeBytes)."""
+        self._body["status"]["images"] = [
+            {"names": list(names), "sizeBytes": size} for names, size in images
+        ]
         return self
 
     def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> Self:

@@ -30,7 +30,7 @@ BLOCKING_EFFECTS = ("NoSchedule", "NoExecute")
 PREFER_NO_SCHEDULE = "PreferNoSchedule"
 NO_TAINT = -1
 # v1.34 names no taint in the reason (the values can be sensitive); seen from the real
-# kube-scheduler v1.34.4 in tests/integration/test_plugins.py.
+# kube-scheduler v1.34.4 in tests/integration/test_plugin_parity.py.
 UNTOLERATED = "node(s) had untolerated taint(s)"
 
 _NOWHERE = np.iinfo(np.int32).max  # position of a taint a node does not carry

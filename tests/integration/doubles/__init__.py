@@ -1,1 +1,0 @@
-"""Test doubles run inside a real ``plumb run`` process (never imported by plumb itself)."""

@@ -1,0 +1,295 @@
+"""One scenario, two schedulers: run an integration test once under plumb and once under the real
+kube-scheduler on the same control plane, and read back what each decided.
+
+A test module takes the parametrised ``scheduler`` fixture by importing it::
+
+    from tests.support.side_by_side import scheduler_fixture  # noqa: F401
+
+and builds its pods with ``scheduler.pod(name, namespace)``, which sets the schedulerName the
+scheduler under test takes. The function has another name than the fixture so that a test's
+``scheduler`` argument does not shadow the import (ruff F811). A module that wants other
+parameters writes its own fixture around ``scheduler_runner``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import datetime
+from collections.abc import Iterable, Iterator, Mapping
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import utils as k8s_utils
+
+from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.testing import builders, kube, kubescheduler
+from tests.support import plumb_process
+
+PLUMB = "plumb"
+KUBE_SCHEDULER = "kube-scheduler"
+SCHEDULERS = (PLUMB, KUBE_SCHEDULER)
+PLUMB_SCHEDULER_NAME = "plumb"
+FAILED_SCHEDULING = "FailedScheduling"
+_LOG_TAIL_LINES = 40
+_PROBE = "probe-"
+_PROBES = 20
+_NEVER = datetime.datetime.min.replace(tzinfo=datetime.UTC)
+
+
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+
+
+def without_victims(histogram: str, total: int, searched: int) -> str:
+    """A FailedScheduling message as kube-scheduler v1.34.4 writes it for a pod no pod of lower
+    priority stands in the way of: the node histogram, then its PostFilter plugins' words —
+    DynamicResources' "no new claims to deallocate", then preemption's own "0/N nodes are
+    available" over the ``searched`` nodes (those a filter rejected for reasons evicting pods
+    could cure: none of lower priority there) and the rest (not helpful)."""
+    reasons = sorted(
+        f"{count} {reason}"
+        for reason, count in ((NO_VICTIMS, searched), (NOT_HELPFUL, total - searched))
+        if count
+    )
+    return (
+        f"{histogram} no new claims to deallocate, preemption: 0/{total} nodes are available: "
+        f"{', '.join(reasons)}."
+    )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Runner:
+    """A scheduler running for one test."""
+
+    name: str
+    """``"plumb"`` or ``"kube-scheduler"``: which implementation runs."""
+    scheduler_name: str
+    """The spec.schedulerName of the pods it takes; it leaves every other pod alone."""
+    log: Path
+
+    def pod(self, name: str, namespace: str) -> builders.PodBuilder:
+        """A pod for this scheduler: ``scheduler.pod("web", namespace).req(cpu="1")``."""
+        return builders.make_pod(name, namespace).scheduler(self.scheduler_name)
+
+
+@contextlib.contextmanager
+def scheduler_runner(request: pytest.FixtureRequest, name: str) -> Iterator[Runner]:
+    """Starts the scheduler called name for the requesting test and stops it afterwards.
+
+    The building block of fixtures: ``with scheduler_runner(request, request.param) as runner:
+    yield runner``. plumb comes from conftest's ``start_plumb``, whose own teardown stops it,
+    checks its exit code and prints its log. kube-scheduler runs from the test's tmp_path; a
+    kube-scheduler that died during the test fails it, and its log tail is printed either way.
+    """
+    if name == PLUMB:
+        start_plumb: plumb_process.PlumbFactory = request.getfixturevalue("start_plumb")
+        plumb = start_plumb("--scheduler-name", PLUMB_SCHEDULER_NAME)
+        yield Runner(name=PLUMB, scheduler_name=PLUMB_SCHEDULER_NAME, log=plumb.log)
+        return
+    if name != KUBE_SCHEDULER:
+        raise ValueError(f"no scheduler called {name!r}; choose one of {SCHEDULERS}")
+    plane: controlplane.ControlPlane = request.getfixturevalue("control_plane")
+    tmp_path: Path = request.getfixturevalue("tmp_path")
+    process = kubescheduler.start(plane, tmp_path / KUBE_SCHEDULER)
+    try:
+        yield Runner(name=KUBE_SCHEDULER, scheduler_name=process.scheduler_name, log=process.log)
+    finally:
+        died = not process.running()
+        code = process.stop()
+        print(f"--- kube-scheduler log tail ({process.log}) ---\n{process.tail(_LOG_TAIL_LINES)}")
+    assert not died, f"kube-scheduler exited with code {code} during the test; see its log above"
+
+
+@pytest.fixture(name="scheduler", params=SCHEDULERS)
+def scheduler_fixture(request: pytest.FixtureRequest) -> Iterator[Runner]:
+    """Each test that takes ``scheduler`` runs once with plumb and once with kube-scheduler."""
+    with scheduler_runner(request, request.param) as runner:
+        yield runner
+
+
+# --- what the scheduler decided ------------------------------------------------------------------
+
+
+def in_view(client: kube.Kube, scheduler: Runner, namespace: str, nodes: list[str]) -> None:
+    """Waits until the scheduler has every node of the test in view.
+
+    Node and pod watches are separate streams, so a pod created right after the nodes may be
+    placed before the last nodes arrive, and a placement, unlike a failure, is never retried.
+    The node watch is one ordered stream: a pod that fits nowhere and is judged against all the
+    test's nodes proves every node has been seen. Each probe is a new pod, not a retry of the
+    last one: plumb loses the retry a node should trigger when the node arrives while the pod's
+    attempt is in flight, and a helper must not hang on that. Probes stay pending with priority
+    0, holding nothing, so they are never victims. The pod watch is one ordered stream too: a
+    probe judged also proves the scheduler has seen every pod change made before it, so the
+    helper may be called again (its probes get new names).
+    """
+    prefix = f"0/{len(nodes)} nodes are available"
+    taken = sum(p["metadata"]["name"].startswith(_PROBE) for p in client.pods(namespace))
+    messages = []
+    for attempt in range(taken, taken + _PROBES):
+        probe = f"{_PROBE}{attempt}"
+        client.create_pod(
+            scheduler.pod(probe, namespace).node_selector("plumb.test/probe", "nowhere").obj()
+        )
+        wait_settled(client, namespace, [probe])
+        message = failed_scheduling(client, namespace, probe)
+        if message is not None and message.startswith(prefix):
+            return
+        messages.append(message)
+    raise AssertionError(
+        f"{scheduler.name} never judged a pod against {len(nodes)} nodes: {messages}"
+    )
+
+
+def wait_settled(
+    client: kube.Kube,
+    namespace: str,
+    names: Iterable[str],
+    timeout: float = 60.0,
+    *,
+    cluster_nodes: int | None = None,
+) -> dict[str, str | None]:
+    """Waits until each named pod is bound or has a FailedScheduling event: {pod: node or None}.
+
+    Both schedulers post FailedScheduling through events.k8s.io; the core/v1 view has the
+    reason, the note as message, eventTime and reportingComponent = the schedulerName.
+
+    Watches of nodes and pods are separate streams, so a scheduler may try a pod before it has
+    seen a node created just before it, fail it, and bind it on the retry the node triggers.
+    Given cluster_nodes, a failure counts only once it was decided with that many nodes in
+    view: both schedulers begin the message with "0/N nodes are available".
+    """
+    wanted = list(names)
+    if not wanted:
+        raise ValueError("names is empty; pass the pods to wait for")
+    prefix = None if cluster_nodes is None else f"0/{cluster_nodes} nodes are available"
+    waiting: dict[str, str] = {}
+
+    def settled() -> dict[str, str | None] | None:
+        pods = {p["metadata"]["name"]: p for p in client.pods(namespace)}
+        failures = _newest_messages(client.events(namespace), FAILED_SCHEDULING)
+        placed: dict[str, str | None] = {}
+        waiting.clear()
+        for name in wanted:
+            pod = pods.get(name)
+            if pod is None:
+                waiting[name] = "no such pod"
+            elif node := pod["spec"].get("nodeName"):
+                placed[name] = str(node)
+            elif (message := failures.get(pod["metadata"]["uid"])) is None:
+                waiting[name] = "neither bound nor FailedScheduling"
+            elif prefix is not None and not message.startswith(prefix):
+                waiting[name] = f"FailedScheduling {message!r} does not start with {prefix!r}"
+            else:
+                placed[name] = None
+        return None if waiting else placed
+
+    try:
+        return kube.wait_for(
+            f"{len(wanted)} pods in {namespace} to be bound or FailedScheduling",
+            settled,
+            timeout=timeout,
+        )
+    except kube.WaitTimeout as error:
+        detail = "; ".join(f"{name}: {why}" for name, why in waiting.items())
+        raise kube.WaitTimeout(f"{error}; still waiting on {detail}") from None
+
+
+def failed_scheduling(client: kube.Kube, namespace: str, name: str) -> str | None:
+    """The message of the newest FailedScheduling event of the pod, None if there is none."""
+    pod = client.pod(namespace, name)
+    messages = _newest_messages(client.events(namespace, name), FAILED_SCHEDULING)
+    return messages.get(pod["metadata"]["uid"])
+
+
+def _newest_messages(events: Iterable[kube.JSON], reason: str) -> dict[str, str]:
+    """{pod uid: message of its newest event with this reason}; the uid, since names recur."""
+    newest: dict[str, tuple[datetime.datetime, str, str]] = {}
+    for event in events:
+        regarding = event.get("involvedObject") or {}
+        if event.get("reason") != reason or regarding.get("kind") != "Pod":
+            continue
+        key = (_when(event), event["metadata"]["name"], str(event.get("message") or ""))
+        uid = str(regarding.get("uid"))
+        if uid not in newest or key > newest[uid]:
+            newest[uid] = key
+    return {uid: message for uid, (_, _, message) in newest.items()}
+
+
+def _when(event: kube.JSON) -> datetime.datetime:
+    # events.k8s.io events carry eventTime and, once repeated, series.lastObservedTime; old
+    # core/v1 ones lastTimestamp. Parsed, because "…:08Z" sorts after "…:08.5Z" as text.
+    series = event.get("series") or {}
+    stamps = (event.get("eventTime"), series.get("lastObservedTime"), event.get("lastTimestamp"))
+    return max((datetime.datetime.fromisoformat(s) for s in stamps if s), default=_NEVER)
+
+
+# --- constraints ---------------------------------------------------------------------------------
+
+
+def overcommitted(client: kube.Kube, namespace: str, nodes: Iterable[str]) -> list[str]:
+    """Where the namespace's pods bound to nodes ask for more than a node's allocatable.
+
+    Computed from the API objects with the Kubernetes rules, independently of plumb's own
+    accounting, so it can catch that accounting being wrong. Empty when nothing is.
+    """
+    wanted = set(nodes)
+    allocatable = {
+        n["metadata"]["name"]: _quantities(n["status"].get("allocatable"))
+        for n in client.nodes()
+        if n["metadata"]["name"] in wanted
+    }
+    used: dict[str, dict[str, Decimal]] = {name: {} for name in wanted}
+    for pod in client.pods(namespace):
+        node = pod["spec"].get("nodeName")
+        if node not in used or pod["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        _add(used[node], {"pods": Decimal(1), **pod_requests(pod["spec"])})
+    found = []
+    for node, totals in sorted(used.items()):
+        for resource, amount in sorted(totals.items()):
+            limit = allocatable.get(node, {}).get(resource, Decimal(0))
+            if amount > limit:
+                found.append(f"{node} over-committed on {resource}: {amount} > {limit}")
+    return found
+
+
+def pod_requests(spec: Mapping[str, Any]) -> dict[str, Decimal]:
+    """What a pod takes from its node: its app containers and sidecars together, or an init
+    container with the sidecars started before it if that is more, plus the pod overhead."""
+    sidecars: dict[str, Decimal] = {}
+    peak: dict[str, Decimal] = {}
+    for container in spec.get("initContainers") or []:
+        requests = _quantities((container.get("resources") or {}).get("requests"))
+        if container.get("restartPolicy") == "Always":
+            _add(sidecars, requests)
+            _maximise(peak, sidecars)
+        else:
+            _maximise(peak, _add(dict(sidecars), requests))
+    total = dict(sidecars)
+    for container in spec.get("containers") or []:
+        _add(total, _quantities((container.get("resources") or {}).get("requests")))
+    _maximise(total, peak)
+    return _add(total, _quantities(spec.get("overhead")))
+
+
+def _quantities(raw: Mapping[str, Any] | None) -> dict[str, Decimal]:
+    parsed: dict[str, Decimal] = {}
+    for name, text in (raw or {}).items():
+        value: Decimal = k8s_utils.parse_quantity(text)
+        parsed[name] = value
+    return parsed
+
+
+def _add(into: dict[str, Decimal], other: Mapping[str, Decimal]) -> dict[str, Decimal]:
+    for name, value in other.items():
+        into[name] = into.get(name, Decimal(0)) + value
+    return into
+
+
+def _maximise(into: dict[str, Decimal], other: Mapping[str, Decimal]) -> None:
+    for name, value in other.items():
+        into[name] = max(into.get(name, Decimal(0)), value)

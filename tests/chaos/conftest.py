@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from plumb_dev.cluster.controlplane import building
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import crds, kube
 from tests.chaos import harness
 

@@ -3,8 +3,8 @@ again, pods created in bursts from a background thread, and the sizes of the sho
 
 The short run is the one ``make test`` includes; ``make test-chaos`` sets PLUMB_CHAOS=full for
 the sizes the issue names (a 2,000-pod burst, three kills, a 3-minute soak, 1,000 fuzzed
-objects of each kind). Each scenario writes its figures with ``record``; tests/chaos/report.py
-turns them into the table of docs/reliability.md.
+objects of each kind). Each scenario writes its figures with ``record``;
+tests/chaos/reliabilityreport.py turns them into the table of docs/reliability.md.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.chaos import faultproxy, harness, invariant
 from tests.chaos.harness import PlumbFactory

@@ -26,7 +26,7 @@ import pytest
 from aiohttp import web
 from kubernetes import client as k8s
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.chaos import faultproxy, harness
 from tests.chaos.harness import PlumbFactory

@@ -20,7 +20,7 @@ import time
 import pytest
 
 from plumb_dev.cluster.controlplane import config
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
 from tests.chaos.harness import PlumbFactory

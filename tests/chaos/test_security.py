@@ -40,7 +40,7 @@ from pathlib import Path
 import pytest
 
 from plumb import cli
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.chaos import harness
 from tests.chaos.harness import PlumbFactory

@@ -4,7 +4,7 @@ the run holds is compared with the first third (after a warm-up), with room for 
 for a leak that grows with the pods seen.
 
 ``make test-chaos`` soaks for 3 minutes; PLUMB_SOAK_SECONDS=1800 for 30; ``make test`` for 6 s.
-The samples go to build/chaos/soak.json, which tests/chaos/report.py draws for
+The samples go to build/chaos/soak.json, which tests/chaos/reliabilityreport.py draws for
 docs/reliability.md.
 
 Rejected: a build that leaks one asyncio task per binding fails with "asyncio tasks grew from

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import kube
 from tests.chaos import faultproxy, harness, invariant
 from tests.chaos.harness import PlumbFactory

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
 from tests.support import side_by_side
 from tests.support.live_cluster import NodeFactory

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from plumb.framework import schedconfig
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from tests.support import schedconfig_files
 from tests.support.plumb_process import launch_plumb
 

@@ -30,7 +30,7 @@ import pytest
 from kubernetes import client as k8s
 
 from plumb_dev.cluster.controlplane import config as controlplane_config
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, crds, kube
 from tests.support.live_cluster import NodeFactory, events_of
 from tests.support.plumb_process import free_port, launch_plumb, wait_synced

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import kubescheduler
 
 PLUMB = "plumb"

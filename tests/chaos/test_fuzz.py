@@ -39,7 +39,7 @@ from kubernetes import watch as k8s_watch
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.chaos import fuzzing, harness, invariant
-from tests.chaos.harness import PlumbFactory
+from tests.chaos.harness import RestartablePlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -66,7 +66,7 @@ def test_fuzzed_policies_and_pods_are_refused_or_answered_while_normal_pods_flow
     namespace: str,
     fuzz_namespace: str,
     node_prefix: str,
-    start_plumb: PlumbFactory,
+    start_plumb: RestartablePlumbFactory,
     plane: controlplane.ControlPlane,
 ) -> None:
     count = harness.size(40, 1000)

@@ -170,7 +170,7 @@ def _sections(*results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def _verdicts(
     sections: list[tuple[str, dict[str, Any]]], kernel: list[Any] | None = None
-) -> dict[str, report.Verdict]:
+) -> dict[str, report.TargetVerdict]:
     return {v.target: v for v in report.targets(sections, kernel or [])}
 
 

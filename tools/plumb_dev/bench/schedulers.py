@@ -57,7 +57,7 @@ class SchedulerProcess(abc.ABC):
         """Stops the process (SIGTERM, then SIGKILL) and summarises its log."""
 
 
-class Plumb(SchedulerProcess):
+class PlumbProcess(SchedulerProcess):
     def __init__(self, popen: subprocess.Popen[bytes], log: Path) -> None:
         super().__init__(PLUMB, popen.pid, log)
         self.popen = popen
@@ -135,10 +135,10 @@ def spawn_plumb(
 
 async def start_plumb(
     plane: controlplane.ControlPlane, directory: Path, scheduler_name: str, nodes: int
-) -> Plumb:
+) -> PlumbProcess:
     log = directory / "plumb.log"
     popen = await asyncio.to_thread(spawn_plumb, plane, log, scheduler_name)
-    plumb = Plumb(popen, log)
+    plumb = PlumbProcess(popen, log)
     deadline = time.monotonic() + SYNC_TIMEOUT
     while True:
         plumb.check()

@@ -58,7 +58,7 @@ test: lint controlplane
 test-chaos: install controlplane
 	rm -rf build/chaos
 	PLUMB_CHAOS=full $(if $(SOAK),PLUMB_SOAK_SECONDS=$(SOAK)) $(BIN)/pytest -q tests/chaos
-	$(BIN)/python -m tests.chaos.report --command "make test-chaos$(if $(SOAK), SOAK=$(SOAK))"
+	$(BIN)/python -m tests.chaos.reliabilityreport --command "make test-chaos$(if $(SOAK), SOAK=$(SOAK))"
 
 test-long: install controlplane
 	$(BIN)/pytest -q -m long

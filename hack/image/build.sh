@@ -22,7 +22,7 @@ from pathlib import Path
 
 from plumb_dev import commands
 from plumb_dev.cluster.localnode import images
-from plumb_dev.cluster.localnode import running as localnode
+from plumb_dev.cluster.localnode import nodelifecycle as localnode
 
 try:
     image = images.ensure_plumb_image(Path(sys.argv[1]))

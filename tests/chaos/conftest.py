@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from plumb_dev.cluster.controlplane import building
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import crds, kube
 from tests.chaos import harness
 
@@ -83,15 +83,17 @@ def node_prefix(request: pytest.FixtureRequest, client: kube.Kube) -> Iterator[s
 
 
 @pytest.fixture
-def start_plumb(plane: controlplane.ControlPlane, tmp_path: Path) -> Iterator[harness.PlumbFactory]:
+def start_plumb(
+    plane: controlplane.ControlPlane, tmp_path: Path
+) -> Iterator[harness.RestartablePlumbFactory]:
     """Starts ``plumb run`` (on the plane's kubeconfig unless given another, e.g. a fault
     proxy's) and, at the end, stops it: it must exit 0 and never have logged a traceback."""
-    started: list[harness.Plumb] = []
+    started: list[harness.RestartablePlumb] = []
 
-    def start(*extra: str, kubeconfig: Path | None = None) -> harness.Plumb:
+    def start(*extra: str, kubeconfig: Path | None = None) -> harness.RestartablePlumb:
         directory = tmp_path / f"plumb{len(started)}"
         directory.mkdir()
-        plumb = harness.Plumb(kubeconfig or plane.kubeconfig, directory, *extra)
+        plumb = harness.RestartablePlumb(kubeconfig or plane.kubeconfig, directory, *extra)
         started.append(plumb)  # before start: a start that fails still gets stopped
         plumb.start()
         return plumb

@@ -3,8 +3,8 @@ again, pods created in bursts from a background thread, and the sizes of the sho
 
 The short run is the one ``make test`` includes; ``make test-chaos`` sets PLUMB_CHAOS=full for
 the sizes the issue names (a 2,000-pod burst, three kills, a 3-minute soak, 1,000 fuzzed
-objects of each kind). Each scenario writes its figures with ``record``; tests/chaos/report.py
-turns them into the table of docs/reliability.md.
+objects of each kind). Each scenario writes its figures with ``record``;
+tests/chaos/reliabilityreport.py turns them into the table of docs/reliability.md.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ def record(scenario: str, **figures: Any) -> None:
     (RESULTS / f"{scenario}.json").write_text(json.dumps(figures, indent=2) + "\n")
 
 
-class Plumb:
+class RestartablePlumb:
     """``plumb run`` as a child process: started, SIGKILLed and started again on one log each
     time, with its debug endpoint on a fixed port so that a restart answers at the same place."""
 
@@ -147,8 +147,9 @@ class Plumb:
         return self.kill(signal.SIGTERM)
 
 
-PlumbFactory = Callable[..., Plumb]
-"""The ``start_plumb`` fixture: starts a ``Plumb`` (``kubeconfig=`` another than the plane's)."""
+RestartablePlumbFactory = Callable[..., RestartablePlumb]
+"""The ``start_plumb`` fixture: starts a ``RestartablePlumb`` (``kubeconfig=`` another than the
+plane's)."""
 
 
 class Burst:
@@ -246,7 +247,7 @@ def bound(client: kube.Kube, namespace: str) -> int:
         return 0
 
 
-def wait_traced(plumb: Plumb, pods: set[str]) -> dict[str, JSON]:
+def wait_traced(plumb: RestartablePlumb, pods: set[str]) -> dict[str, JSON]:
     """Waits for a Scheduled trace line for each of pods (namespace/name) and returns them by
     pod. plumb writes the line once the binding is answered, so the API server may show a pod
     bound a moment before its line is in the log."""
@@ -262,7 +263,7 @@ def wait_traced(plumb: Plumb, pods: set[str]) -> dict[str, JSON]:
     return traced()
 
 
-def wait_all_bound(client: kube.Kube, namespace: str, plumb: Plumb, count: int) -> None:
+def wait_all_bound(client: kube.Kube, namespace: str, plumb: RestartablePlumb, count: int) -> None:
     """Waits until count pods of namespace are bound; on a timeout, says which are not and what
     plumb last traced for each."""
     try:

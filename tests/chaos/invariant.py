@@ -42,7 +42,7 @@ TERMINAL = ("Succeeded", "Failed")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Verdict:
+class InvariantVerdict:
     """What the check found."""
 
     violations: tuple[str, ...]
@@ -83,12 +83,12 @@ class NodeHistory:
 def check(
     client: kube.Kube,
     namespaces: Iterable[str],
-    plumb: harness.Plumb,
+    plumb: harness.RestartablePlumb,
     *,
     history: NodeHistory | None = None,
     settle: float = SETTLE,
     wait: float = 120.0,
-) -> Verdict:
+) -> InvariantVerdict:
     """Checks the invariant; first waits up to ``wait`` s for every pod to be settled (bound or
     FailedScheduling), then up to ``settle`` s for the cache to match the API server."""
     namespaces = list(namespaces)
@@ -124,7 +124,7 @@ def check(
     violations += _constraints(plumb, bound, nodes, history)
     matched, problems = _cache_matches(client, plumb, settle)
     violations += problems
-    return Verdict(
+    return InvariantVerdict(
         violations=tuple(violations),
         bound=len(bound),
         pending=len(ours) - len(bound),
@@ -152,7 +152,7 @@ def _failed_scheduling(client: kube.Kube, namespaces: list[str]) -> set[str]:
     }
 
 
-def _bindings(plumb: harness.Plumb) -> dict[str, list[JSON]]:
+def _bindings(plumb: harness.RestartablePlumb) -> dict[str, list[JSON]]:
     found: dict[str, list[JSON]] = defaultdict(list)
     for line in plumb.lines():
         if line.get("result") == SCHEDULED and line.get("uid"):
@@ -160,7 +160,7 @@ def _bindings(plumb: harness.Plumb) -> dict[str, list[JSON]]:
     return found
 
 
-def _bound_once(plumb: harness.Plumb, bound: list[JSON]) -> list[str]:
+def _bound_once(plumb: harness.RestartablePlumb, bound: list[JSON]) -> list[str]:
     bindings = _bindings(plumb)
     problems = [
         f"uid {uid}: {len(lines)} successful bindings traced ({[ln.get('node') for ln in lines]})"
@@ -231,7 +231,7 @@ def _epoch(stamp: str) -> float:
 
 
 def _constraints(
-    plumb: harness.Plumb,
+    plumb: harness.RestartablePlumb,
     bound: list[JSON],
     nodes: Mapping[str, JSON],
     history: NodeHistory | None,
@@ -336,7 +336,7 @@ def _anti_affinity(bound: list[JSON], nodes: Mapping[str, JSON]) -> list[str]:
 
 
 def _cache_matches(
-    client: kube.Kube, plumb: harness.Plumb, settle: float
+    client: kube.Kube, plumb: harness.RestartablePlumb, settle: float
 ) -> tuple[float | None, list[str]]:
     """Seconds until plumb's snapshot equals a fresh LIST, or the differences at the end."""
     began = time.monotonic()

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import kube
 from tests.chaos import faultproxy, harness, invariant
-from tests.chaos.harness import PlumbFactory
+from tests.chaos.harness import RestartablePlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -51,7 +51,7 @@ def test_dropped_lost_delayed_throttled_and_refused_requests_lose_no_pod(
     client: kube.Kube,
     namespace: str,
     node_prefix: str,
-    start_plumb: PlumbFactory,
+    start_plumb: RestartablePlumbFactory,
     tmp_path: Path,
 ) -> None:
     pods = harness.size(100, 2000)

@@ -36,10 +36,10 @@ import urllib3
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.chaos import fuzzing, harness, invariant
-from tests.chaos.harness import PlumbFactory
+from tests.chaos.harness import RestartablePlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -66,7 +66,7 @@ def test_fuzzed_policies_and_pods_are_refused_or_answered_while_normal_pods_flow
     namespace: str,
     fuzz_namespace: str,
     node_prefix: str,
-    start_plumb: PlumbFactory,
+    start_plumb: RestartablePlumbFactory,
     plane: controlplane.ControlPlane,
 ) -> None:
     count = harness.size(40, 1000)
@@ -124,7 +124,7 @@ def test_fuzzed_policies_and_pods_are_refused_or_answered_while_normal_pods_flow
         latency_ms_without_fuzz=latency_before,
         latency_ms_with_fuzz=latency_during,
     )
-    # The breakdown, beside the figures (report.py tables only the scenarios' own files).
+    # The breakdown, beside the figures (reliabilityreport.py tables only the scenarios' files).
     (harness.RESULTS / "fuzz-details.json").write_text(
         json.dumps(
             {

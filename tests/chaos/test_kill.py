@@ -22,13 +22,13 @@ import pytest
 
 from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
-from tests.chaos.harness import PlumbFactory
+from tests.chaos.harness import RestartablePlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
 
 def test_sigkill_at_random_moments_of_a_burst_loses_no_pod_and_binds_none_twice(
-    client: kube.Kube, namespace: str, node_prefix: str, start_plumb: PlumbFactory
+    client: kube.Kube, namespace: str, node_prefix: str, start_plumb: RestartablePlumbFactory
 ) -> None:
     pods = harness.size(200, 2000)
     kills = harness.size(1, 3)

@@ -26,10 +26,10 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.chaos import faultproxy, harness, invariant
-from tests.chaos.harness import PlumbFactory
+from tests.chaos.harness import RestartablePlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -97,7 +97,7 @@ def test_leadership_lost_mid_batch_and_regained_binds_every_pod_once(
     client: kube.Kube,
     namespace: str,
     node_prefix: str,
-    start_plumb: PlumbFactory,
+    start_plumb: RestartablePlumbFactory,
     tmp_path: Path,
 ) -> None:
     nodes = harness.size(200, 400)
@@ -177,7 +177,7 @@ def test_leadership_lost_mid_batch_and_regained_binds_every_pod_once(
         assert plumb.stop() == 0
 
 
-def _metric(plumb: harness.Plumb, name: str) -> float:
+def _metric(plumb: harness.RestartablePlumb, name: str) -> float:
     """The sum of a metric's samples, as plumb's metrics endpoint serves it now."""
     _, body = plumb.get(plumb.metrics_port, "/metrics")
     samples = re.finditer(rf"^{name}(?:{{[^}}]*}})? (\S+)$", body.decode(), re.MULTILINE)

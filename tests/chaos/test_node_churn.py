@@ -21,7 +21,7 @@ import pytest
 
 from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
-from tests.chaos.harness import PlumbFactory
+from tests.chaos.harness import RestartablePlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -97,7 +97,7 @@ class Churn:
 
 
 def test_nodes_deleted_added_cordoned_tainted_and_resized_mid_burst_get_nothing_they_should_not(
-    client: kube.Kube, namespace: str, node_prefix: str, start_plumb: PlumbFactory
+    client: kube.Kube, namespace: str, node_prefix: str, start_plumb: RestartablePlumbFactory
 ) -> None:
     pods = harness.size(200, 2000)
     names = harness.create_nodes(client, harness.nodes(pods // 25 + 4, prefix=node_prefix))

@@ -26,10 +26,10 @@ import pytest
 from aiohttp import web
 from kubernetes import client as k8s
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.chaos import faultproxy, harness
-from tests.chaos.harness import PlumbFactory
+from tests.chaos.harness import RestartablePlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -71,7 +71,7 @@ def _whole(policy: JSON) -> bool:
 
 
 def test_a_policy_deleted_and_created_again_under_its_name_gets_its_whole_status(
-    client: kube.Kube, namespace: str, start_plumb: PlumbFactory
+    client: kube.Kube, namespace: str, start_plumb: RestartablePlumbFactory
 ) -> None:
     custom = k8s.CustomObjectsApi(client.api)
     spec = {
@@ -169,7 +169,7 @@ def test_policies_listed_through_errors_at_startup_still_govern_the_first_pods(
     client: kube.Kube,
     namespace: str,
     node_prefix: str,
-    start_plumb: PlumbFactory,
+    start_plumb: RestartablePlumbFactory,
     tmp_path: Path,
 ) -> None:
     # Node a is far roomier: by the defaults (LeastAllocated, BalancedAllocation; bare pods get
@@ -242,7 +242,7 @@ def test_a_deviation_whose_binding_failed_once_is_charged_once(
     client: kube.Kube,
     namespace: str,
     node_prefix: str,
-    start_plumb: PlumbFactory,
+    start_plumb: RestartablePlumbFactory,
     tmp_path: Path,
 ) -> None:
     # Zone c is too small for a web pod: with one pod in a and one in b, maxSkew 1 blocks every

@@ -20,10 +20,10 @@ import time
 import pytest
 
 from plumb_dev.cluster.controlplane import config
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
-from tests.chaos.harness import PlumbFactory
+from tests.chaos.harness import RestartablePlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -41,7 +41,7 @@ def test_a_control_plane_restart_mid_burst_costs_no_placement(
     client: kube.Kube,
     namespace: str,
     node_prefix: str,
-    start_plumb: PlumbFactory,
+    start_plumb: RestartablePlumbFactory,
 ) -> None:
     pods = harness.size(200, 2000)
     harness.create_nodes(client, harness.nodes(pods // 36 + 1, prefix=node_prefix))
@@ -99,7 +99,7 @@ def _start(plane: controlplane.ControlPlane, part: str) -> None:
     controlplane.start_part(plane.directory, part)
 
 
-def _failed_requests(plumb: harness.Plumb) -> int:
+def _failed_requests(plumb: harness.RestartablePlumb) -> int:
     """Times plumb's watch of pods broke and was tried again: with a backoff, a handful while
     the server is down; in a hot loop, thousands."""
     return plumb.output().count("watch of /api/v1/pods broke")

@@ -40,10 +40,10 @@ from pathlib import Path
 import pytest
 
 from plumb import cli
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.chaos import harness
-from tests.chaos.harness import PlumbFactory
+from tests.chaos.harness import RestartablePlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -62,7 +62,7 @@ def test_endpoints_listen_on_loopback_and_serve_no_secret(
     client: kube.Kube,
     namespace: str,
     node_prefix: str,
-    start_plumb: PlumbFactory,
+    start_plumb: RestartablePlumbFactory,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
@@ -130,7 +130,7 @@ def test_endpoints_listen_on_loopback_and_serve_no_secret(
 
 
 def test_malformed_and_huge_requests_are_refused_without_harm(
-    client: kube.Kube, namespace: str, node_prefix: str, start_plumb: PlumbFactory
+    client: kube.Kube, namespace: str, node_prefix: str, start_plumb: RestartablePlumbFactory
 ) -> None:
     harness.create_nodes(client, harness.nodes(2, prefix=node_prefix))
     plumb = start_plumb("--log-level", "debug")
@@ -333,7 +333,7 @@ def _huge_body(port: int, route: str) -> str:
     return str(status or "closed")
 
 
-def _while_slow_clients(plumb: harness.Plumb) -> float:
+def _while_slow_clients(plumb: harness.RestartablePlumb) -> float:
     """Holds SLOW_CLIENTS connections to each endpoint that send their headers a byte at a
     time; meanwhile GETs both endpoints and returns the slowest answer's seconds. Once the slow
     clients hang up, plumb must have closed their sockets too."""

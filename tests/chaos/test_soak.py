@@ -4,7 +4,7 @@ the run holds is compared with the first third (after a warm-up), with room for 
 for a leak that grows with the pods seen.
 
 ``make test-chaos`` soaks for 3 minutes; PLUMB_SOAK_SECONDS=1800 for 30; ``make test`` for 6 s.
-The samples go to build/chaos/soak.json, which tests/chaos/report.py draws for
+The samples go to build/chaos/soak.json, which tests/chaos/reliabilityreport.py draws for
 docs/reliability.md.
 
 Rejected: a build that leaks one asyncio task per binding fails with "asyncio tasks grew from
@@ -23,7 +23,7 @@ import pytest
 
 from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
-from tests.chaos.harness import PlumbFactory
+from tests.chaos.harness import RestartablePlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -34,7 +34,7 @@ RSS_SLACK = 40 * 2**20
 
 
 def test_a_soak_of_create_and_delete_churn_keeps_the_footprint_flat(
-    client: kube.Kube, namespace: str, node_prefix: str, start_plumb: PlumbFactory
+    client: kube.Kube, namespace: str, node_prefix: str, start_plumb: RestartablePlumbFactory
 ) -> None:
     harness.create_nodes(client, harness.nodes(6, prefix=node_prefix))
     plumb = start_plumb()
@@ -86,7 +86,7 @@ def test_a_soak_of_create_and_delete_churn_keeps_the_footprint_flat(
         assert after <= before * grows + slack, f"{key} grew from {before:.0f} to {after:.0f}"
 
 
-def _sample(plumb: harness.Plumb, at: float) -> dict[str, float]:
+def _sample(plumb: harness.RestartablePlumb, at: float) -> dict[str, float]:
     _, body = plumb.get(plumb.metrics_port, "/metrics")
     text = body.decode()
     return {

@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import kube
 from tests.chaos import faultproxy, harness, invariant
-from tests.chaos.harness import PlumbFactory
+from tests.chaos.harness import RestartablePlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.chaos]
 
@@ -38,7 +38,7 @@ def test_watches_expired_by_a_compaction_relist_without_ghosts(
     client: kube.Kube,
     namespace: str,
     node_prefix: str,
-    start_plumb: PlumbFactory,
+    start_plumb: RestartablePlumbFactory,
     tmp_path: Path,
 ) -> None:
     count = harness.size(6, 40)
@@ -130,7 +130,7 @@ def test_an_assumed_pod_deleted_in_the_gap_is_swept_by_the_relist(
     client: kube.Kube,
     namespace: str,
     node_prefix: str,
-    start_plumb: PlumbFactory,
+    start_plumb: RestartablePlumbFactory,
     tmp_path: Path,
 ) -> None:
     """The regression test against the real API server for an assumed pod lost in a 410 gap.
@@ -165,7 +165,7 @@ def test_an_assumed_pod_deleted_in_the_gap_is_swept_by_the_relist(
         plumb.stop()
 
 
-def _assumed(plumb: harness.Plumb, name: str) -> bool:
+def _assumed(plumb: harness.RestartablePlumb, name: str) -> bool:
     document = plumb.snapshot()
     if document is None:
         return False

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from plumb_dev.cluster.localnode import images
-from plumb_dev.cluster.localnode import running as localnode
+from plumb_dev.cluster.localnode import nodelifecycle as localnode
 from plumb_dev.testing import crds, kube
 from tests.integration.conftest import node_cluster
 from tests.support.installation import (

@@ -16,9 +16,9 @@ from pathlib import Path
 import pytest
 
 from plumb_dev.cluster.controlplane import building
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.cluster.localnode import hostrecord, images
-from plumb_dev.cluster.localnode import running as localnode
+from plumb_dev.cluster.localnode import nodelifecycle as localnode
 from plumb_dev.testing import builders, crds, kube
 from tests.support.live_cluster import NodeCluster, NodeFactory, filter_rules
 from tests.support.plumb_process import Plumb, PlumbFactory, launch_plumb, wait_synced
@@ -116,7 +116,7 @@ def node_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NodeClust
         )
     finally:
         client.close()
-        # What a person types; it runs localnode.running.down.
+        # What a person types; it runs localnode.nodelifecycle.down.
         down = subprocess.run(
             [sys.executable, "-m", "plumb", "cluster", "down", "--dir", str(directory)],
             capture_output=True,

@@ -8,7 +8,7 @@ from plumb import binder
 from plumb.backend.records import objects
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.support.live_cluster import NodeFactory
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 
 pytestmark = pytest.mark.integration
 

@@ -11,7 +11,7 @@ import pytest
 
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 
 pytestmark = pytest.mark.integration
 

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
 from tests.support import side_by_side
 from tests.support.live_cluster import NodeFactory
@@ -56,7 +56,7 @@ MISSING_KEY = "plumb.test/rack"  # a spread key no node has
 
 
 @dataclasses.dataclass(frozen=True)
-class Outcome:
+class ProfilePlacements:
     placed: dict[str, str | None]  # pod -> node, None: pending with FailedScheduling
     messages: dict[str, str | None]  # pending pod -> its newest FailedScheduling message
 
@@ -69,7 +69,7 @@ class Outcome:
 
 def _scenario(
     client: kube.Kube, namespace: str, add_node: NodeFactory, runner: side_by_side.Runner
-) -> Outcome:
+) -> ProfilePlacements:
     nodes = [
         add_node(
             builders.make_node(f"{namespace}-n{i}").capacity(cpu="4", memory="16Gi", pods="110")
@@ -87,7 +87,7 @@ def _scenario(
 
 def _place(
     client: kube.Kube, namespace: str, nodes: list[str], runner: side_by_side.Runner
-) -> Outcome:
+) -> ProfilePlacements:
     side_by_side.in_view(client, runner, namespace, nodes)
 
     def pod(name: str, scheduler_name: str) -> builders.PodBuilder:
@@ -128,15 +128,15 @@ def _place(
         for name, node in placed.items()
         if node is None
     }
-    return Outcome(placed=placed, messages=messages)
+    return ProfilePlacements(placed=placed, messages=messages)
 
 
 def _run_both(
     control_plane: controlplane.ControlPlane,
     tmp_path: Path,
-    run: Callable[[side_by_side.Runner], Outcome],
+    run: Callable[[side_by_side.Runner], ProfilePlacements],
     start_plumb: PlumbFactory,
-) -> tuple[Outcome, Outcome]:
+) -> tuple[ProfilePlacements, ProfilePlacements]:
     """The scenario under kube-scheduler, then under plumb, both given kube-scheduler's file."""
     process = kubescheduler.start(control_plane, tmp_path / "kube-scheduler", profiles=PROFILES)
     try:
@@ -166,7 +166,7 @@ def test_two_profiles_from_one_file_place_as_kube_scheduler_does(
 ) -> None:
     runs = iter(("ks", "plumb"))
 
-    def run(runner: side_by_side.Runner) -> Outcome:
+    def run(runner: side_by_side.Runner) -> ProfilePlacements:
         # Nodes of its own per run: the first run's pods must not weigh on the second's.
         ns = f"{namespace}-{next(runs)}"
         kube_client.create_namespace(ns)

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from plumb.framework import schedconfig
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from tests.support import schedconfig_files
 from tests.support.plumb_process import launch_plumb
 
@@ -35,7 +35,7 @@ leaderElection: {leaderElect: false}
 
 
 @dataclasses.dataclass(frozen=True)
-class Case:
+class RefusalCase:
     """A file (``{header}`` stands for apiVersion, kind, the kubeconfig and no leader
     election), what kube-scheduler's message must contain, and plumb's ConfigError.field."""
 
@@ -47,37 +47,37 @@ class Case:
 
 CASES = (
     # YAML go-yaml itself refuses (issue 24): no field, go-yaml's words.
-    Case(
+    RefusalCase(
         "yaml-int-abc",
         "{header}podMaxBackoffSeconds: !!int abc\n",
         ("yaml: cannot decode !!str `abc` as a !!int",),
         "",
     ),
-    Case(
+    RefusalCase(
         "yaml-timestamp-month-13",
         "{header}podMaxBackoffSeconds: !!timestamp 2020-13-45\n",
         ("yaml: cannot decode !!str `2020-13-45` as a !!timestamp",),
         "",
     ),
-    Case(
+    RefusalCase(
         "yaml-billion-laughs",
         "{header}" + schedconfig_files.laughs().removeprefix(schedconfig_files.HEADER),
         ("yaml: document contains excessive aliasing",),
         "",
     ),
-    Case(
+    RefusalCase(
         "unknown-field",
         "{header}profiles: [{schedulerName: a, pluginss: {}}]\n",
         ('strict decoding error: unknown field \\"profiles[0].pluginss\\"',),
         "profiles[0].pluginss",
     ),
-    Case(
+    RefusalCase(
         "duplicate-field-yaml",
         "{header}profiles:\n- schedulerName: a\n  schedulerName: b\n",
         ('key "schedulerName" already set in map',),
         "profiles[0].schedulerName",
     ),
-    Case(
+    RefusalCase(
         "duplicate-field-json",
         '{"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",'
         ' "clientConnection": {"kubeconfig": "{kubeconfig}"},'
@@ -85,7 +85,7 @@ CASES = (
         ('duplicate field \\"profiles[0].schedulerName\\"',),
         "profiles[0].schedulerName",
     ),
-    Case(
+    RefusalCase(
         "wrong-api-version",
         "apiVersion: kubescheduler.config.k8s.io/v1beta3\nkind: KubeSchedulerConfiguration\n"
         'clientConnection: {kubeconfig: "{kubeconfig}"}\n',
@@ -95,7 +95,7 @@ CASES = (
         ),
         "apiVersion",
     ),
-    Case(
+    RefusalCase(
         "wrong-type",
         "{header}profiles: [{schedulerName: a, plugins: {score: {enabled: "
         "[{name: TaintToleration, weight: abc}]}}}]\n",
@@ -105,80 +105,80 @@ CASES = (
         ),
         "profiles[0].plugins.score.enabled[0].weight",
     ),
-    Case(
+    RefusalCase(
         "unknown-plugin",
         "{header}profiles: [{schedulerName: a, plugins: {score: {enabled: [{name: Foo}]}}}]\n",
         ('ScorePlugin \\"Foo\\" does not exist',),
         "profiles[0].plugins.score.enabled[0]",
     ),
-    Case(
+    RefusalCase(
         "unknown-plugin-multipoint",
         "{header}profiles: [{schedulerName: a, plugins: {multiPoint: {enabled: "
         "[{name: ImageLocality}, {name: Nope}]}}}]\n",
         ('PreFilterPlugin \\"Nope\\" does not exist',),
         "profiles[0].plugins.multiPoint.enabled[1]",
     ),
-    Case(
+    RefusalCase(
         "plugin-at-wrong-point",
         "{header}profiles: [{schedulerName: a, plugins: {score: {enabled: "
         "[{name: PrioritySort}]}}}]\n",
         ('plugin \\"PrioritySort\\" does not extend ScorePlugin plugin',),
         "profiles[0].plugins.score.enabled[0]",
     ),
-    Case(
+    RefusalCase(
         "removed-plugin",
         "{header}profiles: [{schedulerName: a, plugins: {filter: {enabled: "
         "[{name: EBSLimits}]}}}]\n",
         ('profiles[0].plugins.filter.enabled[0]: Invalid value: \\"EBSLimits\\": was invalid',),
         "profiles[0].plugins.filter.enabled[0]",
     ),
-    Case(
+    RefusalCase(
         "negative-weight",
         "{header}profiles: [{schedulerName: a, plugins: {score: {enabled: "
         "[{name: TaintToleration, weight: -1}]}}}]\n",
         ("total score of Score plugins could overflow",),
         "profiles[0].plugins.score.enabled[0].weight",
     ),
-    Case(
+    RefusalCase(
         "no-queue-sort",
         '{header}profiles: [{schedulerName: a, plugins: {queueSort: {disabled: [{name: "*"}]}}}]\n',
         ('only one queue sort plugin required for profile with scheduler name \\"a\\", but got 0',),
         "profiles[0].plugins.queueSort",
     ),
-    Case(
+    RefusalCase(
         "duplicate-scheduler-name",
         "{header}profiles: [{schedulerName: a}, {schedulerName: a}]\n",
         ("profiles[1].schedulerName: Duplicate value",),
         "profiles[1].schedulerName",
     ),
-    Case(
+    RefusalCase(
         "missing-scheduler-name",
         "{header}profiles: [{schedulerName: a}, {}]\n",
         ("profiles[1].schedulerName: Required value",),
         "profiles[1].schedulerName",
     ),
-    Case(
+    RefusalCase(
         "different-queue-sort",
         "{header}profiles: [{schedulerName: a}, {schedulerName: b, plugins: {queueSort: "
         '{disabled: [{name: "*"}], enabled: [{name: PrioritySort}]}}}]\n',
         ("profiles[1].plugins.queueSort: Invalid value", "must be the same for all profiles"),
         "profiles[1].plugins.queueSort",
     ),
-    Case(
+    RefusalCase(
         "different-queue-sort-args",
         "{header}profiles: [{schedulerName: a}, {schedulerName: b, pluginConfig: "
         "[{name: PrioritySort, args: {x: 1}}]}]\n",
         ('initializing profiles: different queue sort plugin args for profile \\"b\\"',),
         "profiles[1].pluginConfig[0].args",
     ),
-    Case(
+    RefusalCase(
         "duplicate-plugin-config",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: InterPodAffinity, "
         "args: {hardPodAffinityWeight: 1}}, {name: InterPodAffinity}]}]\n",
         ('profiles[0].pluginConfig[1]: Duplicate value: \\"InterPodAffinity\\"',),
         "profiles[0].pluginConfig[1]",
     ),
-    Case(
+    RefusalCase(
         "unknown-field-in-args",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: InterPodAffinity, "
         "args: {hardPodAffinityWeightt: 1}}]}]\n",
@@ -189,14 +189,14 @@ CASES = (
         ),
         "profiles[0].pluginConfig[0].args.hardPodAffinityWeightt",
     ),
-    Case(
+    RefusalCase(
         "args-of-another-kind",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: InterPodAffinity, "
         "args: {kind: NodeAffinityArgs, apiVersion: kubescheduler.config.k8s.io/v1}}]}]\n",
         ("args for plugin InterPodAffinity were not of type InterPodAffinityArgs",),
         "profiles[0].pluginConfig[0].args.kind",
     ),
-    Case(
+    RefusalCase(
         "bad-scoring-strategy-type",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: NodeResourcesFit, "
         "args: {scoringStrategy: {type: Bogus}}}]}]\n",
@@ -206,7 +206,7 @@ CASES = (
         ),
         "profiles[0].pluginConfig[0].args.scoringStrategy.type",
     ),
-    Case(
+    RefusalCase(
         "rtcr-shape-not-increasing",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: NodeResourcesFit, args: "
         "{scoringStrategy: {type: RequestedToCapacityRatio, requestedToCapacityRatio: "
@@ -217,7 +217,7 @@ CASES = (
         ),
         "profiles[0].pluginConfig[0].args.scoringStrategy.shape[1].utilization",
     ),
-    Case(
+    RefusalCase(
         "rtcr-shape-out-of-range",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: NodeResourcesFit, args: "
         "{scoringStrategy: {type: RequestedToCapacityRatio, requestedToCapacityRatio: "
@@ -225,14 +225,14 @@ CASES = (
         ("scoringStrategy.shape[1].score: Invalid value: 11: not in valid range [0, 10]",),
         "profiles[0].pluginConfig[0].args.scoringStrategy.shape[1].score",
     ),
-    Case(
+    RefusalCase(
         "rtcr-without-shape",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: NodeResourcesFit, args: "
         "{scoringStrategy: {type: RequestedToCapacityRatio}}}]}]\n",
         ("nil pointer dereference", "noderesources"),
         "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio",
     ),
-    Case(
+    RefusalCase(
         "resource-weight-out-of-range",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: NodeResourcesFit, args: "
         "{scoringStrategy: {type: MostAllocated, resources: [{name: cpu, weight: 101}]}}}]}]\n",
@@ -242,14 +242,14 @@ CASES = (
         ),
         "profiles[0].pluginConfig[0].args.scoringStrategy.resources[0].weight",
     ),
-    Case(
+    RefusalCase(
         "balanced-weight-not-1",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: "
         "NodeResourcesBalancedAllocation, args: {resources: [{name: cpu, weight: 2}]}}]}]\n",
         ("profiles[0].pluginConfig[0].args.resources[0].weight: Invalid value: 2: must be 1",),
         "profiles[0].pluginConfig[0].args.resources[0].weight",
     ),
-    Case(
+    RefusalCase(
         "hard-pod-affinity-weight-101",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: InterPodAffinity, "
         "args: {hardPodAffinityWeight: 101}}]}]\n",
@@ -259,14 +259,14 @@ CASES = (
         ),
         "profiles[0].pluginConfig[0].args.hardPodAffinityWeight",
     ),
-    Case(
+    RefusalCase(
         "defaulting-type-bogus",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: PodTopologySpread, "
         "args: {defaultingType: Bogus}}]}]\n",
         ('profiles[0].pluginConfig[0].args.defaultingType: Unsupported value: \\"Bogus\\"',),
         "profiles[0].pluginConfig[0].args.defaultingType",
     ),
-    Case(
+    RefusalCase(
         "system-with-default-constraints",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: PodTopologySpread, args: "
         "{defaultingType: System, defaultConstraints: [{maxSkew: 1, topologyKey: zone, "
@@ -277,7 +277,7 @@ CASES = (
         ),
         "profiles[0].pluginConfig[0].args.defaultingType",
     ),
-    Case(
+    RefusalCase(
         "default-constraint-when-unsatisfiable",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: PodTopologySpread, args: "
         "{defaultingType: List, defaultConstraints: [{maxSkew: 1, topologyKey: zone, "
@@ -288,7 +288,7 @@ CASES = (
         ),
         "profiles[0].pluginConfig[0].args.defaultConstraints[0].whenUnsatisfiable",
     ),
-    Case(
+    RefusalCase(
         # null in a list of structs is Go's zero value (a crash in plumb before issue 24).
         "default-constraint-null",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: PodTopologySpread, args: "
@@ -299,7 +299,7 @@ CASES = (
         ),
         "profiles[0].pluginConfig[0].args.defaultConstraints[0].maxSkew",
     ),
-    Case(
+    RefusalCase(
         "default-constraint-max-skew",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: PodTopologySpread, args: "
         "{defaultingType: List, defaultConstraints: [{maxSkew: 0, topologyKey: zone, "
@@ -310,7 +310,7 @@ CASES = (
         ),
         "profiles[0].pluginConfig[0].args.defaultConstraints[0].maxSkew",
     ),
-    Case(
+    RefusalCase(
         "added-affinity-operator",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: NodeAffinity, args: "
         "{addedAffinity: {requiredDuringSchedulingIgnoredDuringExecution: {nodeSelectorTerms: "
@@ -323,7 +323,7 @@ CASES = (
         "profiles[0].pluginConfig[0].args.addedAffinity.requiredDuringSchedulingIgnoredDuring"
         "Execution.nodeSelectorTerms[0].matchExpressions[0].operator",
     ),
-    Case(
+    RefusalCase(
         "preemption-both-zero",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: DefaultPreemption, args: "
         "{minCandidateNodesPercentage: 0, minCandidateNodesAbsolute: 0}}]}]\n",
@@ -333,19 +333,19 @@ CASES = (
         ),
         "profiles[0].pluginConfig[0].args.minCandidateNodesPercentage",
     ),
-    Case(
+    RefusalCase(
         "percentage-of-nodes-101",
         "{header}percentageOfNodesToScore: 101\n",
         ("percentageOfNodesToScore: Invalid value: 101: not in valid range [0-100]",),
         "percentageOfNodesToScore",
     ),
-    Case(
+    RefusalCase(
         "initial-backoff-zero",
         "{header}podInitialBackoffSeconds: 0\n",
         ("podInitialBackoffSeconds: Invalid value: 0: must be greater than 0",),
         "podInitialBackoffSeconds",
     ),
-    Case(
+    RefusalCase(
         "max-backoff-below-initial",
         "{header}podInitialBackoffSeconds: 5\npodMaxBackoffSeconds: 2\n",
         (
@@ -396,7 +396,7 @@ def _binary(plane: controlplane.ControlPlane) -> Path:
 
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_kube_scheduler_and_plumb_refuse(
-    case: Case, control_plane: controlplane.ControlPlane, tmp_path: Path
+    case: RefusalCase, control_plane: controlplane.ControlPlane, tmp_path: Path
 ) -> None:
     text = render(case.text, control_plane.kubeconfig)
     config = tmp_path / "config.yaml"

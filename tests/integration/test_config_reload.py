@@ -19,7 +19,7 @@ from prometheus_client import parser
 
 from plumb.framework import schedconfig
 from plumb.observability import metrics, trace
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
 from tests.support.live_cluster import NodeFactory
 from tests.support.plumb_process import Plumb, PlumbFactory, free_port

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from plumb_dev.cluster.controlplane import building, running
+from plumb_dev.cluster.controlplane import building, lifecycle
 from plumb_dev.testing import builders
 
 pytestmark = pytest.mark.integration
@@ -30,16 +30,16 @@ def bin_dir() -> Path:
 @pytest.fixture(scope="module")
 def control_plane(
     bin_dir: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[running.ControlPlane]:
+) -> Iterator[lifecycle.ControlPlane]:
     directory = tmp_path_factory.mktemp("cluster")
-    cp = running.start(directory, bin_dir=bin_dir)
+    cp = lifecycle.start(directory, bin_dir=bin_dir)
     try:
         yield cp
     finally:
-        running.stop(directory)
+        lifecycle.stop(directory)
 
 
-def kubectl(cp: running.ControlPlane, *args: str, stdin: str | None = None) -> str:
+def kubectl(cp: lifecycle.ControlPlane, *args: str, stdin: str | None = None) -> str:
     result = subprocess.run(
         [str(cp.bin_dir / "kubectl"), "--kubeconfig", str(cp.kubeconfig), *args],
         input=stdin,
@@ -54,7 +54,7 @@ def kubectl(cp: running.ControlPlane, *args: str, stdin: str | None = None) -> s
     return result.stdout
 
 
-def get(cp: running.ControlPlane, path: str, token: str) -> tuple[int, bytes]:
+def get(cp: lifecycle.ControlPlane, path: str, token: str) -> tuple[int, bytes]:
     port = int(cp.server.rsplit(":", 1)[1])
     context = ssl.create_default_context(cafile=str(cp.ca_file))
     connection = http.client.HTTPSConnection("127.0.0.1", port, timeout=10, context=context)
@@ -66,18 +66,18 @@ def get(cp: running.ControlPlane, path: str, token: str) -> tuple[int, bytes]:
         connection.close()
 
 
-def test_readyz_answers_with_verified_tls(control_plane: running.ControlPlane) -> None:
+def test_readyz_answers_with_verified_tls(control_plane: lifecycle.ControlPlane) -> None:
     assert get(control_plane, "/readyz", control_plane.token) == (200, b"ok")
     assert control_plane.server.startswith("https://127.0.0.1:")
-    assert running.is_running(control_plane)
+    assert lifecycle.is_running(control_plane)
 
 
-def test_wrong_token_is_rejected(control_plane: running.ControlPlane) -> None:
+def test_wrong_token_is_rejected(control_plane: lifecycle.ControlPlane) -> None:
     status, _ = get(control_plane, "/api/v1/namespaces", "not-" + control_plane.token)
     assert status == 401
 
 
-def test_kubectl_works_with_the_kubeconfig(control_plane: running.ControlPlane) -> None:
+def test_kubectl_works_with_the_kubeconfig(control_plane: lifecycle.ControlPlane) -> None:
     version = json.loads(kubectl(control_plane, "version", "-o", "json"))
     assert version["clientVersion"]["gitVersion"] == KUBE_VERSION
     assert version["serverVersion"]["gitVersion"] == KUBE_VERSION
@@ -86,15 +86,15 @@ def test_kubectl_works_with_the_kubeconfig(control_plane: running.ControlPlane) 
     assert kubectl(control_plane, "config", "current-context").strip() == "plumb-local"
 
 
-def test_state_file_round_trips(control_plane: running.ControlPlane) -> None:
-    assert running.load(control_plane.directory) == control_plane
+def test_state_file_round_trips(control_plane: lifecycle.ControlPlane) -> None:
+    assert lifecycle.load(control_plane.directory) == control_plane
     assert control_plane.kubeconfig == control_plane.directory / "kubeconfig"
     assert (control_plane.directory / "etcd.log").is_file()
     assert (control_plane.directory / "kube-apiserver.log").is_file()
 
 
-def test_env_lines_point_a_shell_at_the_cluster(control_plane: running.ControlPlane) -> None:
-    script = "\n".join([*running.env_lines(control_plane), "kubectl get --raw /readyz"])
+def test_env_lines_point_a_shell_at_the_cluster(control_plane: lifecycle.ControlPlane) -> None:
+    script = "\n".join([*lifecycle.env_lines(control_plane), "kubectl get --raw /readyz"])
     result = subprocess.run(
         ["bash", "-c", script],
         capture_output=True,
@@ -111,7 +111,7 @@ def test_env_lines_point_a_shell_at_the_cluster(control_plane: running.ControlPl
     assert result.stdout.strip() == "ok"
 
 
-def test_node_round_trips_without_taints(control_plane: running.ControlPlane) -> None:
+def test_node_round_trips_without_taints(control_plane: lifecycle.ControlPlane) -> None:
     node = {
         "apiVersion": "v1",
         "kind": "Node",
@@ -128,11 +128,11 @@ def test_node_round_trips_without_taints(control_plane: running.ControlPlane) ->
 
 
 def test_controllers_make_accounts_tokens_and_the_root_ca(
-    control_plane: running.ControlPlane,
+    control_plane: lifecycle.ControlPlane,
 ) -> None:
     """kube-controller-manager runs: service accounts, the kube-root-ca.crt ConfigMap, and pods
     admitted with a service-account token volume (ServiceAccount admission is on)."""
-    assert running.status(control_plane) == {
+    assert lifecycle.status(control_plane) == {
         "etcd": True,
         "kube-apiserver": True,
         "kube-controller-manager": True,
@@ -180,13 +180,13 @@ def _eventually(probe: Callable[[], str], timeout: float = 30.0) -> str:
 
 
 def test_stop_leaves_nothing_behind_and_is_idempotent(bin_dir: Path, tmp_path: Path) -> None:
-    cp = running.start(tmp_path, bin_dir=bin_dir)
+    cp = lifecycle.start(tmp_path, bin_dir=bin_dir)
     try:
-        with pytest.raises(running.ControlPlaneError, match="already running"):
-            running.start(tmp_path, bin_dir=bin_dir)
-        assert running.is_running(cp), "a refused start must not disturb the running one"
+        with pytest.raises(lifecycle.ControlPlaneError, match="already running"):
+            lifecycle.start(tmp_path, bin_dir=bin_dir)
+        assert lifecycle.is_running(cp), "a refused start must not disturb the running one"
     finally:
-        running.stop(tmp_path)
+        lifecycle.stop(tmp_path)
     assert [name for name, _ in cp.processes()] == [
         "kube-controller-manager",
         "kube-apiserver",
@@ -194,27 +194,30 @@ def test_stop_leaves_nothing_behind_and_is_idempotent(bin_dir: Path, tmp_path: P
     ]
     for _, pid in cp.processes():
         assert not Path(f"/proc/{pid}").exists(), f"pid {pid} is still there after stop"
-    assert not running.is_running(cp)
-    assert running.load(tmp_path) is None
-    running.stop(tmp_path)
+    assert not lifecycle.is_running(cp)
+    assert lifecycle.load(tmp_path) is None
+    lifecycle.stop(tmp_path)
 
 
 def test_missing_binaries_are_named(tmp_path: Path) -> None:
     empty = tmp_path / "bin"
     empty.mkdir()
     with pytest.raises(
-        running.ControlPlaneError, match="etcd, kube-apiserver and kube-controller-manager missing"
+        lifecycle.ControlPlaneError,
+        match="etcd, kube-apiserver and kube-controller-manager missing",
     ):
-        running.start(tmp_path / "cluster", bin_dir=empty)
-    assert running.load(tmp_path / "cluster") is None
+        lifecycle.start(tmp_path / "cluster", bin_dir=empty)
+    assert lifecycle.load(tmp_path / "cluster") is None
 
 
 def test_missing_apiserver_alone_is_named(bin_dir: Path, tmp_path: Path) -> None:
     partial = tmp_path / "bin"
     partial.mkdir()
     (partial / "etcd").symlink_to(bin_dir / "etcd")
-    with pytest.raises(running.ControlPlaneError) as raised:
-        running.start(tmp_path / "cluster", bin_dir=partial, parts=running.Parts(controllers=False))
+    with pytest.raises(lifecycle.ControlPlaneError) as raised:
+        lifecycle.start(
+            tmp_path / "cluster", bin_dir=partial, parts=lifecycle.Parts(controllers=False)
+        )
     assert str(raised.value).startswith("kube-apiserver missing")
 
 
@@ -225,9 +228,9 @@ def test_a_process_that_dies_during_start_is_reported_with_its_log(
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port: int = taken.getsockname()[1]
-        with pytest.raises(running.ControlPlaneError) as raised:
-            running.start(tmp_path, bin_dir=bin_dir, etcd_port=port, timeout=30)
+        with pytest.raises(lifecycle.ControlPlaneError) as raised:
+            lifecycle.start(tmp_path, bin_dir=bin_dir, etcd_port=port, timeout=30)
     message = str(raised.value)
     assert message.startswith("etcd exited")
     assert "address already in use" in message
-    assert running.load(tmp_path) is None
+    assert lifecycle.load(tmp_path) is None

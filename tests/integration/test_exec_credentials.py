@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from plumb_dev.cluster.controlplane import building
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, crds, kube
 from tests.support.plumb_process import Plumb, launch_plumb, wait_synced
 from tests.support.scripted_plugin import ScriptedPlugin

@@ -10,7 +10,7 @@ import sys
 import urllib.request
 from pathlib import Path
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.support import raising_plugin, side_by_side
 from tests.support.live_cluster import NodeFactory

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
 from tests.support import side_by_side
 from tests.support.live_cluster import NodeFactory, events_of

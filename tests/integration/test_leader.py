@@ -30,7 +30,7 @@ import pytest
 from kubernetes import client as k8s
 
 from plumb_dev.cluster.controlplane import config as controlplane_config
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, crds, kube
 from tests.support.live_cluster import NodeFactory, events_of
 from tests.support.plumb_process import free_port, launch_plumb, wait_synced
@@ -42,7 +42,7 @@ MARGIN = 1.0  # request latency and log/scheduling slack on top of the stated bo
 ZONE = "topology.kubernetes.io/zone"
 
 
-class Replica:
+class ReplicaProcess:
     """One ``plumb run --leader-elect`` child process, its ports and its log."""
 
     def __init__(self, process: subprocess.Popen[bytes], log: Path, metrics_port: int) -> None:
@@ -110,7 +110,7 @@ def _epoch(stamp: str) -> float:
     return datetime.datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
 
 
-ReplicaFactory = Callable[..., Replica]
+ReplicaFactory = Callable[..., ReplicaProcess]
 
 
 @pytest.fixture
@@ -122,9 +122,9 @@ def replicas(
 ) -> Iterator[ReplicaFactory]:
     """Start ``plumb run --leader-elect`` (its Lease in the test's namespace); at the end, every
     replica not killed on purpose must exit 0 without a traceback."""
-    started: list[Replica] = []
+    started: list[ReplicaProcess] = []
 
-    def start(*, kubeconfig: Path | None = None, wait: bool = True) -> Replica:
+    def start(*, kubeconfig: Path | None = None, wait: bool = True) -> ReplicaProcess:
         log = tmp_path / f"plumb-{len(started)}.log"
         port = free_port()
         process = launch_plumb(
@@ -144,7 +144,7 @@ def replicas(
             "--leader-elect-resource-namespace",
             namespace,
         )
-        replica = Replica(process, log, port)
+        replica = ReplicaProcess(process, log, port)
         started.append(replica)
         if wait:
             wait_synced(process, replica.output)
@@ -166,8 +166,8 @@ def _lease(client: kube.Kube, namespace: str) -> dict[str, Any]:
     return dict(json.loads(response.data)["spec"])
 
 
-def _leader(client: kube.Kube, namespace: str, *candidates: Replica) -> Replica:
-    def holder() -> Replica | None:
+def _leader(client: kube.Kube, namespace: str, *candidates: ReplicaProcess) -> ReplicaProcess:
+    def holder() -> ReplicaProcess | None:
         try:
             spec = _lease(client, namespace)
         except k8s.ApiException:
@@ -194,7 +194,7 @@ def _scheduled_events(client: kube.Kube, namespace: str) -> list[dict[str, Any]]
     return [e for e in client.events(namespace) if e.get("reason") == "Scheduled"]
 
 
-def _instance(replica: Replica) -> str:
+def _instance(replica: ReplicaProcess) -> str:
     return f"plumb-{replica.identity}"
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from plumb_dev.cluster.localnode import network
-from plumb_dev.cluster.localnode import running as localnode
+from plumb_dev.cluster.localnode import nodelifecycle as localnode
 from tests.support.live_cluster import NodeCluster, filter_rules
 
 pytestmark = pytest.mark.integration

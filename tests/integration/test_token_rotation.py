@@ -20,7 +20,7 @@ import pytest
 from kubernetes import client as k8s
 
 from plumb.k8s import credentials as credentials_module
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, crds, kube
 from tests.support.live_cluster import NodeFactory
 

@@ -17,7 +17,7 @@ from plumb.framework.plugins import nodeaffinity
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
 from tests.support import side_by_side
 from tests.support.live_cluster import NodeFactory

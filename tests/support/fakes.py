@@ -15,15 +15,15 @@ from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
 from plumb.observability import tracing
 
-Outcome = k8s_client.ApiResponse | Exception
-"""What a binding answers: a response, or an error the client raised."""
+Answer = k8s_client.ApiResponse | Exception
+"""What a fake API answers a request with: a response, or an error the client raised."""
 
 
 class FakeApi:
     """Bindings answered from ``script`` in order (then 201 Created), and recorded; events
     recorded and accepted; status patches accepted."""
 
-    def __init__(self, *script: Outcome) -> None:
+    def __init__(self, *script: Answer) -> None:
         self.script = list(script)
         self.binds: list[tuple[str, str]] = []
         self.events: list[dict[str, Any]] = []
@@ -56,14 +56,17 @@ class FakeApi:
         return k8s_client.ApiResponse(status=200, body={})
 
 
-class Clock:
-    """Monotonic seconds that move only when the test moves them."""
+class ManualClock:
+    """Seconds that move only when the test moves them (``now``, or ``advance``)."""
 
-    def __init__(self) -> None:
-        self.now = 1000.0
+    def __init__(self, now: float = 1000.0) -> None:
+        self.now = now
 
     def __call__(self) -> float:
         return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
 
 
 async def reference_kernel(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
@@ -72,7 +75,7 @@ async def reference_kernel(cluster: contract.Cluster, batch: contract.Batch) -> 
 
 def make_scheduler(
     api: FakeApi,
-    clock: Clock,
+    clock: ManualClock,
     *,
     kernel: contract.KernelRunner = reference_kernel,
     log: logging.Logger | None = None,

@@ -39,8 +39,9 @@ class _Pod:
     balanced_skip: bool = False
 
 
-class Case:
-    """``Case(3).key("zone", [0, 0, 1]).row("web", [1, 0, 2]).pod(cpu=100).spread("web", "zone")``.
+class KernelCase:
+    """A kernel input built by hand in chained steps: ``KernelCase(3).key("zone", [0, 0, 1])
+    .row("web", [1, 0, 2]).pod(cpu=100).spread("web", "zone")``.
 
     Nodes have 4 cpu, 8Gi, 110 pods and no gpu unless told; a row counts pods per node; each
     ``pod()`` starts a new batch pod and the constraint methods after it apply to that pod.
@@ -313,10 +314,10 @@ def only(plugin: int) -> tuple[int, ...]:
     return tuple(1 if p == plugin else 0 for p in range(len(c.SCORE_PLUGINS)))
 
 
-def failure_case() -> Case:
+def failure_case() -> KernelCase:
     """Eight nodes; node n fails with code n for a pod with a constraint of every kind."""
     return (
-        Case(8)
+        KernelCase(8)
         .key("zone", [0, 0, 0, -1, 1, 0, 0, 0])
         .key("rack", [0, 0, 0, 0, 0, 1, 0, 0])
         .key("host", list(range(8)))

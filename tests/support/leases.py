@@ -29,7 +29,7 @@ class LeaseStore:
         return copy.deepcopy(stored)
 
 
-class LeaseApi:
+class CuttableLeaseApi:
     """One replica's view of the store; ``cut`` makes every request fail as a dead link."""
 
     def __init__(self, store: LeaseStore) -> None:

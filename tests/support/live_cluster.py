@@ -9,8 +9,8 @@ import subprocess
 from collections.abc import Callable
 from typing import Any
 
-from plumb_dev.cluster.controlplane import running as controlplane
-from plumb_dev.cluster.localnode import running as localnode
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
+from plumb_dev.cluster.localnode import nodelifecycle as localnode
 from plumb_dev.testing import builders, crds, kube
 
 NodeFactory = Callable[[builders.NodeBuilder], str]

@@ -1,5 +1,5 @@
 """One side-by-side preemption scenario: a ``Scene`` (nodes, occupants placed by the scheduler
-under test) and the ``Outcome`` of its preemptor, collected by ``Scene.preempt`` or
+under test) and the ``PreemptionOutcome`` of its preemptor, collected by ``Scene.preempt`` or
 ``Scene.refused`` and compared whole with what the scenario expects.
 
 The side-by-side scenarios (test_preemption_parity*.py) place their occupants through the
@@ -60,7 +60,7 @@ class Mark:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Outcome:
+class PreemptionOutcome:
     """What a scheduler did with a preemptor, compared whole with what the scenario expects."""
 
     deleted: frozenset[str] = frozenset()
@@ -225,7 +225,7 @@ class Scene:
         """The kubelet's last step for the Terminating pods (these nodes have no kubelet)."""
         self.client.force_delete_terminating(self.namespace)
 
-    def preempt(self, preemptor: builders.PodBuilder, *, victims: int) -> Outcome:
+    def preempt(self, preemptor: builders.PodBuilder, *, victims: int) -> PreemptionOutcome:
         """Creates the preemptor and follows a preemption that should delete ``victims`` pods.
 
         Waits for the nomination, for that many occupants to be Terminating or gone and for
@@ -275,7 +275,7 @@ class Scene:
             node = client.pod(namespace, name)["spec"].get("nodeName")
         return self._outcome(name, gone, nominee, node, conditions, retried=True)
 
-    def refused(self, preemptor: builders.PodBuilder) -> Outcome:
+    def refused(self, preemptor: builders.PodBuilder) -> PreemptionOutcome:
         """Creates a preemptor that should preempt nothing and, once it has failed, watches a
         quiet period (the only way to show that nothing more happens) before reading it all."""
         name = self.create(preemptor)
@@ -297,14 +297,15 @@ class Scene:
         conditions: Mapping[str, Mapping[str, str] | None],
         *,
         retried: bool,
-    ) -> Outcome:
-        """The Outcome; ``retried``: whether ``waiting(message)`` may be among the messages."""
+    ) -> PreemptionOutcome:
+        """The PreemptionOutcome; ``retried``: whether ``waiting(message)`` may be among the
+        messages."""
         client, namespace = self.client, self.namespace
         uid = str(client.pod(namespace, name)["metadata"]["uid"])
         messages = self.messages(name)
         first = messages[0] if messages else None
         priority = int(client.pod(namespace, name)["spec"].get("priority") or 0)
-        return Outcome(
+        return PreemptionOutcome(
             deleted=gone,
             outranking=frozenset(v for v in gone if self.occupants[v] >= priority),
             nominated=nominee,
@@ -322,22 +323,22 @@ class Scene:
             },
         )
 
-    def preempted(self, *, deleted: set[str], node: str, message: str) -> Outcome:
-        """The Outcome of a preemption that deletes these pods, each told so, and binds the
-        preemptor on the node it was nominated to, after one FailedScheduling message."""
+    def preempted(self, *, deleted: set[str], node: str, message: str) -> PreemptionOutcome:
+        """The PreemptionOutcome of a preemption that deletes these pods, each told so, and binds
+        the preemptor on the node it was nominated to, after one FailedScheduling message."""
         mark = Mark(
             preempted_condition(self.scheduler.scheduler_name),
             (preempted_by("{uid}", node),),
         )
         marks = dict.fromkeys(deleted, mark)
-        return Outcome(
+        return PreemptionOutcome(
             deleted=frozenset(deleted), nominated=node, node=node, message=message, marks=marks
         )
 
-    def pending(self, message: str) -> Outcome:
-        """The Outcome of a preemptor that deletes nothing, is nominated nowhere and waits with
-        this one FailedScheduling message."""
-        return Outcome(message=message)
+    def pending(self, message: str) -> PreemptionOutcome:
+        """The PreemptionOutcome of a preemptor that deletes nothing, is nominated nowhere and
+        waits with this one FailedScheduling message."""
+        return PreemptionOutcome(message=message)
 
 
 @pytest.fixture(name="scene")

@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 from kubernetes import utils as k8s_utils
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
 from tests.support import plumb_process
 

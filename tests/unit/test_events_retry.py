@@ -12,13 +12,12 @@ from plumb import events
 from plumb.backend.records import objects
 from plumb.k8s import client as k8s_client
 from plumb_dev.testing.builders import make_pod
-
-Answer = k8s_client.ApiResponse | Exception
+from tests.support.fakes import Answer
 
 WEB = objects.parse_pod(make_pod("web", "shop").uid("uid-web").obj())
 
 
-class EventsApi:
+class ScriptedEventsApi:
     """create_event answered from a script, then 201; every try recorded."""
 
     def __init__(self, *script: Answer) -> None:
@@ -42,7 +41,7 @@ class EventsApi:
         return k8s_client.ApiResponse(status=200, body={})
 
 
-def _recorder(api: EventsApi, waits: list[float]) -> events.Recorder:
+def _recorder(api: ScriptedEventsApi, waits: list[float]) -> events.Recorder:
     async def sleep(seconds: float) -> None:
         waits.append(seconds)
 
@@ -66,7 +65,7 @@ async def _settle(recorder: events.Recorder) -> None:
     ids=["lost", "429", "500"],
 )
 async def test_an_event_the_server_could_not_take_is_tried_again(failure: Answer) -> None:
-    api, waits = EventsApi(failure, failure), list[float]()
+    api, waits = ScriptedEventsApi(failure, failure), list[float]()
     recorder = _recorder(api, waits)
     recorder.scheduled(WEB, "n1")
     await _settle(recorder)
@@ -76,7 +75,7 @@ async def test_an_event_the_server_could_not_take_is_tried_again(failure: Answer
 
 
 async def test_a_refused_event_is_not_tried_again() -> None:
-    api = EventsApi(k8s_client.ApiResponse(status=422, body={"message": "invalid"}))
+    api = ScriptedEventsApi(k8s_client.ApiResponse(status=422, body={"message": "invalid"}))
     waits: list[float] = []
     recorder = _recorder(api, waits)
     recorder.scheduled(WEB, "n1")
@@ -87,7 +86,7 @@ async def test_a_refused_event_is_not_tried_again() -> None:
 
 async def test_an_event_gives_up_after_its_tries() -> None:
     failure = k8s_client.ApiResponse(status=503, body={"message": "unavailable"})
-    api, waits = EventsApi(*[failure] * 20), list[float]()
+    api, waits = ScriptedEventsApi(*[failure] * 20), list[float]()
     recorder = _recorder(api, waits)
     recorder.scheduled(WEB, "n1")
     await _settle(recorder)
@@ -97,7 +96,7 @@ async def test_an_event_gives_up_after_its_tries() -> None:
 
 async def test_a_drain_ends_the_waiting_at_once() -> None:
     failure = k8s_client.ApiResponse(status=503, body={"message": "unavailable"})
-    api = EventsApi(*[failure] * 20)
+    api = ScriptedEventsApi(*[failure] * 20)
     # Real sleeps: without the drain waking them, the tries would take 25 s.
     recorder = events.Recorder(api, instance="test")
     recorder.scheduled(WEB, "n1")

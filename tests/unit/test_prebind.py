@@ -27,7 +27,7 @@ from tests.support.volume_objects import (
 # --- PreBind ------------------------------------------------------------------------------------
 
 
-class FakeApi:
+class PrebindApi:
     """PVs and PVCs by name; ``controller`` runs after each poll's reads, as the PV controller."""
 
     def __init__(self, pvs: list[JSON], claims: list[JSON]) -> None:
@@ -82,7 +82,7 @@ class FakeApi:
                 claim["metadata"]["annotations"][volumes.BIND_COMPLETED] = "yes"
 
 
-def _planned() -> tuple[FakeApi, volumes.BindingPlan]:
+def _planned() -> tuple[PrebindApi, volumes.BindingPlan]:
     pv = pv_body("pv-b", node="node-b")
     pv["metadata"]["resourceVersion"] = "7"
     claim = pvc_body("data", uid="c1")
@@ -93,14 +93,14 @@ def _planned() -> tuple[FakeApi, volumes.BindingPlan]:
         objects.parse_node(make_node("node-b").obj()),
         store,
     )
-    return FakeApi([copy.deepcopy(pv)], [copy.deepcopy(claim)]), plan
+    return PrebindApi([copy.deepcopy(pv)], [copy.deepcopy(claim)]), plan
 
 
 NODE_B = {HOSTNAME: "node-b"}
 
 
 def _run(
-    api: FakeApi,
+    api: PrebindApi,
     plan: volumes.BindingPlan,
     *,
     labels: Mapping[str, str] | None = NODE_B,
@@ -204,7 +204,7 @@ def test_prebind_asks_for_provisioning_with_the_selected_node() -> None:
         store,
     )
     provisioned = pv_body("pvc-c1", csi=("csi.example", "h"), claim=(NS, "data"), phase="Bound")
-    api = FakeApi([], [copy.deepcopy(claim)])
+    api = PrebindApi([], [copy.deepcopy(claim)])
 
     async def provision(_: float) -> None:
         api.pvs["pvc-c1"] = provisioned
@@ -218,7 +218,7 @@ def test_prebind_asks_for_provisioning_with_the_selected_node() -> None:
         "metadata": {"resourceVersion": "3", "annotations": {volumes.SELECTED_NODE: "node-b"}}
     }
     # A provisioner that gives up removes the annotation: the pod is retried.
-    api = FakeApi([], [copy.deepcopy(claim)])
+    api = PrebindApi([], [copy.deepcopy(claim)])
 
     async def give_up(_: float) -> None:
         api.claims["data"]["metadata"]["annotations"].pop(volumes.SELECTED_NODE, None)

@@ -23,7 +23,7 @@ from plumb.framework.plugins import podtopologyspread
 from plumb.kernel import reference
 from plumb.observability import trace
 from plumb_dev.testing.builders import make_node, make_pod
-from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.fakes import FakeApi, ManualClock, make_scheduler
 from tests.support.log_capture import Lines
 from tests.support.policy_builders import make_policy
 
@@ -128,7 +128,7 @@ async def test_every_decision_of_a_dumped_scheduler_replays_to_its_trace_line(
     json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, handler = json_lines
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = make_scheduler(api, clock, log=log, batch_size=4)
     nodes = [make_node(f"n{i}").zone("abc"[i % 3]).capacity(cpu="2").obj() for i in range(6)]
     bodies = []
@@ -207,7 +207,7 @@ async def test_a_deviation_replays_to_the_node_its_trace_line_names(
     json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, handler = json_lines
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = make_scheduler(api, clock, log=log)
     # Zone c is too small for any web pod: after one pod in a and one in b, the policy's
     # maxSkew 1 blocks every node, and its budget lets two pods deviate.
@@ -253,7 +253,7 @@ async def test_pods_written_with_another_rfc3339_offset_are_the_same_pods(
     # The Python client writes creationTimestamp as +00:00 where the API server wrote Z: the
     # same instant, so the same pod; a check that finds no decision to make again fails.
     log, handler = json_lines
-    s = make_scheduler(FakeApi(), Clock(), log=log)
+    s = make_scheduler(FakeApi(), ManualClock(), log=log)
     bodies = []
     for i in range(3):
         body = make_pod(f"p{i}", "shop").uid(f"u{i}").scheduler("plumb").req(cpu="100m").obj()

@@ -141,8 +141,8 @@ _ADDERS = (_add_cluster, _add_demo, _add_bench)
 
 def _cluster(args: argparse.Namespace, directory: Path) -> int:
     from plumb_dev.cluster.controlplane import building
-    from plumb_dev.cluster.controlplane import running as controlplane
-    from plumb_dev.cluster.localnode import running as localnode
+    from plumb_dev.cluster.controlplane import lifecycle as controlplane
+    from plumb_dev.cluster.localnode import nodelifecycle as localnode
 
     action: str = args.action
     if action == "build":
@@ -187,7 +187,7 @@ def _cluster(args: argparse.Namespace, directory: Path) -> int:
 def _cluster_image(directory: Path, *, context: Path | None, name: str) -> int:
     """Builds an image with buildah (cached by content) and loads it into the real node."""
     from plumb_dev.cluster.localnode import images  # only the cluster commands need it
-    from plumb_dev.cluster.localnode import running as localnode
+    from plumb_dev.cluster.localnode import nodelifecycle as localnode
 
     try:
         if context is None:
@@ -213,8 +213,8 @@ def _cluster_image(directory: Path, *, context: Path | None, name: str) -> int:
 
 def _cluster_up(directory: Path, *, node: bool, scheduler: bool) -> int:
     from plumb_dev.cluster.controlplane import building
-    from plumb_dev.cluster.controlplane import running as controlplane
-    from plumb_dev.cluster.localnode import running as localnode
+    from plumb_dev.cluster.controlplane import lifecycle as controlplane
+    from plumb_dev.cluster.localnode import nodelifecycle as localnode
 
     existing = controlplane.load(directory)
     if existing is not None and controlplane.is_running(existing):
@@ -243,7 +243,7 @@ def _cluster_up(directory: Path, *, node: bool, scheduler: bool) -> int:
 def _setup_errors() -> tuple[type[Exception], ...]:
     """What building or starting a local cluster raises, for a one-line error."""
     from plumb_dev.cluster.controlplane import building
-    from plumb_dev.cluster.controlplane import running as controlplane
+    from plumb_dev.cluster.controlplane import lifecycle as controlplane
 
     return (building.BuildError, controlplane.ControlPlaneError)
 
@@ -276,9 +276,9 @@ def _command_demo(args: argparse.Namespace, argv: Sequence[str]) -> int:
 
 
 def _command_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
-    from plumb_dev.bench import running as bench_running
+    from plumb_dev.bench import benchruns
 
-    bench_settings = bench_running.Settings(
+    bench_settings = benchruns.Settings(
         out=args.out,
         quick=args.quick,
         large=args.large,
@@ -289,7 +289,7 @@ def _command_bench(args: argparse.Namespace, argv: Sequence[str]) -> int:
     )
     refused: tuple[type[Exception], ...] = (ValueError, *_setup_errors())
     try:
-        return bench_running.main(bench_settings)
+        return benchruns.main(bench_settings)
     except refused as error:
         print(f"error: {error}", file=sys.stderr)
         return 1

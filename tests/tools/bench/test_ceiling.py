@@ -15,7 +15,7 @@ from plumb_dev.bench import ceiling
 from plumb_dev.testing import builders
 
 
-class FakeApi:
+class CeilingApi:
     """Answers bindings (refusing the names in ``refuse``) and events, recording each call."""
 
     def __init__(self, refuse: frozenset[str] = frozenset(), expect: int = 0) -> None:
@@ -57,7 +57,7 @@ def test_the_ceiling_uses_plumbs_concurrency() -> None:
 
 
 async def test_the_scheduled_event_is_shaped_as_plumbs() -> None:
-    api = FakeApi()
+    api = CeilingApi()
     recorder = Recorder(api, instance="plumb-0")
     recorder.scheduled(objects.parse_pod(builders.make_pod("web-1", "ns").uid("uid-1").obj()), "n7")
     await recorder.drain()
@@ -76,7 +76,7 @@ async def test_the_scheduled_event_is_shaped_as_plumbs() -> None:
 
 
 async def test_the_raw_binder_binds_then_posts_the_event() -> None:
-    api = FakeApi(refuse=frozenset({"pod-2"}), expect=7)  # 4 bindings, 3 events
+    api = CeilingApi(refuse=frozenset({"pod-2"}), expect=7)  # 4 bindings, 3 events
     binder = ceiling.RawBinder(
         cast(k8s_client.ApiClient, api), "ns", lambda name: f"node-of-{name}", concurrency=2
     )

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from plumb_dev.bench import kernelbench, report, running
+from plumb_dev.bench import benchruns, kernelbench, report
 
 
 def _result(scheduler: str, throughput: float, *, usage: bool = True) -> dict[str, Any]:
@@ -170,7 +170,7 @@ def _sections(*results: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
 
 def _verdicts(
     sections: list[tuple[str, dict[str, Any]]], kernel: list[Any] | None = None
-) -> dict[str, report.Verdict]:
+) -> dict[str, report.TargetVerdict]:
     return {v.target: v for v in report.targets(sections, kernel or [])}
 
 
@@ -559,8 +559,8 @@ def test_a_report_without_basic_shaped_workloads_has_no_cost_growth(tmp_path: Pa
 
 def test_plumbs_kernel_start_up_is_read_from_its_log() -> None:
     line = '{"level":"INFO","logger":"plumb.app.running","msg":"kernel ready in 128.6 s"}'
-    assert running.kernel_ready_seconds(f"start\n{line}\n") == 128.6
-    assert running.kernel_ready_seconds("nothing here") is None
+    assert benchruns.kernel_ready_seconds(f"start\n{line}\n") == 128.6
+    assert benchruns.kernel_ready_seconds("nothing here") is None
     plumb = _with(_result("plumb", 1.0), log={"kernel_ready_seconds": 1.25})
     rows = report.table({"plumb": plumb, "kube-scheduler": _result("kube-scheduler", 1.0)})
     assert "| plumb: kernel ready after its start (s) | 1.2 | - | - | - |" in rows

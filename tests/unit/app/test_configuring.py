@@ -22,7 +22,7 @@ from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.observability import metrics as metrics_module
 from tests.support import leases
-from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.fakes import FakeApi, ManualClock, make_scheduler
 from tests.support.schedconfig_files import BAD_FILES
 
 WAIT_SECONDS = 10.0  # for the reload task, which reads the file in a worker thread
@@ -54,7 +54,7 @@ def _reloading(tmp_path: Path) -> tuple[Path, configuring.Reloader, Any, metrics
     path.write_bytes(_file("LeastAllocated"))
     data, served = configuring.read(path)
     metrics = metrics_module.Metrics()
-    scheduler = make_scheduler(FakeApi(), Clock(), metrics=metrics)
+    scheduler = make_scheduler(FakeApi(), ManualClock(), metrics=metrics)
     scheduler.reconfigure(served)
     return path, configuring.Reloader(path, scheduler, metrics, data), scheduler, metrics
 
@@ -249,10 +249,10 @@ async def test_shutdown_releases_the_lease_even_if_the_reload_task_died(
 ) -> None:
     store = leases.LeaseStore()
     elector = leader.Elector(
-        leases.LeaseApi(store),
+        leases.CuttableLeaseApi(store),
         leader.ElectionSettings(namespace="plumb-system", identity="a", timings=leases.TIMINGS),
     )
-    scheduler = make_scheduler(FakeApi(), Clock())
+    scheduler = make_scheduler(FakeApi(), ManualClock())
     api = k8s_client.ApiClient(credentials_module.Credentials(server="http://127.0.0.1:1"))
     leadership = leading.Leadership(scheduler, api, elector)
     elector.on_change = leadership.on_change

@@ -28,18 +28,20 @@ from plumb.backend.records import objects
 from plumb.framework.plugins import podtopologyspread
 from plumb.observability import tracing
 from plumb_dev.testing.builders import make_node, make_pod
-from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.fakes import FakeApi, ManualClock, make_scheduler
 
 ZONE = podtopologyspread.ZONE
 
 
-@dataclasses.dataclass
-class Cluster:
+@dataclasses.dataclass(frozen=True)
+class CacheAndRuns:
+    """A cache and the run log beside it, as the scheduler would have left them."""
+
     cache: cache_module.Cache
     log: runs.RunLog
 
 
-def build(nodes: int, pods: int, batch: int = 10) -> Cluster:
+def build(nodes: int, pods: int, batch: int = 10) -> CacheAndRuns:
     """A cache holding ``nodes`` nodes and ``pods`` bound pods (each assumed, then confirmed:
     two journal entries), and one run per ``batch`` pods, as the scheduler would have left."""
     cache = cache_module.Cache()
@@ -69,7 +71,7 @@ def build(nodes: int, pods: int, batch: int = 10) -> Cluster:
             pending = []
         cache.assume(pod, node)
         cache.add_pod(dataclasses.replace(pod, node_name=node))
-    return Cluster(cache=cache, log=log)
+    return CacheAndRuns(cache=cache, log=log)
 
 
 def _free_port() -> int:
@@ -115,7 +117,7 @@ def _the_one_snapshot_in(directory: Path) -> dict[str, Any]:
 
 
 async def test_sigusr1_writes_the_snapshot_of_the_moment_it_came(tmp_path: Path) -> None:
-    scheduler = make_scheduler(FakeApi(), Clock())
+    scheduler = make_scheduler(FakeApi(), ManualClock())
     scheduler.feed.resync([make_node("n0").capacity(cpu="4").obj()], [])
     scheduler.cache.assume(objects.parse_pod(make_pod("web-0", "shop").uid("u0").obj()), "n0")
     expected = scheduler.dump()
@@ -191,7 +193,7 @@ async def test_the_loop_keeps_running_while_the_endpoint_encodes_a_big_snapshot(
     assert len(runs.load(document).runs) == 200
 
 
-async def _measure(cluster: Cluster, offloop: bool) -> tuple[float, float, int]:
+async def _measure(cluster: CacheAndRuns, offloop: bool) -> tuple[float, float, int]:
     """(longest the loop went without a tick, total seconds, bytes) of one snapshot written as
     the endpoint writes it: on the loop (the old way) or captured, then encoded in a thread."""
     ticks: list[float] = []

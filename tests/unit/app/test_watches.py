@@ -23,7 +23,7 @@ from plumb.k8s import reflectors
 from plumb.observability import metrics
 from plumb_dev.testing.builders import make_node, make_pod
 from tests.support import loopback
-from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.fakes import FakeApi, ManualClock, make_scheduler
 
 Script = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PODS, NODES = "/api/v1/pods", "/api/v1/nodes"
@@ -255,7 +255,7 @@ async def test_a_node_plumb_cannot_parse_is_left_out_and_the_watches_go_on(
 
     scripted.scripts[NODES] = [_events(_line("ADDED", poison), _line("ADDED", later))]
     scripted.scripts[PODS] = [pods]
-    scheduler = make_scheduler(FakeApi(), Clock())
+    scheduler = make_scheduler(FakeApi(), ManualClock())
     sleeps: list[float] = []
 
     async def sleep(seconds: float) -> None:

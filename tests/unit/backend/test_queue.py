@@ -16,19 +16,9 @@ from plumb.backend import queue as queueing
 from plumb.backend.queue import Entry, SchedulingQueue, Where
 from plumb.backend.records import objects
 from plumb_dev.testing.builders import make_pod
+from tests.support.fakes import ManualClock
 
 BLOCKED = 0.02  # seconds a pop must stay waiting for the test to call it blocked
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-    def advance(self, seconds: float) -> None:
-        self.now += seconds
 
 
 def pending(
@@ -65,12 +55,12 @@ async def pop_names(q: SchedulingQueue) -> list[str]:
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
-def q(clock: FakeClock) -> SchedulingQueue:
+def q(clock: ManualClock) -> SchedulingQueue:
     return SchedulingQueue(clock=clock)
 
 
@@ -190,7 +180,7 @@ async def test_delete_drops_a_pod(q: SchedulingQueue) -> None:
 
 
 async def test_deleted_unschedulable_pod_does_not_come_back(
-    q: SchedulingQueue, clock: FakeClock
+    q: SchedulingQueue, clock: ManualClock
 ) -> None:
     q.add(pending("web"))
     await fail_unschedulable(q, "web")
@@ -220,7 +210,7 @@ def test_backoff_doubles_up_to_ten_seconds(attempts: int, seconds: float) -> Non
 
 
 async def test_unschedulable_pod_waits_for_a_cluster_event(
-    q: SchedulingQueue, clock: FakeClock
+    q: SchedulingQueue, clock: ManualClock
 ) -> None:
     q.add(pending("web"))
     await fail_unschedulable(q, "web")
@@ -235,7 +225,7 @@ async def test_unschedulable_pod_waits_for_a_cluster_event(
 
 
 async def test_a_pod_tried_again_goes_behind_the_pods_that_arrived_before_it_failed(
-    clock: FakeClock,
+    clock: ManualClock,
 ) -> None:
     # kube-scheduler refreshes a pod's queue timestamp on each failure: an old pod that keeps
     # failing cannot jump the line ahead of newer pods for ever.
@@ -252,7 +242,7 @@ async def test_a_pod_tried_again_goes_behind_the_pods_that_arrived_before_it_fai
 
 
 async def test_a_move_for_one_namespace_leaves_the_others_waiting(
-    q: SchedulingQueue, clock: FakeClock
+    q: SchedulingQueue, clock: ManualClock
 ) -> None:
     # A SchedulingPolicy event moves only its namespace's pods: moving every namespace's kept
     # a thousand unschedulable pods cycling ahead of pods that could be placed.
@@ -268,7 +258,7 @@ async def test_a_move_for_one_namespace_leaves_the_others_waiting(
 
 
 async def test_move_all_backs_off_a_pod_that_just_failed(
-    q: SchedulingQueue, clock: FakeClock
+    q: SchedulingQueue, clock: ManualClock
 ) -> None:
     q.add(pending("web"))
     await fail_unschedulable(q, "web")  # attempt 1: backoff 1 s from now
@@ -291,7 +281,7 @@ async def test_move_all_backs_off_a_pod_that_just_failed(
     assert await pop_names(q) == ["web"]
 
 
-async def test_backoff_is_capped_at_ten_seconds(q: SchedulingQueue, clock: FakeClock) -> None:
+async def test_backoff_is_capped_at_ten_seconds(q: SchedulingQueue, clock: ManualClock) -> None:
     q.add(pending("web"))
     for _ in range(6):
         entry = await pop_now(q)
@@ -310,7 +300,7 @@ async def test_backoff_is_capped_at_ten_seconds(q: SchedulingQueue, clock: FakeC
 
 
 async def test_unschedulable_pods_come_back_after_five_minutes(
-    q: SchedulingQueue, clock: FakeClock
+    q: SchedulingQueue, clock: ManualClock
 ) -> None:
     q.add(pending("first"))
     q.add(pending("second", created="2024-01-02T00:00:00Z"))
@@ -335,7 +325,9 @@ async def test_update_of_an_unschedulable_pod_retries_it(q: SchedulingQueue) -> 
     assert dict(entry.pod.requests) == {"cpu": 1000}
 
 
-async def test_update_in_flight_makes_a_failure_retry(q: SchedulingQueue, clock: FakeClock) -> None:
+async def test_update_in_flight_makes_a_failure_retry(
+    q: SchedulingQueue, clock: ManualClock
+) -> None:
     q.add(pending("web", cpu="8"))
     entry = await pop_now(q)
     assert entry is not None
@@ -356,7 +348,7 @@ async def test_update_in_flight_makes_a_failure_retry(q: SchedulingQueue, clock:
 
 
 async def test_status_only_change_in_flight_is_not_an_update(
-    q: SchedulingQueue, clock: FakeClock
+    q: SchedulingQueue, clock: ManualClock
 ) -> None:
     q.add(pending("web"))
     entry = await pop_now(q)
@@ -384,7 +376,7 @@ async def test_failure_of_a_pod_deleted_in_flight_is_ignored(q: SchedulingQueue)
 # Retry after a failed bind --------------------------------------------------------------------
 
 
-async def test_retry_backs_off_and_keeps_attempts(q: SchedulingQueue, clock: FakeClock) -> None:
+async def test_retry_backs_off_and_keeps_attempts(q: SchedulingQueue, clock: ManualClock) -> None:
     q.add(pending("web"))
     entry = await pop_now(q)
     assert entry is not None
@@ -420,7 +412,7 @@ async def test_retry_is_ignored_when_the_pod_came_back(q: SchedulingQueue) -> No
     assert await pop_now(q) is None
 
 
-async def test_a_batch_ends_where_the_group_changes(q: SchedulingQueue, clock: FakeClock) -> None:
+async def test_a_batch_ends_where_the_group_changes(q: SchedulingQueue, clock: ManualClock) -> None:
     # Pods governed by different policies are scored with different weights: never one batch.
     for i, name in enumerate(["web-1", "web-2", "db-1", "web-3"]):
         q.add(pending(name, created=f"2024-01-01T00:00:0{i}Z"))

@@ -19,6 +19,7 @@ from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb_dev.cluster.controlplane import pki
 from tests.support import loopback
+from tests.support.fakes import ManualClock
 from tests.support.scripted_plugin import ScriptedPlugin
 
 
@@ -94,18 +95,10 @@ current-context: x
     assert creds.token_file == str(tmp_path / "token")
 
 
-class Clock:
-    def __init__(self, now: float = 0.0) -> None:
-        self.now = now
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def test_a_token_file_is_read_again_each_minute_and_on_demand(tmp_path: Path) -> None:
     token = tmp_path / "token"
     token.write_text("one")
-    clock = Clock()
+    clock = ManualClock(0.0)
     creds = credentials_module.Credentials(server="https://x", token="one", token_file=str(token))
     tokens = credentials_module.Tokens(creds, clock=clock)
     token.write_text("two")
@@ -257,10 +250,10 @@ async def test_many_requests_refused_at_once_run_the_plugin_once(
 
 def _fake_time_tokens(
     creds: credentials_module.Credentials,
-) -> tuple[credentials_module.Tokens, Clock, Clock]:
+) -> tuple[credentials_module.Tokens, ManualClock, ManualClock]:
     """Tokens on fake clocks: the wall clock at BASE (the plans' times), the monotonic one
     past the pause after the first run."""
-    wall, clock = Clock(BASE), Clock(0.0)
+    wall, clock = ManualClock(BASE), ManualClock(0.0)
     tokens = credentials_module.Tokens(creds, clock=clock, wall_clock=wall)
     clock.now = credentials_module.EXEC_MIN_INTERVAL
     return tokens, wall, clock

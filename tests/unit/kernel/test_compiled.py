@@ -29,7 +29,7 @@ from tests.support.kernel_builders import (
     GI,
     MEMORY,
     RESULT_FIELDS,
-    Case,
+    KernelCase,
     assert_same,
     failure_case,
     one_pod,
@@ -362,8 +362,10 @@ def test_quantities_beyond_the_exact_range_go_to_the_reference(
 ) -> None:
     # Up to 2**50 the compiled kernel decides; a clamped absurd quantity (int64's maximum) would
     # overflow it, and the reference's Python integers decide instead.
-    edge = Case(2).allocatable(MEMORY, [1 << 50, 8 * GI]).requested(MEMORY, [(1 << 50) - GI, 0])
-    beyond = Case(2).allocatable(MEMORY, [2**63 - 1, 8 * GI])
+    edge = (
+        KernelCase(2).allocatable(MEMORY, [1 << 50, 8 * GI]).requested(MEMORY, [(1 << 50) - GI, 0])
+    )
+    beyond = KernelCase(2).allocatable(MEMORY, [2**63 - 1, 8 * GI])
     cases = [case.pod(cpu=100, memory=GI).build() for case in (edge, beyond)]
     wanted = [reference.run(*inputs) for inputs in cases]
     handed_over: list[int] = []
@@ -582,8 +584,8 @@ def test_an_unwritable_explicit_directory_is_an_error_not_a_fallback(
 def test_output_arrays_are_reused_only_once_nobody_holds_them() -> None:
     # compiled.run recycles its (pods, nodes) outputs; a result (or a view of it) still held
     # must never be written over, and a recycled detail row must not keep an old pod's details.
-    fits_nowhere = Case(2).pod(cpu=8000).build()  # details for both nodes
-    fits = Case(2).pod(cpu=1000).build()
+    fits_nowhere = KernelCase(2).pod(cpu=8000).build()  # details for both nodes
+    fits = KernelCase(2).pod(cpu=1000).build()
     held = compiled.run(*fits_nowhere)
     snapshot = [np.copy(getattr(held, name)) for name in RESULT_FIELDS]
     view = held.detail[0]

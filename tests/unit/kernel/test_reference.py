@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from plumb.kernel import compiled, reference
 from plumb.kernel import contract as c
-from tests.support.kernel_builders import CPU, GI, GPU, MEMORY, PODS, Case, failure_case, only
+from tests.support.kernel_builders import CPU, GI, GPU, MEMORY, PODS, KernelCase, failure_case, only
 
 Kernel = c.Kernel
 KERNELS = pytest.mark.parametrize("kernel", [reference.run, compiled.run], ids=["ref", "numba"])
@@ -37,7 +37,7 @@ def test_mix_is_splitmix64_of_node_and_pod_hashes(node_hashes: list[int], pod_ha
 @KERNELS
 def test_a_batch_pod_that_fits_nowhere_places_nothing(kernel: Kernel) -> None:
     # Two 3-cpu pods for one 4-cpu node: the second sees the first's requests.
-    case = Case(1).pod(cpu=3000).pod(cpu=3000, pod_hash=8)
+    case = KernelCase(1).pod(cpu=3000).pod(cpu=3000, pod_hash=8)
     result = kernel(*case.build())
     assert result.chosen.tolist() == [0, -1]
     assert result.code[1].tolist() == [c.RESOURCES]
@@ -84,7 +84,7 @@ def test_a_pod_that_fits_nowhere_gets_the_details(kernel: Kernel) -> None:
 def test_the_first_failing_filter_is_the_one_reported(kernel: Kernel) -> None:
     # Node 0 fails resources (gpu) and anti-affinity; node 1 fails the static filters as well.
     case = (
-        Case(2)
+        KernelCase(2)
         .key("host", [0, 1])
         .row("batch", [1, 1])
         .pod(gpu=1)
@@ -104,7 +104,7 @@ def test_spread_min_domains_holds_the_minimum_at_zero(kernel: Kernel) -> None:
     # zones than minDomains exist, when the global minimum counts as 0 and 3 + 1 - 0 > 1.
     def codes(min_domains: int) -> list[int]:
         case = (
-            Case(2)
+            KernelCase(2)
             .key("zone", [0, 1])
             .row("web", [3, 3])
             .pod(cpu=100)
@@ -122,7 +122,7 @@ def test_spread_counts_only_eligible_nodes(kernel: Kernel) -> None:
     # present are 1 and 2 with 2 pods each, so the minimum is 2 and every node passes.
     def codes(eligible: list[bool]) -> list[int]:
         case = (
-            Case(3)
+            KernelCase(3)
             .key("zone", [0, 1, 2])
             .row("web", [0, 2, 2])
             .pod(cpu=100)
@@ -137,7 +137,7 @@ def test_spread_counts_only_eligible_nodes(kernel: Kernel) -> None:
 @KERNELS
 def test_affinity_lets_the_first_pod_of_a_group_in(kernel: Kernel) -> None:
     def codes(web: list[int], matches_itself: bool) -> list[int]:
-        case = Case(3).key("zone", [0, 1, -1]).row("web", web).pod(cpu=100)
+        case = KernelCase(3).key("zone", [0, 1, -1]).row("web", web).pod(cpu=100)
         case = case.affinity("web", "zone")
         if matches_itself:
             case = case.matches_own_affinity()
@@ -155,11 +155,11 @@ def test_affinity_lets_the_first_pod_of_a_group_in(kernel: Kernel) -> None:
 @KERNELS
 def test_anti_affinity_both_ways(kernel: Kernel) -> None:
     # Our pod's anti-affinity to web pods per zone; a node without the key is never in conflict.
-    case = Case(3).key("zone", [0, 0, -1]).row("web", [1, 0, 0]).pod(cpu=100)
+    case = KernelCase(3).key("zone", [0, 0, -1]).row("web", [1, 0, 0]).pod(cpu=100)
     result = kernel(*case.affinity("web", "zone", anti=True).build())
     assert result.code[0].tolist() == [c.ANTI_AFFINITY, c.ANTI_AFFINITY, c.PASS]
     # A guard pod's anti-affinity matches our pod: its zone is closed to us (symmetry).
-    case = Case(3).key("zone", [0, 0, 1]).row("guard", [0, 1, 0]).pod(cpu=100)
+    case = KernelCase(3).key("zone", [0, 0, 1]).row("guard", [0, 1, 0]).pod(cpu=100)
     result = kernel(*case.symmetric("guard", "zone").build())
     assert result.code[0].tolist() == [c.EXISTING_ANTI_AFFINITY] * 2 + [c.PASS]
 
@@ -167,7 +167,7 @@ def test_anti_affinity_both_ways(kernel: Kernel) -> None:
 @KERNELS
 def test_a_batch_sees_its_own_placements(kernel: Kernel) -> None:
     # Two replicas with hostname anti-affinity to each other, then a pod that needs 3.5 cpu.
-    case = Case(2).key("host", [0, 1]).row("web", [0, 0])
+    case = KernelCase(2).key("host", [0, 1]).row("web", [0, 0])
     for pod_hash in (7, 8):
         case = case.pod(cpu=1000, pod_hash=pod_hash).member("web")
         case = case.affinity("web", "host", anti=True)
@@ -185,7 +185,7 @@ def test_a_batch_sees_its_own_placements(kernel: Kernel) -> None:
 @KERNELS
 def test_least_allocated(kernel: Kernel) -> None:
     case = (
-        Case(3)
+        KernelCase(3)
         .allocatable(MEMORY, [8 * GI, 3 * GI, 8 * GI])
         .requested(CPU, [1000, 0, 0])
         .requested(MEMORY, [2 * GI, 0, 0])
@@ -206,7 +206,7 @@ def test_least_allocated(kernel: Kernel) -> None:
 @KERNELS
 def test_balanced_allocation(kernel: Kernel) -> None:
     case = (
-        Case(3)
+        KernelCase(3)
         .requested(CPU, [1000, 1000, 5000])  # node 2 is over-committed on cpu
         .requested(MEMORY, [GI, 6 * GI, 0])
         .weights(*only(c.BALANCED))
@@ -228,7 +228,7 @@ def test_balanced_allocation(kernel: Kernel) -> None:
 @KERNELS
 def test_most_allocated(kernel: Kernel) -> None:
     case = (
-        Case(3)
+        KernelCase(3)
         .allocatable(MEMORY, [8 * GI, 3 * GI, 8 * GI])
         .requested(CPU, [1000, 0, 0])
         .requested(MEMORY, [2 * GI, 0, 0])
@@ -249,7 +249,7 @@ def test_most_allocated(kernel: Kernel) -> None:
 @KERNELS
 def test_most_allocated_leaves_out_a_resource_the_node_has_none_of(kernel: Kernel) -> None:
     case = (
-        Case(2)
+        KernelCase(2)
         .allocatable(CPU, [0, 4000])
         .strategy(c.MOST_ALLOCATED)
         .weights(*only(c.FIT))
@@ -262,7 +262,7 @@ def test_most_allocated_leaves_out_a_resource_the_node_has_none_of(kernel: Kerne
 @KERNELS
 def test_requested_to_capacity_ratio_follows_its_shape_and_rounds_as_go(kernel: Kernel) -> None:
     case = (
-        Case(3)
+        KernelCase(3)
         .requested(CPU, [1000, 0, 3000])
         .requested(MEMORY, [0, 0, 6 * GI])
         .strategy(c.REQUESTED_TO_CAPACITY_RATIO)
@@ -284,7 +284,7 @@ def test_requested_to_capacity_ratio_counts_only_resources_scoring_above_zero(
     kernel: Kernel,
 ) -> None:
     case = (
-        Case(2)
+        KernelCase(2)
         .requested(CPU, [3000, 0])
         .strategy(c.REQUESTED_TO_CAPACITY_RATIO)
         .fit_resources([CPU, MEMORY], [1, 1], shape=[(0, 0), (50, 0), (100, 100)])
@@ -295,7 +295,7 @@ def test_requested_to_capacity_ratio_counts_only_resources_scoring_above_zero(
     # Node 1: cpu 12% -> 0 and memory 0: no resource counts, 0. A round half: none.
     assert kernel(*case.build()).total[0].tolist() == [74, 0]
     half = (
-        Case(1)
+        KernelCase(1)
         .strategy(c.REQUESTED_TO_CAPACITY_RATIO)
         .fit_resources([CPU, MEMORY], [1, 1], shape=[(0, 0), (100, 100)])
         .weights(*only(c.FIT))
@@ -309,7 +309,7 @@ def test_requested_to_capacity_ratio_counts_only_resources_scoring_above_zero(
 def test_an_optional_resource_the_pod_does_not_request_is_left_out(kernel: Kernel) -> None:
     def totals(gpu: int) -> list[int]:
         case = (
-            Case(2)
+            KernelCase(2)
             .allocatable(GPU, [4, 0])
             .requested(GPU, [2, 0])
             .strategy(c.MOST_ALLOCATED)
@@ -330,7 +330,7 @@ def test_balanced_allocation_over_three_resources_is_their_standard_deviation(
     kernel: Kernel,
 ) -> None:
     case = (
-        Case(1)
+        KernelCase(1)
         .allocatable(GPU, [4])
         .requested(GPU, [1])
         .balanced_resources([CPU, MEMORY, GPU])
@@ -345,7 +345,7 @@ def test_balanced_allocation_over_three_resources_is_their_standard_deviation(
 @KERNELS
 def test_without_the_fit_filter_a_pod_too_big_is_placed_and_counted(kernel: Kernel) -> None:
     case = (
-        Case(2)
+        KernelCase(2)
         .no_fit_filter()
         .weights(*only(c.FIT))
         .pod(cpu=6000, memory=GI, pod_hash=1)
@@ -359,7 +359,7 @@ def test_without_the_fit_filter_a_pod_too_big_is_placed_and_counted(kernel: Kern
 
 @KERNELS
 def test_image_locality_is_each_nodes_own_score_weighed(kernel: Kernel) -> None:
-    case = Case(3).weights(*only(c.IMAGE_LOCALITY)).pod(cpu=100).image([0, 48, 23])
+    case = KernelCase(3).weights(*only(c.IMAGE_LOCALITY)).pod(cpu=100).image([0, 48, 23])
     result = kernel(*case.build())
     assert result.total[0].tolist() == [0, 48, 23]
     assert result.chosen.tolist() == [1]
@@ -369,7 +369,7 @@ def test_image_locality_is_each_nodes_own_score_weighed(kernel: Kernel) -> None:
 @KERNELS
 def test_most_allocated_packs_a_batch_onto_the_fuller_node(kernel: Kernel) -> None:
     def chosen(strategy: int) -> list[int]:
-        case = Case(2).requested(CPU, [500, 0]).strategy(strategy).weights(*only(c.FIT))
+        case = KernelCase(2).requested(CPU, [500, 0]).strategy(strategy).weights(*only(c.FIT))
         for b in range(4):
             case = case.pod(cpu=500, memory=GI, pod_hash=b)
         return list(kernel(*case.build()).chosen.tolist())
@@ -383,7 +383,7 @@ def test_balanced_allocation_as_the_fit_strategy_scores_as_balanced_allocation(
     kernel: Kernel,
 ) -> None:
     case = (
-        Case(3)
+        KernelCase(3)
         .requested(CPU, [1000, 1000, 5000])
         .requested(MEMORY, [GI, 6 * GI, 0])
         .strategy(c.BALANCED_ALLOCATION)
@@ -402,12 +402,12 @@ def test_balanced_allocation_as_the_fit_strategy_scores_as_balanced_allocation(
 
 @KERNELS
 def test_zone_health_is_each_nodes_own_score_weighed(kernel: Kernel) -> None:
-    case = Case(3).zone_scores([100, 14, 61]).weights(*only(c.ZONE_HEALTH)).pod(cpu=100)
+    case = KernelCase(3).zone_scores([100, 14, 61]).weights(*only(c.ZONE_HEALTH)).pod(cpu=100)
     result = kernel(*case.build())
     # Not normalised over the feasible nodes: a factor of 1 is 100 wherever the others are.
     assert result.total[0].tolist() == [100, 14, 61]
     assert result.top_scores[0, :, c.ZONE_HEALTH].tolist() == [100, 61, 14]
-    case = Case(3).zone_scores([100, 14, 61]).weights(0, 0, 0, 0, 0, 0, 3, 0).pod(cpu=100)
+    case = KernelCase(3).zone_scores([100, 14, 61]).weights(0, 0, 0, 0, 0, 0, 3, 0).pod(cpu=100)
     assert kernel(*case.build()).total[0].tolist() == [300, 42, 183]
 
 
@@ -416,7 +416,7 @@ def test_zone_health_is_each_nodes_own_score_weighed(kernel: Kernel) -> None:
 def test_a_low_factor_zone_loses_to_a_neutral_one(kernel: Kernel, pod_hash: int) -> None:
     # Alike nodes tie on every other score; without zone health the hash picks either.
     weights = (1, 1, 3, 2, 2, 2, 1, 1)
-    case = Case(2).zone_scores([14, 100]).weights(*weights).pod(cpu=100, pod_hash=pod_hash)
+    case = KernelCase(2).zone_scores([14, 100]).weights(*weights).pod(cpu=100, pod_hash=pod_hash)
     result = kernel(*case.build())
     assert result.chosen.tolist() == [1]
     assert result.total[0, 1] - result.total[0, 0] == 100 - 14
@@ -426,7 +426,7 @@ def test_a_low_factor_zone_loses_to_a_neutral_one(kernel: Kernel, pod_hash: int)
 def test_a_neutral_zone_scores_exactly_as_without_zone_health(kernel: Kernel) -> None:
     def run(weight: int) -> c.Result:
         case = (
-            Case(3)
+            KernelCase(3)
             .key("zone", [0, 1, 1])
             .row("web", [1, 0, 0])
             .requested(CPU, [0, 1000, 0])
@@ -449,16 +449,18 @@ def test_a_neutral_zone_scores_exactly_as_without_zone_health(kernel: Kernel) ->
 
 @KERNELS
 def test_taint_scores_are_reversed_over_the_feasible_nodes(kernel: Kernel) -> None:
-    case = Case(4).weights(*only(c.TAINT)).pod(cpu=100).taints([0, 1, 2, 4]).static([0, 0, 0, 1])
+    case = (
+        KernelCase(4).weights(*only(c.TAINT)).pod(cpu=100).taints([0, 1, 2, 4]).static([0, 0, 0, 1])
+    )
     # The most PreferNoSchedule taints among feasible nodes is 2 (node 3 is not feasible).
     assert kernel(*case.build()).total[0].tolist() == [100, 50, 0, 0]
-    case = Case(2).weights(*only(c.TAINT)).pod(cpu=100)
+    case = KernelCase(2).weights(*only(c.TAINT)).pod(cpu=100)
     assert kernel(*case.build()).total[0].tolist() == [100, 100]
 
 
 @KERNELS
 def test_node_affinity_scores_are_normalised_to_the_best(kernel: Kernel) -> None:
-    case = Case(3).weights(*only(c.NODE_AFFINITY)).pod(cpu=100).node_affinity([0, 30, 60])
+    case = KernelCase(3).weights(*only(c.NODE_AFFINITY)).pod(cpu=100).node_affinity([0, 30, 60])
     assert kernel(*case.build()).total[0].tolist() == [0, 50, 100]
 
 
@@ -466,7 +468,7 @@ def test_node_affinity_scores_are_normalised_to_the_best(kernel: Kernel) -> None
 def test_spread_scores(kernel: Kernel) -> None:
     def totals(max_skew: int) -> list[int]:
         case = (
-            Case(3)
+            KernelCase(3)
             .key("zone", [0, 0, 1])
             .row("web", [2, 0, 0])
             .weights(*only(c.SPREAD))
@@ -485,7 +487,7 @@ def test_spread_scores(kernel: Kernel) -> None:
 @KERNELS
 def test_spread_scores_ignore_nodes_without_the_keys(kernel: Kernel) -> None:
     case = (
-        Case(3)
+        KernelCase(3)
         .key("zone", [0, 1, -1])
         .key("host", [0, 1, 2])
         .row("web", [3, 0, 0])
@@ -505,7 +507,7 @@ def test_spread_scores_ignore_nodes_without_the_keys(kernel: Kernel) -> None:
 @KERNELS
 def test_hostname_spread_counts_per_node(kernel: Kernel) -> None:
     case = (
-        Case(4)
+        KernelCase(4)
         .key("host", [0, 1, 2, 3])
         .row("web", [0, 1, 3, 0])
         .weights(*only(c.SPREAD))
@@ -521,7 +523,7 @@ def test_hostname_spread_counts_per_node(kernel: Kernel) -> None:
 @KERNELS
 def test_inter_pod_preferences_are_normalised_between_min_and_max(kernel: Kernel) -> None:
     case = (
-        Case(3)
+        KernelCase(3)
         .key("zone", [0, 0, 1])
         .key("host", [0, 1, 2])
         .row("web", [2, 0, 0])
@@ -534,7 +536,7 @@ def test_inter_pod_preferences_are_normalised_between_min_and_max(kernel: Kernel
     )
     # Raw 16, 10, -6: int(100 * (raw + 6) / 22) -> 100, int(72.7) = 72, 0.
     assert kernel(*case.build()).total[0].tolist() == [100, 72, 0]
-    flat = Case(2).key("zone", [0, 0]).row("web", [1, 1]).weights(*only(c.INTER_POD))
+    flat = KernelCase(2).key("zone", [0, 0]).row("web", [1, 1]).weights(*only(c.INTER_POD))
     assert kernel(*flat.pod(cpu=100).preferred("web", "zone", 5).build()).total[0].tolist() == [
         0,
         0,
@@ -544,7 +546,7 @@ def test_inter_pod_preferences_are_normalised_between_min_and_max(kernel: Kernel
 @KERNELS
 def test_ties_go_to_the_highest_hash_of_pod_and_node(kernel: Kernel) -> None:
     hashes = [11, 22, 33, 44, 55]
-    case = Case(5).hashes(hashes).pod(cpu=100, pod_hash=12345)
+    case = KernelCase(5).hashes(hashes).pod(cpu=100, pod_hash=12345)
     result = kernel(*case.build())
     ranked = sorted(range(5), key=lambda n: splitmix(hashes[n], 12345), reverse=True)
     assert result.chosen.tolist() == [ranked[0]]
@@ -557,7 +559,7 @@ def test_ties_among_many_nodes(kernel: Kernel) -> None:
     # Past the first few dozen nodes the best are screened a block at a time: a node that
     # only ties with the third best must still be looked at.
     hashes = [(7919 * n) % 1000 for n in range(200)]
-    result = kernel(*Case(200).hashes(hashes).pod(cpu=100, pod_hash=3).build())
+    result = kernel(*KernelCase(200).hashes(hashes).pod(cpu=100, pod_hash=3).build())
     ranked = sorted(range(200), key=lambda n: splitmix(hashes[n], 3), reverse=True)
     assert result.top[0].tolist() == ranked[:3]
 
@@ -566,7 +568,7 @@ def test_ties_among_many_nodes(kernel: Kernel) -> None:
 def test_negative_raw_scores_follow_python_floor_division(kernel: Kernel) -> None:
     # Never sent by the framework, but defined: negative maxima divide as Python's // does.
     case = (
-        Case(2)
+        KernelCase(2)
         .key("zone", [0, 1])
         .row("web", [0, 0])
         .pod(cpu=100)
@@ -583,7 +585,7 @@ def test_negative_raw_scores_follow_python_floor_division(kernel: Kernel) -> Non
 @KERNELS
 def test_the_default_weights_add_up(kernel: Kernel) -> None:
     built = (
-        Case(2)
+        KernelCase(2)
         .key("zone", [0, 1])
         .row("web", [1, 0])
         .pod(cpu=1000, memory=2 * GI)
@@ -610,7 +612,7 @@ def test_the_default_weights_add_up(kernel: Kernel) -> None:
 
 def test_system_default_spreading_skips_a_missing_zone_on_the_node() -> None:
     case = (
-        Case(3)
+        KernelCase(3)
         .key("zone", [0, 1, -1])
         .key("host", [0, 1, 2])
         .row("web", [1, 0, 0])

@@ -13,7 +13,7 @@ import pytest
 
 from plumb import cli, leader
 from plumb.app import runtime
-from tests.support.leases import TIMINGS, LeaseApi, LeaseStore
+from tests.support.leases import TIMINGS, CuttableLeaseApi, LeaseStore
 
 
 class FakeTime:
@@ -59,9 +59,11 @@ async def _settle() -> None:
         await asyncio.sleep(0)
 
 
-class Replica:
+class ElectorReplica:
+    """One replica's elector on fake time, over its own cuttable API to the shared Lease."""
+
     def __init__(self, name: str, store: LeaseStore, time: FakeTime) -> None:
-        self.api = LeaseApi(store)
+        self.api = CuttableLeaseApi(store)
         self.changes: list[tuple[float, bool]] = []
         self.elector = leader.Elector(
             self.api,
@@ -88,7 +90,7 @@ def _spec(store: LeaseStore) -> dict[str, Any]:
     return dict(store.lease["spec"])
 
 
-def _never_two(*replicas: Replica) -> Any:
+def _never_two(*replicas: ElectorReplica) -> Any:
     def check() -> None:
         acting = [r.elector.settings.identity for r in replicas if r.elector.may_act()]
         assert len(acting) <= 1, f"two replicas may act at once: {acting}"
@@ -98,7 +100,7 @@ def _never_two(*replicas: Replica) -> Any:
 
 async def test_the_first_replica_takes_a_free_lease_and_renews_it_every_retry_period() -> None:
     time, store = FakeTime(), LeaseStore()
-    a = Replica("a", store, time)
+    a = ElectorReplica("a", store, time)
     a.start()
     await time.advance(0.1)
     assert a.elector.leading
@@ -118,7 +120,7 @@ async def test_the_first_replica_takes_a_free_lease_and_renews_it_every_retry_pe
 
 async def test_a_standby_waits_for_the_lease_to_expire_by_its_own_clock_then_takes_it() -> None:
     time, store = FakeTime(), LeaseStore()
-    a, b = Replica("a", store, time), Replica("b", store, time)
+    a, b = ElectorReplica("a", store, time), ElectorReplica("b", store, time)
     a.start()
     await time.advance(0.1)
     b.start()
@@ -143,7 +145,7 @@ async def test_a_standby_waits_for_the_lease_to_expire_by_its_own_clock_then_tak
 
 async def test_a_released_lease_is_taken_within_one_retry_period() -> None:
     time, store = FakeTime(), LeaseStore()
-    a, b = Replica("a", store, time), Replica("b", store, time)
+    a, b = ElectorReplica("a", store, time), ElectorReplica("b", store, time)
     a.start()
     await time.advance(0.1)
     b.start()
@@ -161,7 +163,7 @@ async def test_a_released_lease_is_taken_within_one_retry_period() -> None:
 
 async def test_a_leader_cut_off_stops_acting_before_its_lease_can_expire() -> None:
     time, store = FakeTime(), LeaseStore()
-    a, b = Replica("a", store, time), Replica("b", store, time)
+    a, b = ElectorReplica("a", store, time), ElectorReplica("b", store, time)
     a.start()
     await time.advance(0.1)
     b.start()
@@ -188,7 +190,7 @@ async def test_a_leader_cut_off_stops_acting_before_its_lease_can_expire() -> No
 
 async def test_two_candidates_racing_for_a_free_lease_end_with_one_leader() -> None:
     time, store = FakeTime(), LeaseStore()
-    replicas = [Replica(name, store, time) for name in "abc"]
+    replicas = [ElectorReplica(name, store, time) for name in "abc"]
     for replica in replicas:
         replica.start()
     await time.advance(6, check=_never_two(*replicas))
@@ -200,7 +202,7 @@ async def test_two_candidates_racing_for_a_free_lease_end_with_one_leader() -> N
 
 async def test_a_leader_that_sees_another_holder_stands_down_at_once() -> None:
     time, store = FakeTime(), LeaseStore()
-    a = Replica("a", store, time)
+    a = ElectorReplica("a", store, time)
     a.start()
     await time.advance(0.1)
     assert store.lease is not None

@@ -23,7 +23,7 @@ from plumb.kernel import reference
 from plumb.observability import logs, trace, tracing
 from plumb_dev.testing.builders import make_node, make_pod
 from tests.support import small_clusters
-from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.fakes import FakeApi, ManualClock, make_scheduler
 from tests.support.log_capture import Lines
 
 RECORD = trace.Trace(
@@ -264,7 +264,7 @@ def test_ten_thousand_failed_attempts_of_one_pod_write_a_handful_of_lines(
     json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, handler = json_lines
-    clock = Clock()
+    clock = ManualClock()
     tracer = tracing.Tracer(log=log, clock=clock)
     for attempt in range(1, 10_001):
         step = queue_module.DEFAULT_BACKOFF.duration(attempt)
@@ -288,7 +288,7 @@ def test_a_new_message_is_written_at_once_and_a_repeat_after_its_step(
     json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, handler = json_lines
-    clock = Clock()
+    clock = ManualClock()
     tracer = tracing.Tracer(log=log, clock=clock)
     assert tracer.emit(_failed(), repeat_after=1.0)
     assert not tracer.emit(_failed(), repeat_after=1.0)
@@ -302,7 +302,7 @@ def test_a_storm_of_distinct_failures_is_capped_by_the_bucket_and_summarised(
     json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, handler = json_lines
-    clock = Clock()
+    clock = ManualClock()
     tracer = tracing.Tracer(log=log, clock=clock, rate=50, burst=200, summary_every=10)
     for i in range(10_000):
         tracer.emit(_failed(uid=f"pod-{i}"))
@@ -318,7 +318,7 @@ def test_a_storm_of_distinct_failures_is_capped_by_the_bucket_and_summarised(
 
 def test_scheduled_lines_are_never_held_back(json_lines: tuple[logging.Logger, Lines]) -> None:
     log, handler = json_lines
-    tracer = tracing.Tracer(log=log, clock=Clock(), rate=1, burst=1)
+    tracer = tracing.Tracer(log=log, clock=ManualClock(), rate=1, burst=1)
     for i in range(500):
         assert tracer.emit(dataclasses.replace(RECORD, pod=f"shop/web-{i}", uid=f"u{i}"))
     assert len(handler.lines) == 500
@@ -342,7 +342,7 @@ def test_the_last_records_are_bounded_and_a_deleted_pod_loses_its_own(
     json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, _ = json_lines
-    tracer = tracing.Tracer(log=log, clock=Clock(), keep=3)
+    tracer = tracing.Tracer(log=log, clock=ManualClock(), keep=3)
     for i in range(5):
         tracer.emit(_failed(uid=f"pod-{i}"))
     assert [r.pod for r in tracer.records()] == ["ns/pod-2", "ns/pod-3", "ns/pod-4"]
@@ -508,7 +508,7 @@ async def test_the_scheduler_writes_one_line_per_decision_that_matches_what_it_d
     json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, handler = json_lines
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = make_scheduler(api, clock, log=log)
     nodes = [make_node(f"n{i}").capacity(cpu="2").obj() for i in range(3)]
     fits = make_pod("web", "ns").uid("uid-web").scheduler("plumb").req(cpu="1").obj()
@@ -569,7 +569,7 @@ async def test_a_failed_bind_is_a_warning_that_says_it_will_retry(
     log, handler = json_lines
     api, clock = (
         FakeApi(k8s_client.ApiResponse(status=500, body={"message": "etcd is down"})),
-        Clock(),
+        ManualClock(),
     )
     s = make_scheduler(api, clock, log=log)
     pod = make_pod("web", "ns").uid("uid-web").scheduler("plumb").req(cpu="1").obj()

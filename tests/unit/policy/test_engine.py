@@ -12,16 +12,10 @@ from plumb.kernel import contract, reference
 from plumb.policy import engine as engine_module
 from plumb_dev.testing.builders import make_node, make_pod
 from tests.support import small_clusters
+from tests.support.fakes import ManualClock
 from tests.support.policy_builders import ZONE, make_policy
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_800_000_000.0
-
-    def __call__(self) -> float:
-        return self.now
-
+NOW = 1_800_000_000.0  # 2027-01-15T08:00:00Z, when each test's clock starts
 
 # plumb's pods of app=web (one of app=db), pending; each one's uid is its name.
 NEW, A, B, C, NEXT = (
@@ -104,7 +98,7 @@ def _ready(name: str, zone: str, status: str, heard: str) -> dict[str, Any]:
 
 
 def test_a_zone_of_not_ready_nodes_scores_lower_and_a_silent_zone_exactly_neutral() -> None:
-    clock = Clock()  # 2027-01-15T08:00:00Z
+    clock = ManualClock(NOW)
     cache = _cluster({"a": 0, "b": 0, "c": 0})
     engine = engine_module.PolicyEngine(cache, clock=clock)
     state = engine.apply(make_policy("web").labels(app="web").zone_health("5m", "2m").obj())
@@ -178,7 +172,7 @@ def test_a_full_zone_leaves_the_least_bad_of_the_others() -> None:
 
 
 def test_the_budget_sentence_counts_deviations_and_names_the_policy() -> None:
-    clock = Clock()
+    clock = ManualClock(NOW)
     engine = engine_module.PolicyEngine(_cluster({}), clock=clock)
     state = engine.apply(make_policy("web").labels(app="web").spread().budget(2).obj())
     assert state is not None
@@ -207,7 +201,7 @@ def test_a_policy_without_a_budget_never_deviates_and_says_so() -> None:
 
 
 def test_failures_after_a_spec_change_revert_to_the_last_good_generation() -> None:
-    clock = Clock()
+    clock = ManualClock(NOW)
     dirty: list[tuple[str, str]] = []
     engine = engine_module.PolicyEngine(_cluster({}), clock=clock)
     engine.on_dirty = lambda ns, name: dirty.append((ns, name))
@@ -250,7 +244,7 @@ def test_placement_counts_the_selected_pods_per_domain_with_empty_domains() -> N
 
 
 def test_a_resumed_policy_takes_up_its_budget_once() -> None:
-    clock = Clock()
+    clock = ManualClock(NOW)
     engine = engine_module.PolicyEngine(_cluster({}), clock=clock)
     body = make_policy("web").labels(app="web").spread().budget(3).obj()
     body["status"] = {"budget": {"used": 2, "windowStart": "2027-01-15T08:00:00Z"}}

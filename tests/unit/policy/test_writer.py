@@ -13,16 +13,16 @@ import pytest
 
 from plumb.k8s import client as k8s_client
 from plumb.policy import writer as writer_module
+from tests.support.fakes import Answer
 
-Outcome = k8s_client.ApiResponse | Exception
 PATH = "/apis/scheduling.plumb.dev/v1alpha1/namespaces/shop/schedulingpolicies/web/status"
 
 
-class FakeApi:
+class StatusWriterApi:
     """Scripted answers for requests (201-like success when the script runs out); records
     every request."""
 
-    def __init__(self, *script: Outcome) -> None:
+    def __init__(self, *script: Answer) -> None:
         self.script = list(script)
         self.requests: list[tuple[str, str, Any, str]] = []
 
@@ -52,7 +52,7 @@ class Statuses:
         return self.by_key.get((namespace, name))
 
 
-class Gate:
+class ManualSleep:
     """A fake ``sleep``: the writer's pause lasts until the test opens it."""
 
     def __init__(self) -> None:
@@ -78,7 +78,7 @@ def _typed(api: k8s_client.ApiClient) -> writer_module.StatusApi:
 
 
 async def test_many_changes_in_one_interval_make_one_write() -> None:
-    api, statuses, gate = FakeApi(), Statuses(), Gate()
+    api, statuses, gate = StatusWriterApi(), Statuses(), ManualSleep()
     writer = writer_module.StatusWriter(api, statuses, interval=1.0, sleep=gate)
     task = asyncio.create_task(writer.run())
     try:
@@ -106,7 +106,7 @@ async def test_many_changes_in_one_interval_make_one_write() -> None:
 
 
 async def test_only_what_changed_is_sent_and_what_went_away_is_deleted() -> None:
-    api, statuses = FakeApi(), Statuses()
+    api, statuses = StatusWriterApi(), Statuses()
     writer = writer_module.StatusWriter(api, statuses)
     statuses.by_key[("shop", "web")] = {
         "matchedPods": 3,
@@ -134,7 +134,7 @@ async def test_only_what_changed_is_sent_and_what_went_away_is_deleted() -> None
 
 
 async def test_a_seeded_status_is_cleaned_on_the_first_write_after_a_restart() -> None:
-    api, statuses = FakeApi(), Statuses()
+    api, statuses = StatusWriterApi(), Statuses()
     writer = writer_module.StatusWriter(api, statuses)
     writer.seed("shop", "web", {"matchedPods": 2, "budget": {"used": 1}})
     statuses.by_key[("shop", "web")] = {"matchedPods": 2}
@@ -145,7 +145,7 @@ async def test_a_seeded_status_is_cleaned_on_the_first_write_after_a_restart() -
 
 async def test_a_policy_that_is_gone_is_dropped() -> None:
     gone = k8s_client.ApiResponse(status=404, body={"message": "not found"})
-    api, statuses = FakeApi(gone), Statuses()
+    api, statuses = StatusWriterApi(gone), Statuses()
     writer = writer_module.StatusWriter(api, statuses)
     statuses.by_key[("shop", "web")] = {"matchedPods": 1}
     writer.mark_dirty("shop", "web")
@@ -164,8 +164,8 @@ async def test_a_policy_that_is_gone_is_dropped() -> None:
         k8s_client.TransportError("PATCH: connection refused"),
     ],
 )
-async def test_a_failed_write_is_tried_again_next_round(failure: Outcome) -> None:
-    api, statuses = FakeApi(failure), Statuses()
+async def test_a_failed_write_is_tried_again_next_round(failure: Answer) -> None:
+    api, statuses = StatusWriterApi(failure), Statuses()
     writer = writer_module.StatusWriter(api, statuses)
     statuses.by_key[("shop", "web")] = {"matchedPods": 1}
     writer.mark_dirty("shop", "web")
@@ -176,7 +176,7 @@ async def test_a_failed_write_is_tried_again_next_round(failure: Outcome) -> Non
 
 
 async def test_a_policy_the_source_no_longer_knows_is_not_written() -> None:
-    api, statuses = FakeApi(), Statuses()
+    api, statuses = StatusWriterApi(), Statuses()
     writer = writer_module.StatusWriter(api, statuses)
     writer.mark_dirty("shop", "deleted")
     assert await writer.flush() == 0
@@ -184,7 +184,7 @@ async def test_a_policy_the_source_no_longer_knows_is_not_written() -> None:
 
 
 async def test_a_failing_source_does_not_stop_the_other_policies() -> None:
-    api = FakeApi()
+    api = StatusWriterApi()
 
     def source(namespace: str, name: str) -> dict[str, Any] | None:
         if name == "broken":
@@ -199,7 +199,7 @@ async def test_a_failing_source_does_not_stop_the_other_policies() -> None:
 
 
 async def test_each_dirty_policy_gets_its_own_path() -> None:
-    api = FakeApi()
+    api = StatusWriterApi()
     writer = writer_module.StatusWriter(api, lambda ns, name: {"matchedPods": 0})
     writer.mark_dirty("b", "two")
     writer.mark_dirty("a", "one")
@@ -234,7 +234,7 @@ def test_only_the_writer_talks_to_the_api_server() -> None:
 async def test_a_policy_created_again_under_its_name_gets_its_whole_status() -> None:
     # Deleted and created again between two rounds: the new object has an empty status, so a
     # patch of what changed since the old one's would leave it partial.
-    api, statuses = FakeApi(), Statuses()
+    api, statuses = StatusWriterApi(), Statuses()
     owners = {("shop", "web"): "uid-old"}
     writer = writer_module.StatusWriter(
         api, statuses, owner=lambda namespace, name: owners[(namespace, name)]

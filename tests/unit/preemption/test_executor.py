@@ -22,7 +22,7 @@ def _answer(status: int, message: str = "", **extra: Any) -> k8s_client.ApiRespo
     return k8s_client.ApiResponse(status=status, body=body)
 
 
-class PodsApi:
+class RecordingPodsApi:
     """Every write recorded in order: ("patch" | "delete" | "event", namespace, name, body);
     each kind answered from its script in order, then with success."""
 
@@ -65,7 +65,9 @@ class PodsApi:
         return [call[0] for call in self.calls]
 
 
-class Gate:
+class ScriptedGate:
+    """A leadership gate answering from ``answers`` in order, then letting everything through."""
+
     def __init__(self, *answers: bool) -> None:
         self.answers = list(answers)
 
@@ -82,7 +84,7 @@ PREEMPTOR = objects.parse_pod(
 
 
 async def test_preempt_writes_condition_then_deletion_then_event() -> None:
-    api = PodsApi()
+    api = RecordingPodsApi()
     recorder = events.Recorder(api, instance="plumb-0")
     assert await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
     await recorder.drain()
@@ -125,7 +127,7 @@ async def test_preempt_writes_condition_then_deletion_then_event() -> None:
 
 
 async def test_the_condition_names_the_preemptors_scheduler() -> None:
-    api = PodsApi()
+    api = RecordingPodsApi()
     recorder = events.Recorder(api, instance="plumb-0")
     other = objects.parse_pod(
         make_pod("preemptor", "ns").scheduler("tight").uid("uid-preemptor").obj()
@@ -136,7 +138,7 @@ async def test_the_condition_names_the_preemptors_scheduler() -> None:
 
 
 async def test_other_events_have_no_related_object() -> None:
-    api = PodsApi()
+    api = RecordingPodsApi()
     recorder = events.Recorder(api, instance="plumb-0")
     recorder.scheduled(PREEMPTOR, "n1")
     await recorder.drain()
@@ -166,7 +168,7 @@ async def test_other_events_have_no_related_object() -> None:
 async def test_a_victim_gone_at_its_deletion_is_preempted_without_an_event(
     gone: k8s_client.ApiResponse, caplog: pytest.LogCaptureFixture
 ) -> None:
-    api = PodsApi(deletes=(gone,))
+    api = RecordingPodsApi(deletes=(gone,))
     recorder = events.Recorder(api, instance="plumb-0")
     assert await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
     await recorder.drain()
@@ -190,7 +192,7 @@ async def test_a_victim_gone_at_its_deletion_is_preempted_without_an_event(
 async def test_a_victim_gone_at_its_condition_is_neither_deleted_nor_reported(
     gone: k8s_client.ApiResponse,
 ) -> None:
-    api = PodsApi(patches=(gone,))
+    api = RecordingPodsApi(patches=(gone,))
     recorder = events.Recorder(api, instance="plumb-0")
     assert await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
     await recorder.drain()
@@ -204,7 +206,7 @@ async def test_a_refused_condition_stops_the_preemption(caplog: pytest.LogCaptur
         _answer(409, "the object has been modified", reason="Conflict"),
         k8s_client.TransportError("PATCH: connection refused"),
     ):
-        api = PodsApi(patches=(refusal,))
+        api = RecordingPodsApi(patches=(refusal,))
         recorder = events.Recorder(api, instance="plumb-0")
         assert not await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
         await recorder.drain()
@@ -213,7 +215,7 @@ async def test_a_refused_condition_stops_the_preemption(caplog: pytest.LogCaptur
 
 
 async def test_a_refused_deletion_fails_the_preemption_without_an_event() -> None:
-    api = PodsApi(deletes=(_answer(403, "forbidden", reason="Forbidden"),))
+    api = RecordingPodsApi(deletes=(_answer(403, "forbidden", reason="Forbidden"),))
     recorder = events.Recorder(api, instance="plumb-0")
     assert not await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
     await recorder.drain()
@@ -223,8 +225,8 @@ async def test_a_refused_deletion_fails_the_preemption_without_an_event() -> Non
 @pytest.mark.parametrize("open_for", [0, 1, 2])
 async def test_nothing_is_written_once_the_gate_shuts(open_for: int) -> None:
     # The gate is asked before each of the three writes; shut at the n-th, the rest are not sent.
-    api = PodsApi()
-    gate = Gate(*([True] * open_for), *([False] * 5))
+    api = RecordingPodsApi()
+    gate = ScriptedGate(*([True] * open_for), *([False] * 5))
     recorder = events.Recorder(api, instance="plumb-0", gate=gate)
     done = await execution.Executor(recorder).preempt(VICTIM, PREEMPTOR, "n1")
     await recorder.drain()
@@ -234,7 +236,7 @@ async def test_nothing_is_written_once_the_gate_shuts(open_for: int) -> None:
 
 
 async def test_nominate_patches_only_the_nominated_node_and_awaits_it() -> None:
-    api = PodsApi()
+    api = RecordingPodsApi()
     recorder = events.Recorder(api, instance="plumb-0")
     assert await execution.Executor(recorder).nominate(PREEMPTOR, "n1")
     assert api.calls == [
@@ -253,19 +255,19 @@ async def test_nominate_is_false_when_refused_gone_or_not_allowed() -> None:
         _answer(404, 'pods "preemptor" not found', reason="NotFound"),
         k8s_client.TransportError("PATCH: connection refused"),
     ):
-        api = PodsApi(patches=(refusal,))
+        api = RecordingPodsApi(patches=(refusal,))
         assert not await execution.Executor(events.Recorder(api, instance="plumb-0")).nominate(
             PREEMPTOR, "n1"
         )
         assert api.kinds() == ["patch"]
-    api = PodsApi()
+    api = RecordingPodsApi()
     shut = events.Recorder(api, instance="plumb-0", gate=lambda: False)
     assert not await execution.Executor(shut).nominate(PREEMPTOR, "n1")
     assert api.calls == []
 
 
 async def test_clear_nomination_sets_null_in_the_background_and_only_when_allowed() -> None:
-    api = PodsApi()
+    api = RecordingPodsApi()
     recorder = events.Recorder(api, instance="plumb-0")
     execution.Executor(recorder).clear_nomination(PREEMPTOR)
     await recorder.drain()
@@ -277,7 +279,7 @@ async def test_clear_nomination_sets_null_in_the_background_and_only_when_allowe
             {"metadata": {"uid": "uid-preemptor"}, "status": {"nominatedNodeName": None}},
         )
     ]
-    api = PodsApi()
+    api = RecordingPodsApi()
     shut = events.Recorder(api, instance="plumb-0", gate=lambda: False)
     execution.Executor(shut).clear_nomination(PREEMPTOR)
     await shut.drain()

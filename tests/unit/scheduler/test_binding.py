@@ -16,7 +16,7 @@ from plumb.backend.records import objects
 from plumb.k8s import client as k8s_client
 from plumb.kernel import contract, reference
 from plumb_dev.testing.builders import make_node, make_pod
-from tests.support.fakes import Clock, FakeApi, Outcome, make_scheduler
+from tests.support.fakes import Answer, FakeApi, ManualClock, make_scheduler
 
 # The pod these tests bind, pending, and as the watch shows it bound to n1 or to n2.
 WEB = (
@@ -46,7 +46,7 @@ def _reasons(api: FakeApi) -> list[str]:
 
 
 async def test_bound_pod_stays_assumed_until_the_watch_confirms_it_once() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = make_scheduler(api, clock)
     s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
@@ -61,7 +61,7 @@ async def test_bound_pod_stays_assumed_until_the_watch_confirms_it_once() -> Non
 
 async def test_conflict_forgets_and_counts_the_winner_once() -> None:
     conflict = k8s_client.ApiResponse(status=409, body={"message": "already assigned"})
-    api, clock = FakeApi(conflict), Clock()
+    api, clock = FakeApi(conflict), ManualClock()
     s = make_scheduler(api, clock)
     s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
@@ -80,7 +80,7 @@ async def test_a_conflict_the_watch_never_confirms_is_retried_and_binds() -> Non
     # A 409 from something between plumb and the API server (a proxy, a webhook) with the pod
     # still pending: left alone it would stay pending for ever.
     conflict = k8s_client.ApiResponse(status=409, body={"message": "injected"})
-    api, clock = FakeApi(conflict), Clock()
+    api, clock = FakeApi(conflict), ManualClock()
     s = make_scheduler(api, clock)
     s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
@@ -92,7 +92,10 @@ async def test_a_conflict_the_watch_never_confirms_is_retried_and_binds() -> Non
 
 
 async def test_gone_pod_is_dropped() -> None:
-    api, clock = FakeApi(k8s_client.ApiResponse(status=404, body={"message": "not found"})), Clock()
+    api, clock = (
+        FakeApi(k8s_client.ApiResponse(status=404, body={"message": "not found"})),
+        ManualClock(),
+    )
     s = make_scheduler(api, clock)
     s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
@@ -109,8 +112,8 @@ async def test_gone_pod_is_dropped() -> None:
     ],
     ids=["server-error", "timeout"],
 )
-async def test_error_mid_bind_requeues_with_backoff_then_binds_once(failure: Outcome) -> None:
-    api, clock = FakeApi(failure), Clock()
+async def test_error_mid_bind_requeues_with_backoff_then_binds_once(failure: Answer) -> None:
+    api, clock = FakeApi(failure), ManualClock()
     s = make_scheduler(api, clock)
     s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
@@ -127,7 +130,7 @@ async def test_error_mid_bind_requeues_with_backoff_then_binds_once(failure: Out
 
 async def test_throttled_bind_waits_and_retries_while_assumed() -> None:
     throttled = k8s_client.ApiResponse(status=429, body={}, retry_after=0.01)
-    api, clock = FakeApi(throttled), Clock()
+    api, clock = FakeApi(throttled), ManualClock()
     s = make_scheduler(api, clock)
     s.feed.resync(NODES, [WEB.obj()])
     await _attempt(s)
@@ -136,7 +139,7 @@ async def test_throttled_bind_waits_and_retries_while_assumed() -> None:
 
 
 async def test_node_deleted_while_the_kernel_decides_requeues_the_pod() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
 
     async def kernel(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
         result = reference.run(cluster, batch)
@@ -154,7 +157,7 @@ async def test_node_deleted_while_the_kernel_decides_requeues_the_pod() -> None:
 
 
 async def test_pod_deleted_while_the_kernel_decides_is_not_bound() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
 
     async def kernel(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
         result = reference.run(cluster, batch)
@@ -170,7 +173,7 @@ async def test_pod_deleted_while_the_kernel_decides_is_not_bound() -> None:
 
 
 async def test_failed_scheduling_events_at_most_once_per_backoff_step() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     recorder = events.Recorder(api, instance="test", clock=clock)
     info = objects.parse_pod(make_pod("waits", "ns").uid("uid-waits").obj())
     message = "0/3 nodes are available: 3 Insufficient cpu."
@@ -193,7 +196,7 @@ class _SettledMidBind(FakeApi):
     """A binding whose answer is an error, while the watch reports ``event`` for the pod
     before the answer arrives (the bind committed and its response lost, or the pod deleted)."""
 
-    def __init__(self, failure: Outcome, event: tuple[str, dict[str, Any]]) -> None:
+    def __init__(self, failure: Answer, event: tuple[str, dict[str, Any]]) -> None:
         super().__init__(failure)
         self.event = event
         self.scheduler: scheduler_module.Scheduler | None = None
@@ -214,8 +217,8 @@ class _SettledMidBind(FakeApi):
     ],
     ids=["server-error", "timeout"],
 )
-async def test_a_bind_the_watch_saw_committed_is_not_retried(failure: Outcome) -> None:
-    clock = Clock()
+async def test_a_bind_the_watch_saw_committed_is_not_retried(failure: Answer) -> None:
+    clock = ManualClock()
     api = _SettledMidBind(failure, ("MODIFIED", WEB_ON_N1.obj()))
     s = make_scheduler(api, clock)
     api.scheduler = s
@@ -238,7 +241,7 @@ async def test_a_bind_whose_answer_was_lost_is_reported_when_the_watch_shows_it_
     # shows the pod on the node plumb chose. Then it was our binding: Scheduled, once.
     api, clock = (
         FakeApi(k8s_client.TransportError("POST binding: ServerDisconnectedError")),
-        Clock(),
+        ManualClock(),
     )
     s = make_scheduler(api, clock)
     s.feed.resync(NODES, [WEB.obj()])
@@ -254,7 +257,7 @@ async def test_a_bind_whose_answer_was_lost_is_reported_when_the_watch_shows_it_
 
 
 async def test_a_bind_that_fails_after_the_pod_was_deleted_is_not_retried() -> None:
-    clock = Clock()
+    clock = ManualClock()
     failure = k8s_client.ApiResponse(status=500, body={"message": "internal error"})
     api = _SettledMidBind(failure, ("DELETED", WEB.obj()))
     s = make_scheduler(api, clock)

@@ -10,7 +10,7 @@ from plumb.k8s import client as k8s_client
 from plumb.policy import spec
 from plumb.scheduler import Scheduler
 from plumb_dev.testing.builders import make_node, make_pod
-from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.fakes import FakeApi, ManualClock, make_scheduler
 from tests.support.policy_builders import make_policy
 
 # Zone c is too small for a web pod: with one pod in a and one in b, maxSkew 1 blocks every
@@ -45,7 +45,7 @@ def _used(s: Scheduler) -> int:
     return state.used
 
 
-async def _decide_all(s: Scheduler, clock: Clock) -> None:
+async def _decide_all(s: Scheduler, clock: ManualClock) -> None:
     for _ in range(10):
         if len(s.queue) == 0:
             return
@@ -57,7 +57,7 @@ async def _decide_all(s: Scheduler, clock: Clock) -> None:
 async def test_a_deviation_whose_binding_fails_is_charged_once_when_the_retry_binds() -> None:
     created = k8s_client.ApiResponse(status=201, body={})
     failed = k8s_client.ApiResponse(status=500, body={"message": "etcd timeout"})
-    api, clock = FakeApi(created, created, failed), Clock()
+    api, clock = FakeApi(created, created, failed), ManualClock()
     s = make_scheduler(api, clock)
     s.feed.resync(NODES, [])
     s.feed.on_policy("ADDED", make_policy("web", "shop").spread().budget(max_violations=3).obj())
@@ -92,7 +92,7 @@ class HangingThird(FakeApi):
 async def test_a_new_leader_does_not_charge_again_for_a_deviation_cut_short_by_the_handover() -> (
     None
 ):
-    old_api, clock = HangingThird(), Clock()
+    old_api, clock = HangingThird(), ManualClock()
     old = make_scheduler(old_api, clock)
     old.feed.resync(NODES, [])
     policy_body = make_policy("web", "shop").spread().budget(max_violations=1).obj()

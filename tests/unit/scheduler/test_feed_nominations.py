@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from plumb_dev.testing.builders import make_node, make_pod
-from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.fakes import FakeApi, ManualClock, make_scheduler
 
 HIGH = 1000
 # Waiting pods of plumb's, each asking a whole node's cpu; vip as nominated to node-a or node-b.
@@ -55,7 +55,7 @@ async def _schedule_small(s: Any, api: FakeApi) -> list[tuple[str, str]]:
 
 
 async def test_a_standby_follows_the_nominated_node_when_the_leader_moves_it() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = make_scheduler(api, clock)
     s.feed.resync(_two_nodes(), [])
     s.feed.on_pod("ADDED", VIP_ON_A.obj())
@@ -69,7 +69,7 @@ async def test_a_standby_follows_the_nominated_node_when_the_leader_moves_it() -
 
 
 async def test_a_nomination_cleared_in_status_holds_no_room() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = make_scheduler(api, clock)
     s.feed.resync([make_node("node-a").capacity(cpu="4").obj()], [])
     s.feed.on_pod("ADDED", VIP_ON_A.obj())
@@ -81,7 +81,7 @@ async def test_a_nomination_cleared_in_status_holds_no_room() -> None:
 
 async def test_a_nomination_made_here_stays_while_the_watch_has_not_shown_it() -> None:
     # kube-scheduler keeps the in-memory node only when neither record has a status node.
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = make_scheduler(api, clock)
     s.feed.resync(_two_nodes(), [])
     s.feed.on_pod("ADDED", VIP.obj())
@@ -93,7 +93,7 @@ async def test_a_nomination_made_here_stays_while_the_watch_has_not_shown_it() -
 
 
 async def test_a_nominated_pod_deleted_while_the_watch_was_down_frees_its_room() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = make_scheduler(api, clock)
     s.feed.resync([make_node("node-a").capacity(cpu="4").obj()], [])
     s.feed.on_pod("ADDED", VIP_ON_A.obj())
@@ -107,7 +107,7 @@ async def test_a_nominated_pod_deleted_while_the_watch_was_down_frees_its_room()
 
 
 async def test_a_pod_being_decided_when_a_relist_misses_it_is_dropped_with_its_attempt() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = make_scheduler(api, clock)
     s.feed.resync([make_node("node-a").capacity(cpu="1").obj()], [])
     s.feed.on_pod("ADDED", BIG.obj())

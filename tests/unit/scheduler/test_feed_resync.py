@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from plumb.backend.cache import clustercache as cache_module
 from plumb_dev.testing.builders import make_node, make_pod
-from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.fakes import FakeApi, ManualClock, make_scheduler
 
 # Pods of plumb's, named by what becomes of them; the uid is the name.
 PENDING_GHOST = (
@@ -50,7 +50,7 @@ GONE = (
 
 
 def test_sweep_forgets_what_the_list_lacks_but_keeps_later_writes() -> None:
-    clock = Clock()
+    clock = ManualClock()
     s = make_scheduler(FakeApi(), clock)
     nodes = [make_node("n1").obj(), make_node("n2").obj()]
     s.feed.resync(nodes, [KEPT.obj(), GHOST.obj(), PENDING_GHOST.obj()])
@@ -77,7 +77,7 @@ def test_sweep_forgets_what_the_list_lacks_but_keeps_later_writes() -> None:
 
 def test_a_pods_only_list_sweeps_pods_and_leaves_every_node() -> None:
     # The pod watch re-lists pods alone when its resourceVersion expired; nodes are kopf's.
-    clock = Clock()
+    clock = ManualClock()
     s = make_scheduler(FakeApi(), clock)
     s.feed.resync([make_node("n1").obj(), make_node("n2").obj()], [KEPT.obj(), GONE.obj()])
     clock.now += 1
@@ -90,7 +90,7 @@ def test_a_pods_only_list_sweeps_pods_and_leaves_every_node() -> None:
 
 
 def test_a_namespace_relist_forgets_namespaces_the_list_lacks() -> None:
-    s = make_scheduler(FakeApi(), Clock())
+    s = make_scheduler(FakeApi(), ManualClock())
     s.feed.on_namespace("ADDED", {"metadata": {"name": "kept", "labels": {"team": "a"}}})
     s.feed.on_namespace("ADDED", {"metadata": {"name": "gone", "labels": {"team": "b"}}})
     s.feed.relist_namespaces([{"metadata": {"name": "kept", "labels": {"team": "c"}}}])

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from plumb_dev.testing.builders import make_node, make_pod
-from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.fakes import FakeApi, ManualClock, make_scheduler
 
 # Bodies no API server would serve, standing for any body plumb's parsing has a bug with.
 UNREADABLE_POD: dict[str, Any] = {
@@ -25,7 +25,7 @@ WEB = make_pod("web", "shop").uid("uid-web").scheduler("plumb").req(cpu="100m")
 def test_a_list_with_an_unreadable_pod_and_node_keeps_the_rest(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    s = make_scheduler(FakeApi(), Clock())
+    s = make_scheduler(FakeApi(), ManualClock())
     node = make_node("n1").capacity(cpu="4").obj()
     with caplog.at_level(logging.ERROR):
         s.feed.resync([UNREADABLE_NODE, node], [UNREADABLE_POD, WEB.obj()])
@@ -37,7 +37,7 @@ def test_a_list_with_an_unreadable_pod_and_node_keeps_the_rest(
 
 
 def test_an_unreadable_pod_event_leaves_the_watch_going() -> None:
-    s = make_scheduler(FakeApi(), Clock())
+    s = make_scheduler(FakeApi(), ManualClock())
     s.feed.resync([make_node("n1").capacity(cpu="4").obj()], [])
     s.feed.on_pod("ADDED", UNREADABLE_POD)  # raising here would end the pods watch
     s.feed.on_pod("ADDED", WEB.obj())

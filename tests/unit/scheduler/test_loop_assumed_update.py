@@ -13,7 +13,7 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.records import objects
 from plumb.k8s import client as k8s_client
 from plumb_dev.testing.builders import PodBuilder, make_node, make_pod
-from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.fakes import FakeApi, ManualClock, make_scheduler
 
 UID = "uid-web"
 REFUSED = k8s_client.ApiResponse(status=500, body={"message": "etcdserver: request timed out"})
@@ -69,8 +69,8 @@ async def _attempt(s: scheduler_module.Scheduler) -> None:
 
 def _scheduler(
     *events: tuple[str, dict[str, Any]],
-) -> tuple[scheduler_module.Scheduler, _UpdatedMidBind, Clock]:
-    clock = Clock()
+) -> tuple[scheduler_module.Scheduler, _UpdatedMidBind, ManualClock]:
+    clock = ManualClock()
     api = _UpdatedMidBind(*events)
     s = make_scheduler(api, clock)
     api.scheduler = s
@@ -139,7 +139,7 @@ async def test_a_status_only_update_mid_bind_changes_nothing() -> None:
 
 
 async def test_the_queue_forgets_an_assumed_update_once_the_pod_is_deleted_or_listed_gone() -> None:
-    clock = Clock()
+    clock = ManualClock()
     q = queue_module.SchedulingQueue(clock=clock)
     created, tolerating = objects.parse_pod(CREATED), objects.parse_pod(TOLERATING)
     for forget in (lambda: q.delete(UID), lambda: q.sweep(set(), clock.now)):

@@ -17,12 +17,14 @@ from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.kernel import contract
 from plumb_dev.testing.builders import make_node, make_pod
-from tests.support.fakes import Clock, FakeApi, reference_kernel
+from tests.support.fakes import FakeApi, ManualClock, reference_kernel
 
 NODES = [make_node("node-a").capacity(cpu="8").obj()]
 
 
-class Gate:
+class SwitchableGate:
+    """A leadership gate the test opens and shuts by setting ``open``."""
+
     def __init__(self) -> None:
         self.open = True
 
@@ -47,8 +49,8 @@ class HangingApi(FakeApi):
 
 def _scheduler(
     api: FakeApi,
-    gate: Gate,
-    clock: Clock,
+    gate: SwitchableGate,
+    clock: ManualClock,
     *,
     kernel: contract.KernelRunner = reference_kernel,
 ) -> scheduler_module.Scheduler:
@@ -76,7 +78,7 @@ async def _spin(times: int = 200) -> None:
 
 
 async def test_with_the_gate_shut_nothing_is_bound_or_reported_and_no_pod_is_lost() -> None:
-    api, gate, clock = FakeApi(), Gate(), Clock()
+    api, gate, clock = FakeApi(), SwitchableGate(), ManualClock()
     s = _scheduler(api, gate, clock)
     s.feed.resync(NODES, _pods("web-0", "web-1"))
     gate.open = False
@@ -102,7 +104,7 @@ def make_pod_info(name: str) -> objects.PodInfo:
 
 
 async def test_standing_down_cancels_bindings_in_flight_and_puts_their_pods_back() -> None:
-    api, gate, clock = HangingApi(), Gate(), Clock()
+    api, gate, clock = HangingApi(), SwitchableGate(), ManualClock()
     s = _scheduler(api, gate, clock)
     s.feed.resync(NODES, _pods("web-0", "web-1"))
     loop = asyncio.create_task(s.run())
@@ -140,7 +142,7 @@ class HeldKernel:
 async def test_leadership_lost_while_a_batch_is_decided_puts_its_pods_back_for_the_next_term() -> (
     None
 ):
-    api, gate, clock, kernel = FakeApi(), Gate(), Clock(), HeldKernel()
+    api, gate, clock, kernel = FakeApi(), SwitchableGate(), ManualClock(), HeldKernel()
     s = _scheduler(api, gate, clock, kernel=kernel)
     names = [f"web-{i}" for i in range(5)]
     s.feed.resync(NODES, _pods(*names))
@@ -165,7 +167,7 @@ async def test_leadership_lost_while_a_batch_is_decided_puts_its_pods_back_for_t
 
 
 async def test_probes_report_ready_after_the_first_list_and_stuck_loops_and_watches() -> None:
-    api, gate, clock = FakeApi(), Gate(), Clock()
+    api, gate, clock = FakeApi(), SwitchableGate(), ManualClock()
     s = _scheduler(api, gate, clock)
     client = k8s_client.ApiClient(credentials_module.Credentials(server="http://127.0.0.1:1"))
     health = probes.Probes(s, client, leading.Leadership(s, client, None), clock=clock)
@@ -199,7 +201,7 @@ async def test_probes_report_ready_after_the_first_list_and_stuck_loops_and_watc
 
 
 async def test_a_loop_stuck_on_one_batch_fails_liveness_but_an_idle_one_does_not() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     stuck = asyncio.Event()
 
     async def hanging_kernel(cluster: Any, batch: Any) -> Any:

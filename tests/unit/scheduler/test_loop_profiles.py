@@ -17,7 +17,7 @@ from plumb.framework import scoring
 from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
 from plumb_dev.testing.builders import make_node, make_pod
-from tests.support.fakes import Clock, FakeApi
+from tests.support.fakes import FakeApi, ManualClock
 
 PACKER = "packer"
 SPREADER = "plumb"
@@ -84,7 +84,7 @@ async def _round(s: scheduler_module.Scheduler) -> None:
 
 
 def _served_scheduler(
-    api: FakeApi, clock: Clock, served: scheduler_module.Served = SERVED, **kwargs: Any
+    api: FakeApi, clock: ManualClock, served: scheduler_module.Served = SERVED, **kwargs: Any
 ) -> scheduler_module.Scheduler:
     return scheduler_module.Scheduler(
         served=served,
@@ -101,7 +101,7 @@ async def _reference(cluster: contract.Cluster, batch: contract.Batch) -> contra
 
 
 async def test_each_profile_decides_the_pods_that_name_it() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = _served_scheduler(api, clock)
     s.feed.resync(NODES, [BUSY, SPREAD.obj(), PACK.obj(), OTHERS.obj()])
     await _round(s)
@@ -114,7 +114,7 @@ async def test_each_profile_decides_the_pods_that_name_it() -> None:
 
 
 async def test_a_reload_switches_profiles_between_batches_and_keeps_the_queue() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = _served_scheduler(api, clock)
     s.feed.resync(NODES, [BUSY, FIRST.obj()])
     await _round(s)
@@ -134,7 +134,7 @@ async def test_a_reload_switches_profiles_between_batches_and_keeps_the_queue() 
 
 
 def test_a_reload_may_not_change_the_scheduler_names() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = _served_scheduler(api, clock)
     with pytest.raises(scheduler_module.ReconfigureError, match="restart plumb"):
         s.reconfigure(scheduler_module.defaults("plumb"))
@@ -142,7 +142,7 @@ def test_a_reload_may_not_change_the_scheduler_names() -> None:
 
 
 async def test_a_kernel_failing_on_a_batch_decides_its_pods_one_at_a_time() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     sizes: list[int] = []
 
     async def kernel(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
@@ -160,7 +160,7 @@ async def test_a_kernel_failing_on_a_batch_decides_its_pods_one_at_a_time() -> N
 
 
 async def test_a_pod_that_makes_plumb_fail_gets_an_internal_error_and_the_others_go_on() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     metrics = metrics_module.Metrics()
     broken = {"uid-bad"}
 
@@ -197,7 +197,7 @@ async def test_a_pod_that_makes_plumb_fail_gets_an_internal_error_and_the_others
 
 
 async def test_without_default_preemption_a_pod_that_fits_nowhere_is_only_reported() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     served = scheduler_module.Served(profiles=(scoring.Profile(name=SPREADER, preemption=False),))
     s = _served_scheduler(api, clock, served)
     s.feed.resync(NODES, [HUGE.obj()])
@@ -209,7 +209,7 @@ async def test_without_default_preemption_a_pod_that_fits_nowhere_is_only_report
 
 
 async def test_replay_decides_again_under_the_profile_of_the_decision() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     packer = scoring.Profile(
         name=PACKER,
         config="abc123",

@@ -16,13 +16,13 @@ from plumb.k8s import client as k8s_client
 from plumb.kernel import contract
 from plumb.observability import metrics
 from plumb_dev.testing.builders import make_node, make_pod
-from tests.support.fakes import Clock, FakeApi, Outcome, make_scheduler, reference_kernel
+from tests.support.fakes import Answer, FakeApi, ManualClock, make_scheduler, reference_kernel
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
 def _scheduler(
-    api: FakeApi, clock: Clock, kernel: contract.KernelRunner = reference_kernel
+    api: FakeApi, clock: ManualClock, kernel: contract.KernelRunner = reference_kernel
 ) -> scheduler_module.Scheduler:
     s = make_scheduler(api, clock, kernel=kernel, metrics=metrics.Metrics())
     runtime.register_metrics(s.metrics, s)
@@ -87,7 +87,7 @@ async def _attempt(s: scheduler_module.Scheduler) -> None:
 
 
 async def test_the_page_counts_what_the_scheduler_did() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = _scheduler(api, clock)
     s.feed.resync(NODES, [WEB_0.obj(), WEB_1.obj(), HUGE.obj()])
     clock.now += 2.0  # two seconds in the queue before the pop
@@ -116,7 +116,7 @@ async def test_the_page_counts_what_the_scheduler_did() -> None:
 
 
 async def test_no_label_carries_a_pod() -> None:
-    api, clock = FakeApi(k8s_client.ApiResponse(status=500, body={})), Clock()
+    api, clock = FakeApi(k8s_client.ApiResponse(status=500, body={})), ManualClock()
     s = _scheduler(api, clock)
     pods = [WEB_0.obj(), WEB_1.obj(), HUGE.obj()]
     s.feed.resync(NODES, pods)
@@ -144,8 +144,8 @@ async def test_no_label_carries_a_pod() -> None:
     ],
     ids=["server-error", "timeout", "conflict", "gone"],
 )
-async def test_a_refused_binding_is_an_error_attempt(answer: Outcome, bind_result: str) -> None:
-    api, clock = FakeApi(answer), Clock()
+async def test_a_refused_binding_is_an_error_attempt(answer: Answer, bind_result: str) -> None:
+    api, clock = FakeApi(answer), ManualClock()
     s = _scheduler(api, clock)
     s.feed.resync(NODES, [WEB_0.obj()])
     await _attempt(s)
@@ -158,7 +158,7 @@ async def test_a_refused_binding_is_an_error_attempt(answer: Outcome, bind_resul
 
 
 async def test_a_pod_bound_at_its_second_attempt_counts_both_and_its_whole_wait() -> None:
-    api, clock = FakeApi(k8s_client.ApiResponse(status=500, body={})), Clock()
+    api, clock = FakeApi(k8s_client.ApiResponse(status=500, body={})), ManualClock()
     s = _scheduler(api, clock)
     s.feed.resync(NODES, [WEB_0.obj()])
     await _attempt(s)
@@ -178,7 +178,7 @@ async def test_a_batch_that_fails_counts_an_error_per_pod_and_leadership_follows
     async def broken(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
         raise RuntimeError("kernel exploded")
 
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = _scheduler(api, clock, kernel=broken)
     assert _value(_scrape(s), metrics.LEADER) == 0
     s.feed.resync(NODES, [WEB_0.obj(), WEB_1.obj()])

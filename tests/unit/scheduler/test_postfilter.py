@@ -14,7 +14,7 @@ from plumb.backend.records import objects
 from plumb.kernel import reference
 from plumb.observability import trace
 from plumb_dev.testing.builders import make_node, make_pod
-from tests.support.fakes import Clock, FakeApi, make_scheduler
+from tests.support.fakes import FakeApi, ManualClock, make_scheduler
 from tests.support.log_capture import Lines
 
 HIGH = 1000
@@ -43,7 +43,7 @@ async def test_a_preemptor_is_nominated_before_its_victims_are_deleted_and_repla
     json_lines: tuple[logging.Logger, Lines],
 ) -> None:
     log, handler = json_lines
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = make_scheduler(api, clock, log=log)
     s.feed.resync(
         [make_node("a").capacity(cpu="4").obj(), make_node("b").capacity(cpu="4").obj()],
@@ -98,7 +98,7 @@ async def test_a_preemptor_is_nominated_before_its_victims_are_deleted_and_repla
 
 
 async def test_the_room_is_held_for_the_nominated_pod_against_lower_priority_pods() -> None:
-    api, clock = FakeApi(), Clock()
+    api, clock = FakeApi(), ManualClock()
     s = make_scheduler(api, clock)
     s.feed.resync([make_node("a").capacity(cpu="4").obj()], [_resident("old", "a", "4")])
     s.feed.on_pod("ADDED", _pending("vip", "4", HIGH))

@@ -35,7 +35,7 @@ from plumb import DEFAULT_SCHEDULER_NAME
 from plumb.observability import metrics
 from plumb_dev.bench import schedulers
 from plumb_dev.cluster.controlplane import building
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, crds, kube
 
 Samples = dict[tuple[str, frozenset[tuple[str, str]]], float]

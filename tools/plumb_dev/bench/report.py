@@ -475,7 +475,7 @@ XLARGE_KERNEL_MAX_US = 60.0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Verdict:
+class TargetVerdict:
     """One target: what it asks, the figures of this run it was judged on, and the verdict."""
 
     target: str
@@ -485,17 +485,17 @@ class Verdict:
     """The issue that set the target."""
 
 
-def _check(target: str, figures: str, ok: bool, *, issue: int = 4) -> Verdict:
-    return Verdict(target=target, figures=figures, status=MET if ok else NOT_MET, issue=issue)
+def _check(target: str, figures: str, ok: bool, *, issue: int = 4) -> TargetVerdict:
+    return TargetVerdict(target=target, figures=figures, status=MET if ok else NOT_MET, issue=issue)
 
 
-def _unmeasured(target: str, *, issue: int = 4) -> Verdict:
-    return Verdict(target=target, figures=MISSING, status=NOT_MEASURED, issue=issue)
+def _unmeasured(target: str, *, issue: int = 4) -> TargetVerdict:
+    return TargetVerdict(target=target, figures=MISSING, status=NOT_MEASURED, issue=issue)
 
 
 def targets(
     sections: Sequence[tuple[str, dict[str, JSON]]], kernel: Sequence[JSON]
-) -> list[Verdict]:
+) -> list[TargetVerdict]:
     """Every target, judged from these figures (each compared as the report prints it, so a
     verdict never contradicts the numbers beside it); missing figures are not measured.
 
@@ -512,7 +512,7 @@ def targets(
 
 def _issue_16(
     sections: Sequence[tuple[str, dict[str, JSON]]], kernel: Sequence[JSON]
-) -> list[Verdict]:
+) -> list[TargetVerdict]:
     workloads = dict(sections)
     xlarge = workloads.get("xlarge", {})
     rss = _usage("peak_rss_bytes", 1 / 1024**2)
@@ -548,7 +548,7 @@ def _issue_16(
     return verdicts
 
 
-def _drain(drain: dict[str, JSON]) -> list[Verdict]:
+def _drain(drain: dict[str, JSON]) -> list[TargetVerdict]:
     versus = f"drain: throughput (start → last bind) at least {DRAIN_VERSUS}x kube-scheduler's"
     ceiling = (
         f"drain: throughput (start → last bind) at least {DRAIN_CEILING_PERCENT:.0f}% of the "
@@ -587,7 +587,7 @@ def _every(
     fmt: str,
     unit: str,
     ok: Callable[[float, float], bool],
-) -> Verdict:
+) -> TargetVerdict:
     """One target judged on every workload of this run that measured both schedulers, each
     compared as printed; the workloads a full run has and this one lacks are named."""
     parts, failed = [], []
@@ -611,7 +611,7 @@ def _every(
     return _check(target, figures, not failed, issue=16)
 
 
-def _xlarge(xlarge: dict[str, JSON]) -> list[Verdict]:
+def _xlarge(xlarge: dict[str, JSON]) -> list[TargetVerdict]:
     placed = "xlarge: every pod placed, no violations"
     versus = "xlarge: throughput at least kube-scheduler's"
     quality = "xlarge: placement quality at least as good as kube-scheduler's on every figure"
@@ -633,7 +633,7 @@ def _xlarge(xlarge: dict[str, JSON]) -> list[Verdict]:
     return verdicts
 
 
-def _xlarge_kernel(row: JSON | None) -> Verdict:
+def _xlarge_kernel(row: JSON | None) -> TargetVerdict:
     target = (
         f"kernel: at most {XLARGE_KERNEL_MAX_US:.0f} µs per pod at {XLARGE_KERNEL_NODES:,} nodes"
     )
@@ -647,7 +647,7 @@ def _xlarge_kernel(row: JSON | None) -> Verdict:
     return _check(target, figures, round(batch, 1) <= XLARGE_KERNEL_MAX_US, issue=16)
 
 
-def _throughput(basic: dict[str, JSON]) -> list[Verdict]:
+def _throughput(basic: dict[str, JSON]) -> list[TargetVerdict]:
     versus = "basic: throughput at least 1.5x kube-scheduler's"
     ceiling = "basic: throughput at least 70% of the ceiling's"
     plumb_run, kube_run, ceiling_run = (basic.get(s) for s in SCHEDULERS)
@@ -668,7 +668,7 @@ def _throughput(basic: dict[str, JSON]) -> list[Verdict]:
     return verdicts
 
 
-def _latency(name: str, by_scheduler: dict[str, JSON]) -> Verdict:
+def _latency(name: str, by_scheduler: dict[str, JSON]) -> TargetVerdict:
     target = f"{name}: p99 latency at most kube-scheduler's"
     ours, theirs = (_p99_ms(by_scheduler.get(s)) for s in SCHEDULERS[:2])
     if ours is None or theirs is None:
@@ -681,7 +681,7 @@ def _p99_ms(result: JSON | None) -> float | None:
     return value * 1000 if _finite(value) else None
 
 
-def _placement(name: str, by_scheduler: dict[str, JSON]) -> Verdict:
+def _placement(name: str, by_scheduler: dict[str, JSON]) -> TargetVerdict:
     target = f"{name}: placement at least as good as kube-scheduler's, no violations"
     ours, theirs = by_scheduler.get("plumb"), by_scheduler.get("kube-scheduler")
     if ours is None or theirs is None:
@@ -725,7 +725,7 @@ def _compare_placement(ours: JSON, theirs: JSON) -> tuple[str, list[str]]:
     return figures, worse
 
 
-def _kernel(row: JSON | None) -> list[Verdict]:
+def _kernel(row: JSON | None) -> list[TargetVerdict]:
     speed = f"kernel: at most {KERNEL_MAX_US:.0f} µs per pod at {KERNEL_NODES:,} nodes"
     versus = f"kernel: at least {KERNEL_MIN_SPEEDUP:.0f}x the reference at {KERNEL_NODES:,} nodes"
     if row is None:
@@ -747,7 +747,7 @@ def _kernel(row: JSON | None) -> list[Verdict]:
     ]
 
 
-def _memory(large: dict[str, JSON]) -> Verdict:
+def _memory(large: dict[str, JSON]) -> TargetVerdict:
     target = "large (5,000 nodes, 10,000 pods): plumb's peak RSS at most kube-scheduler's"
     rss = _usage("peak_rss_bytes", 1 / 1024**2)
     ours, theirs = (rss(large[s]) if s in large else None for s in SCHEDULERS[:2])
@@ -756,7 +756,7 @@ def _memory(large: dict[str, JSON]) -> Verdict:
     return _check(target, f"{ours:.0f} vs {theirs:.0f} MiB", round(ours) <= round(theirs))
 
 
-def _targets_section(verdicts: Sequence[Verdict], *, quick: bool) -> list[str]:
+def _targets_section(verdicts: Sequence[TargetVerdict], *, quick: bool) -> list[str]:
     statuses = (MET, NOT_MET, NOT_MEASURED)
     counts = {status: sum(1 for v in verdicts if v.status == status) for status in statuses}
     lines = [

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import kubescheduler
 
 PLUMB = "plumb"
@@ -57,7 +57,7 @@ class SchedulerProcess(abc.ABC):
         """Stops the process (SIGTERM, then SIGKILL) and summarises its log."""
 
 
-class Plumb(SchedulerProcess):
+class PlumbProcess(SchedulerProcess):
     def __init__(self, popen: subprocess.Popen[bytes], log: Path) -> None:
         super().__init__(PLUMB, popen.pid, log)
         self.popen = popen
@@ -135,10 +135,10 @@ def spawn_plumb(
 
 async def start_plumb(
     plane: controlplane.ControlPlane, directory: Path, scheduler_name: str, nodes: int
-) -> Plumb:
+) -> PlumbProcess:
     log = directory / "plumb.log"
     popen = await asyncio.to_thread(spawn_plumb, plane, log, scheduler_name)
-    plumb = Plumb(popen, log)
+    plumb = PlumbProcess(popen, log)
     deadline = time.monotonic() + SYNC_TIMEOUT
     while True:
         plumb.check()

@@ -21,9 +21,9 @@ from typing import Any
 
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb_dev.cluster.controlplane import building
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.cluster.localnode import images
-from plumb_dev.cluster.localnode import running as localnode
+from plumb_dev.cluster.localnode import nodelifecycle as localnode
 from plumb_dev.demo import preemptionact
 from plumb_dev.testing import builders, crds, kube
 

@@ -10,7 +10,7 @@ import dataclasses
 import subprocess
 from pathlib import Path
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 
 POLICY_CRD = "schedulingpolicies.scheduling.plumb.dev"
 

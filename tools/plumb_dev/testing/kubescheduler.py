@@ -22,7 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 
 BINARY = "kube-scheduler"
 DEFAULT_SCHEDULER_NAME = "kube-scheduler-test"

@@ -13,7 +13,7 @@ import ssl
 import urllib.parse
 from typing import Any
 
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 
 _TIMEOUT_SECONDS = 5.0
 

@@ -14,8 +14,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.cluster.controlplane import pki
-from plumb_dev.cluster.controlplane import running as controlplane
 from plumb_dev.cluster.localnode import layout, network
 
 KUBELET = "kubelet"

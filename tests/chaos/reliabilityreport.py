@@ -2,7 +2,7 @@
 its ``<!-- chaos:begin -->`` and ``<!-- chaos:end -->`` markers, and draws the soak's samples
 to docs/reliability/soak.png. ``make test-chaos`` runs it after the suite:
 
-    python -m tests.chaos.report --results build/chaos --doc docs/reliability.md
+    python -m tests.chaos.reliabilityreport --results build/chaos --doc docs/reliability.md
 """
 
 from __future__ import annotations

@@ -44,7 +44,7 @@ from plumb_dev.bench import (
     workloads,
 )
 from plumb_dev.cluster.controlplane import building
-from plumb_dev.cluster.controlplane import running as controlplane
+from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders
 
 PLUMB = schedulers.PLUMB

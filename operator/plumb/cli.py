@@ -51,10 +51,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 # argparse's subparsers type is generic only to type checkers: a string, not evaluated.
-_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
+Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
 
 
-def _add_run(commands: _Commands) -> None:
+def _add_run(commands: Commands) -> None:
     run = commands.add_parser("run", help="run the scheduler against a cluster")
     run.add_argument(
         "--kubeconfig",
@@ -192,7 +192,7 @@ def _add_run_leader(run: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_explain(commands: _Commands) -> None:
+def _add_explain(commands: Commands) -> None:
     explain_cmd = commands.add_parser(
         "explain",
         help="why a pod went where it did, or why it is pending, from plumb's trace",
@@ -215,7 +215,7 @@ def _add_explain(commands: _Commands) -> None:
     )
 
 
-def _add_replay(commands: _Commands) -> None:
+def _add_replay(commands: Commands) -> None:
     replay_cmd = commands.add_parser(
         "replay",
         help="make a recorded decision again, offline, from a snapshot dump and the pod",
@@ -256,7 +256,7 @@ def _add_replay(commands: _Commands) -> None:
     )
 
 
-def _add_tooling(commands: _Commands) -> None:
+def _add_tooling(commands: Commands) -> None:
     """The tooling's commands, listed by ``plumb --help``; main hands them over before parsing."""
     for name, summary in TOOLING.items():
         commands.add_parser(name, help=summary, add_help=False)

@@ -36,11 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-# argparse's subparsers type is generic only to type checkers: a string, not evaluated.
-_Commands: TypeAlias = "argparse._SubParsersAction[argparse.ArgumentParser]"
-
-
-def _add_cluster(commands: _Commands) -> None:
+def _add_cluster(commands: cli.Commands) -> None:
     cluster = commands.add_parser("cluster", help=cli.TOOLING["cluster"])
     cluster.add_argument("action", choices=["build", "up", "down", "env", "status", "image"])
     cluster.add_argument(
@@ -73,7 +69,7 @@ def _add_cluster(commands: _Commands) -> None:
     )
 
 
-def _add_demo(commands: _Commands) -> None:
+def _add_demo(commands: cli.Commands) -> None:
     demo_cmd = commands.add_parser("demo", help=cli.TOOLING["demo"])
     demo_cmd.add_argument(
         "--keep-running",
@@ -87,7 +83,7 @@ def _add_demo(commands: _Commands) -> None:
     )
 
 
-def _add_bench(commands: _Commands) -> None:
+def _add_bench(commands: cli.Commands) -> None:
     bench_cmd = commands.add_parser("bench", help=cli.TOOLING["bench"], formatter_class=_BenchHelp)
     bench_cmd.add_argument(
         "--quick",

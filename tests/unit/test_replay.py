@@ -7,6 +7,8 @@ import dataclasses
 import io
 import json
 import logging
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -280,3 +282,17 @@ async def test_pods_written_with_another_rfc3339_offset_are_the_same_pods(
     out = io.StringIO()
     assert replay.check_log(document, [], lines, reference.run, out) == 1
     assert "nothing was checked" in out.getvalue()
+
+
+def test_reading_a_dump_loads_neither_the_scheduler_nor_numba() -> None:
+    """``plumb replay`` imports the recorded runs (plumb.runs) without the live scheduler; numba
+    is loaded only when a run is decided with the compiled kernel."""
+    probe = (
+        "import json, sys; import plumb.replay; "
+        "print(json.dumps(sorted(m for m in sys.modules "
+        "if m.split('.')[0] == 'numba' or m.startswith('plumb.scheduler'))))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

@@ -18,11 +18,12 @@ from kubernetes import client as k8s
 from prometheus_client import parser
 
 from plumb.framework import schedconfig
-from plumb.observability import metrics, trace
+from plumb.observability import metrics
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
+from tests.support import plumb_process
 from tests.support.live_cluster import NodeFactory
-from tests.support.plumb_process import Plumb, PlumbFactory, free_port
+from tests.support.plumb_process import PlumbFactory, free_port
 from tests.support.schedconfig_files import BAD_FILES
 
 NAME = "plumb"
@@ -61,25 +62,6 @@ def _samples(port: int) -> dict[str, float]:
     }
 
 
-def _scheduled_traces(plumb: Plumb) -> list[trace.Trace]:
-    found = (trace.from_log_line(line) for line in plumb.output().splitlines())
-    return [r for r in found if r is not None and r.result == trace.SCHEDULED]
-
-
-def _traces_of(plumb: Plumb, pods: set[str]) -> list[trace.Trace]:
-    """The scheduled trace lines of these pods, once each has one.
-
-    The binding lands in the API server a moment before its trace line reaches the log, so a
-    pod seen bound may not have its line yet.
-    """
-
-    def logged() -> list[trace.Trace] | None:
-        records = [r for r in _scheduled_traces(plumb) if r.pod in pods]
-        return records if {r.pod for r in records} == pods else None
-
-    return list(kube.wait_for(f"trace lines of {len(pods)} pods", logged, timeout=15))
-
-
 def test_a_changed_file_switches_profiles_mid_burst_and_a_broken_one_is_refused(
     control_plane: controlplane.ControlPlane,
     kube_client: kube.Kube,
@@ -114,7 +96,7 @@ def test_a_changed_file_switches_profiles_mid_burst_and_a_broken_one_is_refused(
         return nodes if all(nodes.get(name) for name in names) else None
 
     kube.wait_for(f"{PODS} pods bound", bound, timeout=180)
-    records = _traces_of(plumb, {f"{namespace}/{name}" for name in names})
+    records = plumb_process.scheduled_traces(plumb, {f"{namespace}/{name}" for name in names})
     decided = collections.Counter(r.pod for r in records)
     assert sorted(decided) == sorted(f"{namespace}/{name}" for name in names)  # none lost
     assert set(decided.values()) == {1}  # none decided twice
@@ -147,7 +129,7 @@ def test_a_changed_file_switches_profiles_mid_burst_and_a_broken_one_is_refused(
     kube.wait_for(
         "the pod after", lambda: kube_client.pod(namespace, "after")["spec"].get("nodeName")
     )
-    after = _traces_of(plumb, {f"{namespace}/after"})
+    after = plumb_process.scheduled_traces(plumb, {f"{namespace}/after"})
     assert [r.config for r in after] == [packing]
 
 
@@ -228,7 +210,7 @@ def test_files_beyond_the_readers_bounds_are_refused_a_later_one_applied_and_sig
     kube.wait_for("the reload", functools.partial(said, "configuration reloaded"), timeout=15)
     assert _samples(port)[metrics.CONFIG_RELOAD_SUCCESSFUL] == 1.0
     assert placed("applied") == small
-    applied = _traces_of(plumb, {f"{namespace}/applied"})
+    applied = plumb_process.scheduled_traces(plumb, {f"{namespace}/applied"})
     assert [r.config for r in applied] == [packing]
 
     terminated = time.monotonic()

@@ -21,6 +21,7 @@ from plumb.backend.records import objects
 from plumb.kernel import compiled
 from plumb.observability import trace
 from plumb_dev.testing import builders, crds, kube
+from tests.support import plumb_process
 from tests.support.live_cluster import NodeFactory
 from tests.support.plumb_process import Plumb, PlumbFactory, free_port
 
@@ -54,13 +55,8 @@ def _pod(namespace: str, i: int) -> dict[str, Any]:
     return pod.obj()
 
 
-def _decided(plumb: Plumb) -> list[trace.Trace]:
-    found = (trace.from_log_line(line) for line in plumb.output().splitlines())
-    return [r for r in found if r is not None]
-
-
 def _all_decided(plumb: Plumb, count: int) -> bool:
-    return len({r.uid for r in _decided(plumb)}) >= count
+    return len({r.uid for r in plumb_process.all_traces(plumb)}) >= count
 
 
 def test_a_dumped_snapshot_replays_every_recorded_decision_of_a_mixed_workload(
@@ -108,7 +104,7 @@ def test_a_dumped_snapshot_replays_every_recorded_decision_of_a_mixed_workload(
         from_endpoint = json.load(page)
     # Decisions logged before the dump: the dump must hold each of them. Any made later (a
     # policy deleted with another test's namespace wakes unschedulable pods) are not in it.
-    decisions = {(r.uid, r.input_hash): r for r in _decided(plumb)}
+    decisions = {(r.uid, r.input_hash): r for r in plumb_process.all_traces(plumb)}
     plumb.process.send_signal(signal.SIGUSR1)
     written = kube.wait_for(
         "plumb to log the snapshot file",
@@ -144,7 +140,7 @@ def test_a_dumped_snapshot_replays_every_recorded_decision_of_a_mixed_workload(
     done = _replay("--snapshot", str(snapshot_file), "--pod", str(pods_file), "-o", "json")
     replayed = [json.loads(line) for line in done.splitlines()]
     assert len(replayed) == total
-    last = {r.uid: r for r in _decided(plumb) if r.result == trace.SCHEDULED}
+    last = {r.uid: r for r in plumb_process.all_traces(plumb) if r.result == trace.SCHEDULED}
     for answer in replayed:
         if answer["uid"] in last:
             record = last[answer["uid"]]

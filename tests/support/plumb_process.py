@@ -82,10 +82,27 @@ def wait_synced(process: subprocess.Popen[bytes], output: Callable[[], str]) -> 
     assert process.poll() is None, f"plumb exited early:\n{output()}"
 
 
+def all_traces(plumb: Plumb) -> list[trace.Trace]:
+    """Every trace line in plumb's log, oldest first."""
+    found = (trace.from_log_line(line) for line in plumb.output().splitlines())
+    return [record for record in found if record is not None]
+
+
 def traces(plumb: Plumb, pod: str) -> list[trace.Trace]:
     """The pod's trace lines in plumb's log, oldest first."""
-    found = (trace.from_log_line(line) for line in plumb.output().splitlines())
-    return [record for record in found if record is not None and record.pod == pod]
+    return [record for record in all_traces(plumb) if record.pod == pod]
+
+
+def scheduled_traces(plumb: Plumb, pods: set[str]) -> list[trace.Trace]:
+    """The Scheduled trace lines of these pods (namespace/name), oldest first, once each has
+    one: the binding lands in the API server a moment before its line reaches the log, so a pod
+    seen bound may not have its line yet."""
+
+    def logged() -> list[trace.Trace] | None:
+        records = [r for r in all_traces(plumb) if r.result == trace.SCHEDULED and r.pod in pods]
+        return records if {r.pod for r in records} == pods else None
+
+    return list(kube.wait_for(f"Scheduled trace lines of {len(pods)} pods", logged, timeout=15))
 
 
 def last_trace(plumb: Plumb, pod: str, result: str) -> trace.Trace:

@@ -14,6 +14,7 @@ import pytest
 
 from plumb import cli
 from plumb_dev import commands
+from plumb_dev.bench import workloads
 
 _WITHOUT_TOOLING = """
 import sys
@@ -80,6 +81,15 @@ def test_cluster_help_is_the_tooling_parser() -> None:
     assert exit.value.code == 0
     assert "usage: plumb cluster" in out.getvalue()
     assert "{build,up,down,env,status,image}" in out.getvalue()
+
+
+def test_bench_help_names_every_workload(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "1000")  # one line per option: argparse wraps at hyphens
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), pytest.raises(SystemExit) as exit:
+        cli.main(["bench", "--help"])
+    assert exit.value.code == 0
+    assert f"comma-separated subset of: {', '.join(workloads.names())}" in out.getvalue()
 
 
 def test_run_help_imports_nothing_from_the_tooling() -> None:

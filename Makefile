@@ -15,6 +15,7 @@ help:
 	@echo "make lint          ruff, mypy --strict, import-linter layer contracts"
 	@echo "make unit          the unit tests and the tools' tests (no control plane)"
 	@echo "make cluster-up    start the local cluster (NODE=1: with a real node); cluster-down stops it"
+	@echo "                   (KUBE_VERSION=v1.37.2 on any target: another Kubernetes release, see hack/k8s/)"
 	@echo "make bench         plumb beside kube-scheduler, all workloads (5,000 and 15,000 nodes too); writes docs/benchmarks.md (~30 min)"
 	@echo "make bench-quick   the same, small: a smoke check (every pod placed, no violations)"
 	@echo "make metrics-plot  a short real run scraped every second; writes docs/observability/metrics.png (~1 min)"
@@ -35,8 +36,16 @@ $(INSTALLED): pyproject.toml tools/pyproject.toml
 
 install: $(INSTALLED)
 
+# The Kubernetes release the local cluster builds and runs: hack/versions.env's, or another
+# that hack/k8s/ holds with KUBE_VERSION=v1.N.x (make controlplane KUBE_VERSION=v1.37.2, or
+# make demo/test/... KUBE_VERSION=...: the tests, the demo and the benchmark read it from
+# PLUMB_KUBE_VERSION).
+ifneq ($(KUBE_VERSION),)
+export PLUMB_KUBE_VERSION := $(KUBE_VERSION)
+endif
+
 # Builds etcd and the Kubernetes commands (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, kubelet, kube-proxy) from Go modules once per version, cached in
+# kube-scheduler, kubectl, kubelet, kube-proxy) from Go modules once per release, cached in
 # ~/.cache/plumb (PLUMB_CACHE_DIR); later runs reuse them.
 controlplane:
 	@bash hack/build-control-plane.sh >/dev/null

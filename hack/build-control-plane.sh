@@ -1,19 +1,33 @@
 #!/usr/bin/env bash
 # Builds etcd and the Kubernetes commands of the local cluster (kube-apiserver,
 # kube-controller-manager, kube-scheduler, kubectl, and kubelet and kube-proxy for the real node)
-# from their Go modules into a cache outside the repository, once per version. Prints the binary directory on its last line.
+# at one Kubernetes release from their Go modules into a cache outside the repository, once per
+# release. Prints the binary directory on its last line.
 #
-# The cache key is the versions plus a hash of the Go module files, so a bump of either rebuilds
-# and anything else reuses. PLUMB_CACHE_DIR moves the cache (default ~/.cache/plumb).
+#   hack/build-control-plane.sh [v1.N.x]
+#
+# The release is the argument, else $PLUMB_KUBE_VERSION, else KUBE_VERSION in hack/versions.env
+# (the default). hack/k8s/<release>/ is the Go module that builds it; a release without one is
+# refused (hack/add-kube-version.sh writes one). Each release has its own cache directory, keyed
+# by a hash of its module files, etcd's and this script, so a change to any of them rebuilds that
+# release and everything else is reused. PLUMB_CACHE_DIR moves the cache (default ~/.cache/plumb).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=versions.env
 source "$here/versions.env"
+version="${1:-${PLUMB_KUBE_VERSION:-$KUBE_VERSION}}"
+module="$here/k8s/$version"
+if [[ ! "$version" =~ ^v1\.[0-9]+\.[0-9]+$ ]] || [ ! -f "$module/go.mod" ]; then
+  known="$(cd "$here/k8s" && ls -d v*/ | tr -d / | tr '\n' ' ')"
+  echo "error: hack/k8s/ has no Go module for Kubernetes $version; the releases it builds:" \
+    "${known% } (hack/add-kube-version.sh adds one)" >&2
+  exit 2
+fi
 
 cache="${PLUMB_CACHE_DIR:-$HOME/.cache/plumb}"
-key="$(cat "$here/versions.env" "$here/k8s/go.mod" "$here/k8s/go.sum" "$here/etcd/go.mod" \
-        "$here/etcd/go.sum" "$here/etcd/main.go" "$0" | sha256sum | cut -c1-12)"
-bin="$cache/k8s-$KUBE_VERSION-etcd-$ETCD_VERSION-$key"
+key="$(cat "$module/go.mod" "$module/go.sum" "$module/tools.go" "$here/etcd/go.mod" \
+        "$here/etcd/go.sum" "$here/etcd/main.go" "${BASH_SOURCE[0]}" | sha256sum | cut -c1-12)"
+bin="$cache/k8s-$version-etcd-$ETCD_VERSION-$key"
 kube=(kube-apiserver kube-controller-manager kube-scheduler kubectl kubelet kube-proxy)
 want=(etcd "${kube[@]}")
 
@@ -24,7 +38,12 @@ if have_all; then
   exit 0
 fi
 
-command -v go >/dev/null || { echo "error: 'go' is not on PATH; install Go 1.24 or newer" >&2; exit 1; }
+# The go line of the release's own go.mod: 1.24 for v1.34, 1.25 for v1.35, 1.26 from v1.36.
+need_go="$(awk '$1 == "go" { print $2; exit }' "$module/go.mod")"
+command -v go >/dev/null || {
+  echo "error: 'go' is not on PATH; Kubernetes $version needs Go $need_go or newer" >&2
+  exit 1
+}
 mkdir -p "$bin"
 work="$(mktemp -d "$cache/build.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
@@ -60,16 +79,16 @@ fi
 missing_kube=()
 for b in "${kube[@]}"; do [ -x "$bin/$b" ] || missing_kube+=("$b"); done
 if [ "${#missing_kube[@]}" -gt 0 ]; then
-  minor="${KUBE_VERSION#v1.}"; minor="${minor%%.*}"
+  minor="${version#v1.}"; minor="${minor%%.*}"
   flags="-s -w"
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-    flags+=" -X $pkg.gitVersion=$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+    flags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
     # Built from the published module, not a git checkout: say so instead of "$Format:%H$".
-    flags+=" -X $pkg.gitCommit=module-$KUBE_VERSION"
+    flags+=" -X $pkg.gitCommit=module-$version"
     flags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   done
   # One `go build` for all of them, so the packages they share compile once.
-  build "kubernetes $KUBE_VERSION (${missing_kube[*]})" "$here/k8s" "$flags" \
+  build "kubernetes $version (${missing_kube[*]})" "$module" "$flags" \
     "${missing_kube[@]/#/k8s.io/kubernetes/cmd/}"
   for b in "${missing_kube[@]}"; do mv "$work/$b" "$bin/"; done
 fi

@@ -37,7 +37,9 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _add_cluster(commands: cli.Commands) -> None:
-    cluster = commands.add_parser("cluster", help=cli.TOOLING["cluster"])
+    cluster = commands.add_parser(
+        "cluster", help=cli.TOOLING["cluster"], formatter_class=_NamingHelp
+    )
     cluster.add_argument("action", choices=["build", "up", "down", "env", "status", "image"])
     cluster.add_argument(
         "--dir",
@@ -67,6 +69,25 @@ def _add_cluster(commands: cli.Commands) -> None:
         help="up: leave kube-scheduler out (by default it schedules the pods that do not ask "
         "for plumb)",
     )
+    cluster.add_argument(
+        "--kube-version",
+        type=_kube_version,
+        default=None,
+        metavar="v1.N.x",
+        help="build, up: the Kubernetes release (the releases it knows, see _NamingHelp)",
+    )
+
+
+def _kube_version(text: str) -> str:
+    """--kube-version's check; the table of releases is imported only when the option is given."""
+    from plumb_dev.cluster.controlplane import releases
+
+    if text not in releases.RELEASES:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a release the local cluster builds; choose one of "
+            f"{', '.join(releases.RELEASES)}"
+        )
+    return text
 
 
 def _add_demo(commands: cli.Commands) -> None:
@@ -84,7 +105,7 @@ def _add_demo(commands: cli.Commands) -> None:
 
 
 def _add_bench(commands: cli.Commands) -> None:
-    bench_cmd = commands.add_parser("bench", help=cli.TOOLING["bench"], formatter_class=_BenchHelp)
+    bench_cmd = commands.add_parser("bench", help=cli.TOOLING["bench"], formatter_class=_NamingHelp)
     bench_cmd.add_argument(
         "--quick",
         action="store_true",
@@ -115,20 +136,28 @@ def _add_bench(commands: cli.Commands) -> None:
         "--workloads",
         type=lambda text: [name.strip() for name in text.split(",") if name.strip()],
         default=None,
-        help="comma-separated subset of: (the workloads' names, see _BenchHelp)",
+        help="comma-separated subset of: (the workloads' names, see _NamingHelp)",
     )
 
 
-class _BenchHelp(argparse.HelpFormatter):
-    """Names the bench workloads only when ``plumb bench --help`` prints them: importing
-    plumb_dev.bench to build the parser would load it under ``plumb cluster`` too."""
+class _NamingHelp(argparse.HelpFormatter):
+    """Names the bench workloads and the cluster's Kubernetes releases only when ``--help``
+    prints them: importing plumb_dev.bench or the cluster's table of releases to build the
+    parser would load them under every command."""
 
     def _get_help_string(self, action: argparse.Action) -> str | None:
-        if action.dest != "workloads":
-            return super()._get_help_string(action)
-        from plumb_dev.bench import workloads
+        if action.dest == "workloads":
+            from plumb_dev.bench import workloads
 
-        return f"comma-separated subset of: {', '.join(workloads.names())}"
+            return f"comma-separated subset of: {', '.join(workloads.names())}"
+        if action.dest == "kube_version":
+            from plumb_dev.cluster.controlplane import building, releases
+
+            return (
+                f"build, up: the Kubernetes release, one of {', '.join(releases.RELEASES)} "
+                f"(default: ${building.KUBE_VERSION_ENV}, else {releases.DEFAULT})"
+            )
+        return super()._get_help_string(action)
 
 
 # In the order ``python -m plumb_dev --help`` lists the commands.
@@ -142,10 +171,15 @@ def _cluster(args: argparse.Namespace, directory: Path) -> int:
 
     action: str = args.action
     if action == "build":
-        print(building.ensure_binaries())
+        print(building.ensure_binaries(args.kube_version))
         return 0
     if action == "up":
-        return _cluster_up(directory, node=args.node, scheduler=not args.no_scheduler)
+        return _cluster_up(
+            directory,
+            node=args.node,
+            scheduler=not args.no_scheduler,
+            kube_version=args.kube_version,
+        )
     if action == "image":
         return _cluster_image(directory, context=args.context, name=args.name)
     if action == "down":
@@ -174,7 +208,7 @@ def _cluster(args: argparse.Namespace, directory: Path) -> int:
     }
     if localnode.recorded(directory):
         parts.update(localnode.status(directory))
-    print(f"server: {plane.server}")
+    print(f"server: {plane.server} (Kubernetes {plane.kube_version})")
     for name, state in parts.items():
         print(f"{name:<24} {state}")
     return 0 if all(state == "running" for state in parts.values()) else 1
@@ -207,7 +241,7 @@ def _cluster_image(directory: Path, *, context: Path | None, name: str) -> int:
     return 0
 
 
-def _cluster_up(directory: Path, *, node: bool, scheduler: bool) -> int:
+def _cluster_up(directory: Path, *, node: bool, scheduler: bool, kube_version: str | None) -> int:
     from plumb_dev.cluster.controlplane import building
     from plumb_dev.cluster.controlplane import lifecycle as controlplane
     from plumb_dev.cluster.localnode import nodelifecycle as localnode
@@ -215,8 +249,8 @@ def _cluster_up(directory: Path, *, node: bool, scheduler: bool) -> int:
     existing = controlplane.load(directory)
     if existing is not None and controlplane.is_running(existing):
         print(
-            f"already running: {existing.server} (kubeconfig {existing.kubeconfig}); "
-            f"plumb cluster down first to change what runs",
+            f"already running: {existing.server} (Kubernetes {existing.kube_version}, kubeconfig "
+            f"{existing.kubeconfig}); plumb cluster down first to change what runs",
             file=sys.stderr,
         )
         return 0
@@ -226,11 +260,15 @@ def _cluster_up(directory: Path, *, node: bool, scheduler: bool) -> int:
         if problem is not None:
             print(f"error: this machine cannot run the real node: {problem}", file=sys.stderr)
             return 1
-        started, real = localnode.up(directory, bin_dir=building.ensure_binaries(), parts=parts)
+        bin_dir = building.ensure_binaries(kube_version)
+        started, real = localnode.up(directory, bin_dir=bin_dir, parts=parts)
         print(f"node {real.name} Ready", file=sys.stderr)
     else:
-        started = controlplane.start(directory, bin_dir=building.ensure_binaries(), parts=parts)
-    print(f"control plane up at {started.server}", file=sys.stderr)
+        bin_dir = building.ensure_binaries(kube_version)
+        started = controlplane.start(directory, bin_dir=bin_dir, parts=parts)
+    print(
+        f"control plane up at {started.server} (Kubernetes {started.kube_version})", file=sys.stderr
+    )
     print(f"kubeconfig: {started.kubeconfig}", file=sys.stderr)
     print('use it with: eval "$(plumb cluster env)"', file=sys.stderr)
     return 0

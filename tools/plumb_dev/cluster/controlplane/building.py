@@ -1,4 +1,8 @@
-"""Finds and runs the script that builds the control plane binaries from their Go modules."""
+"""Finds and runs the script that builds the control plane binaries from their Go modules.
+
+One Kubernetes release at a time: the one asked for, else $PLUMB_KUBE_VERSION, else the
+default (``releases.DEFAULT``); each is built once into its own cache directory.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +10,12 @@ import os
 import pathlib
 import subprocess
 
+from plumb_dev.cluster.controlplane import releases
+
 _SCRIPT = "build-control-plane.sh"
+# The release the tests, the demo, the benchmark and `plumb cluster` build and run when none is
+# named; `make ... KUBE_VERSION=v1.N.x` sets it, and the script reads it too.
+KUBE_VERSION_ENV = "PLUMB_KUBE_VERSION"
 
 
 class BuildError(RuntimeError):
@@ -35,12 +44,27 @@ def hack_dir() -> pathlib.Path:
     return directory
 
 
-def ensure_binaries() -> pathlib.Path:
-    """Builds etcd, kube-apiserver, kube-scheduler and kubectl once; returns their directory.
+def chosen_release(kube_version: str | None = None) -> releases.KubeRelease:
+    """kube_version, else $PLUMB_KUBE_VERSION, else the default, if the local cluster knows it."""
+    version = kube_version or os.environ.get(KUBE_VERSION_ENV) or releases.DEFAULT
+    release = releases.RELEASES.get(version)
+    if release is None:
+        named = "" if kube_version else f" (from ${KUBE_VERSION_ENV})"
+        raise BuildError(
+            f"Kubernetes {version!r}{named} is not a release the local cluster builds; choose one "
+            f"of {', '.join(releases.RELEASES)}"
+        )
+    return release
 
-    The script's progress goes straight to our stderr, because a first build takes minutes and
-    a silent wait looks like a hang. Later calls reuse the cached binaries and return at once.
+
+def ensure_binaries(kube_version: str | None = None) -> pathlib.Path:
+    """Builds etcd and the Kubernetes commands of one release once; returns their directory.
+
+    The release is kube_version, else $PLUMB_KUBE_VERSION, else ``releases.DEFAULT``. The
+    script's progress goes straight to our stderr, because a first build takes minutes and a
+    silent wait looks like a hang. Later calls reuse the cached binaries and return at once.
     """
+    release = chosen_release(kube_version)
     script = hack_dir() / _SCRIPT
     if not script.is_file():
         raise BuildError(
@@ -48,13 +72,17 @@ def ensure_binaries() -> pathlib.Path:
         )
     # bash explicitly, so a checkout that lost the executable bit still works.
     result = subprocess.run(
-        ["bash", str(script)], stdout=subprocess.PIPE, stderr=None, text=True, check=False
+        ["bash", str(script), release.version],
+        stdout=subprocess.PIPE,
+        stderr=None,
+        text=True,
+        check=False,
     )
     if result.returncode != 0:
         raise BuildError(
-            f"{script} failed with exit code {result.returncode}; its messages are above on "
-            f"stderr (a missing Go toolchain or network access to the Go module proxy are the "
-            f"usual causes)"
+            f"{script} {release.version} failed with exit code {result.returncode}; its messages "
+            f"are above on stderr (a missing Go toolchain or network access to the Go module "
+            f"proxy are the usual causes)"
         )
     lines = result.stdout.strip().splitlines()
     if not lines:

@@ -1,7 +1,10 @@
 """What a local control plane is made of: its directory, each part's flags, kubeconfigs, keys.
 
-No process is started here (``processes`` does that) and no state is kept (``running`` does);
-``ControlPlaneError`` lives here, the bottom of the package, and ``running`` re-exports it.
+The flags that differ between Kubernetes releases come from the release's row in ``releases``.
+
+No process is started here (``processes`` does that) and no state is kept (``lifecycle`` does);
+``ControlPlaneError`` lives here, the bottom of the package but for ``releases``' table, and
+``lifecycle`` re-exports it.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ import os
 import subprocess
 from pathlib import Path
 from typing import Protocol
+
+from plumb_dev.cluster.controlplane import releases
 
 STATE_FILE = "state.json"
 ETCD = "etcd"
@@ -178,13 +183,9 @@ def apiserver_args(
     ]
 
 
-# Off in the controller manager: the scale nodes are API objects with no kubelet to renew their
-# leases, so node lifecycle would taint them unreachable and evict their pods after 5 minutes;
-# the cloud and bootstrap-token controllers have nothing to act on here.
-CONTROLLERS_OFF = ("nodelifecycle", "cloud-node-lifecycle", "bootstrapsigner", "tokencleaner")
-
-
-def controller_manager_args(layout: Layout, *, cluster_signing: CertifiedKey) -> list[str]:
+def controller_manager_args(
+    layout: Layout, *, cluster_signing: CertifiedKey, release: releases.KubeRelease
+) -> list[str]:
     kubeconfig = layout.component_kubeconfig(CONTROLLER_MANAGER)
     return [
         f"--kubeconfig={kubeconfig}",
@@ -197,7 +198,8 @@ def controller_manager_args(layout: Layout, *, cluster_signing: CertifiedKey) ->
         f"--root-ca-file={layout.ca_file}",
         f"--cluster-signing-cert-file={cluster_signing.cert}",
         f"--cluster-signing-key-file={cluster_signing.key}",
-        "--controllers=*," + ",".join(f"-{name}" for name in CONTROLLERS_OFF),
+        # Which controllers are off, and their names, depend on the release (releases.py).
+        "--controllers=*," + ",".join(f"-{name}" for name in release.controllers_off),
         "--leader-elect=false",
         "--secure-port=0",
         "--v=0",

@@ -6,9 +6,11 @@ real node's bridge gateway when the cluster has one (``plumb_dev.cluster.localno
 that).
 
 The public face of the package: ``ControlPlane``, ``ControlPlaneError``, ``start``, ``load``,
-``stop``, ``is_running`` and ``env_lines``, with the state file that connects them. What the
-processes are given lives in ``config``; how they are started, watched and stopped in
-``processes``.
+``stop``, ``is_running``, ``env_lines`` and ``release_of``, with the state file that connects
+them. What the processes are given lives in ``config``, with what differs between Kubernetes
+releases in ``releases``; how they are started, watched and stopped in ``processes``. The
+release is the binaries': start asks their kube-apiserver (``--version``), so the flags always
+match them, and the ControlPlane records it.
 """
 
 from __future__ import annotations
@@ -20,15 +22,19 @@ import secrets
 import shlex
 import shutil
 import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any, TypeVar
 
-from plumb_dev.cluster.controlplane import config, pki, processes
+from plumb_dev.cluster.controlplane import config, pki, processes, releases
 
 STATE_FILE = config.STATE_FILE
 ControlPlaneError = config.ControlPlaneError
-_STATE_FORMAT = 2
+_STATE_FORMAT = 3
+# Format 2 did not record the release: it was written when the local cluster ran v1.34.4 only.
+_FORMAT_2 = 2
+_FORMAT_2_VERSION = "v1.34.4"
 
 _T = TypeVar("_T")
 
@@ -39,6 +45,8 @@ class ControlPlane:
 
     directory: Path
     bin_dir: Path
+    # The Kubernetes release of the binaries it runs ("v1.37.2"), a key of releases.RELEASES.
+    kube_version: str
     kubeconfig: Path
     server: str
     token: str
@@ -111,6 +119,7 @@ def start(
     deadline = time.monotonic() + timeout
     bin_dir = bin_dir.resolve()
     processes.check_binaries(bin_dir, _binaries(parts))
+    release = release_of(bin_dir)
     openssl = shutil.which("openssl")
     if openssl is None:
         raise ControlPlaneError(
@@ -163,6 +172,7 @@ def start(
         cp = ControlPlane(
             directory=layout.directory,
             bin_dir=bin_dir,
+            kube_version=release.version,
             kubeconfig=layout.kubeconfig,
             server=server,
             token=token,
@@ -183,7 +193,7 @@ def start(
             started,
             "kube-apiserver to answer /readyz",
         )
-        cp = _start_components(cp, layout, parts, started)
+        cp = _start_components(cp, layout, parts, release, started)
         _write_state(layout, cp, etcd_port=etcd_client, etcd_peer_port=etcd_peer)
         if parts.controllers:
             processes.wait_until(
@@ -203,6 +213,27 @@ def start(
 
 
 _DEFAULT_ACCOUNT = "/api/v1/namespaces/default/serviceaccounts/default"
+
+
+def release_of(bin_dir: Path) -> releases.KubeRelease:
+    """The release of the binaries in bin_dir, as their kube-apiserver reports it ("Kubernetes
+    v1.37.2": the build script sets the version), if the local cluster knows its flags."""
+    apiserver = bin_dir / config.APISERVER
+    try:
+        result = subprocess.run(
+            [str(apiserver), "--version"], capture_output=True, text=True, timeout=60, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise ControlPlaneError(f"could not ask {apiserver} for its version: {error}") from error
+    answer = (result.stdout or result.stderr).strip()
+    release = releases.RELEASES.get(answer.removeprefix("Kubernetes "))
+    if result.returncode != 0 or release is None:
+        raise ControlPlaneError(
+            f"{apiserver} --version answered {answer!r} (exit code {result.returncode}); the "
+            f"local cluster knows the flags of {', '.join(releases.RELEASES)} only: build one "
+            f"of them with hack/build-control-plane.sh <release> and pass its directory"
+        )
+    return release
 
 
 def _binaries(parts: Parts) -> list[str]:
@@ -240,7 +271,11 @@ def component_kubeconfig(cp: ControlPlane, identity: pki.Identity, path: Path) -
 
 
 def _start_components(
-    cp: ControlPlane, layout: config.Layout, parts: Parts, started: list[processes.Child]
+    cp: ControlPlane,
+    layout: config.Layout,
+    parts: Parts,
+    release: releases.KubeRelease,
+    started: list[processes.Child],
 ) -> ControlPlane:
     """Starts kube-controller-manager and kube-scheduler as parts asks; returns cp with pids."""
     authority = pki.Authority(directory=layout.pki)
@@ -254,7 +289,9 @@ def _start_components(
             continue
         component_kubeconfig(cp, identity, layout.component_kubeconfig(binary))
         if binary == config.CONTROLLER_MANAGER:
-            args = config.controller_manager_args(layout, cluster_signing=authority.ca)
+            args = config.controller_manager_args(
+                layout, cluster_signing=authority.ca, release=release
+            )
         else:
             args = config.scheduler_args(layout)
         child = processes.Child.spawn(binary, cp.bin_dir, args, layout)
@@ -276,11 +313,14 @@ def load(directory: Path) -> ControlPlane | None:
         return None
     try:
         data = json.loads(text)
-        if not isinstance(data, dict) or data.get("format") != _STATE_FORMAT:
+        if not isinstance(data, dict) or data.get("format") not in (_STATE_FORMAT, _FORMAT_2):
             raise ValueError(f"expected an object with format {_STATE_FORMAT}")
+        if data["format"] == _FORMAT_2:
+            data["kube_version"] = _FORMAT_2_VERSION
         cp = ControlPlane(
             directory=Path(_field(data, "directory", str)),
             bin_dir=Path(_field(data, "bin_dir", str)),
+            kube_version=_field(data, "kube_version", str),
             kubeconfig=Path(_field(data, "kubeconfig", str)),
             server=_field(data, "server", str),
             token=_field(data, "token", str),
@@ -424,6 +464,7 @@ def _write_state(
         "format": _STATE_FORMAT,
         "directory": str(cp.directory),
         "bin_dir": str(cp.bin_dir),
+        "kube_version": cp.kube_version,
         "kubeconfig": str(cp.kubeconfig),
         "server": cp.server,
         "token": cp.token,

@@ -1,7 +1,8 @@
-// Builds kube-apiserver, kube-scheduler and kubectl from k8s.io/kubernetes for plumb's local
-// control plane. k8s.io/kubernetes points its staging modules at ./staging/src in its own go.mod;
-// those replace lines are ignored for a dependency, so they are repeated here with the published
-// v0.N.x tags. Bump KUBE_VERSION in hack/versions.env together with every line below.
+// Builds the Kubernetes commands of plumb's local cluster at v1.34.4
+// (hack/build-control-plane.sh v1.34.4). Written by hack/add-kube-version.sh:
+// k8s.io/kubernetes points its staging modules at ./staging/src in its own go.mod; those
+// replace lines are ignored for a dependency, so they are repeated here with the published
+// v0.34.4 tags. The go and godebug lines are k8s.io/kubernetes v1.34.4's own.
 module plumb.dev/hack/k8s
 
 go 1.24.0

@@ -1,0 +1,52 @@
+"""The Kubernetes releases the local cluster can run, and what its parts are given differently.
+
+Each release has its Go module in hack/k8s/<release>/ (hack/build-control-plane.sh builds it).
+Everything the control plane passes differently from one release to another is a field of
+``Release``, filled in ``RELEASES`` below, one row per release: a reader scans one table, and
+``config`` builds the flags from the row of the release it runs. What stays the same for all of
+them stays in ``config``: every kube-apiserver and kube-scheduler flag, and the kubelet's and
+kube-proxy's configuration fields (each still there in v1.37.2).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class KubeRelease:
+    """One release the local cluster runs, and what its parts are given that others' are not."""
+
+    version: str
+    # kube-controller-manager's --controllers=*,-name,...: node lifecycle is off, since the
+    # scale nodes are API objects with no kubelet to renew their leases, and node lifecycle
+    # would taint them unreachable and evict their pods after 5 minutes; so are the cloud and
+    # bootstrap-token controllers, which have nothing to act on here. Each release refuses a
+    # name it does not know, and v1.37 removed cloud-node-lifecycle.
+    controllers_off: tuple[str, ...]
+
+    @property
+    def minor(self) -> int:
+        """The minor release: 37 for v1.37.2."""
+        return int(self.version.split(".")[1])
+
+
+_UP_TO_1_36 = ("nodelifecycle", "cloud-node-lifecycle", "bootstrapsigner", "tokencleaner")
+_FROM_1_37 = ("nodelifecycle", "bootstrapsigner", "tokencleaner")
+
+RELEASES: Mapping[str, KubeRelease] = {
+    release.version: release
+    for release in (
+        KubeRelease(version="v1.34.4", controllers_off=_UP_TO_1_36),
+        KubeRelease(version="v1.35.4", controllers_off=_UP_TO_1_36),
+        KubeRelease(version="v1.36.3", controllers_off=_UP_TO_1_36),
+        KubeRelease(version="v1.37.2", controllers_off=_FROM_1_37),
+    )
+}
+"""Every release the local cluster builds and runs, oldest first."""
+
+# hack/versions.env's KUBE_VERSION (tests/tools/cluster/controlplane/test_releases.py keeps them
+# equal). v1.34 until plumb follows the server's release: its decisions are kube-scheduler v1.34's,
+# and the side-by-side suites would disagree with a later kube-scheduler.
+DEFAULT = "v1.34.4"

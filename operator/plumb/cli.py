@@ -15,6 +15,7 @@ from typing import TypeAlias
 from plumb import DEFAULT_SCHEDULER_NAME, __version__, explain, leader, replay
 from plumb import scheduler as scheduler_module
 from plumb.app import configuring, debug, runtime
+from plumb.framework import emulation
 from plumb.k8s import credentials as credentials_module
 from plumb.observability import logs, trace
 
@@ -73,6 +74,19 @@ def _add_run(commands: Commands) -> None:
         help="a kube-scheduler KubeSchedulerConfiguration file "
         "(kubescheduler.config.k8s.io/v1): one profile per schedulerName; reloaded when it "
         "changes or on SIGHUP (docs/configuration.md)",
+    )
+    run.add_argument(
+        "--emulated-version",
+        metavar="1.N",
+        help="decide as kube-scheduler of this release (1.34 to 1.37; kube=1.N too), whatever "
+        "the API server's; by default plumb follows the server's release (docs/versions.md)",
+    )
+    run.add_argument(
+        "--feature-gates",
+        default="",
+        metavar="Name=true,...",
+        help="kube-scheduler feature gates plumb honours, over the release's defaults "
+        "(docs/versions.md lists them)",
     )
     run.add_argument(
         "--bind-concurrency",
@@ -299,7 +313,7 @@ def _command_run(args: argparse.Namespace) -> int:
         return 2
     try:
         asyncio.run(runtime.run(settings))
-    except credentials_module.CredentialsError as error:
+    except (credentials_module.CredentialsError, runtime.StartError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -314,13 +328,16 @@ class _Refused(Exception):
 def _run_settings(args: argparse.Namespace) -> runtime.RunSettings:
     """``plumb run``'s settings from its flags; raises _Refused."""
     leader_timings = _leader_timings(args)
-    config_bytes, served = _served(args)
+    pinned, gates, kube = _emulation(args)
+    config_bytes, served = _served(args, kube)
     return runtime.RunSettings(
         kubeconfig=args.kubeconfig,
         context=args.context,
         served=served,
         config=args.config,
         config_bytes=config_bytes,
+        emulated_version=pinned,
+        feature_gates=gates,
         bind_concurrency=args.bind_concurrency,
         metrics_host=args.metrics_address,
         metrics_port=args.metrics_port,
@@ -346,17 +363,36 @@ def _leader_timings(args: argparse.Namespace) -> leader.Timings:
         raise _Refused(str(error)) from error
 
 
-def _served(args: argparse.Namespace) -> tuple[bytes, scheduler_module.Served]:
+def _emulation(args: argparse.Namespace) -> tuple[int | None, dict[str, bool], emulation.Emulation]:
+    """--emulated-version's release (None: the server's), --feature-gates', and the emulation
+    the flags are checked against before the server is asked: the pinned release, or the
+    newest (a gate the server's older release lacks is refused once it is known)."""
+    try:
+        pinned = (
+            None
+            if args.emulated_version is None
+            else emulation.parse_emulated_version(args.emulated_version)
+        )
+        gates = emulation.parse_feature_gates(args.feature_gates)
+        kube = emulation.emulate(emulation.NEWEST if pinned is None else pinned, gates)
+    except emulation.EmulationError as error:
+        raise _Refused(str(error)) from error
+    return pinned, gates, kube
+
+
+def _served(
+    args: argparse.Namespace, kube: emulation.Emulation
+) -> tuple[bytes, scheduler_module.Served]:
     """The configuration file's bytes (empty without --config) and the profiles served."""
     if args.config is None:
-        return b"", scheduler_module.defaults(args.scheduler_name or DEFAULT_SCHEDULER_NAME)
+        return b"", scheduler_module.defaults(args.scheduler_name or DEFAULT_SCHEDULER_NAME, kube)
     if args.scheduler_name is not None:
         raise _Refused(
             "--scheduler-name and --config are exclusive: name the profiles in the "
             "file's profiles[].schedulerName"
         )
     try:
-        return configuring.read(args.config)
+        return configuring.read(args.config, kube)
     except configuring.ConfigFileError as error:
         raise _Refused(str(error)) from error
 

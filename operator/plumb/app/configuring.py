@@ -17,7 +17,7 @@ import logging
 from pathlib import Path
 
 from plumb.backend import queue
-from plumb.framework import schedconfig
+from plumb.framework import emulation, schedconfig
 from plumb.observability import metrics as metrics_module
 from plumb.scheduler import Scheduler, profiles
 
@@ -30,19 +30,24 @@ class ConfigFileError(ValueError):
     """The file cannot be read or is not a valid configuration (the message names the field)."""
 
 
-def read(path: Path) -> tuple[bytes, profiles.Served]:
+def read(
+    path: Path, kube: emulation.Emulation = emulation.NEWEST_EMULATION
+) -> tuple[bytes, profiles.Served]:
     """The file's bytes and the configuration they give; raises ConfigFileError."""
     try:
         data = path.read_bytes()
     except OSError as error:
         raise ConfigFileError(f"cannot read {path}: {error.strerror or error}") from error
-    return data, served_from(data, path)
+    return data, served_from(data, path, kube)
 
 
-def served_from(data: bytes, path: Path) -> profiles.Served:
-    """The configuration a file's bytes give; raises ConfigFileError naming the field."""
+def served_from(
+    data: bytes, path: Path, kube: emulation.Emulation = emulation.NEWEST_EMULATION
+) -> profiles.Served:
+    """The configuration a file's bytes give, read as kube-scheduler of the release ``kube``
+    reads it; raises ConfigFileError naming the field."""
     try:
-        config = schedconfig.parse(data)
+        config = schedconfig.parse(data, kube=kube)
     except schedconfig.ConfigError as error:
         raise ConfigFileError(f"{path}: {error}") from error
     for line in config.ignored:
@@ -115,7 +120,7 @@ class Reloader:
     def _parsed(self, data: bytes) -> profiles.Served | Exception:
         """The configuration the bytes give, or why not; never raises."""
         try:
-            return served_from(data, self._path)
+            return served_from(data, self._path, self._scheduler.served.kube)
         except Exception as error:
             # ConfigFileError; anything else is a fault in plumb's reader, refused all the
             # same, so that the watching goes on and a later good file is still applied.

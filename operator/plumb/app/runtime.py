@@ -14,18 +14,21 @@ import socket
 import tempfile
 import time
 import uuid
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import kopf
 from aiohttp import web
 
-from plumb import binder, events, leader, runs
+from plumb import __version__, binder, events, leader, runs
 from plumb import scheduler as scheduler_module
 from plumb.app import configuring, debug, handlers, leading, probes
 from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import journal as journal_module
+from plumb.framework import emulation
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.k8s import gates
@@ -44,6 +47,9 @@ class RunSettings:
     served: scheduler_module.Served  # the profiles (kube-scheduler's defaults, or --config's)
     config: Path | None = None  # --config: watched for changes, reloaded on SIGHUP
     config_bytes: bytes = b""  # its content as read at start
+    # --emulated-version's minor release (None: the API server's) and --feature-gates
+    emulated_version: int | None = None
+    feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
     bind_concurrency: int = 64
     metrics_host: str = "0.0.0.0"
     metrics_port: int = 10251  # 0: no metrics endpoint
@@ -59,6 +65,52 @@ class RunSettings:
 
 
 DEFAULT_LEADER_NAMESPACE = "plumb-system"
+
+
+class StartError(Exception):
+    """plumb cannot start against this cluster (the message says why); exit code 1."""
+
+
+async def server_version(api: k8s_client.ApiClient) -> str:
+    """The API server's gitVersion (GET /version), "" when it cannot be read."""
+    try:
+        response = await api.request("GET", "/version")
+    except (OSError, TimeoutError, aiohttp.ClientError) as error:
+        logger.warning("cannot read the API server's version: %s", error)
+        return ""
+    if not response.ok or not isinstance(response.body, dict):
+        logger.warning("cannot read the API server's version: %s", response.message)
+        return ""
+    return str(response.body.get("gitVersion") or "")
+
+
+async def emulation_for(api: k8s_client.ApiClient, settings: RunSettings) -> emulation.Emulation:
+    """The kube-scheduler release plumb decides as: the server's, or --emulated-version's."""
+    version = await server_version(api)
+    try:
+        kube = emulation.for_server(
+            version, pinned=settings.emulated_version, gates=settings.feature_gates
+        )
+    except emulation.EmulationError as error:
+        raise StartError(str(error)) from error
+    if not version and settings.emulated_version is None:
+        logger.warning(
+            "the API server's version is unknown: deciding as kube-scheduler v%s; "
+            "--emulated-version picks the release",
+            kube.version,
+        )
+    return kube
+
+
+def served_for(settings: RunSettings, kube: emulation.Emulation) -> scheduler_module.Served:
+    """The profiles as the release ``kube`` has them: the configuration file read again for
+    it (a field of a later release is refused), or kube-scheduler's defaults."""
+    if settings.config is None:
+        return scheduler_module.defaults(settings.served.profiles[0].name, kube)
+    try:
+        return configuring.served_from(settings.config_bytes, settings.config, kube)
+    except configuring.ConfigFileError as error:
+        raise StartError(f"{error} (kube-scheduler v{kube.version})") from error
 
 
 def identity(environ: dict[str, str] | None = None) -> str:
@@ -105,6 +157,13 @@ async def run(settings: RunSettings) -> None:
     names = ",".join(profile.name for profile in settings.served.profiles)
     first = settings.served.profiles[0].name
     api = k8s_client.ApiClient(creds, user_agent=f"plumb/{first}")
+    try:
+        kube = await emulation_for(api, settings)
+        settings = dataclasses.replace(settings, served=served_for(settings, kube))
+    except StartError:
+        await api.close()
+        raise
+    logger.info("%s", kube.describe())
     elector = _elector(settings, api)
     gate: gates.Gate = gates.always if elector is None else elector.may_act
     # Events name the replica that posted them (kube-scheduler: its name and host).
@@ -112,6 +171,10 @@ async def run(settings: RunSettings) -> None:
     instance = f"{first}-{who}"
     recorder = events.Recorder(api, instance=instance, gate=gate)
     tracer = tracing.Tracer(candidates=settings.trace_candidates)
+    meters = metrics.Metrics()
+    meters.set_build_info(
+        version=__version__, emulated_version=kube.version, server_version=kube.server
+    )
     scheduler = scheduler_module.Scheduler(
         served=settings.served,
         binder=binder.Binder(api, concurrency=settings.bind_concurrency, gate=gate),
@@ -119,7 +182,7 @@ async def run(settings: RunSettings) -> None:
         kernel=kernel.run,
         tracer=tracer,
         journal=settings.journal,
-        metrics=metrics.Metrics(),
+        metrics=meters,
         may_act=gate,
         offload=kernel.offload,
         volume_api=api,

@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from plumb.backend.records import specs
+from plumb.framework import emulation
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,
@@ -100,6 +101,7 @@ class Profile:
     added_preferred: tuple[tuple[int, specs.NodeSelectorTerm], ...] = ()
     zone_key: str = ""
     zone_factors: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    kube: emulation.Emulation = emulation.NEWEST_EMULATION
 
 
 DEFAULT = Profile()

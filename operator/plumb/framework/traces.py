@@ -73,6 +73,7 @@ def build(
             weights=weights,
             profile=profile.name,
             config=profile.config,
+            kube=profile.kube.version,
             policy=None if policy is None else f"{policy[0]}/{policy[1]}",
             generation=None if policy is None else policy[2],
             snapshot=snap.generation,

@@ -48,6 +48,7 @@ CONFIG_RELOAD_SUCCESSFUL = "plumb_config_last_reload_successful"
 CONFIG_RELOADS = "plumb_config_reloads_total"
 WATCH_RESTARTS = "plumb_watch_restarts_total"
 ASYNCIO_TASKS = "plumb_asyncio_tasks"
+BUILD_INFO = "plumb_build_info"
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 KINDS: Mapping[str, str] = {
@@ -68,6 +69,7 @@ KINDS: Mapping[str, str] = {
     CONFIG_RELOADS: COUNTER,
     WATCH_RESTARTS: COUNTER,
     ASYNCIO_TASKS: GAUGE,
+    BUILD_INFO: GAUGE,
 }
 """Every metric plumb exports, by kind."""
 
@@ -89,6 +91,7 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     CONFIG_RELOADS: ("result",),
     WATCH_RESTARTS: ("resource",),
     ASYNCIO_TASKS: (),
+    BUILD_INFO: ("version", "emulated_version", "server_version"),
 }
 """Each metric's labels (histograms add ``le`` to their buckets)."""
 
@@ -223,6 +226,14 @@ class Metrics:
             "1 while this replica runs the scheduling loop (the leader), else 0.",
             registry=self.registry,
         )
+        self._build_info = prometheus_client.Gauge(
+            BUILD_INFO,
+            "1, labelled with plumb's version, the kube-scheduler release whose decisions it "
+            "makes (emulated_version, from the API server's version or --emulated-version) and "
+            "the API server's version.",
+            LABELS[BUILD_INFO],
+            registry=self.registry,
+        )
         # kube-scheduler's help texts, word for word (pkg/scheduler/metrics/metrics.go).
         self._preemption_attempts = prometheus_client.Counter(
             PREEMPTION_ATTEMPTS,
@@ -295,6 +306,12 @@ class Metrics:
     def binding(self, result: str, seconds: float) -> None:
         """A binding request ended with ``result`` (one of ``BIND_RESULTS``)."""
         self._bindings[result].observe(seconds)
+
+    def set_build_info(self, *, version: str, emulated_version: str, server_version: str) -> None:
+        """1 under plumb's version, the kube-scheduler release it decides as ("1.37") and the
+        API server's gitVersion ("" when it could not be read)."""
+        self._build_info.clear()
+        self._build_info.labels(version, emulated_version, server_version).set(1.0)
 
     def set_leader(self, leading: bool) -> None:
         self._leader.set(1.0 if leading else 0.0)

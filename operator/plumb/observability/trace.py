@@ -198,6 +198,7 @@ class Trace:
     weights: Mapping[str, int] = dataclasses.field(default_factory=dict)
     profile: str = ""  # the schedulerName of the profile it was decided under
     config: str = ""  # the hash of the configuration file in force ("" = built-in defaults)
+    kube: str = ""  # the kube-scheduler release it was decided as ("1.37")
     policy: str | None = None  # namespace/name
     generation: int | None = None
     deviation: bool = False
@@ -239,6 +240,7 @@ class Trace:
             "weights": dict(self.weights),
             "profile": self.profile,
             "config": self.config,
+            "kube": self.kube,
             "policy": self.policy,
             "generation": self.generation,
             "deviation": self.deviation,
@@ -286,6 +288,7 @@ class Trace:
                 weights=_counts(fields.get("weights", {})),
                 profile=_text(fields.get("profile", "")),  # absent before configuration files
                 config=_text(fields.get("config", "")),
+                kube=_text(fields.get("kube", "")),
                 policy=_optional(_text, fields.get("policy")),
                 generation=_optional(_integer, fields.get("generation")),
                 deviation=bool(fields.get("deviation", False)),

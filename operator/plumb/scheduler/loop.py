@@ -230,6 +230,7 @@ class Scheduler:
                 attempts=entry.attempts,
                 profile=pod.scheduler_name,
                 config="" if profile is None else profile.config,
+                kube="" if profile is None else profile.kube.version,
             ),
             repeat_after=step,
             level=logging.ERROR,

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Mapping
 
 from plumb.backend import queue
-from plumb.framework import scoring
+from plumb.framework import emulation, scoring
 
 
 class ReconfigureError(ValueError):
@@ -39,6 +39,11 @@ class Served:
     def names(self) -> frozenset[str]:
         return frozenset(self.by_name)
 
+    @property
+    def kube(self) -> emulation.Emulation:
+        """The kube-scheduler release every profile decides as (they share one)."""
+        return self.profiles[0].kube
+
     def get(self, scheduler_name: str) -> scoring.Profile | None:
         return self.by_name.get(scheduler_name)
 
@@ -49,9 +54,10 @@ class Served:
         return f"profiles {names} ({source})"
 
 
-def defaults(scheduler_name: str) -> Served:
-    """kube-scheduler's default profile under ``scheduler_name`` (``--scheduler-name``)."""
-    return Served(profiles=(scoring.Profile(name=scheduler_name),))
+def defaults(scheduler_name: str, kube: emulation.Emulation = emulation.NEWEST_EMULATION) -> Served:
+    """kube-scheduler's default profile under ``scheduler_name`` (``--scheduler-name``), as the
+    release ``kube`` has it."""
+    return Served(profiles=(scoring.Profile(name=scheduler_name, kube=kube),))
 
 
 def check_replacement(running: Served, new: Served) -> None:

@@ -17,7 +17,7 @@ import pytest
 
 from plumb import cli, leader
 from plumb.app import configuring, leading, runtime
-from plumb.framework import schedconfig, scoring
+from plumb.framework import emulation, schedconfig, scoring
 from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb.observability import metrics as metrics_module
@@ -213,10 +213,10 @@ def test_a_fault_in_the_reader_is_refused_too_and_the_watching_goes_on(
     kept = scheduler.served
     real_parse = schedconfig.parse
 
-    def faulty(text: str | bytes) -> schedconfig.Configuration:
+    def faulty(text: str | bytes, *, kube: emulation.Emulation) -> schedconfig.Configuration:
         if b"Faulty" in (text if isinstance(text, bytes) else text.encode()):
             raise AttributeError("'NoneType' object has no attribute 'get'")
-        return real_parse(text)
+        return real_parse(text, kube=kube)
 
     monkeypatch.setattr(schedconfig, "parse", faulty)
 

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from plumb.backend.records import specs
-from plumb.framework import scoring
+from plumb.framework import emulation, scoring
 from plumb.framework.schedconfig import args as plugin_args
 from plumb.framework.schedconfig import decoding, errors, names, plugins
 from plumb.framework.schedconfig.errors import ConfigError
@@ -67,9 +67,12 @@ class Configuration:
     digest: str
 
 
-def parse(text: str | bytes) -> Configuration:
+def parse(
+    text: str | bytes, *, kube: emulation.Emulation = emulation.NEWEST_EMULATION
+) -> Configuration:
     """Reads a KubeSchedulerConfiguration (YAML or JSON); raises ConfigError where
-    kube-scheduler v1.34.4 would refuse it, or where plumb would schedule differently."""
+    kube-scheduler of the release ``kube`` would refuse it, or where plumb would schedule
+    differently. Every profile decides as that release."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     digest = hashlib.sha256(data).hexdigest()[:16]
     try:
@@ -81,10 +84,12 @@ def parse(text: str | bytes) -> Configuration:
     except documents.DocumentError as error:
         raise ConfigError(error.field, error.message, error.text) from None
     decoding.type_meta(document, body)
-    return _read(document, digest)
+    return _read(document, digest, kube)
 
 
-def default_profile(scheduler_name: str) -> scoring.Profile:
+def default_profile(
+    scheduler_name: str, kube: emulation.Emulation = emulation.NEWEST_EMULATION
+) -> scoring.Profile:
     """kube-scheduler's default profile under that schedulerName: what parse() gives for a
     file with that one profile and nothing else, with ``config`` "" (built-in)."""
     document = {
@@ -92,7 +97,7 @@ def default_profile(scheduler_name: str) -> scoring.Profile:
         "kind": decoding.KIND,
         "profiles": [{"schedulerName": scheduler_name}],
     }
-    return _read(document, "").profiles[0]
+    return _read(document, "", kube).profiles[0]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -107,7 +112,7 @@ class _Profile:
     config: tuple[tuple[str, plugin_args.Args | None, Any, str], ...]
 
 
-def _read(document: dict[str, Any], digest: str) -> Configuration:
+def _read(document: dict[str, Any], digest: str, kube: emulation.Emulation) -> Configuration:
     unknown = decoding.check(document, decoding.CONFIGURATION)
     raw_profiles: list[Any] = list(document.get("profiles") or ())
     nested = _decode_args(raw_profiles)
@@ -127,7 +132,7 @@ def _read(document: dict[str, Any], digest: str) -> Configuration:
         if document.get(field) is not None
     ]
     built = tuple(
-        _profile(profile, framework, digest, ignored)
+        _profile(profile, framework, digest, ignored, kube)
         for profile, framework in zip(profiles, frameworks, strict=True)
     )
     extenders = document.get("extenders") or []
@@ -478,7 +483,11 @@ def _refuse_what_plumb_cannot_do(profile: _Profile, framework: plugins.Framework
 
 
 def _profile(
-    profile: _Profile, framework: plugins.Framework, digest: str, ignored: list[str]
+    profile: _Profile,
+    framework: plugins.Framework,
+    digest: str,
+    ignored: list[str],
+    kube: emulation.Emulation,
 ) -> scoring.Profile:
     points = framework.points
     needed = plugins.enabled_names(profile.sets)
@@ -526,6 +535,7 @@ def _profile(
         hard_pod_affinity_weight=int(inter_pod["hardPodAffinityWeight"]),
         added_required=required,
         added_preferred=preferred,
+        kube=kube,
     )
 
 

@@ -368,10 +368,11 @@ def _emulation(args: argparse.Namespace) -> tuple[int | None, dict[str, bool], e
     the flags are checked against before the server is asked: the pinned release, or the
     newest (a gate the server's older release lacks is refused once it is known)."""
     try:
+        # Empty, as the manifests' settings pass an unset one: the server's release.
         pinned = (
-            None
-            if args.emulated_version is None
-            else emulation.parse_emulated_version(args.emulated_version)
+            emulation.parse_emulated_version(args.emulated_version)
+            if args.emulated_version
+            else None
         )
         gates = emulation.parse_feature_gates(args.feature_gates)
         kube = emulation.emulate(emulation.NEWEST if pinned is None else pinned, gates)

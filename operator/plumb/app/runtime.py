@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import aiohttp
 import kopf
@@ -71,7 +71,13 @@ class StartError(Exception):
     """plumb cannot start against this cluster (the message says why); exit code 1."""
 
 
-async def server_version(api: k8s_client.ApiClient) -> str:
+class VersionApi(Protocol):
+    """What reading the server's version needs of the API client (``ApiClient.request``)."""
+
+    async def request(self, method: str, path: str) -> k8s_client.ApiResponse: ...
+
+
+async def server_version(api: VersionApi) -> str:
     """The API server's gitVersion (GET /version), "" when it cannot be read."""
     try:
         response = await api.request("GET", "/version")
@@ -84,7 +90,7 @@ async def server_version(api: k8s_client.ApiClient) -> str:
     return str(response.body.get("gitVersion") or "")
 
 
-async def emulation_for(api: k8s_client.ApiClient, settings: RunSettings) -> emulation.Emulation:
+async def emulation_for(api: VersionApi, settings: RunSettings) -> emulation.Emulation:
     """The kube-scheduler release plumb decides as: the server's, or --emulated-version's."""
     version = await server_version(api)
     try:

@@ -19,9 +19,6 @@ from plumb_dev.testing import builders
 
 pytestmark = pytest.mark.integration
 
-KUBE_VERSION = "v1.34.4"
-
-
 @pytest.fixture(scope="module")
 def bin_dir() -> Path:
     return building.ensure_binaries()
@@ -79,8 +76,10 @@ def test_wrong_token_is_rejected(control_plane: lifecycle.ControlPlane) -> None:
 
 def test_kubectl_works_with_the_kubeconfig(control_plane: lifecycle.ControlPlane) -> None:
     version = json.loads(kubectl(control_plane, "version", "-o", "json"))
-    assert version["clientVersion"]["gitVersion"] == KUBE_VERSION
-    assert version["serverVersion"]["gitVersion"] == KUBE_VERSION
+    # The release chosen (PLUMB_KUBE_VERSION, else the default), built with its own version.
+    assert version["clientVersion"]["gitVersion"] == control_plane.kube_version
+    assert version["serverVersion"]["gitVersion"] == control_plane.kube_version
+    assert control_plane.kube_version == building.chosen_release().version
     assert kubectl(control_plane, "get", "--raw", "/readyz").strip() == "ok"
     assert kubectl(control_plane, "auth", "can-i", "*", "*").strip() == "yes"
     assert kubectl(control_plane, "config", "current-context").strip() == "plumb-local"

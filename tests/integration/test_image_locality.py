@@ -1,4 +1,4 @@
-"""ImageLocality under plumb and under the real kube-scheduler v1.34.4 on the same control plane:
+"""ImageLocality under plumb and under the real kube-scheduler on the same control plane:
 nodes alike but for the images their status lists, and each pod lands on the node holding its
 images, the same node under both schedulers.
 

@@ -90,17 +90,20 @@ class PodTable:
         }
 
 
-_Spec = tuple[specs.Scheduling, str, tuple[str, ...], str]
+_Spec = tuple[specs.Scheduling, str, tuple[str, ...], tuple[str, ...], frozenset[str], str]
 
 
 @dataclasses.dataclass(slots=True)
 class StaticTable:
     """Per distinct pod spec (U rows): the static filters' verdicts and raw scores, which
-    depend on the spec alone, so replicas share a row (read by the kernel from cache once)."""
+    depend on the spec alone, so replicas share a row (read by the kernel from cache once).
+    ``codes`` are the reasons of the filters checked first, ``lasts`` those of the one checked
+    after every other filter (NodeDeclaredFeatures); the kernel's static_code holds both."""
 
     index: dict[_Spec, int] = dataclasses.field(default_factory=dict)
     verdicts: list[Verdicts] = dataclasses.field(default_factory=list)
     codes: list[contract.I32] = dataclasses.field(default_factory=list)
+    lasts: list[contract.I32 | None] = dataclasses.field(default_factory=list)  # None: all 0
     taints: list[contract.I64] = dataclasses.field(default_factory=list)
     affinities: list[contract.I64] = dataclasses.field(default_factory=list)
     images: list[contract.I64] = dataclasses.field(default_factory=list)
@@ -111,6 +114,7 @@ class StaticTable:
         verdicts: Verdicts,
         *,
         code: contract.I32,
+        last: contract.I32 | None,
         taint: contract.I64,
         affinity: contract.I64,
         image: contract.I64,
@@ -118,18 +122,32 @@ class StaticTable:
         u = self.index[spec] = len(self.verdicts)
         self.verdicts.append(verdicts)
         self.codes.append(code)
+        self.lasts.append(last)
         self.taints.append(taint)
         self.affinities.append(affinity)
         self.images.append(image)
         return u
 
+    def last_codes(self, nodes: int) -> contract.I32 | None:
+        """The (U, N) reasons checked last, None when no row has one (most batches)."""
+        if all(last is None for last in self.lasts):
+            return None
+        lasts = np.zeros((len(self.lasts), nodes), dtype=np.int32)
+        for u, last in enumerate(self.lasts):
+            if last is not None:
+                lasts[u] = last
+        return lasts
+
     def arrays(self, nodes: int) -> dict[str, Any]:
-        """The Batch fields of this table."""
+        """The Batch fields of this table: a reason checked last goes in negated, where no
+        reason checked first is (kernel/contract.py)."""
+        codes = rows_of(self.codes, np.int32, nodes)
+        lasts = self.last_codes(nodes)
         return {
-            "static_code": _rows_of(self.codes, np.int32, nodes),
-            "taint_raw": _rows_of(self.taints, np.int64, nodes),
-            "node_affinity_raw": _rows_of(self.affinities, np.int64, nodes),
-            "image_score": _rows_of(self.images, np.int64, nodes),
+            "static_code": codes if lasts is None else np.where(codes != 0, codes, -lasts),
+            "taint_raw": rows_of(self.taints, np.int64, nodes),
+            "node_affinity_raw": rows_of(self.affinities, np.int64, nodes),
+            "image_score": rows_of(self.images, np.int64, nodes),
         }
 
 
@@ -181,7 +199,7 @@ class SpreadTable:
             "spread_hard": _bool(self.hard),
             "spread_self": _bool(self.self_match),
             "spread_hostname": _bool(self.hostname),
-            "spread_eligible": _rows_of(self.eligible, np.bool_, nodes),
+            "spread_eligible": rows_of(self.eligible, np.bool_, nodes),
         }
 
 
@@ -296,7 +314,7 @@ class Tables:
         }
 
 
-def _rows_of(rows: Sequence[np.ndarray], dtype: type, nodes: int) -> np.ndarray:
+def rows_of(rows: Sequence[np.ndarray], dtype: type, nodes: int) -> np.ndarray:
     """Per-node rows stacked into a (rows, nodes) array of ``dtype``."""
     if not rows:
         return np.zeros((0, nodes), dtype=dtype)

@@ -1,6 +1,7 @@
 """A batch of pods compiled against a snapshot into the kernel's arrays (kernel/contract.py).
 
-Static filters (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts) and the
+Static filters (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, the
+volume filters, and NodeDeclaredFeatures, which the kernel checks after every other) and the
 raw static scores (TaintToleration, NodeAffinity, ImageLocality) are evaluated here with numpy,
 per pod over every node; what changes as pods are placed (resources, spread and affinity
 counts) becomes count rows and constraint tables the kernel evaluates and updates pod after pod.
@@ -33,6 +34,7 @@ from plumb.framework.plugins import (
     imagelocality,
     interpodaffinity,
     nodeaffinity,
+    nodedeclaredfeatures,
     nodename,
     nodeports,
     noderesourcesfit,
@@ -59,6 +61,10 @@ class Compiled:
     batch: contract.Batch
     deferred: tuple[objects.PodInfo, ...] = ()  # did not fit this batch's columns; try again
     row_keys: tuple[countrows.RowKey, ...] = ()  # what each of the cluster's count rows counts
+    # Per static row, per node: the static reason checked after every other filter that fails
+    # there (NodeDeclaredFeatures'), 0 where none does (None: none anywhere); batch.static_code
+    # holds it negated only where no static filter checked first fails.
+    last_codes: contract.I32 | None = None
 
     @property
     def index(self) -> Mapping[str, int]:
@@ -68,8 +74,9 @@ class Compiled:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Filters:
-    """Which static filters the profile enables, and where its addedAffinity's required terms
-    match (None: it has none)."""
+    """Which static filters the profile enables, where its addedAffinity's required terms
+    match (None: it has none), and NodeDeclaredFeatures' release (0: not run: the profile
+    does not enable it, or its gate is off)."""
 
     unschedulable: bool
     node_name: bool
@@ -78,6 +85,7 @@ class _Filters:
     ports: bool
     volumes: frozenset[str]  # the volume plugins enabled as filters
     enforced: contract.B1 | None
+    declared_features: int
 
     @classmethod
     def of(cls, profile: scoring.Profile, statics: snapshot.NodeStatics) -> _Filters:
@@ -91,6 +99,12 @@ class _Filters:
             ports=nodeports.NAME in enabled,
             volumes=enabled & frozenset(volume_plugins.PLUGINS),
             enforced=None if added is None else nodeaffinity.matches_terms(added, statics),
+            declared_features=(
+                profile.kube.declared_features
+                if nodedeclaredfeatures.NAME in enabled
+                and profile.kube.gate(nodedeclaredfeatures.NAME)
+                else 0
+            ),
         )
 
 
@@ -101,10 +115,13 @@ def _static(
     tables: batchtables.Tables,
     verdicts: batchtables.Verdicts,
     filters: _Filters,
-) -> np.ndarray:
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Per node: 0 where every static filter the profile enables passes, else the first
-    failing filter's reason."""
+    failing filter's reason; and NodeDeclaredFeatures' reason where it fails, 0 where it
+    passes (None: it does not run for the pod), which kube-scheduler checks after every
+    other filter."""
     code = np.zeros(len(statics), dtype=np.int32)
+    last = None
 
     def mark(fails: np.ndarray, reason: int) -> None:
         code[(code == 0) & fails] = reason
@@ -162,7 +179,16 @@ def _static(
                     verdict.fails,
                     tables.reason(verdict.plugin, verdict.reason, verdict.unresolvable),
                 )
-    return code
+    if filters.declared_features:
+        needed = nodedeclaredfeatures.required(pod, filters.declared_features)
+        if needed:
+            last = np.zeros(len(statics), dtype=np.int32)
+            last[nodedeclaredfeatures.filter(needed, statics)] = tables.reason(
+                nodedeclaredfeatures.NAME,
+                nodedeclaredfeatures.reason(needed, filters.declared_features),
+                nodedeclaredfeatures.UNRESOLVABLE,
+            )
+    return code, last
 
 
 def _spread(
@@ -414,6 +440,7 @@ def compile_batch(
         batch=_batch(tables, member, profile, snap, columns.index),
         deferred=columns.deferred,
         row_keys=row_keys,
+        last_codes=tables.statics.last_codes(len(snap.statics)),
     )
 
 
@@ -475,12 +502,14 @@ def _carriers(
 @dataclasses.dataclass(frozen=True, slots=True)
 class _StaticScores:
     """Which raw static scores the profile weighs (one weighing 0 is not computed: its row
-    stays ``zeros``), and its addedAffinity's preferred terms' raw score per node (None: it
-    has none, or NodeAffinity weighs 0)."""
+    stays ``zeros``), its addedAffinity's preferred terms' raw score per node (None: it has
+    none, or NodeAffinity weighs 0), and how its release's ImageLocality counts image volumes
+    (Emulation.image_volumes)."""
 
     taint: bool
     node_affinity: bool
     image: bool
+    image_volumes: int
     added_preferred: contract.I64 | None
     zeros: contract.I64
 
@@ -491,6 +520,7 @@ class _StaticScores:
             taint=bool(weights[contract.TAINT]),
             node_affinity=bool(weights[contract.NODE_AFFINITY]),
             image=bool(weights[contract.IMAGE_LOCALITY]),
+            image_volumes=profile.kube.image_volumes,
             added_preferred=(
                 nodeaffinity.preferred_raw(profile.added_preferred, statics)
                 if profile.added_preferred and weights[contract.NODE_AFFINITY]
@@ -534,7 +564,14 @@ def _static_row(
 ) -> int:
     """The pod's row of the static table, evaluated for the first pod of its spec."""
     # Replicas share a row, unless they claim volumes (each its own claims).
-    spec = (pod.scheduling, pod.node_name, pod.images, pod.uid if pod.claims else "")
+    spec = (
+        pod.scheduling,
+        pod.node_name,
+        pod.images,
+        pod.image_volumes,
+        pod.needed_features,
+        pod.uid if pod.claims else "",
+    )
     u = tables.statics.index.get(spec)
     if u is not None:
         return u
@@ -544,15 +581,15 @@ def _static_row(
         taint_fails=tainttoleration.filter(pod, statics)[0],
         affinity_fails=nodeaffinity.filter(pod, statics),
     )
-    code = _static(pod, statics, cache, tables, verdicts, filters)
+    code, last = _static(pod, statics, cache, tables, verdicts, filters)
     zeros = scores.zeros
     taint = tainttoleration.score_raw(pod, statics) if scores.taint else zeros
     preferred = nodeaffinity.score_raw(pod, statics) if scores.node_affinity else zeros
     if scores.added_preferred is not None:
         preferred = preferred + scores.added_preferred
-    image = imagelocality.score(pod, statics) if scores.image else zeros
+    image = imagelocality.score(pod, statics, scores.image_volumes) if scores.image else zeros
     return tables.statics.append(
-        spec, verdicts, code=code, taint=taint, affinity=preferred, image=image
+        spec, verdicts, code=code, last=last, taint=taint, affinity=preferred, image=image
     )
 
 

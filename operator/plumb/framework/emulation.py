@@ -93,6 +93,12 @@ class Emulation:
     # v1.36 (#130231: their images add to the sum, the threshold counts containers only);
     # 2 from v1.37 (#138951: each image volume counts in the threshold too).
     image_volumes: int = 2
+    # NodeDeclaredFeatures, when its gate is on (plugins/nodedeclaredfeatures; the features a
+    # pod needs from component-helpers nodedeclaredfeatures/features/registry.go): 0 no such
+    # plugin (v1.34); 1 v1.35 (RestartAllContainersOnContainerExits; the message names the
+    # features missing); 2 v1.36 (+ UserNamespacesHostNetworkSupport; "node(s) didn't match
+    # Pod's required features"); 3 from v1.37 (+ VolumeBindMountOptions).
+    declared_features: int = 3
     # v1.37 (#140180, preemption.go): a preemption that finds a node adds "preemption: found
     # a potential placement for pod on node N, preempting K victims" to the FailedScheduling
     # message and the PodScheduled condition.
@@ -163,6 +169,7 @@ def emulate(
         gates=values,
         balanced_change=minor >= 36,
         image_volumes=0 if minor < 36 else 1 if minor == 36 else 2,
+        declared_features={34: 0, 35: 1, 36: 2}.get(minor, 3),
         preemption_sentence=minor >= 37,
         pdb_first_violation=minor >= 37,
         namespace_selector_fixed=minor >= 37,

@@ -140,8 +140,9 @@ def decide(
     accumulated = floats[0]  # the soft spread's sums, per slot
     fractions = floats[1:5]  # compiled_scores.resource_scores's
     scored, has_key = booleans[0], booleans[1]
-    # Each node's static or resource failure code (PASS: neither) for the static row
-    # ``early_row`` and the current resource bits; kept, updated at each placement.
+    # Each node's static or resource failure code (PASS: neither; compiled_filters._LAST: a
+    # static reason checked last) for the static row ``early_row`` and the current resource
+    # bits; kept, updated at each placement.
     early, early_row = booleans[2].view(np.int8), -1
     fit_columns, balanced_columns = fit_spec[0], balanced_spec[0]
     scoring = np.zeros(resources, dtype=np.bool_)  # columns a resource score reads
@@ -267,7 +268,7 @@ def decide(
         # The details of why nodes failed are for a pod no node fits, and zeros otherwise: a
         # row the output set's earlier use filled (``dirty``) is cleared, a clean one left be.
         if count == 0:
-            compiled_filters.details(static_code[u], bits, detail_row)
+            compiled_filters.details(static_code[u], bits, code_row, detail_row)
             dirty[b] = True
             total_row[:] = 0
             continue

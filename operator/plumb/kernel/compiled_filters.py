@@ -28,6 +28,9 @@ from plumb.kernel import compiled_jit
 from plumb.kernel import contract as c
 
 _PASS, _STATIC, _RESOURCES = c.PASS, c.STATIC, c.RESOURCES
+# An early code no contract code has: nothing failed yet, but a static reason checked after
+# every other filter does (a negative static code, see contract.Batch).
+_LAST = np.int8(8)
 _SPREAD_LABEL, _SPREAD_SKEW = c.SPREAD_LABEL, c.SPREAD_SKEW
 _AFFINITY, _ANTI, _EXISTING = c.AFFINITY, c.ANTI_AFFINITY, c.EXISTING_ANTI_AFFINITY
 _LOWEST, _HIGHEST = compiled_jit.LOWEST, compiled_jit.HIGHEST
@@ -264,9 +267,13 @@ def _at_most(verdict: c.I32, counted: Any, failed: np.int32, fresh: bool) -> Non
 @compiled_jit.jit
 def early_codes(static: c.I32, bits: c.I64, early: Any, start: int, end: int) -> None:
     """The codes of nodes ``start:end`` before the dynamic filters: the static reason, then
-    the resources the node is short of (``PASS``: neither), one byte a node."""
+    the resources the node is short of, then ``_LAST`` where the static reason checked last
+    fails (``PASS``: none of these), one byte a node."""
     for n in range(start, end):
-        early[n] = _STATIC if static[n] != 0 else (_RESOURCES if bits[n] != 0 else _PASS)
+        s = static[n]
+        early[n] = (
+            _STATIC if s > 0 else (_RESOURCES if bits[n] != 0 else (_LAST if s < 0 else _PASS))
+        )
 
 
 @compiled_jit.jit
@@ -277,14 +284,22 @@ def combine(
     code_row: Any,
     feasible: c.I32,
 ) -> int:
-    """Every node's code: its ``early_codes``, then ``verdict`` (when ``dynamic``). Lists the
-    feasible nodes in ``feasible`` and returns how many there are."""
+    """Every node's code: its ``early_codes``, then ``verdict`` (when ``dynamic``), then the
+    static reason checked last. Lists the feasible nodes in ``feasible`` and returns how many
+    there are."""
     if dynamic:
         for n in range(early.shape[0]):
+            e = early[n]
             late = np.int8(verdict[n] & 7)
-            code_row[n] = early[n] if early[n] != _PASS else late
+            if e == _PASS:
+                e = late
+            elif e == _LAST:
+                e = late if late != _PASS else _STATIC
+            code_row[n] = e
     else:
-        code_row[:] = early
+        for n in range(early.shape[0]):
+            e = early[n]
+            code_row[n] = _STATIC if e == _LAST else e
     # Apart: the store at a running count does not vectorise, the pass above does.
     count = 0
     for n in range(early.shape[0]):
@@ -294,8 +309,14 @@ def combine(
 
 
 @compiled_jit.jit
-def details(static: c.I32, bits: c.I64, detail_row: c.I64) -> None:
-    """For a pod no node fits: the static reason code where a static filter failed, else the
-    resources a node is short of (0 where it failed later)."""
+def details(static: c.I32, bits: c.I64, code_row: Any, detail_row: c.I64) -> None:
+    """For a pod no node fits: the static reason code where a static filter failed (first or
+    last), else the resources a node is short of (0 where a dynamic filter failed)."""
     for n in range(static.shape[0]):
-        detail_row[n] = static[n] if static[n] != 0 else bits[n]
+        s = static[n]
+        if s > 0:
+            detail_row[n] = s
+        elif bits[n] != 0:
+            detail_row[n] = bits[n]
+        else:
+            detail_row[n] = -s if s < 0 and code_row[n] == _STATIC else 0

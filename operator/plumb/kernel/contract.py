@@ -106,7 +106,10 @@ class Batch:
     # static_row[b] (replicas share one, and the kernel reads it from cache once).
     static_row: I32  # (B,)
     static_code: I32  # (U, N) 0 = passes NodeUnschedulable, NodeName, TaintToleration,
-    #                   NodeAffinity and NodePorts; else the framework's reason code
+    #                   NodeAffinity, NodePorts and the volume filters; c > 0: fails the
+    #                   framework's reason c, checked first; -c: fails the reason c checked
+    #                   after every other filter (NodeDeclaredFeatures, kube-scheduler's last):
+    #                   a node failing nothing else fails it (code STATIC, detail c)
     taint_raw: I64  # (U, N) PreferNoSchedule taints not tolerated
     node_affinity_raw: I64  # (U, N) sum of matched preferred node-affinity weights
     image_score: I64  # (U, N) ImageLocality's score, already 0-100 (not normalised)

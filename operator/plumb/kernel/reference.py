@@ -105,7 +105,7 @@ def _filter(state: _State, batch: c.Batch, b: int, code: np.ndarray, detail: c.I
 
     static = batch.static_code[batch.static_row[b]]
     for n in range(nodes):
-        if static[n]:
+        if static[n] > 0:
             code[n], detail[n] = c.STATIC, static[n]
             continue
         bits = 0
@@ -155,6 +155,10 @@ def _filter(state: _State, batch: c.Batch, b: int, code: np.ndarray, detail: c.I
                 if d >= 0 and totals[d] > 0:
                     failed = c.EXISTING_ANTI_AFFINITY
                     break
+        if failed == c.PASS and static[n] < 0:
+            # A static reason checked after every other filter (see contract.Batch).
+            code[n], detail[n] = c.STATIC, -static[n]
+            continue
         code[n] = failed
 
 

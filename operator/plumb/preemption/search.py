@@ -114,6 +114,8 @@ class WhatIf:
         batch = compiled.batch
         row = int(batch.static_row[0])
         self._static = batch.static_code[row]
+        last = compiled.last_codes
+        self._last = None if last is None else last[row]
         self._taint = batch.taint_raw[row : row + 1]
         self._affinity = batch.node_affinity_raw[row : row + 1]
         self._image = batch.image_score[row : row + 1]
@@ -138,14 +140,14 @@ class WhatIf:
             if counts.shape[0]:
                 counts[:, n] -= self._member(pod)
         own = self._static_code(node, n, removed)
-        if own:
+        if own > 0:
             return contract.STATIC, own
         short = self._short(requested[:, n], cluster.allocatable[:, n], cluster.pods_column)
         if short:
             # The kernel's next check, answered here: most nodes that cannot be freed fail it.
             return contract.RESOURCES, short
         static = np.full((1, len(compiled.names)), _MASKED, dtype=np.int32)
-        static[0, n] = own
+        static[0, n] = own  # 0, or a reason the kernel checks last (negative)
         self.runs += 1
         result = self._kernel(
             dataclasses.replace(
@@ -194,11 +196,13 @@ class WhatIf:
         return found
 
     def _static_code(self, node: str, n: int, removed: Sequence[objects.PodInfo]) -> int:
-        """The static verdict on ``node``; NodePorts is asked again without ``removed``'s ports
-        (it is the last static filter, so every other one passed when it is the reason)."""
+        """The static verdict on ``node`` as the kernel's static code (negative: a reason it
+        checks last, NodeDeclaredFeatures'); NodePorts is asked again without ``removed``'s
+        ports (it is the last static filter, so every other one passed when it is the reason;
+        the one checked last may fail there too, and is then the verdict)."""
         code = int(self._static[n])
-        if code == 0:
-            return 0
+        if code <= 0:
+            return code
         if self._compiled.static_reasons[code - 1].plugin != nodeports.NAME:
             return code
         gone = {pod.uid for pod in removed}
@@ -209,7 +213,9 @@ class WhatIf:
             for port in pod.scheduling.host_ports
         ]
         pod = self._compiled.pods[0]
-        return code if bool(nodeports.filter(pod, [used])[0]) else 0
+        if bool(nodeports.filter(pod, [used])[0]):
+            return code
+        return 0 if self._last is None else -int(self._last[n])
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -21,6 +21,7 @@ from plumb.backend.records import objects
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,
+    nodedeclaredfeatures,
     nodeports,
     noderesourcesfit,
     nodeunschedulable,
@@ -341,6 +342,9 @@ def node_change_helps(before: objects.NodeInfo, after: objects.NodeInfo) -> froz
             volumebinding.NAME,  # a PersistentVolume's node affinity
             volumezone.NAME,
         }
+    if before.declared_features != after.declared_features:
+        # NodeDeclaredFeatures' hint: the list changed (slices.Equal, isSchedulableAfterNodeChange).
+        helps.add(nodedeclaredfeatures.NAME)
     return frozenset(helps)
 
 

@@ -53,11 +53,16 @@ profiles:
 # Defaults ------------------------------------------------------------------------------------
 
 
+# The configuration's default plugins do not list NodeDeclaredFeatures yet (issue 26's
+# configuration part adds it where its gate is on); scoring's default profile runs it.
+_CONFIGURED_FILTERS = frozenset(scoring.FILTERS) - {"NodeDeclaredFeatures"}
+
+
 def test_the_default_profile_is_scorings_default() -> None:
     profile = schedconfig.default_profile("default-scheduler")
-    assert profile == scoring.Profile(name="default-scheduler")
+    assert profile == scoring.Profile(name="default-scheduler", filters=_CONFIGURED_FILTERS)
     assert profile.weights == scoring.DEFAULT_WEIGHTS
-    assert profile.filters == frozenset(scoring.FILTERS)
+    assert profile.filters == _CONFIGURED_FILTERS
     assert len(ORDER) == len(scoring.DEFAULT_WEIGHTS)
 
 
@@ -77,7 +82,7 @@ def test_no_profiles_means_one_default_scheduler() -> None:
     parsed = parse("")
     assert [p.name for p in parsed.profiles] == ["default-scheduler"]
     assert dataclasses.replace(parsed.profiles[0], config="") == scoring.Profile(
-        name="default-scheduler"
+        name="default-scheduler", filters=_CONFIGURED_FILTERS
     )
 
 
@@ -94,7 +99,9 @@ def test_bytes_and_backoffs() -> None:
 def test_two_profiles_defaults_and_bin_packing() -> None:
     parsed = parse(TWO_PROFILES)
     default, packing = parsed.profiles
-    assert dataclasses.replace(default, config="") == scoring.Profile(name="default-scheduler")
+    assert dataclasses.replace(default, config="") == scoring.Profile(
+        name="default-scheduler", filters=_CONFIGURED_FILTERS
+    )
     assert packing.name == "bin-packing"
     assert packing.config == parsed.digest
     assert packing.strategy == scoring.MOST_ALLOCATED
@@ -125,7 +132,7 @@ def test_star_disables_every_default_at_one_point() -> None:
         "enabled: [{name: ImageLocality, weight: 4}]}}}]\n"
     ).profiles[0]
     assert profile.weights == (0, 0, 0, 0, 0, 0, 0, 4)
-    assert profile.filters == frozenset(scoring.FILTERS)
+    assert profile.filters == _CONFIGURED_FILTERS
 
 
 def test_star_at_filter_keeps_only_the_filters_enabled_there() -> None:

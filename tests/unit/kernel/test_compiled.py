@@ -68,7 +68,9 @@ _POD_REQUESTS = (
     (1,),
     (0,) * 7 + (1,),
 )
-_STATIC = (0,) * 18 + (1, 5)  # the framework's reason codes, when a static filter fails
+# The framework's reason codes, when a static filter fails: checked first (positive) or last
+# (negative: NodeDeclaredFeatures').
+_STATIC = (0,) * 18 + (1, 5, -3, -3)
 
 
 @st.composite

@@ -99,6 +99,41 @@ def test_the_first_failing_filter_is_the_one_reported(kernel: Kernel) -> None:
 
 
 @KERNELS
+def test_a_static_reason_checked_last_is_reported_only_where_nothing_else_fails(
+    kernel: Kernel,
+) -> None:
+    # The failure case's nodes, each failing one filter, now also fail a static reason checked
+    # after every other filter (NodeDeclaredFeatures: code -3), all but node 1, which fails the
+    # static reason 4 checked first. Each node reports the filter it failed before; node 0,
+    # which failed nothing else, reports reason 3.
+    result = kernel(*failure_case().static([-3, 4, -3, -3, -3, -3, -3, -3]).build())
+    assert result.chosen.tolist() == [-1]
+    assert result.code[0].tolist() == [
+        c.STATIC,
+        c.STATIC,
+        c.RESOURCES,
+        c.SPREAD_LABEL,
+        c.SPREAD_SKEW,
+        c.AFFINITY,
+        c.ANTI_AFFINITY,
+        c.EXISTING_ANTI_AFFINITY,
+    ]
+    assert result.detail[0].tolist() == [3, 4, (1 << CPU) | (1 << PODS), 0, 0, 0, 0, 0]
+
+
+@KERNELS
+def test_a_pod_without_dynamic_constraints_fails_the_reason_checked_last(kernel: Kernel) -> None:
+    # No spread or affinity: the kernel takes its path without the dynamic filters.
+    case = KernelCase(3).allocatable(CPU, [4000, 500, 4000]).pod(cpu=1000).static([-2, -2, 0])
+    result = kernel(*case.build())
+    assert result.code[0].tolist() == [c.STATIC, c.RESOURCES, c.PASS]
+    assert result.chosen.tolist() == [2]
+    failing = kernel(*case.static([-2, -2, -2]).build())
+    assert failing.code[0].tolist() == [c.STATIC, c.RESOURCES, c.STATIC]
+    assert failing.detail[0].tolist() == [2, 1 << CPU, 2]
+
+
+@KERNELS
 def test_spread_min_domains_holds_the_minimum_at_zero(kernel: Kernel) -> None:
     # Two zones with 3 matching pods each: skew 3 + 1 - 3 = 1 passes maxSkew 1, unless fewer
     # zones than minDomains exist, when the global minimum counts as 0 and 3 + 1 - 0 > 1.

@@ -310,6 +310,26 @@ class PodBuilder:
             ]
         return self
 
+    def image_volume(self, name: str, reference: str) -> Self:
+        """A volume of an OCI image (``spec.volumes[].image``), mounted nowhere."""
+        volume = {"name": name, "image": {"reference": reference, "pullPolicy": "IfNotPresent"}}
+        self._spec.setdefault("volumes", []).append(volume)
+        return self
+
+    def restart_all_on_exit(self, code: int = 42) -> Self:
+        """The main container restarts the whole pod when it exits with ``code`` (a restart rule
+        with action RestartAllContainers; the container's restartPolicy Never, as the rules
+        require): what NodeDeclaredFeatures' RestartAllContainersOnContainerExits is for."""
+        container = self._spec["containers"][0]
+        container["restartPolicy"] = "Never"
+        container["restartPolicyRules"] = [
+            {
+                "action": "RestartAllContainers",
+                "exitCodes": {"operator": "In", "values": [code]},
+            }
+        ]
+        return self
+
     def terminating(self, at: str = "2025-01-01T00:00:00Z") -> Self:
         """Being deleted: ``metadata.deletionTimestamp`` set (the pod still holds its node)."""
         self._body["metadata"]["deletionTimestamp"] = at
@@ -452,6 +472,11 @@ class NodeBuilder:
         self._body["status"]["images"] = [
             {"names": list(names), "sizeBytes": size} for names, size in images
         ]
+        return self
+
+    def declared_features(self, *names: str) -> Self:
+        """status.declaredFeatures, sorted as the API server requires."""
+        self._body["status"]["declaredFeatures"] = sorted(names)
         return self
 
     def taint(self, key: str, value: str = "", effect: str = "NoSchedule") -> Self:

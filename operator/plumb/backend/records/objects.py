@@ -82,6 +82,13 @@ class PodInfo:
     # The image of every init and app container, normalised as ImageLocality matches them
     # (":latest" added to a name without a tag), interned: replicas share the strings.
     images: tuple[str, ...] = ()
+    # The image of every image volume (spec.volumes[].image.reference), normalised and
+    # interned as ``images``: ImageLocality counts them from v1.36.
+    image_volumes: tuple[str, ...] = ()
+    # The node features the spec needs (NEEDED_FEATURES: what component-helpers'
+    # nodedeclaredfeatures infers for scheduling); NodeDeclaredFeatures requires those its
+    # release knows of.
+    needed_features: frozenset[str] = frozenset()
     problem: str | None = None
     # (status, reason, message) of the PodScheduled condition, to skip patches that change nothing.
     scheduled_condition: tuple[str, str, str] | None = dataclasses.field(
@@ -118,7 +125,8 @@ class PodInfo:
 class NodeInfo:
     """What scheduling needs of a node: name, allocatable, labels, taints, cordon, and the
     images it holds (``images``: (name, size in bytes) for every name of every image of
-    status.images, names interned: thousands of nodes share the strings)."""
+    status.images, names interned: thousands of nodes share the strings), and the features
+    it declares."""
 
     name: str
     allocatable: Mapping[str, int]
@@ -127,6 +135,9 @@ class NodeInfo:
     unschedulable: bool = False
     problem: str | None = None
     images: tuple[tuple[str, int], ...] = ()
+    # status.declaredFeatures: the features the kubelet says the node has (sorted, as the
+    # API server requires; NodeDeclaredFeatures' filter reads them).
+    declared_features: tuple[str, ...] = ()
 
 
 def amount(resource: str, text: Any) -> int:
@@ -317,6 +328,8 @@ def parse_pod(body: Mapping[str, Any], known: PodInfo | None = None) -> PodInfo:
         scheduling=scheduling,
         owner=_owner(metadata),
         images=_images(spec),
+        image_volumes=_image_volumes(spec),
+        needed_features=needed_features(spec),
         problem="; ".join(problems) or None,
         scheduled_condition=_pod_scheduled(status),
         preemption_policy=str(spec.get("preemptionPolicy") or PREEMPT_LOWER_PRIORITY),
@@ -471,6 +484,55 @@ def _images(spec: Mapping[str, Any]) -> tuple[str, ...]:
     return tuple(normalized_image(str(c.get("image") or "")) for c in containers)
 
 
+def _image_volumes(spec: Mapping[str, Any]) -> tuple[str, ...]:
+    """The normalised image of every image volume, in spec order."""
+    return tuple(
+        normalized_image(str(volume["image"].get("reference") or ""))
+        for volume in spec.get("volumes") or ()
+        if isinstance(volume.get("image"), Mapping)
+    )
+
+
+# The node features a pod's spec may need, named as nodes declare them; each release's
+# NodeDeclaredFeatures knows some of them (framework/plugins/nodedeclaredfeatures.py). The
+# others of component-helpers' registry concern pod updates only (InferForScheduling false).
+RESTART_ALL_CONTAINERS = "RestartAllContainersOnContainerExits"
+USER_NAMESPACES_HOST_NETWORK = "UserNamespacesHostNetworkSupport"
+VOLUME_BIND_MOUNT_OPTIONS = "VolumeBindMountOptions"
+NEEDED_FEATURES = (RESTART_ALL_CONTAINERS, USER_NAMESPACES_HOST_NETWORK, VOLUME_BIND_MOUNT_OPTIONS)
+_NO_FEATURES: frozenset[str] = frozenset()
+
+
+def needed_features(spec: Mapping[str, Any]) -> frozenset[str]:
+    """The features of NEEDED_FEATURES the spec needs, as each one's InferForScheduling in
+    component-helpers nodedeclaredfeatures/features/ says:
+
+    - RestartAllContainersOnContainerExits: an app or init container with a restart rule whose
+      action is RestartAllContainers (restartallcontainers/restart_all_containers.go);
+    - UserNamespacesHostNetworkSupport: hostNetwork with hostUsers false
+      (usernamespaceshostnetwork/user_namespaces_host_network.go);
+    - VolumeBindMountOptions: a volume mount of any container, ephemeral ones too, with
+      bindMountOptions (volumebindmountoptions/feature.go).
+    """
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    needed = set()
+    if any(
+        rule.get("action") == "RestartAllContainers"
+        for container in containers
+        for rule in container.get("restartPolicyRules") or ()
+    ):
+        needed.add(RESTART_ALL_CONTAINERS)
+    if spec.get("hostNetwork") is True and spec.get("hostUsers") is False:
+        needed.add(USER_NAMESPACES_HOST_NETWORK)
+    if any(
+        mount.get("bindMountOptions")
+        for container in [*containers, *(spec.get("ephemeralContainers") or ())]
+        for mount in container.get("volumeMounts") or ()
+    ):
+        needed.add(VOLUME_BIND_MOUNT_OPTIONS)
+    return frozenset(needed) if needed else _NO_FEATURES
+
+
 def _node_images(status: Mapping[str, Any]) -> tuple[tuple[str, int], ...]:
     """(name, size) for every name of every image in status.images, names interned."""
     images: list[tuple[str, int]] = []
@@ -503,6 +565,9 @@ def parse_node(body: Mapping[str, Any]) -> NodeInfo:
         unschedulable=bool(spec.get("unschedulable")),
         problem=problem,
         images=_node_images(status),
+        declared_features=tuple(
+            sys.intern(str(name)) for name in status.get("declaredFeatures") or ()
+        ),
     )
 
 

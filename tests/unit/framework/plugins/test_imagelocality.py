@@ -1,6 +1,6 @@
-"""ImageLocality as kube-scheduler v1.34 scores it: normalised names, sizes scaled by the share
-of nodes holding the image, the per-container thresholds; the numbers are worked by hand from
-plugins/imagelocality/image_locality.go."""
+"""ImageLocality as kube-scheduler scores it: normalised names, sizes scaled by the share of
+nodes holding the image, the per-container thresholds, and image volumes as each release counts
+them; the numbers are worked by hand from plugins/imagelocality/image_locality.go."""
 
 from __future__ import annotations
 
@@ -10,13 +10,14 @@ import numpy as np
 import pytest
 
 from plumb.backend.records import objects
-from plumb.framework import cycle, scoring
+from plumb.framework import cycle, emulation, scoring
 from plumb.framework.plugins import imagelocality
 from plumb.kernel import compiled, contract, reference
 from plumb_dev.testing.builders import make_node, make_pod
 from tests.support.small_clusters import cluster, pod, statics
 
 MB = 1024 * 1024
+NEWEST = emulation.NEWEST_EMULATION.image_volumes  # a pod without image volumes: any release
 KERNELS = pytest.mark.parametrize("kernel", [reference.run, compiled.run], ids=["ref", "numba"])
 
 
@@ -77,15 +78,17 @@ def test_scores_per_node_by_hand() -> None:
     )
     one = pod(make_pod("one").images("app:v1"), "uid-one")
     # app:v1 on 2 of 4 nodes: 250 MiB; 100 * (250 - 23) MiB // 977 MiB = 22700 // 977 = 23.
-    assert imagelocality.score(one, nodes).tolist() == [23, 23, 0, 0]
+    assert imagelocality.score(one, nodes, NEWEST).tolist() == [23, 23, 0, 0]
     # An init container counts, both for its image and for the number of containers:
     # n1 holds busybox (1 node of 4: 25 MiB) too, 275 MiB of a 2000 MiB ceiling:
     # 100 * (275 - 23) // (2000 - 23) = 25200 // 1977 = 12; n2 250 MiB: 22700 // 1977 = 11.
     two = pod(make_pod("two").images("app:v1", init=("busybox",)), "uid-two")
     assert two.images == ("busybox:latest", "app:v1")
-    assert imagelocality.score(two, nodes).tolist() == [12, 11, 0, 0]
+    assert imagelocality.score(two, nodes, NEWEST).tolist() == [12, 11, 0, 0]
     assert (
-        imagelocality.score(pod(make_pod("none").images("other:v1"), "uid-none"), nodes).tolist()
+        imagelocality.score(
+            pod(make_pod("none").images("other:v1"), "uid-none"), nodes, NEWEST
+        ).tolist()
         == [0] * 4
     )
 
@@ -128,3 +131,68 @@ def test_replicas_share_one_row_and_other_images_get_their_own() -> None:
     batch = prepared.compiled.batch
     assert batch.static_row.tolist() == [0, 0, 1]
     assert batch.image_score.tolist() == [[38, 0], [0, 0]]  # 400 MiB: 37700 // 977 = 38
+
+
+# The notes' worked example (docs/versions.md): 3 nodes; a pod of one container whose image no
+# node holds and one image volume of 500 MiB that node X alone holds.
+_VOLUME = "registry.plumb.test/models/weights:v1"
+
+
+def _volume_case() -> tuple[objects.PodInfo, Any]:
+    nodes = statics(make_node("w"), make_node("x").images(([_VOLUME], 500 * MB)), make_node("y"))
+    incoming = pod(
+        make_pod("reader").images("registry.plumb.test/app:v1").image_volume("data", _VOLUME),
+        "uid-reader",
+    )
+    return incoming, nodes
+
+
+@pytest.mark.parametrize(
+    ("minor", "expected"),
+    [
+        # v1.34, v1.35: the image volume is not looked at.
+        (34, [0, 0, 0]),
+        (35, [0, 0, 0]),
+        # v1.36: int(524288000 / 3) = 174762666 in the sum, the bound one container's 1000 MiB:
+        # 100 * (174762666 - 24117248) // (1048576000 - 24117248) = 15064541800 // 1024458752.
+        (36, [0, 14, 0]),
+        # v1.37: the image volume counts in the bound as well: 2000 MiB,
+        # 15064541800 // (2097152000 - 24117248) = 15064541800 // 2073034752.
+        (37, [0, 7, 0]),
+    ],
+)
+def test_image_volumes_count_as_each_release_counts_them(minor: int, expected: list[int]) -> None:
+    incoming, nodes = _volume_case()
+    assert incoming.image_volumes == (_VOLUME,)
+    assert incoming.images == ("registry.plumb.test/app:v1",)
+    release = emulation.emulate(minor).image_volumes
+    assert imagelocality.score(incoming, nodes, release).tolist() == expected
+
+
+def test_an_image_volume_no_node_holds_lowers_the_score_from_v1_37() -> None:
+    # The container's image, 800 MiB on x alone (279620266 scaled); the image volume nowhere.
+    # Up to v1.36 the bound is one container's: 100 * (279620266 - 24117248) // 1024458752 =
+    # 24; from v1.37 the image volume raises it to 2000 MiB: 25550301800 // 2073034752 = 12.
+    nodes = statics(make_node("w"), make_node("x").images((["app:v1"], 800 * MB)), make_node("y"))
+    incoming = pod(make_pod("r").images("app:v1").image_volume("data", "absent:v1"), "uid-r")
+    scores = {
+        minor: imagelocality.score(incoming, nodes, emulation.emulate(minor).image_volumes)
+        for minor in emulation.MINORS
+    }
+    assert {minor: s.tolist() for minor, s in scores.items()} == {
+        34: [0, 24, 0],
+        35: [0, 24, 0],
+        36: [0, 24, 0],
+        37: [0, 12, 0],
+    }
+
+
+@pytest.mark.parametrize("minor", emulation.MINORS)
+def test_the_profiles_release_scores_the_batch(minor: int) -> None:
+    incoming, _nodes = _volume_case()
+    c = cluster([make_node("w"), make_node("x").images(([_VOLUME], 500 * MB)), make_node("y")])
+    profile = scoring.Profile(kube=emulation.emulate(minor))
+    prepared = cycle.prepare([incoming], c.snapshot(), c, profile)
+    assert prepared.compiled is not None
+    expected = {34: 0, 35: 0, 36: 14, 37: 7}[minor]
+    assert prepared.compiled.batch.image_score.tolist() == [[0, expected, 0]]

@@ -19,6 +19,7 @@ from plumb_dev.testing import builders
 
 pytestmark = pytest.mark.integration
 
+
 @pytest.fixture(scope="module")
 def bin_dir() -> Path:
     return building.ensure_binaries()

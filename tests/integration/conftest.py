@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from plumb_dev.cluster.controlplane import building
+from plumb_dev.cluster.controlplane import building, releases
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.cluster.localnode import hostrecord, images
 from plumb_dev.cluster.localnode import nodelifecycle as localnode
@@ -51,6 +51,13 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+@pytest.fixture(scope="session")
+def kube_minor(control_plane: controlplane.ControlPlane) -> int:
+    """The minor release of the control plane the session runs: 37 for v1.37.2. The side-by-side
+    tests key what they expect of kube-scheduler (and of plumb, which follows it) by it."""
+    return releases.RELEASES[control_plane.kube_version].minor
 
 
 @pytest.fixture(scope="session")

@@ -18,7 +18,6 @@ from kubernetes import client as k8s
 
 from plumb.backend.records import objects
 from plumb.framework.plugins import nodeaffinity, nodedeclaredfeatures
-from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.support import side_by_side
 from tests.support.live_cluster import NodeFactory
@@ -30,11 +29,6 @@ MB = 1024 * 1024
 RESTART_ALL = objects.RESTART_ALL_CONTAINERS
 # A feature of the v1.36 and v1.37 registries no pod needs for scheduling (an update-only one).
 POD_LEVEL_RESIZE = "InPlacePodLevelResourcesVerticalScaling"
-
-
-def _minor(plane: controlplane.ControlPlane) -> int:
-    """The control plane's minor release: "v1.37.2" gives 37."""
-    return int(plane.kube_version.lstrip("v").split(".")[1])
 
 
 def _declare(client: kube.Kube, node: str, *features: str) -> list[str] | None:
@@ -74,13 +68,13 @@ def _assert_waits_with(
 
 
 def test_a_pod_that_restarts_all_its_containers_goes_where_a_node_declares_it(
-    control_plane: controlplane.ControlPlane,
+    kube_minor: int,
     kube_client: kube.Kube,
     namespace: str,
     add_node: NodeFactory,
     scheduler: side_by_side.Runner,
 ) -> None:
-    minor = _minor(control_plane)
+    minor = kube_minor
     # "roomy" is the emptier node for every pod here (1 cpu, 1Gi: LeastAllocated 92 against
     # 85, BalancedAllocation 95 against 89, or from v1.36 72 against 69): a scheduler that
     # ignores the declared features prefers it.
@@ -164,13 +158,13 @@ def _report_images(client: kube.Kube, node: str, *images: tuple[str, int]) -> No
 
 
 def test_an_image_volume_held_by_a_node_draws_the_pod_from_v1_36(
-    control_plane: controlplane.ControlPlane,
+    kube_minor: int,
     kube_client: kube.Kube,
     namespace: str,
     add_node: NodeFactory,
     scheduler: side_by_side.Runner,
 ) -> None:
-    minor = _minor(control_plane)
+    minor = kube_minor
     app = "registry.plumb.test/reader/app:v1"
     weights = "registry.plumb.test/reader/weights:v1"
     # Three alike nodes: "x" holds the image volume's image (500 MiB), "y" the container's

@@ -23,7 +23,8 @@ help:
 	@echo "make test-e2e      make image, then kubectl apply -k manifests/ on a local cluster with a real node (root)"
 	@echo "make test-chaos    the fault scenarios full size (SIGKILLs, restarts, 410s, API faults, churn, fuzz,"
 	@echo "                   a 3-minute soak; SOAK=1800 for 30); writes docs/reliability.md (~15 min)"
-	@echo "make test-long     the longer side-by-side suites (every preemption scenario under both schedulers, ~6 min)"
+	@echo "make test-long     the longer side-by-side suites (every preemption scenario under both schedulers), then"
+	@echo "                   every side-by-side suite against the oldest release plumb follows (v1.34.4)"
 
 # plumb with its test and lint tools, and the development tooling beside it (tools/: plumb_dev,
 # the local cluster, the benchmark, the demo, the test helpers), which the image never gets.
@@ -69,8 +70,15 @@ test-chaos: install controlplane
 	PLUMB_CHAOS=full $(if $(SOAK),PLUMB_SOAK_SECONDS=$(SOAK)) $(BIN)/pytest -q tests/chaos
 	$(BIN)/python -m tests.chaos.reliabilityreport --command "make test-chaos$(if $(SOAK), SOAK=$(SOAK))"
 
+# The longer suites, then every side-by-side (differential) suite again against the oldest
+# release plumb follows (hack/versions.env's OLDEST_KUBE_VERSION; make test runs them against the
+# newest), so that both ends of the window are checked.
+OLDEST_KUBE_VERSION := $(shell sed -n 's/^OLDEST_KUBE_VERSION=//p' hack/versions.env)
+
 test-long: install controlplane
 	$(BIN)/pytest -q -m long
+	@bash hack/build-control-plane.sh $(OLDEST_KUBE_VERSION) >/dev/null
+	PLUMB_KUBE_VERSION=$(OLDEST_KUBE_VERSION) $(BIN)/pytest -q -m differential
 
 demo: install controlplane
 	$(BIN)/plumb demo $(if $(NODE),--node)

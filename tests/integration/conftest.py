@@ -202,3 +202,12 @@ def policy_crd(
     installed = crds.install(kubectl)
     assert crds.POLICY_CRD in installed, f"crds/ did not install {crds.POLICY_CRD}: {installed}"
     return kubectl
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Marks ``differential`` every test run side by side: once under plumb and once under the
+    real kube-scheduler (it takes side_by_side's ``scheduler`` fixture, directly or through
+    another). ``make test-long`` runs them again against the window's oldest release."""
+    for item in items:
+        if "scheduler" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.differential)

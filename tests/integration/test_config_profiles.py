@@ -10,6 +10,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
 from tests.support import side_by_side
@@ -156,6 +158,7 @@ def _run_both(
     return kube_outcome, plumb_outcome
 
 
+@pytest.mark.differential
 def test_two_profiles_from_one_file_place_as_kube_scheduler_does(
     control_plane: controlplane.ControlPlane,
     kube_client: kube.Kube,

@@ -394,6 +394,7 @@ def _binary(plane: controlplane.ControlPlane) -> Path:
     return binary
 
 
+@pytest.mark.differential
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_kube_scheduler_and_plumb_refuse(
     case: RefusalCase, control_plane: controlplane.ControlPlane, tmp_path: Path
@@ -419,6 +420,7 @@ def test_kube_scheduler_and_plumb_refuse(
     assert case.field in str(raised.value)
 
 
+@pytest.mark.differential
 def test_kube_scheduler_and_plumb_accept_the_valid_file(
     control_plane: controlplane.ControlPlane, tmp_path: Path
 ) -> None:

@@ -166,6 +166,7 @@ def _failure(client: kube.Kube, namespace: str, name: str) -> str:
 
 # make test-long; test_volume_placement.py holds the short version under both schedulers.
 @pytest.mark.long
+@pytest.mark.differential
 def test_kube_scheduler_volume_messages(
     request: pytest.FixtureRequest,
     control_plane: controlplane.ControlPlane,

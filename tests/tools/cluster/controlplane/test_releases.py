@@ -37,13 +37,14 @@ def test_the_streaming_modules_are_replaced_from_v1_36_on() -> None:
         assert replaced == (release.minor >= 36), version
 
 
-def test_the_default_is_the_one_hack_versions_env_names() -> None:
+def test_the_default_and_the_oldest_are_the_ones_hack_versions_env_names() -> None:
     pinned = dict(
         line.split("=", 1)
         for line in (HACK / "versions.env").read_text().splitlines()
         if line and not line.startswith("#")
     )
-    assert pinned["KUBE_VERSION"] == releases.DEFAULT == "v1.34.4"
+    assert pinned["KUBE_VERSION"] == releases.DEFAULT == "v1.37.2"
+    assert pinned["OLDEST_KUBE_VERSION"] == releases.OLDEST == "v1.34.4"
 
 
 def _controllers(version: str) -> str:

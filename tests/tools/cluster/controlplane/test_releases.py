@@ -84,10 +84,10 @@ def test_the_release_is_the_one_named_else_the_environments_else_the_default(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.delenv(building.KUBE_VERSION_ENV, raising=False)
-    assert building.chosen_release().version == "v1.34.4"
+    assert building.chosen_release().version == "v1.37.2"
     monkeypatch.setenv(building.KUBE_VERSION_ENV, "v1.36.3")
     assert building.chosen_release().version == "v1.36.3"
-    assert building.chosen_release("v1.37.2").version == "v1.37.2"
+    assert building.chosen_release("v1.34.4").version == "v1.34.4"
 
 
 def test_an_unknown_release_is_refused_with_the_known_ones(
@@ -198,5 +198,5 @@ def test_plumb_cluster_help_names_the_releases(
         commands._parser().parse_args(["cluster", "--help"])
     assert (
         "build, up: the Kubernetes release, one of v1.34.4, v1.35.4, v1.36.3, v1.37.2 "
-        "(default: $PLUMB_KUBE_VERSION, else v1.34.4)"
+        "(default: $PLUMB_KUBE_VERSION, else v1.37.2)"
     ) in capsys.readouterr().out

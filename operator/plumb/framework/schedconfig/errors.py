@@ -22,7 +22,8 @@ class ConfigError(documents.DocumentError):
 def go_value(value: object) -> str:
     """A value as field.Error prints it: strings quoted, numbers and booleans bare."""
     if isinstance(value, str):
-        return json.dumps(value)
+        # Go's %q keeps printable non-ASCII characters ("1.5µs") as they are.
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:

@@ -401,6 +401,22 @@ def _framework(profile: _Profile, kube: emulation.Emulation) -> plugins.Framewor
     needed = plugins.enabled_names(profile.sets)
     if "NodeResourcesFit" in needed:
         _build_fit(profile, kube)
+    configured = {name for name, args, _, _ in profile.config if args is not None}
+    for name in sorted(needed - plugins.args_names(profile.sets, kube.minor) - configured):
+        if plugin_args.schema(name, kube.minor) is not None:
+            # Enabled only where plugins get no default args (v1.37's podGroupPostFilter):
+            # its factory gets none (DefaultPreemption's and DynamicResources' words).
+            where = next(
+                plugin.path
+                for plugin_set in profile.sets.values()
+                for plugin in plugin_set.enabled
+                if plugin.name == name
+            )
+            raise errors.framework(
+                where or f"{profile.path}.plugins",
+                profile.name,
+                f'initializing plugin "{name}": got args of type <nil>, want *{name}Args',
+            )
     framework = plugins.build(profile.sets, profile.name, profile.path, kube)
     _refuse_what_plumb_cannot_do(profile, framework, kube)
     return framework

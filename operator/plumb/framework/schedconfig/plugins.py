@@ -314,14 +314,8 @@ def build(
             "at least one bind plugin is needed for profile with scheduler name "
             f'"{scheduler_name}"',
         )
-    if revisions.applies(revisions.ONE_PLACEMENT_GENERATOR, minor) and (
-        len(lists["placementGenerate"]) > 1
-    ):
-        raise refuse(
-            f"{path}.plugins.placementGenerate",
-            "at most one placement generate plugin is allowed for profile with scheduler "
-            f'name "{scheduler_name}"',
-        )
+    # v1.36's "at most one placement generate plugin" cannot fail: one plugin generates
+    # placements, and a plugin is listed once per point.
     prefix = "score plugins: " if revisions.applies(revisions.SCORE_WEIGHT_PREFIX, minor) else ""
     weights, weight_paths = _weights(
         sets["score"].enabled + multi, "score", plugins, scheduler_name, path, prefix

@@ -33,7 +33,6 @@ APPEND = ""
 # BEHAVIOUR rows, read with ``applies``.
 FIT_RATIO_BY_TYPE = "fit-ratio-by-type"
 SCORE_WEIGHT_PREFIX = "score-weight-prefix"
-ONE_PLACEMENT_GENERATOR = "one-placement-generator"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -245,13 +244,6 @@ REVISIONS: tuple[Revision, ...] = (
         name=SCORE_WEIGHT_PREFIX,
         source=_FRAMEWORK,
         note='the score weights\' overflow error starts "score plugins: "',
-    ),
-    Revision(
-        minor=36,
-        kind=BEHAVIOUR,
-        name=ONE_PLACEMENT_GENERATOR,
-        source=_FRAMEWORK,
-        note="at most one placementGenerate plugin per profile",
     ),
     # v1.37 ---------------------------------------------------------------------------------
     Revision(

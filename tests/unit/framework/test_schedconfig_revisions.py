@@ -266,7 +266,6 @@ def test_binding_timeout_needs_both_gates_in_the_releases_that_have_it() -> None
     _parse(body, 35, DRADeviceBindingConditions=True)
     _parse(body, 36)
     assert str(_refusal(body, 36, DRADeviceBindingConditions=False)) == forbidden
-    assert str(_refusal(body, 36, DRAResourceClaimDeviceStatus=False)) == forbidden
     _parse(body, 37)
 
 
@@ -384,3 +383,23 @@ def test_removed_plugins_are_refused_at_pod_group_post_filter_too() -> None:
     )
     assert error.field == "profiles[0].plugins.podGroupPostFilter.enabled[0]"
     assert "was invalid in version" in error.message
+
+
+def test_the_completed_profile_is_what_kube_scheduler_writes_back() -> None:
+    parsed = _parse(
+        "profiles: [{schedulerName: a, plugins: {score: {disabled: [{name: '*'}]}}, "
+        "pluginConfig: [{name: DynamicResources, args: {filterTimeout: 90s}}]}]\n",
+        36,
+    )
+    (completed,) = parsed.completed
+    assert completed["schedulerName"] == "a"
+    assert completed["plugins"]["score"] == {"disabled": [{"name": "*"}]}
+    assert completed["plugins"]["placementScore"] == {}
+    assert completed["plugins"]["multiPoint"]["enabled"][-1] == {
+        "name": "NodeDeclaredFeatures",
+        "weight": 0,
+    }
+    configs = {entry["name"]: entry["args"] for entry in completed["pluginConfig"]}
+    assert list(configs) == sorted(configs)
+    # Durations as Go prints them; bindingTimeout's default, both gates being on in v1.36.
+    assert configs["DynamicResources"] == {"filterTimeout": "1m30s", "bindingTimeout": "10m0s"}

@@ -184,6 +184,18 @@ def default(name: str, kube: emulation.Emulation = emulation.NEWEST_EMULATION) -
     return _defaulted(name, {}, kube) if name in SCHEMAS else None
 
 
+def completed(name: str, args: Args, kube: emulation.Emulation) -> Args:
+    """Defaulted args as kube-scheduler writes them back: its durations in Go's form
+    ("5m" is "5m0s")."""
+    fields = schema(name, kube.minor) or {}
+    out = copy.deepcopy(args)
+    for field, kind in fields.items():
+        nanoseconds = names.parse_nanoseconds(str(out[field])) if field in out else None
+        if kind == DURATION and nanoseconds is not None:
+            out[field] = names.go_duration(nanoseconds)
+    return out
+
+
 def _defaulted(name: str, raw: Args, kube: emulation.Emulation) -> Args:
     args: Args = {k: copy.deepcopy(v) for k, v in raw.items() if v is not None}
     for row in revisions.rows(revisions.ARGS_FIELD, kube.minor):

@@ -60,6 +60,9 @@ class Configuration:
     - ``initial_backoff``, ``max_backoff``: podInitialBackoffSeconds and podMaxBackoffSeconds.
     - ``ignored``: one line per field the file sets that plumb accepts and does not use.
     - ``digest``: the first 16 hex digits of the sha256 of the file's bytes.
+    - ``completed``: each profile as kube-scheduler completes it (what its
+      ``--write-config-to`` writes under ``profiles``: the plugins of every extension point
+      after defaulting, and the args of each plugin it builds, sorted by name).
     """
 
     profiles: tuple[scoring.Profile, ...]
@@ -67,6 +70,7 @@ class Configuration:
     max_backoff: float
     ignored: tuple[str, ...]
     digest: str
+    completed: tuple[Mapping[str, Any], ...] = dataclasses.field(default=(), compare=False)
 
 
 def parse(
@@ -154,6 +158,7 @@ def _read(document: dict[str, Any], digest: str, kube: emulation.Emulation) -> C
         max_backoff=float(_int(document, "podMaxBackoffSeconds", 10)),
         ignored=tuple(ignored),
         digest=digest,
+        completed=tuple(_completed(profile, kube) for profile in profiles),
     )
 
 
@@ -165,6 +170,21 @@ def _refuse_later_point(where: str, minor: int) -> None:
     row = revisions.later(revisions.POINT, point, minor)
     if row is not None:
         raise errors.later(where, f"the extension point {point}", row.minor, minor)
+
+
+def _completed(profile: _Profile, kube: emulation.Emulation) -> dict[str, Any]:
+    """The profile in kube-scheduler's v1 form after NewFramework captured it: its plugin sets
+    and the args of the in-tree plugins it builds (the file's, else the defaults)."""
+    needed = plugins.enabled_names(profile.sets) & plugins.registry(kube.minor).keys()
+    config: dict[str, Any] = {}
+    for name, args, raw, _ in profile.config:
+        if name in needed and name not in config and (args is not None or raw is not None):
+            config[name] = raw if args is None else plugin_args.completed(name, args, kube)
+    return {
+        "schedulerName": profile.name,
+        "plugins": {point: plugins.v1(plugin_set) for point, plugin_set in profile.sets.items()},
+        "pluginConfig": [{"name": name, "args": config[name]} for name in sorted(config)],
+    }
 
 
 def _int(raw: Mapping[str, Any], key: str, default: int) -> int:

@@ -213,6 +213,16 @@ def merged(
     return sets
 
 
+def v1(plugin_set: PluginSet) -> dict[str, list[dict[str, Any]]]:
+    """A plugin set in kubescheduler.config.k8s.io/v1's form (empty lists left out)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    if plugin_set.enabled:
+        out["enabled"] = [{"name": p.name, "weight": p.weight} for p in plugin_set.enabled]
+    if plugin_set.disabled:
+        out["disabled"] = [{"name": name} for name in plugin_set.disabled]
+    return out
+
+
 def enabled_names(sets: Mapping[str, PluginSet]) -> set[str]:
     """Every plugin enabled at some extension point (the plugins the framework builds)."""
     return {plugin.name for s in sets.values() for plugin in s.enabled}

@@ -210,20 +210,12 @@ CASES = (
         ),
     ),
     ReleaseCase(
+        # On: alpha in v1.35, where it puts the plugin in the defaults; on and locked later.
+        # (Off from v1.36 kube-scheduler refuses: gates on by default depend on it.)
         "node-declared-features-gate",
         "profiles: [{schedulerName: a}]\n",
-        (
-            (34, GateRefused("unrecognized feature gate: NodeDeclaredFeatures")),
-            (35, ACCEPTED),
-            (
-                37,
-                GateRefused(
-                    "cannot set feature gate NodeDeclaredFeatures to false, feature is locked "
-                    "to true"
-                ),
-            ),
-        ),
-        gates={"NodeDeclaredFeatures": False},
+        ((34, GateRefused("unrecognized feature gate: NodeDeclaredFeatures")), (35, ACCEPTED)),
+        gates={"NodeDeclaredFeatures": True},
     ),
     ReleaseCase(
         "gang-scheduling-plugin",

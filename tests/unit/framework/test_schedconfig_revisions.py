@@ -124,12 +124,11 @@ def test_the_default_plugins_of_each_release() -> None:
     assert _defaults(emulation.emulate(35)) == v135
     assert _defaults(emulation.emulate(36)) == v136
     assert _defaults(emulation.emulate(37)) == v137
-    # v1.35's NodeDeclaredFeatures gate (alpha) puts it in the defaults; v1.36's off takes it out.
+    # v1.35's NodeDeclaredFeatures gate (alpha) puts it in the defaults.
     assert _defaults(emulation.emulate(35, {"NodeDeclaredFeatures": True})) == [
         *v135,
         ("NodeDeclaredFeatures", 0),
     ]
-    assert _defaults(emulation.emulate(36, {"NodeDeclaredFeatures": False})) == v135
 
 
 @pytest.mark.parametrize("minor", emulation.MINORS)

@@ -66,6 +66,12 @@ GATES: Mapping[str, FeatureGate] = {
         _gate("OpportunisticBatching", since=35, on=35),
         # Pod-level requests of a pod being resized read from its status.
         _gate("InPlacePodLevelResourcesVerticalScaling", since=35, on=36),
+        # DynamicResourcesArgs.bindingTimeout (schedconfig/revisions.py) is allowed, and
+        # defaulted to 10m, only with this gate and DRAResourceClaimDeviceStatus on; the field
+        # itself came in v1.35. Alpha in v1.34 and v1.35, beta, on in v1.36.
+        _gate("DRADeviceBindingConditions", since=34, on=36),
+        # The other gate bindingTimeout needs: beta, on since v1.33, GA and locked in v1.37.
+        _gate("DRAResourceClaimDeviceStatus", since=34, on=34, locked=37),
     )
 }
 """The gates ``--feature-gates`` takes, by name."""

@@ -389,6 +389,7 @@ def _resource_fields(profile: scoring.Profile, column: Mapping[str, int]) -> dic
         "fit_shape_score": np.array([score * scale for _, score in shape], dtype=np.int64),
         "balanced_columns": np.array([column[name] for name, _, _ in balanced], dtype=np.int32),
         "balanced_optional": np.array([optional for _, _, optional in balanced], dtype=np.bool_),
+        "balanced_change": profile.kube.balanced_change,
     }
 
 

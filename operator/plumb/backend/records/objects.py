@@ -96,8 +96,8 @@ class PodInfo:
     # MostAllocated read: 100m / 200Mi for containers asking nothing (see nonzero_pair).
     nonzero: tuple[int, int] = (DEFAULT_MILLI_CPU, DEFAULT_MEMORY)
     # (cpu, memory) those scorers count for this pod while it is the one being scheduled, when
-    # that differs from ``nonzero`` (a corner of pod-level requests, see scoring_pair); None:
-    # the same. Read it through ``scored_nonzero``.
+    # that differs from ``nonzero`` (pod-level requests, which they leave out, or a status
+    # that counts: see scoring_pair); None: the same. Read it through ``scored_nonzero``.
     nonzero_incoming: tuple[int, int] | None = None
     terminal: bool
     deleting: bool
@@ -386,18 +386,17 @@ def nonzero_pair(
     return _pair(_requests(spec, defaults, status, resize) if defaults else requests)
 
 
-def scoring_pair(
-    spec: Mapping[str, Any],
-    status: Mapping[str, Any] | None = None,
-    resize: ResizeAccounting = NEWEST_RESIZE,
-) -> tuple[int, int]:
-    """(cpu millicores, memory bytes) NodeResourcesFit's scorers count for the pod being
-    scheduled (resourceAllocationScorer.calculatePodResourceRequest): every container that names
-    no cpu (memory) request counts 100m (200Mi), pod-level requests or not, and a pod-level
-    request then replaces the total. It differs from ``nonzero_pair`` only for a pod with
-    pod-level requests whose containers name cpu or memory in some containers and not others,
-    or only in the overhead."""
-    return _pair(_requests(spec, _NONZERO_DEFAULTS, status, resize))
+def scoring_pair(spec: Mapping[str, Any]) -> tuple[int, int]:
+    """(cpu millicores, memory bytes) NodeResourcesFit's scorer counts for the pod being
+    scheduled (resourceAllocationScorer.calculatePodResourceRequest): every container that
+    names no cpu (memory) request counts 100m (200Mi), plus the overhead. Pod-level requests
+    and the status do not count: Fit builds its scorer without the PodLevelResources and
+    InPlacePodVerticalScaling switches (fit.go nodeResourceStrategyTypeMap, in every release
+    from v1.34 to v1.37; BalancedAllocation's has them). It differs from ``nonzero_pair`` for
+    a pod with pod-level requests."""
+    total = _aggregate(spec, _NONZERO_DEFAULTS, _spec_requests)
+    _add(total, _resource_list(spec.get("overhead")))
+    return _pair(total)
 
 
 def _largest_totals(
@@ -576,10 +575,11 @@ class _Resources:
         """Raises QuantityError for a quantity that cannot be read."""
         read = status if reads_status(status) else None
         requests = MappingProxyType(pod_requests(spec, read, resize))
-        scored = scoring_pair(spec, read, resize)
-        # Without pod-level requests the two pairs are the same sum (their docs): one walk of
-        # the containers fewer per pod event.
-        nonzero = nonzero_pair(spec, read, resize) if _pod_level_requests(spec) else scored
+        scored = scoring_pair(spec)
+        # Without pod-level requests or a status that counts the two pairs are the same sum
+        # (their docs): one walk of the containers fewer per pod event.
+        same = read is None and not _pod_level_requests(spec)
+        nonzero = scored if same else nonzero_pair(spec, read, resize)
         return cls(requests, nonzero, scored if scored != nonzero else None, read is not None)
 
 

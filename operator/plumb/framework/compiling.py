@@ -277,14 +277,19 @@ def _inter_pod(
     self_match = False
     filtering = interpodaffinity.NAME in profile.filters
     hard_weight = profile.hard_pod_affinity_weight
+    fixed = profile.kube.namespace_selector_fixed
+
+    def incoming(term: specs.PodAffinityTerm) -> countrows.Matcher:
+        return interpodaffinity.incoming_matcher(term, fixed)
+
     if s.required_affinity and filtering:
-        matchers = tuple(countrows.Matcher.of_term(term) for term in s.required_affinity)
+        matchers = tuple(incoming(term) for term in s.required_affinity)
         row = tables.row(countrows.Selection(matchers))
         for term in s.required_affinity:
             tables.affinity.append(pod=b, row=row, key=tables.key(term.topology_key), anti=False)
         self_match = all(m.matches(pod, namespaces) for m in matchers)
     for term in s.required_anti_affinity if filtering else ():
-        row = tables.row(countrows.Selection((countrows.Matcher.of_term(term),)))
+        row = tables.row(countrows.Selection((incoming(term),)))
         tables.affinity.append(pod=b, row=row, key=tables.key(term.topology_key), anti=True)
 
     # A score weighing 0 costs nothing: its terms get no count row and no table entry.
@@ -297,13 +302,13 @@ def _inter_pod(
 
     for weighted in s.preferred_affinity if scored else ():
         prefer(
-            countrows.Selection((countrows.Matcher.of_term(weighted.term),)),
+            countrows.Selection((incoming(weighted.term),)),
             weighted.term.topology_key,
             weighted.weight,
         )
     for weighted in s.preferred_anti_affinity if scored else ():
         prefer(
-            countrows.Selection((countrows.Matcher.of_term(weighted.term),)),
+            countrows.Selection((incoming(weighted.term),)),
             weighted.term.topology_key,
             -weighted.weight,
         )
@@ -389,6 +394,7 @@ def _resource_fields(profile: scoring.Profile, column: Mapping[str, int]) -> dic
         "fit_shape_score": np.array([score * scale for _, score in shape], dtype=np.int64),
         "balanced_columns": np.array([column[name] for name, _, _ in balanced], dtype=np.int32),
         "balanced_optional": np.array([optional for _, _, optional in balanced], dtype=np.bool_),
+        "balanced_change": profile.kube.balanced_change,
     }
 
 

@@ -133,7 +133,11 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
             _array(batch.fit_shape_utilization, np.int64),
             _array(batch.fit_shape_score, np.int64),
         ),
-        (_array(batch.balanced_columns, np.int32), _array(batch.balanced_optional, np.bool_)),
+        (
+            _array(batch.balanced_columns, np.int32),
+            _array(batch.balanced_optional, np.bool_),
+            bool(batch.balanced_change),
+        ),
         chosen,
         code,
         detail,

@@ -463,7 +463,7 @@ def _classic(
     BalancedAllocation) with a strategy other than RequestedToCapacityRatio: the fast path of
     ``compiled_scores.resource_scores``."""
     fit_columns, fit_weights, fit_nonzero, fit_optional = fit_spec[:4]
-    balanced_columns, balanced_optional = balanced_spec
+    balanced_columns, balanced_optional = balanced_spec[0], balanced_spec[1]
     ok = strategy != c.REQUESTED_TO_CAPACITY_RATIO
     ok = ok and fit_columns.shape[0] == 2 and balanced_columns.shape[0] == 2
     if not ok:

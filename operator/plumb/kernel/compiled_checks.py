@@ -66,7 +66,7 @@ def valid(
         ok = ok and 0 <= fit_columns[f] < resources and c.NO_NONZERO <= fit_nonzero[f] <= 1
     for i in range(1, points.shape[0]):
         ok = ok and points[i - 1] < points[i]  # the shape's divisions are by their steps
-    balanced_columns, balanced_optional = balanced_spec
+    balanced_columns, balanced_optional = balanced_spec[0], balanced_spec[1]
     ok = ok and balanced_optional.shape[0] == balanced_columns.shape[0]
     for g in range(balanced_columns.shape[0]):
         ok = ok and 0 <= balanced_columns[g] < resources

@@ -169,6 +169,11 @@ class Batch:
     # score ignores them); ``balanced_optional`` as ``fit_optional``.
     balanced_columns: I32  # (G,)
     balanced_optional: B1  # (G,)
+    # Its score from v1.36 (balanced_allocation.go, #135573): the change in balance the pod
+    # brings, 50 + (50 + with - without) / 2 (Go's division, towards zero), "without" over
+    # the same resources, 100 on a node with nothing requested. False: the balance with the
+    # pod, up to v1.35.
+    balanced_change: bool = False
 
     @property
     def size(self) -> int:
@@ -223,6 +228,7 @@ _SHARED = (
     "fit_shape_score",
     "balanced_columns",
     "balanced_optional",
+    "balanced_change",
 )
 """The Batch fields every pod of a batch shares (``part`` keeps them whole)."""
 

@@ -51,9 +51,18 @@ class ClusterFeed:
         """A pod was listed, added, modified or deleted."""
         uid = str((body.get("metadata") or {}).get("uid", ""))
         known = self._state.cache.pod(uid) or self._state.queue.pod(uid)
-        pod = _read("Pod", body, functools.partial(objects.parse_pod, known=known))
+        parse = functools.partial(objects.parse_pod, known=known, resize=self._resize())
+        pod = _read("Pod", body, parse)
         if pod is not None:
             self._pod_event(event_type, pod)
+
+    def _resize(self) -> objects.ResizeAccounting:
+        """How a pod's status counts in its requests, as the release plumb decides as has it."""
+        kube = self._state.served.kube
+        return objects.ResizeAccounting(
+            pod_totals=kube.resize_pod_totals,
+            pod_level_status=kube.gate(POD_LEVEL_RESIZE),
+        )
 
     def _pod_event(self, event_type: str | None, pod: objects.PodInfo) -> None:
         if event_type == "DELETED":
@@ -65,6 +74,7 @@ class ClusterFeed:
             self._state.nominations.remove(pod.uid)
             self._state.queue.delete(pod.uid)
             before = self._state.cache.state(pod.uid)
+            was = self._state.cache.pod(pod.uid)
             self._state.cache.add_pod(pod)
             if pod.terminal:
                 self._state.queue.move_all(POD_REMOVED_HELPS)
@@ -72,6 +82,9 @@ class ClusterFeed:
                 # A pod newly placed, or our own binding confirmed: pods waiting for affinity
                 # to it, or for its domain to fill, may fit now.
                 self._state.queue.move_all(POD_ADDED_HELPS)
+            elif was is not None and _scaled_down(was, pod):
+                # A resize that gives room back (kube-scheduler's AssignedPod UpdatePodScaleDown).
+                self._state.queue.move_all(SCALE_DOWN_HELPS)
             return
         if self._state.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
             # Being bound by us; the watch has not caught up yet. The decision stands, but a
@@ -247,9 +260,8 @@ class ClusterFeed:
             if (info := _read("Node", body, objects.parse_node)) is not None:
                 self._state.policies.observe_node(info.name, body)
                 node_infos.append(info)
-        pod_infos = [
-            pod for body in pods if (pod := _read("Pod", body, objects.parse_pod)) is not None
-        ]
+        parse = functools.partial(objects.parse_pod, resize=self._resize())
+        pod_infos = [pod for body in pods if (pod := _read("Pod", body, parse)) is not None]
         self._state.cache.reconcile(node_infos, pod_infos)
         # reconcile placed the bound pods; only the pending ones are left to queue.
         for pod in pod_infos:
@@ -323,6 +335,13 @@ POD_REMOVED_HELPS = frozenset(
     }
 )
 POD_ADDED_HELPS = frozenset({podtopologyspread.NAME, interpodaffinity.NAME})
+POD_LEVEL_RESIZE = "InPlacePodLevelResourcesVerticalScaling"  # a gate of emulation.GATES
+SCALE_DOWN_HELPS = frozenset({noderesourcesfit.NAME})
+
+
+def _scaled_down(before: objects.PodInfo, after: objects.PodInfo) -> bool:
+    """Whether a placed pod now counts less of some resource than it did."""
+    return any(after.requests.get(name, 0) < amount for name, amount in before.requests.items())
 
 
 def node_change_helps(before: objects.NodeInfo, after: objects.NodeInfo) -> frozenset[str]:

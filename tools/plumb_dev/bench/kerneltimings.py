@@ -237,6 +237,7 @@ def inputs(nodes: int, pods: int) -> tuple[c.Cluster, c.Batch]:
         fit_strategy=c.LEAST_ALLOCATED,
         zone_score=np.full(nodes, c.MAX_NODE_SCORE, dtype=np.int64),  # no zone factors
         **c.default_resources(cluster.cpu_column, cluster.memory_column),
+        balanced_change=True,  # BalancedAllocation as from v1.36, the framework's default
     )
     return cluster, batch
 

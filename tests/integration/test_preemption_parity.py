@@ -34,7 +34,8 @@ words):
 - when preemption finds a node, the message is the histogram alone up to v1.36 and, from
   v1.37, the histogram then "preemption: found a potential placement for pod on node <node>,
   preempting <n> victims"; the preemptor gets status.nominatedNodeName (kept after it is
-  bound, even bound elsewhere), and each victim gets the condition DisruptionTarget (True,
+  bound, even bound elsewhere, up to v1.34; from v1.35 the API server clears it on binding),
+  and each victim gets the condition DisruptionTarget (True,
   PreemptionByScheduler, "<schedulerName>: preempting to accommodate a higher priority pod"),
   a graceful delete and a Preempted event ("Preempted by pod <preemptor uid> on node <node>");
 - a graceful delete of a pod bound to a node leaves it Terminating until its kubelet confirms;

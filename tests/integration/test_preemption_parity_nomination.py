@@ -114,7 +114,9 @@ def test_a_nominated_preemptor_takes_a_node_that_frees_up_elsewhere(scene: Scene
     preemptor (2 cpu) is nominated to a, whose pod is deleted and stays Terminating (no
     kubelet). Then a node "c" of 4 cpu appears: the preemptor, tried again, does not fit on
     its nominated node yet but fits on c, and is bound there at once; the nomination is no
-    reservation for the preemptor itself. Nothing more is deleted."""
+    reservation for the preemptor itself. Nothing more is deleted. Up to v1.34 the pod keeps
+    status.nominatedNodeName once bound; from v1.35 the API server clears it on binding
+    (ClearingNominatedNodeNameAfterBinding, beta)."""
     a, b = scene.add_nodes("a", "b")
     scene.stage([Occupant("a-0", a, 0, cpu="2"), Occupant("b-10", b, 10, cpu="2")])
     scene.create(scene.preemptor("2"))
@@ -137,7 +139,7 @@ def test_a_nominated_preemptor_takes_a_node_that_frees_up_elsewhere(scene: Scene
         "nominated": a,
         "bound": c,
         "deleted": {"a-0"},
-        "nominated at the end": a,
+        "nominated at the end": a if scene.words.minor < 35 else None,
         "first message": (scene.words.found(diagnosis, a, 1),),
         "later messages": set(),
     }

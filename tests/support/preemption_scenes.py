@@ -255,7 +255,11 @@ class Scene:
             if pod["spec"].get("nodeName"):
                 return "(bound without nomination)"
             messages = self.messages(name)
-            if any(m.startswith(prefix) and "preemption: " in m for m in messages):
+            # v1.37's "preemption: found ..." is posted before the nomination is written.
+            if any(
+                m.startswith(prefix) and "preemption: " in m and not self.words.says_found(m)
+                for m in messages
+            ):
                 return "(failed without nomination)"
             return None
 

@@ -84,6 +84,11 @@ class Words:
         sentence = f"found a potential placement for pod on node {node}, preempting {victims}"
         return f"{histogram} preemption: {sentence} victims"
 
+    def says_found(self, message: str) -> bool:
+        """Whether the message is of a preemption that found a node (v1.37's sentence; up to
+        v1.36 such a message has no PostFilter part at all)."""
+        return " preemption: found a potential placement for pod on node " in message
+
     def waiting(self, histogram: str) -> str:
         """The message of a nominated preemptor tried again while its victims terminate."""
         return self.post_filter(histogram, TERMINATING)

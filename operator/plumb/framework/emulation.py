@@ -109,9 +109,18 @@ class Emulation:
     # a potential placement for pod on node N, preempting K victims" to the FailedScheduling
     # message and the PodScheduled condition.
     preemption_sentence: bool = True
+    # Before v1.37 (dynamicresources.go PostFilter): DynamicResources' PostFilter, which runs
+    # before DefaultPreemption's, says "no new claims to deallocate" for a pod without claims,
+    # and the message joins it to preemption's words with ", "; from v1.37 it says nothing.
+    dra_postfilter_sentence: bool = False
     # v1.37 (preemption/util.go FilterVictimsWithPDBViolation): a victim counts against its
     # PDBs until the first one it overdraws; before, every PDB matching it was charged.
     pdb_first_violation: bool = True
+    # v1.35 (preemption.go prepareCandidate, prepareCandidateAsync; v1.36 executor.go): a
+    # victim already being deleted gets no API call (no DisruptionTarget, no deletion, no
+    # Preempted event); with every victim being deleted, nothing is done at all (lower-priority
+    # pods nominated to the node keep their nomination). Before, each victim was preempted.
+    deleting_victims_skipped: bool = True
     # v1.37 (plugin.go mergeAffinityTermNamespacesIfNotEmpty by pointer): the incoming pod's
     # namespaceSelector selects only the namespaces it matches; before, a selector matching an
     # empty label set (DoesNotExist, NotIn) matched existing pods of every namespace.
@@ -177,7 +186,9 @@ def emulate(
         image_volumes=0 if minor < 36 else 1 if minor == 36 else 2,
         declared_features={34: 0, 35: 1, 36: 2}.get(minor, 3),
         preemption_sentence=minor >= 37,
+        dra_postfilter_sentence=minor < 37,
         pdb_first_violation=minor >= 37,
+        deleting_victims_skipped=minor >= 35,
         namespace_selector_fixed=minor >= 37,
         gated_nominations=minor >= 37,
         resize_pod_totals=minor >= 37,

@@ -97,9 +97,14 @@ class ClusterFeed:
             self._state.queue.delete(pod.uid)
             return
         # The nomination follows the status (set before this replica saw the pod: a restart,
-        # a new leader; moved or cleared by the leader while this replica stood by).
+        # a new leader; moved or cleared by the leader while this replica stood by). Up to
+        # v1.36 a gated pod seen for the first time holds nothing (kube-scheduler's queue
+        # nominated only pods it let in); any later update of it follows the status.
         held_on = self._state.nominations.node_of(pod.uid)
-        now_on = self._state.nominations.update(pod) if held_on or pod.nominated_node else None
+        follows = held_on is not None or bool(pod.nominated_node)
+        if follows and pod.gated and not self._state.served.kube.gated_nominations:
+            follows = self._state.queue.pod(pod.uid) is not None
+        now_on = self._state.nominations.update(pod) if follows else None
         if held_on is not None and now_on != held_on:
             self._state.queue.move_all(POD_REMOVED_HELPS)  # the room it held there is free
         self._state.queue.add(pod)

@@ -359,12 +359,6 @@ def test_ignored_fields_are_listed() -> None:
             "preferredDuringSchedulingIgnoredDuringExecution[0].matchExpressions[0].values[0]",
             "the value must be an integer",
         ),
-        (
-            "profiles: [{schedulerName: a, pluginConfig: [{name: VolumeBinding, args: "
-            "{shape: []}}]}]\n",
-            "profiles[0].pluginConfig[0].args.shape",
-            "turn on the feature gate StorageCapacityScoring",
-        ),
     ],
 )
 def test_kube_scheduler_refusals(body: str, field: str, words: str) -> None:

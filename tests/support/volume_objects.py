@@ -134,6 +134,22 @@ def storage_class_body(
     return body
 
 
+def csinode_body(name: str, *drivers: str, limits: Mapping[str, int] | None = None) -> JSON:
+    """A node's CSINode with these drivers registered (``limits``: their attach counts)."""
+    registered = []
+    for driver in drivers:
+        entry: JSON = {"name": driver, "nodeID": name}
+        if limits and driver in limits:
+            entry["allocatable"] = {"count": limits[driver]}
+        registered.append(entry)
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {"drivers": registered},
+    }
+
+
 def csidriver_body(
     name: str, *, storage_capacity: bool = False, prevent_if_missing: bool | None = None
 ) -> JSON:

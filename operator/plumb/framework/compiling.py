@@ -40,6 +40,7 @@ from plumb.framework.plugins import (
     nodeports,
     noderesourcesfit,
     nodeunschedulable,
+    nodevolumelimits,
     podtopologyspread,
     tainttoleration,
     volumebinding,
@@ -78,8 +79,8 @@ class Compiled:
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Filters:
     """Which static filters the profile enables, where its addedAffinity's required terms
-    match (None: it has none), and NodeDeclaredFeatures' release (0: not run: the profile
-    does not enable it, or its gate is off)."""
+    match (None: it has none), NodeDeclaredFeatures' release (0: not run: the profile
+    does not enable it, or its gate is off) and NodeVolumeLimits' driver check."""
 
     unschedulable: bool
     node_name: bool
@@ -89,6 +90,7 @@ class _Filters:
     volumes: frozenset[str]  # the volume plugins enabled as filters
     enforced: contract.B1 | None
     declared_features: int
+    csi_drivers: int
 
     @classmethod
     def of(cls, profile: scoring.Profile, statics: snapshot.NodeStatics) -> _Filters:
@@ -107,6 +109,9 @@ class _Filters:
                 if nodedeclaredfeatures.NAME in enabled
                 and profile.kube.gate(nodedeclaredfeatures.NAME)
                 else 0
+            ),
+            csi_drivers=nodevolumelimits.driver_check(
+                profile.kube.gate(nodevolumelimits.GATE), profile.kube.csi_driver_opt_in
             ),
         )
 
@@ -175,7 +180,9 @@ def _static(
     if filters.volumes and pod.claims:
         # VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone; kube-scheduler runs
         # them after NodeResourcesFit (see _resources_before_volumes).
-        found = volume_plugins.verdicts(pod, statics, cache.volumes, cache.claim_use())
+        found = volume_plugins.verdicts(
+            pod, statics, cache.volumes, cache.claim_use(), drivers=filters.csi_drivers
+        )
         for verdict in found.filters:
             if verdict.plugin in filters.volumes:
                 mark(

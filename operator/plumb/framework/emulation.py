@@ -116,6 +116,10 @@ class Emulation:
     # v1.37 (#140047, component-helpers resource/helpers.go): a pod being resized counts the
     # largest of its spec, actuated and allocated totals; before, the largest per container.
     resize_pod_totals: bool = True
+    # NodeVolumeLimits' driver check, with VolumeLimitScaling on (nodevolumelimits/csi.go
+    # checkCSIDriverOnNode): from v1.36 only a CSIDriver with preventPodSchedulingIfMissing
+    # asks for it; in v1.35 (the field did not exist) any CSIDriver object does.
+    csi_driver_opt_in: bool = True
 
     @property
     def version(self) -> str:
@@ -175,6 +179,7 @@ def emulate(
         namespace_selector_fixed=minor >= 37,
         gated_nominations=minor >= 37,
         resize_pod_totals=minor >= 37,
+        csi_driver_opt_in=minor >= 36,
     )
 
 

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import urllib3
 from kubernetes import client as k8s
 from kubernetes import watch as k8s_watch
 
@@ -96,7 +97,8 @@ class Csi:
         return self.client._raw(self.storage.read_csi_driver(self.driver, _preload_content=False))
 
     def csinode(self, node: str, *drivers: str) -> None:
-        self.storage.create_csi_node(csinode_body(node, *drivers))
+        # Read back raw: the client's model refuses a CSINode without drivers (null).
+        self.storage.create_csi_node(csinode_body(node, *drivers), _preload_content=False)
         self._csinodes.append(node)
 
     def capacity(self, name: str, storage_class: str, node: str, capacity: str) -> None:
@@ -139,7 +141,7 @@ class Csi:
                 self.storage.delete_csi_driver(name)
         for name in self._csinodes:
             with contextlib.suppress(k8s.ApiException):
-                self.storage.delete_csi_node(name)
+                self.storage.delete_csi_node(name, _preload_content=False)
 
 
 @pytest.fixture
@@ -198,7 +200,11 @@ def _claim(name: str, namespace: str, storage_class: str, size: str) -> JSON:
     # An annotation of our own keeps the claim's annotations non-empty once the selected node
     # is dropped (kube-scheduler words an empty map "selectedNode annotation reset").
     return pvc_body(
-        name, namespace, size=size, storage_class=storage_class, annotations={"plumb.test/": "x"}
+        name,
+        namespace,
+        size=size,
+        storage_class=storage_class,
+        annotations={"plumb.test/kept": "yes"},
     )
 
 
@@ -381,6 +387,11 @@ class Nominations:
         self._thread.join(timeout=10)
 
     def _run(self) -> None:
+        # stop() ends the stream under the reader's feet.
+        with contextlib.suppress(urllib3.exceptions.ProtocolError):
+            self._follow()
+
+    def _follow(self) -> None:
         for event in self._watch.stream(
             self._client.core.list_namespaced_pod,
             self._namespace,

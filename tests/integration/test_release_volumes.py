@@ -364,7 +364,7 @@ def test_a_node_without_a_csi_driver_that_opts_in_is_refused(
 # --- nominatedNodeName through a PreBind that fails ---------------------------------------------
 
 
-class Nominations:
+class NominationWatch:
     """A watch of one pod from its creation: each change of its status.nominatedNodeName."""
 
     def __init__(self, client: kube.Kube, namespace: str, name: str) -> None:
@@ -378,7 +378,7 @@ class Nominations:
         self._version = listed.metadata.resource_version
         self._thread = threading.Thread(target=self._run, daemon=True)
 
-    def __enter__(self) -> Nominations:
+    def __enter__(self) -> NominationWatch:
         self._thread.start()
         return self
 
@@ -421,7 +421,7 @@ def test_the_nomination_through_a_failed_prebind_and_the_binding(
     fast = storage.storage_class(storage_class_body(f"fast-{namespace}", provisioner=csi.driver))
     storage.claim(_claim("data", namespace, fast, "5Gi"))
     roomy, _small = _nodes(kube_client, namespace, add_node, scheduler)
-    with Nominations(kube_client, namespace, "web") as watched:
+    with NominationWatch(kube_client, namespace, "web") as watched:
         kube_client.create_pod(
             scheduler.pod("web", namespace).req(cpu=CPU, memory=MEMORY).claims("data").obj()
         )

@@ -22,7 +22,7 @@ from tests.support.volume_objects import JSON, pv_body, pvc_body, storage_class_
 POD = make_pod("web", "default").uid("uid-web").scheduler("plumb").req(cpu="100m").claims("data")
 
 
-class Cluster(FakeApi):
+class VolumeCluster(FakeApi):
     """Bindings and pod status patches (FakeApi) and the volume API PreBind uses, recording
     every write in one ``log``; ``controller`` says what the PV controller does at each read of
     the claim: "bind" completes the binding, "drop" resets the selected node (a provisioner
@@ -89,7 +89,7 @@ class Cluster(FakeApi):
         return self._patch("persistentvolumeclaims", self.claims.get(name), patch)
 
 
-async def _attempt(minor: int, controller: str, *, provisioned: bool = False) -> Cluster:
+async def _attempt(minor: int, controller: str, *, provisioned: bool = False) -> VolumeCluster:
     """One scheduling attempt of POD under kube-scheduler v1.``minor``'s defaults: its claim
     binds a local PV on n1, or (``provisioned``) is provisioned there."""
     if provisioned:
@@ -99,7 +99,7 @@ async def _attempt(minor: int, controller: str, *, provisioned: bool = False) ->
         storage_class = storage_class_body()
         pvs = [pv_body("pv-1", node="n1")]
     claim = pvc_body("data", uid="c1", storage_class="fast" if provisioned else "local-wffc")
-    api = Cluster(copy.deepcopy(pvs), [copy.deepcopy(claim)], controller)
+    api = VolumeCluster(copy.deepcopy(pvs), [copy.deepcopy(claim)], controller)
     s = scheduler_module.Scheduler(
         served=scheduler_module.defaults("plumb", emulation.emulate(minor)),
         binder=binder.Binder(api),
@@ -120,7 +120,7 @@ async def _attempt(minor: int, controller: str, *, provisioned: bool = False) ->
     return api
 
 
-def _steps(api: Cluster) -> list[str]:
+def _steps(api: VolumeCluster) -> list[str]:
     return [
         kind if kind != "nominatedNodeName" else f"nominatedNodeName={value}"
         for kind, value in api.log
@@ -162,7 +162,7 @@ async def test_a_failed_prebind_clears_the_nomination_from_v1_36(
 
 async def test_a_pod_whose_claims_are_bound_is_not_nominated() -> None:
     # PreBindPreFlight skips: nothing to bind, the pod is bound at once.
-    api = Cluster([], [], "bind")
+    api = VolumeCluster([], [], "bind")
     s = scheduler_module.Scheduler(
         served=scheduler_module.defaults("plumb", emulation.emulate(37)),
         binder=binder.Binder(api),

@@ -131,6 +131,15 @@ class Emulation:
     # v1.37 (#140047, component-helpers resource/helpers.go): a pod being resized counts the
     # largest of its spec, actuated and allocated totals; before, the largest per container.
     resize_pod_totals: bool = True
+    # NodeVolumeLimits' driver check, with VolumeLimitScaling on (nodevolumelimits/csi.go
+    # checkCSIDriverOnNode): from v1.36 only a CSIDriver with preventPodSchedulingIfMissing
+    # asks for it; in v1.35 (the field did not exist) any CSIDriver object does.
+    csi_driver_opt_in: bool = True
+    # v1.36 (schedule_one.go handleSchedulingFailure: ``pod = podInfo.Pod`` after re-reading
+    # the informer's pod): a binding cycle that fails clears the nominatedNodeName written
+    # before PreBind (NominatedNodeNameForExpectation); in v1.35 the clear compares with the
+    # pod as queued, without it, and sends nothing: the nomination stays until the binding.
+    failure_rereads_nomination: bool = True
 
     @property
     def version(self) -> str:
@@ -192,6 +201,8 @@ def emulate(
         namespace_selector_fixed=minor >= 37,
         gated_nominations=minor >= 37,
         resize_pod_totals=minor >= 37,
+        csi_driver_opt_in=minor >= 36,
+        failure_rereads_nomination=minor >= 36,
     )
 
 

@@ -51,6 +51,7 @@ def decide(
     taint_raw: c.I64,
     node_affinity_raw: c.I64,
     image_score: c.I64,
+    volume_score: c.I64,
     member: c.I32,
     spread_pod: c.I32,
     spread_row: c.I32,
@@ -109,6 +110,7 @@ def decide(
         (pods_column, cpu_column, memory_column),
         (pod_hashes, spread_require_all, affinity_self, balanced_skip, static_row),
         (requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, image_score, member),
+        volume_score,
         (spread_pod, spread_row, spread_key, spread_max_skew, spread_min_domains),
         (spread_hard, spread_self, spread_hostname, spread_eligible),
         (affinity_pod, affinity_row, affinity_key, affinity_anti),
@@ -295,13 +297,14 @@ def decide(
                 nodes,
             )
         taint_row, affinity_raw, image_row = taint_raw[u], node_affinity_raw[u], image_score[u]
+        volume_row = volume_score[u]
         taint_low, taint_high, affinity_low, affinity_high = compiled_scores.gather(
             feasible,
             count,
             weighted,
             taint_row,
             affinity_raw,
-            (weights[c.IMAGE_LOCALITY], image_row),
+            (weights[c.IMAGE_LOCALITY], image_row, weights[c.VOLUME_BINDING], volume_row),
             slots,
         )
 
@@ -372,6 +375,7 @@ def decide(
             inter_raw,
             zone_score,
             image_row,
+            volume_row,
         )
         if general:
             kept = compiled_selection.totals_and_best(

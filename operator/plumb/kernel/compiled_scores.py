@@ -333,15 +333,16 @@ def gather(
     image: Any,
     slots: c.I64,
 ) -> tuple[int, int, int, int]:
-    """Each feasible node's weighted resource, zone health and image locality scores
-    (``resource_scores``'s ``weighted``, plus ``image``: (weight, the pod's score row)), taint
+    """Each feasible node's weighted resource, zone health, image locality and volume scores
+    (``resource_scores``'s ``weighted``, plus ``image``: (ImageLocality's weight, the pod's
+    score row, VolumeBinding's weight, the pod's score row)), taint
     and node-affinity raw scores into ``slots[0]``, ``slots[1]``, ``slots[2]`` by slot.
     Returns the lowest and highest taint, then node-affinity, raw score."""
     slot_weighted, slot_taint, slot_affinity = slots[0], slots[1], slots[2]
-    image_weight, image_row = image
+    image_weight, image_row, volume_weight, volume_row = image
     for j in range(count):
         n = np.uint64(feasible[j])
-        slot_weighted[j] = weighted[n] + image_weight * image_row[n]
+        slot_weighted[j] = weighted[n] + image_weight * image_row[n] + volume_weight * volume_row[n]
         slot_taint[j] = taint_raw[n]
         slot_affinity[j] = affinity_raw[n]
     taint_low, taint_high = _HIGHEST, _LOWEST
@@ -554,14 +555,14 @@ def inter_pod_score(raw: int, low: int, high: int) -> int:
 @compiled_jit.inline
 def scores_of(
     j: int, feasible: c.I32, inputs: Any, pod: Any, general: bool
-) -> tuple[int, int, int, int, int, int, int, int]:
-    """The eight plugin scores of the j-th feasible node (resource scores cached).
+) -> tuple[int, int, int, int, int, int, int, int, int]:
+    """The nine plugin scores of the j-th feasible node (resource scores cached).
 
     ``pod``: BalancedAllocation skipped; the taint and node-affinity raw scores' feasible
     (lowest, highest, reciprocal of the highest); the soft spread's (constraints?, lowest,
     highest, reciprocal of the highest); InterPodAffinity's (terms?, lowest, highest)."""
     fit, balanced, taint_row, affinity_row, scored, spread_raw, inter_raw, zone_score = inputs[:8]
-    image_row = inputs[8]
+    image_row, volume_row = inputs[8], inputs[9]
     skip, _, taint_high, taint_inverse, _, affinity_high, affinity_inverse = pod[:7]
     spread_on, spread_low, spread_high, spread_inverse, inter_on, inter_low, inter_high = pod[7:]
     n = feasible[j]
@@ -577,4 +578,5 @@ def scores_of(
         inter_pod_score(inter_raw[j], inter_low, inter_high) if inter_on != 0 else 0,
         zone_score[n],
         image_row[n],
+        volume_row[n],
     )

@@ -42,8 +42,10 @@ EXISTING_ANTI_AFFINITY = 7
 
 # Score plugins, in the order of ``Batch.weights`` and of the per-plugin score outputs.
 # ZoneHealth is plumb's own (a SchedulingPolicy's zone factors): ``Batch.zone_score``;
-# ImageLocality's score is the framework's too (``Batch.image_score``), neither normalised.
+# ImageLocality's and VolumeBinding's scores are the framework's too (``Batch.image_score``,
+# ``Batch.volume_score``), none normalised.
 FIT, BALANCED, TAINT, NODE_AFFINITY, SPREAD, INTER_POD, ZONE_HEALTH, IMAGE_LOCALITY = range(8)
+VOLUME_BINDING = 8
 SCORE_PLUGINS = (
     "NodeResourcesFit",
     "NodeResourcesBalancedAllocation",
@@ -53,6 +55,7 @@ SCORE_PLUGINS = (
     "InterPodAffinity",
     "ZoneHealth",
     "ImageLocality",
+    "VolumeBinding",
 )
 
 # NodeResourcesFit's scoring strategy (``Batch.fit_strategy``) over the resources of
@@ -113,6 +116,7 @@ class Batch:
     taint_raw: I64  # (U, N) PreferNoSchedule taints not tolerated
     node_affinity_raw: I64  # (U, N) sum of matched preferred node-affinity weights
     image_score: I64  # (U, N) ImageLocality's score, already 0-100 (not normalised)
+    volume_score: I64  # (U, N) VolumeBinding's storage-capacity score, 0-100 (not normalised)
     member: I32  # (B, T) what placing pod b adds to each count row
 
     # PodTopologySpread constraints (C rows)
@@ -149,7 +153,7 @@ class Batch:
     preferred_key: I32
     preferred_weight: I64
 
-    weights: I64  # (8,) in SCORE_PLUGINS order
+    weights: I64  # (9,) in SCORE_PLUGINS order
     balanced_skip: B1  # (B,) pod requests none of the balanced resources: BalancedAllocation
     #                    skips it (score 0)
     fit_strategy: int  # one of FIT_STRATEGIES
@@ -190,7 +194,7 @@ class Result:
     total: I64  # (B, N) weighted score sum (0 where infeasible)
     feasible: I32  # (B,)
     top: I32  # (B, TOP) best candidates by (total, tie-break), -1 padding
-    top_scores: I64  # (B, TOP, 8) normalised per-plugin scores of those candidates
+    top_scores: I64  # (B, TOP, 9) normalised per-plugin scores of those candidates
 
 
 def default_resources(cpu_column: int, memory_column: int) -> dict[str, Any]:
@@ -219,6 +223,7 @@ _SHARED = (
     "taint_raw",
     "node_affinity_raw",
     "image_score",
+    "volume_score",
     "fit_filter",
     "fit_columns",
     "fit_weights",

@@ -391,6 +391,7 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
             _inter_pod_scores(state, batch, b, feasible),
             {n: int(batch.zone_score[n]) for n in feasible},  # per node, not normalised
             {n: int(batch.image_score[batch.static_row[b]][n]) for n in feasible},  # the same
+            {n: int(batch.volume_score[batch.static_row[b]][n]) for n in feasible},  # the same
         ]
         for n in feasible:
             total[b, n] = sum(

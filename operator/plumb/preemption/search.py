@@ -138,6 +138,7 @@ class WhatIf:
         self._taint = batch.taint_raw[row : row + 1]
         self._affinity = batch.node_affinity_raw[row : row + 1]
         self._image = batch.image_score[row : row + 1]
+        self._volume = batch.volume_score[row : row + 1]
         self._column = {name: i for i, name in enumerate(compiled.resources)}
         self._membership: dict[str, np.ndarray] = {}
         self.runs = 0
@@ -179,6 +180,7 @@ class WhatIf:
                 taint_raw=self._taint,
                 node_affinity_raw=self._affinity,
                 image_score=self._image,
+                volume_score=self._volume,
             ),
         )
         return int(result.code[0, n]), int(result.detail[0, n])

@@ -138,8 +138,9 @@ class ClusterFeed:
             self.on_budget("ADDED", body)
 
     def on_volume(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """A PersistentVolume, PersistentVolumeClaim, StorageClass or CSINode (``kind``, one
-        of VOLUME_KINDS) was listed, added, modified or deleted."""
+        """A PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode, CSIDriver or
+        CSIStorageCapacity (``kind``, one of VOLUME_KINDS) was listed, added, modified or
+        deleted."""
         metadata = body.get("metadata") or {}
         name = str(metadata.get("name", ""))
         current = None if event_type == "DELETED" else body
@@ -151,6 +152,11 @@ class ClusterFeed:
             self._state.cache.volumes.on_storage_class(current, name)
         elif kind == CSI_NODE:
             self._state.cache.volumes.on_csinode(current, name)
+        elif kind == CSI_DRIVER:
+            self._state.cache.volumes.on_csidriver(current, name)
+        elif kind == CSI_STORAGE_CAPACITY:
+            volumes = self._state.cache.volumes
+            volumes.on_storage_capacity(current, str(metadata.get("namespace", "")), name)
         else:
             raise ValueError(f"{kind!r} is not one of {VOLUME_KINDS}")
         self._state.queue.move_all(VOLUME_HELPS)
@@ -162,6 +168,8 @@ class ClusterFeed:
             PERSISTENT_VOLUME_CLAIM: self._state.cache.volumes.resync_pvcs,
             STORAGE_CLASS: self._state.cache.volumes.resync_storage_classes,
             CSI_NODE: self._state.cache.volumes.resync_csinodes,
+            CSI_DRIVER: self._state.cache.volumes.resync_csidrivers,
+            CSI_STORAGE_CAPACITY: self._state.cache.volumes.resync_storage_capacities,
         }
         resync[kind](bodies)
         self._state.queue.move_all(VOLUME_HELPS)
@@ -322,7 +330,17 @@ PERSISTENT_VOLUME = "PersistentVolume"
 PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
 STORAGE_CLASS = "StorageClass"
 CSI_NODE = "CSINode"
-VOLUME_KINDS = (PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, STORAGE_CLASS, CSI_NODE)
+# VolumeBinding's storage-capacity check and score; NodeVolumeLimits' driver check.
+CSI_DRIVER = "CSIDriver"
+CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
+VOLUME_KINDS = (
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    CSI_NODE,
+    CSI_DRIVER,
+    CSI_STORAGE_CAPACITY,
+)
 
 # Which unschedulable pods a cluster event may help, by the filter plugins that rejected them
 # (a coarse form of kube-scheduler's queueing hints).

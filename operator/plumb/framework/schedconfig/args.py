@@ -2,7 +2,9 @@
 against their kind, defaulted (v1/defaults.go) and validated
 (validation/validation_pluginargs.go). ``SCHEMAS`` are v1.34.4's; the fields a later release
 added (revisions.py's ARGS_FIELD rows), their defaults and their checks follow the release
-and the gates plumb decides with (DRASchedulerFilterTimeout is on in every release).
+and the gates plumb decides with (DRASchedulerFilterTimeout is on in every release);
+VolumeBindingArgs.shape follows the release's StorageCapacityScoring gate (on by default in
+v1.37): ``volume_binding_shape``.
 
 Arguments stay plain dicts after defaulting; every path named is the full one from the
 file's root (``profiles[0].pluginConfig[1].args.scoringStrategy.type``).
@@ -428,6 +430,8 @@ def _go_int64(text: str) -> int | None:
 
 
 def _volume_binding(args: Args, path: str) -> ConfigError | None:
+    """ValidateVolumeBindingArgs but its shape, which depends on a gate: see
+    ``volume_binding_shape``."""
     timeout = int(args["bindTimeoutSeconds"])
     if timeout < 0:
         return errors.invalid(
@@ -435,14 +439,47 @@ def _volume_binding(args: Args, path: str) -> ConfigError | None:
             timeout,
             "invalid BindTimeoutSeconds, should not be a negative value",
         )
-    if "shape" in args:
-        return errors.invalid(
+    return None
+
+
+def volume_binding_shape(
+    args: Args, path: str, capacity_scoring: bool
+) -> tuple[tuple[tuple[int, int], ...] | None, ConfigError | None]:
+    """VolumeBindingArgs.shape as kube-scheduler defaults and validates it, by the gate
+    StorageCapacityScoring (``capacity_scoring``): with it on, an empty or missing shape is the
+    default (None here: the caller's), any other one must pass validateFunctionShape; with it
+    off, a shape given at all (``[]`` too, not ``null``) is refused. ``path`` is the args'.
+    Returns (the shape as (utilization, score) points, or None for the default; the error)."""
+    shape = args.get("shape")
+    if not capacity_scoring:
+        if shape is None:
+            return None, None
+        return None, errors.invalid(
             f"{path}.shape",
-            args["shape"],
+            _go_shape(shape),
             "unexpected field `shape`, remove it or turn on the feature gate "
             "StorageCapacityScoring",
         )
-    return None
+    if not shape:
+        return None, None  # SetDefaults_VolumeBindingArgs: kube-scheduler's default shape
+    problem = validate_shape(list(shape), f"{path}.shape")
+    if problem is not None:
+        return None, problem
+    points = tuple(
+        (int((p or {}).get("utilization") or 0), int((p or {}).get("score") or 0)) for p in shape
+    )
+    return points, None
+
+
+def _go_shape(shape: Any) -> list[dict[str, int]]:
+    """The shape as field.Invalid prints the internal type (json of its Go field names)."""
+    return [
+        {
+            "Utilization": int((p or {}).get("utilization") or 0),
+            "Score": int((p or {}).get("score") or 0),
+        }
+        for p in shape or ()
+    ]
 
 
 def _dynamic_resources(args: Args, path: str, kube: emulation.Emulation) -> ConfigError | None:

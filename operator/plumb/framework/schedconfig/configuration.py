@@ -12,6 +12,7 @@ from typing import Any
 
 from plumb.backend.records import specs
 from plumb.framework import emulation, scoring
+from plumb.framework.plugins import volumecapacity
 from plumb.framework.schedconfig import args as plugin_args
 from plumb.framework.schedconfig import decoding, errors, names, plugins, revisions
 from plumb.framework.schedconfig.errors import ConfigError
@@ -23,6 +24,8 @@ SCORE_ORDER = contract.SCORE_PLUGINS
 """Score plugins in the order of scoring.Profile.weights (ZoneHealth is plumb's own: 0 from a
 configuration)."""
 
+# VolumeBindingArgs.bindTimeoutSeconds's default: how long plumb's PreBind waits (prebind.py).
+_BIND_TIMEOUT = 600
 _V1 = decoding.API_VERSION
 # kube-scheduler names the version of its list of removed plugins with core/v1's group version
 # ("v1"), v1.34.4 to v1.37.2.
@@ -132,6 +135,7 @@ def _read(document: dict[str, Any], digest: str, kube: emulation.Emulation) -> C
         raise nested
     profiles = _defaulted_profiles(raw_profiles, kube)
     _validate(document, profiles, kube)
+    _validate_volume_binding(profiles, kube)
     frameworks = []
     for profile in profiles:
         frameworks.append(_framework(profile, kube))
@@ -283,6 +287,24 @@ def _validate(
             "must be greater than or equal to PodInitialBackoffSeconds",
         )
     _validate_extenders(document.get("extenders") or [])
+
+
+def _validate_volume_binding(profiles: Sequence[_Profile], kube: emulation.Emulation) -> None:
+    """VolumeBindingArgs.shape, which kube-scheduler validates by the gate StorageCapacityScoring
+    (its default in the release ``kube`` decides as, or --feature-gates)."""
+    on = kube.gate(volumecapacity.GATE)
+    for profile in profiles:
+        for name, args, _, where in profile.config:
+            if name == "VolumeBinding" and where and args is not None:
+                _shape, problem = plugin_args.volume_binding_shape(args, f"{where}.args", on)
+                if problem is not None:
+                    raise problem
+
+
+def _capacity_shape(args: plugin_args.Args, kube: emulation.Emulation) -> volumecapacity.Shape:
+    """The storage-capacity score's shape: the file's, else kube-scheduler's default."""
+    shape, _problem = plugin_args.volume_binding_shape(args, "", kube.gate(volumecapacity.GATE))
+    return shape or volumecapacity.DEFAULT_SHAPE
 
 
 def _validate_leader_election(raw: Mapping[str, Any]) -> None:
@@ -579,6 +601,7 @@ def _profile(
         defaults = tuple(_spread(c) for c in spread.get("defaultConstraints") or ())
     inter_pod = used("InterPodAffinity")
     required, preferred = _added_affinity(used("NodeAffinity"))
+    capacity_shape = _capacity_shape(used("VolumeBinding"), kube)
     return scoring.Profile(
         name=profile.name,
         config=digest,
@@ -595,6 +618,7 @@ def _profile(
         added_required=required,
         added_preferred=preferred,
         kube=kube,
+        capacity_shape=capacity_shape,
     )
 
 
@@ -619,8 +643,11 @@ def _note_args(profile: _Profile, needed: set[str], ignored: list[str]) -> None:
                     )
         elif name == "DefaultPreemption":
             ignored.append(f"{where}.args: plumb's preemption searches every node")
-        elif name == "VolumeBinding":
-            ignored.append(f"{where}.args: plumb does not bind volumes")
+        elif name == "VolumeBinding" and args["bindTimeoutSeconds"] != _BIND_TIMEOUT:
+            ignored.append(
+                f"{where}.args.bindTimeoutSeconds: plumb waits for the PV controller "
+                f"{_BIND_TIMEOUT} s, the default"
+            )
         elif name == "DynamicResources":
             ignored.append(f"{where}.args: plumb does not allocate resource claims")
 

@@ -169,6 +169,13 @@ class Batch:
     # score ignores them); ``balanced_optional`` as ``fit_optional``.
     balanced_columns: I32  # (G,)
     balanced_optional: B1  # (G,)
+    # kube-scheduler's OpportunisticBatching (framework/signatures.py says which pods): pod b
+    # may take the next node of the last full cycle's ranking. When pod b-1 was placed and its
+    # node now fails pod b, the best node left of the ranking kept from the last pod scored in
+    # full (its totals as they were then, ties by that pod's hash) is taken off it, and chosen
+    # if it passes pod b's filters; otherwise pod b is scored in full and its ranking, less
+    # its node, is kept in turn. The first pod of a batch continues nothing.
+    continues: B1  # (B,)
 
     @property
     def size(self) -> int:
@@ -186,6 +193,7 @@ class Result:
     feasible: I32  # (B,)
     top: I32  # (B, TOP) best candidates by (total, tie-break), -1 padding
     top_scores: I64  # (B, TOP, 8) normalised per-plugin scores of those candidates
+    hinted: B1  # (B,) chosen from the kept ranking (Batch.continues), not by its own scores
 
 
 def default_resources(cpu_column: int, memory_column: int) -> dict[str, Any]:
@@ -249,6 +257,7 @@ _PER_POD = (
     "spread_require_all",
     "affinity_self",
     "balanced_skip",
+    "continues",
 )
 _TABLES = {
     "spread_pod": (

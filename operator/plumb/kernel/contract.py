@@ -4,7 +4,9 @@ The framework compiles a batch of pods against a snapshot into a ``Batch`` over 
 a kernel (``reference.run`` in Python, ``compiled.run`` in numba) filters and scores every node
 for each pod in turn, picks one, and applies the placement to its working copy of the cluster
 before the next pod, so a batch decides exactly as the same pods one at a time: ``part`` cuts
-pods out of a batch and ``placed`` applies a decision, which is how that is checked.
+pods out of a batch and ``placed`` applies a decision, which is how that is checked. The one
+thing a pod carries over from the pod before it is kube-scheduler's OpportunisticBatching
+(``Batch.continues``): the ranking that pod was scored with, which only a batch keeps.
 
 Everything that counts pods is a *count row*: row t of ``Cluster.counts`` holds, per node, how
 many placed pods belong to row t (pods matching a selection, or pods carrying an affinity term).

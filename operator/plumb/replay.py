@@ -7,9 +7,11 @@ has it (``kubectl get pod -o json``; a List of pods replays each). For each pod
 replay takes the run that decided it (the latest, or the one whose input hash ``--input-hash``
 names), rewinds the cache to what that run saw, decides the run's pods again with the same
 kernel and prints the node, the input hash and the plan hash: the trace line's, when the
-decision is reproduced. The pod's spec.nodeName, set by the binding, is ignored (it was
-pending when it was decided); when the pod differs from the pod that was decided (its labels
-changed since), replay says so and decides the file's pod.
+decision is reproduced. What the binding wrote is ignored, since the pod was pending when it
+was decided: its spec.nodeName, and the node's topology labels the API server copies onto the
+pod it binds (PodTopologyLabels admission, on by default from Kubernetes v1.35); when the pod
+differs otherwise from the pod that was decided (its labels changed since), replay says so and
+decides the file's pod.
 
 With ``--trace LOG`` replay checks a log instead: every trace line in LOG of a pod in the pod
 file is replayed (by its input hash) and compared with the line's node and plan hash; it prints
@@ -22,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+import types
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
@@ -35,6 +38,9 @@ from plumb.kernel import contract, reference
 from plumb.observability import trace
 
 TIMEOUT = 60.0
+# The labels the API server copies from a node onto each pod bound to it, overwriting the
+# pod's own (plugin/pkg/admission/podtopologylabels, on by default from v1.35).
+BINDING_LABELS = ("topology.kubernetes.io/zone", "topology.kubernetes.io/region")
 
 
 class ReplayError(Exception):
@@ -140,7 +146,6 @@ def replay_pods(
     outcomes = []
     cache: dict[int, cache_module.Cache] = {}  # rewound caches by journal position
     for pod in pods:
-        pending = dataclasses.replace(pod, node_name="")
         candidates = document.runs_of(pod.uid)
         if not candidates:
             raise ReplayError(
@@ -152,10 +157,11 @@ def replay_pods(
         for run in reversed(candidates):
             if run.seq not in cache:
                 cache[run.seq] = document.cache.rewind(run.seq)
+            recorded = next(p for p in run.pods if p.uid == pod.uid)
+            pending = as_decided(pod, recorded, cache[run.seq])
             given = [pending if p.uid == pod.uid else p for p in run.pods]
             replayed = runs.replay(run, cache[run.seq], kernel, given)[pod.uid]
             if input_hash is None or replayed.input_hash == input_hash:
-                recorded = next(p for p in run.pods if p.uid == pod.uid)
                 chosen = PodReplay(
                     replayed=replayed,
                     snapshot=run.generation,
@@ -171,6 +177,28 @@ def replay_pods(
             )
         outcomes.append(chosen)
     return outcomes
+
+
+def as_decided(
+    pod: objects.PodInfo, recorded: objects.PodInfo, cache: cache_module.Cache
+) -> objects.PodInfo:
+    """``pod`` (as the API server has it now) as it was while pending: without spec.nodeName,
+    and with each of BINDING_LABELS as ``recorded`` (the pod the run decided) had it where the
+    pod's value is its node's in ``cache``, as the binding wrote it."""
+    if not pod.node_name:
+        return pod
+    node = cache.nodes.info(pod.node_name)
+    labels = dict(pod.labels)
+    for key in BINDING_LABELS:
+        if node is None or key not in labels or labels[key] != node.labels.get(key):
+            continue
+        if key in recorded.labels:
+            labels[key] = recorded.labels[key]
+        else:
+            del labels[key]
+    if labels == pod.labels:
+        return dataclasses.replace(pod, node_name="")
+    return dataclasses.replace(pod, node_name="", labels=types.MappingProxyType(labels))
 
 
 def check_log(

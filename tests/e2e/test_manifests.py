@@ -32,6 +32,8 @@ CLUSTER_RULES = {
     ("", "persistentvolumeclaims"): {"get", "list", "watch", "patch"},
     ("storage.k8s.io", "storageclasses"): {"list", "watch"},
     ("storage.k8s.io", "csinodes"): {"list", "watch"},
+    ("storage.k8s.io", "csistoragecapacities"): {"list", "watch"},
+    ("storage.k8s.io", "csidrivers"): {"list", "watch"},
     ("events.k8s.io", "events"): {"create"},
     ("scheduling.plumb.dev", "schedulingpolicies"): {"list", "watch", "patch"},
     ("scheduling.plumb.dev", "schedulingpolicies/status"): {"patch"},

@@ -20,6 +20,7 @@ from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.cluster.localnode import hostrecord, images
 from plumb_dev.cluster.localnode import nodelifecycle as localnode
 from plumb_dev.testing import builders, crds, kube
+from tests.support import side_by_side
 from tests.support.live_cluster import NodeCluster, NodeFactory, filter_rules
 from tests.support.plumb_process import Plumb, PlumbFactory, launch_plumb, wait_synced
 
@@ -58,6 +59,13 @@ def kube_minor(control_plane: controlplane.ControlPlane) -> int:
     """The minor release of the control plane the session runs: 37 for v1.37.2. The side-by-side
     tests key what they expect of kube-scheduler (and of plumb, which follows it) by it."""
     return releases.RELEASES[control_plane.kube_version].minor
+
+
+@pytest.fixture(scope="session")
+def words(kube_minor: int) -> side_by_side.Words:
+    """kube-scheduler's FailedScheduling words as the session's release writes them (and plumb,
+    which follows the release): the PostFilter part and the preemption sentence."""
+    return side_by_side.Words(kube_minor)
 
 
 @pytest.fixture(scope="session")

@@ -1,7 +1,8 @@
-"""One KubeSchedulerConfiguration file, two profiles, two schedulers: kube-scheduler v1.34.4 and
-plumb each read the same file and schedule the same scenario on the real control plane, one
-after the other, on nodes of their own. They must agree on which pods can be placed, keep the
-same constraints, and the bin-packing profile must pack as kube-scheduler's does."""
+"""One KubeSchedulerConfiguration file, two profiles, two schedulers: kube-scheduler of the
+session's release and plumb (following the same release) each read the same file and schedule
+the same scenario on the real control plane, one after the other, on nodes of their own. They
+must agree on which pods can be placed, keep the same constraints, and the bin-packing profile
+must pack as kube-scheduler's does."""
 
 from __future__ import annotations
 

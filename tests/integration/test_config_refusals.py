@@ -1,7 +1,8 @@
-"""Invalid KubeSchedulerConfiguration files, each refused by the real kube-scheduler v1.34.4
-(non-zero exit, a message naming the field) and by plumb's schedconfig.parse (ConfigError
-naming the same field), and a valid file both accept; YAML go-yaml refuses is refused in its
-words, and ``plumb run`` refuses such a file at start."""
+"""Invalid KubeSchedulerConfiguration files, each refused by the real kube-scheduler of the
+session's release (non-zero exit, a message naming the field) and by plumb's schedconfig.parse
+deciding as that release (ConfigError naming the same field), and a valid file both accept;
+YAML go-yaml refuses is refused in its words, and ``plumb run`` refuses such a file at start.
+What a release added or changed is in test_config_releases.py."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from plumb.framework import schedconfig
+from plumb.framework import emulation, schedconfig
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from tests.support import schedconfig_files
 from tests.support.plumb_process import launch_plumb
@@ -37,12 +38,27 @@ leaderElection: {leaderElect: false}
 @dataclasses.dataclass(frozen=True)
 class RefusalCase:
     """A file (``{header}`` stands for apiVersion, kind, the kubeconfig and no leader
-    election), what kube-scheduler's message must contain, and plumb's ConfigError.field."""
+    election), what kube-scheduler's message must contain, and plumb's ConfigError.field;
+    ``changed``: from the release given on, what kube-scheduler says and the field instead."""
 
     id: str
     text: str
     kube_says: tuple[str, ...]
     field: str
+    changed: tuple[tuple[int, tuple[str, ...], str], ...] = ()
+
+    def expected(self, minor: int) -> tuple[tuple[str, ...], str]:
+        """What kube-scheduler v1.``minor`` says, and the field plumb names."""
+        says, field = self.kube_says, self.field
+        for since, later_says, later_field in self.changed:
+            if minor >= since:
+                says, field = later_says, later_field
+        return says, field
+
+
+# v1.36 validates NodeResourcesFit's ratio by its type, and names its shape in full
+# (schedconfig/revisions.py, FIT_RATIO_BY_TYPE).
+_RATIO = "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio"
 
 
 CASES = (
@@ -216,6 +232,16 @@ CASES = (
             "increasing order",
         ),
         "profiles[0].pluginConfig[0].args.scoringStrategy.shape[1].utilization",
+        (
+            (
+                36,
+                (
+                    "scoringStrategy.requestedToCapacityRatio.shape[1].utilization: Invalid "
+                    "value: 50: values must be sorted in increasing order",
+                ),
+                f"{_RATIO}.shape[1].utilization",
+            ),
+        ),
     ),
     RefusalCase(
         "rtcr-shape-out-of-range",
@@ -224,13 +250,33 @@ CASES = (
         "{shape: [{utilization: 0, score: 0}, {utilization: 100, score: 11}]}}}}]}]\n",
         ("scoringStrategy.shape[1].score: Invalid value: 11: not in valid range [0, 10]",),
         "profiles[0].pluginConfig[0].args.scoringStrategy.shape[1].score",
+        (
+            (
+                36,
+                (
+                    "scoringStrategy.requestedToCapacityRatio.shape[1].score: Invalid value: 11: "
+                    "not in valid range [0, 10]",
+                ),
+                f"{_RATIO}.shape[1].score",
+            ),
+        ),
     ),
     RefusalCase(
         "rtcr-without-shape",
         "{header}profiles: [{schedulerName: a, pluginConfig: [{name: NodeResourcesFit, args: "
         "{scoringStrategy: {type: RequestedToCapacityRatio}}}]}]\n",
         ("nil pointer dereference", "noderesources"),
-        "profiles[0].pluginConfig[0].args.scoringStrategy.requestedToCapacityRatio",
+        _RATIO,
+        (
+            (
+                36,
+                (
+                    "scoringStrategy.requestedToCapacityRatio: Required value: must be specified "
+                    "when type is RequestedToCapacityRatio",
+                ),
+                _RATIO,
+            ),
+        ),
     ),
     RefusalCase(
         "resource-weight-out-of-range",
@@ -397,8 +443,9 @@ def _binary(plane: controlplane.ControlPlane) -> Path:
 @pytest.mark.differential
 @pytest.mark.parametrize("case", CASES, ids=[case.id for case in CASES])
 def test_kube_scheduler_and_plumb_refuse(
-    case: RefusalCase, control_plane: controlplane.ControlPlane, tmp_path: Path
+    case: RefusalCase, control_plane: controlplane.ControlPlane, kube_minor: int, tmp_path: Path
 ) -> None:
+    kube_says, field = case.expected(kube_minor)
     text = render(case.text, control_plane.kubeconfig)
     config = tmp_path / "config.yaml"
     config.write_text(text, encoding="utf-8")
@@ -411,18 +458,18 @@ def test_kube_scheduler_and_plumb_refuse(
     )
     output = result.stdout + result.stderr
     assert result.returncode != 0, f"kube-scheduler accepted {case.id}:\n{output[-2000:]}"
-    for words in case.kube_says:
+    for words in kube_says:
         assert words in output, f"kube-scheduler did not say {words!r}:\n{output[-3000:]}"
 
     with pytest.raises(schedconfig.ConfigError) as raised:
-        schedconfig.parse(text)
-    assert raised.value.field == case.field, str(raised.value)
-    assert case.field in str(raised.value)
+        schedconfig.parse(text, kube=emulation.emulate(kube_minor))
+    assert raised.value.field == field, str(raised.value)
+    assert field in str(raised.value)
 
 
 @pytest.mark.differential
 def test_kube_scheduler_and_plumb_accept_the_valid_file(
-    control_plane: controlplane.ControlPlane, tmp_path: Path
+    control_plane: controlplane.ControlPlane, kube_minor: int, tmp_path: Path
 ) -> None:
     text = render(VALID, control_plane.kubeconfig)
     config = tmp_path / "config.yaml"
@@ -450,7 +497,7 @@ def test_kube_scheduler_and_plumb_accept_the_valid_file(
             process.kill()
             process.wait(timeout=10)
 
-    parsed = schedconfig.parse(text)
+    parsed = schedconfig.parse(text, kube=emulation.emulate(kube_minor))
     assert [p.name for p in parsed.profiles] == ["spread-out", "bin-packing"]
     assert (parsed.initial_backoff, parsed.max_backoff) == (2.0, 20.0)
     # Weight 0 is 1 in kube-scheduler, not "off".

@@ -1,6 +1,7 @@
 """Preemption side by side, which node and which victims: reprieve, fewest victims, priorities,
 PDBs, start times; each scenario runs once under plumb and once under the real kube-scheduler
-v1.34.4 on the same control plane (the harness of test_plugin_parity.py).
+of the session's release (v1.34.4 to v1.37.2; plumb follows the API server's release) on the
+same control plane (the harness of test_plugin_parity.py).
 
 test_preemption_parity_filters.py (which nodes are searched) and
 test_preemption_parity_nomination.py (what happens while the victims terminate) run more
@@ -20,26 +21,31 @@ deletion would violate a PDB before the others; pods of equal priority and no st
 node that only some of them must leave would make the victims a coin toss, so the pods of one
 node have distinct priorities wherever that matters.
 
-What kube-scheduler v1.34.4 does, as these tests pin down:
+What kube-scheduler does, as these tests pin down (``side_by_side.Words`` has each release's
+words):
 - a pod that fits nowhere gets FailedScheduling; its message is the node histogram (sorted as
   text, counts included) followed by the PostFilter plugins' messages joined by ", ":
-  DynamicResources' "no new claims to deallocate", then DefaultPreemption's "preemption: …",
-  which is "not eligible due to preemptionPolicy=Never." or a histogram of its own over all
-  nodes: the reason each searched node failed after its lower-priority pods were removed ("No
-  preemption victims found for incoming pod" where there were none), "Preemption is not
-  helpful for scheduling" for the nodes not searched (UnschedulableAndUnresolvable);
-- when preemption finds a node, the message is the histogram alone, the preemptor gets
-  status.nominatedNodeName (kept after it is bound, even bound elsewhere), and each victim gets
-  the condition DisruptionTarget (True, PreemptionByScheduler, "<schedulerName>: preempting to
-  accommodate a higher priority pod"), a graceful delete and a Preempted event ("Preempted by
-  pod <preemptor uid> on node <node>");
+  DynamicResources' "no new claims to deallocate" (up to v1.36; nothing from v1.37), then
+  DefaultPreemption's "preemption: …", which is "not eligible due to preemptionPolicy=Never."
+  or a histogram of its own over all nodes: the reason each searched node failed after its
+  lower-priority pods were removed ("No preemption victims found for incoming pod" where there
+  were none), "Preemption is not helpful for scheduling" for the nodes not searched
+  (UnschedulableAndUnresolvable);
+- when preemption finds a node, the message is the histogram alone up to v1.36 and, from
+  v1.37, the histogram then "preemption: found a potential placement for pod on node <node>,
+  preempting <n> victims"; the preemptor gets status.nominatedNodeName (kept after it is
+  bound, even bound elsewhere, up to v1.34; from v1.35 the API server clears it on binding),
+  and each victim gets the condition DisruptionTarget (True,
+  PreemptionByScheduler, "<schedulerName>: preempting to accommodate a higher priority pod"),
+  a graceful delete and a Preempted event ("Preempted by pod <preemptor uid> on node <node>");
 - a graceful delete of a pod bound to a node leaves it Terminating until its kubelet confirms;
   these nodes have none, so the tests do the kubelet's last step (``Scene.finish_terminating``),
   after which the preemptor binds on the nominated node. Tried again meanwhile (which depends
   on timing), the preemptor gets "… preemption: not eligible due to a terminating pod on the
   nominated node." and deletes nothing more;
-- a pod already Terminating is still a pod on its node: it can be chosen as a victim again
-  (condition, delete, event once more).
+- a pod already Terminating is still a pod on its node: it can be chosen as a victim again;
+  up to v1.34 it is preempted once more (condition, delete, event), from v1.35 it is left
+  alone (no API call for a victim already being deleted).
 """
 
 from __future__ import annotations
@@ -72,9 +78,9 @@ def test_reprieve_leaves_all_but_the_least_important_pod(scene: Scene) -> None:
     not fit, a victim). So exactly one pod goes, the priority-1 one."""
     (node,) = scene.add_nodes("n", cpu="3")
     scene.stage([Occupant(f"p{p}", node, p) for p in (1, 2, 3)])
-    message = f"0/1 nodes are available: 1 {INSUFFICIENT_CPU}."
+    histogram = f"0/1 nodes are available: 1 {INSUFFICIENT_CPU}."
     outcome = scene.preempt(scene.preemptor("1"), victims=1)
-    assert outcome == scene.preempted(deleted={"p1"}, node=node, message=message)
+    assert outcome == scene.preempted(deleted={"p1"}, node=node, histogram=histogram)
 
 
 def test_fewer_victims_of_equal_priority_win(scene: Scene) -> None:
@@ -90,9 +96,9 @@ def test_fewer_victims_of_equal_priority_win(scene: Scene) -> None:
             Occupant("one", one, 0, cpu="2"),
         ]
     )
-    message = f"0/2 nodes are available: 2 {INSUFFICIENT_CPU}."
+    histogram = f"0/2 nodes are available: 2 {INSUFFICIENT_CPU}."
     outcome = scene.preempt(scene.preemptor("2"), victims=1)
-    assert outcome == scene.preempted(deleted={"one"}, node=one, message=message)
+    assert outcome == scene.preempted(deleted={"one"}, node=one, histogram=histogram)
 
 
 def test_lower_highest_victim_priority_wins_over_fewer_victims(scene: Scene) -> None:
@@ -108,9 +114,11 @@ def test_lower_highest_victim_priority_wins_over_fewer_victims(scene: Scene) -> 
             Occupant("two-10-y", two, 10),
         ]
     )
-    message = f"0/2 nodes are available: 2 {INSUFFICIENT_CPU}."
+    histogram = f"0/2 nodes are available: 2 {INSUFFICIENT_CPU}."
     outcome = scene.preempt(scene.preemptor("2"), victims=2)
-    assert outcome == scene.preempted(deleted={"two-10-x", "two-10-y"}, node=two, message=message)
+    assert outcome == scene.preempted(
+        deleted={"two-10-x", "two-10-y"}, node=two, histogram=histogram
+    )
 
 
 def test_smaller_priority_sum_wins_when_the_highest_victims_tie(scene: Scene) -> None:
@@ -126,9 +134,9 @@ def test_smaller_priority_sum_wins_when_the_highest_victims_tie(scene: Scene) ->
             Occupant("b-5", b, 5),
         ]
     )
-    message = f"0/2 nodes are available: 2 {INSUFFICIENT_CPU}."
+    histogram = f"0/2 nodes are available: 2 {INSUFFICIENT_CPU}."
     outcome = scene.preempt(scene.preemptor("2"), victims=2)
-    assert outcome == scene.preempted(deleted={"b-20", "b-5"}, node=b, message=message)
+    assert outcome == scene.preempted(deleted={"b-20", "b-5"}, node=b, histogram=histogram)
 
 
 def test_a_node_whose_victim_a_pdb_protects_is_avoided(scene: Scene) -> None:
@@ -143,9 +151,9 @@ def test_a_node_whose_victim_a_pdb_protects_is_avoided(scene: Scene) -> None:
             Occupant("b-20", b, 20, cpu="2", labels={"app": "plain"}),
         ]
     )
-    message = f"0/2 nodes are available: 2 {INSUFFICIENT_CPU}."
+    histogram = f"0/2 nodes are available: 2 {INSUFFICIENT_CPU}."
     outcome = scene.preempt(scene.preemptor("2"), victims=1)
-    assert outcome == scene.preempted(deleted={"b-20"}, node=b, message=message)
+    assert outcome == scene.preempted(deleted={"b-20"}, node=b, histogram=histogram)
 
 
 def test_a_pdb_is_violated_when_there_is_no_other_way(scene: Scene) -> None:
@@ -161,9 +169,9 @@ def test_a_pdb_is_violated_when_there_is_no_other_way(scene: Scene) -> None:
             Occupant("high", node, ABOVE_PREEMPTOR, labels={"app": "guarded"}),
         ]
     )
-    message = f"0/1 nodes are available: 1 {INSUFFICIENT_CPU}."
+    histogram = f"0/1 nodes are available: 1 {INSUFFICIENT_CPU}."
     outcome = scene.preempt(scene.preemptor("2"), victims=1)
-    assert outcome == scene.preempted(deleted={"guarded"}, node=node, message=message)
+    assert outcome == scene.preempted(deleted={"guarded"}, node=node, histogram=histogram)
 
 
 def test_reprieve_spares_the_pdb_protected_pod_first(scene: Scene) -> None:
@@ -180,9 +188,9 @@ def test_reprieve_spares_the_pdb_protected_pod_first(scene: Scene) -> None:
             Occupant("plain", node, 5, labels={"app": "plain"}),
         ]
     )
-    message = f"0/1 nodes are available: 1 {INSUFFICIENT_CPU}."
+    histogram = f"0/1 nodes are available: 1 {INSUFFICIENT_CPU}."
     outcome = scene.preempt(scene.preemptor("1"), victims=1)
-    assert outcome == scene.preempted(deleted={"plain"}, node=node, message=message)
+    assert outcome == scene.preempted(deleted={"plain"}, node=node, histogram=histogram)
 
 
 def test_a_pdb_s_allowance_goes_to_the_most_important_victims_first(scene: Scene) -> None:
@@ -207,9 +215,9 @@ def test_a_pdb_s_allowance_goes_to_the_most_important_victims_first(scene: Scene
     # The one wait on timing: a scheduler shows no sign of having read the PDB's new status,
     # so it is given a second for its PDB informer.
     time.sleep(1.0)
-    message = f"0/1 nodes are available: 1 {INSUFFICIENT_CPU}."
+    histogram = f"0/1 nodes are available: 1 {INSUFFICIENT_CPU}."
     outcome = scene.preempt(scene.preemptor("2"), victims=2)
-    assert outcome == scene.preempted(deleted={"p1", "p3"}, node=node, message=message)
+    assert outcome == scene.preempted(deleted={"p1", "p3"}, node=node, histogram=histogram)
 
 
 def test_start_times_decide_the_victims_and_the_node_when_all_else_ties(scene: Scene) -> None:
@@ -240,6 +248,6 @@ def test_start_times_decide_the_victims_and_the_node_when_all_else_ties(scene: S
     )
     # Pods come in one ordered watch: a probe judged now proves the scheduler has the times.
     scene.in_view()
-    message = f"0/2 nodes are available: 2 {INSUFFICIENT_CPU}."
+    histogram = f"0/2 nodes are available: 2 {INSUFFICIENT_CPU}."
     outcome = scene.preempt(scene.preemptor("1"), victims=1)
-    assert outcome == scene.preempted(deleted={"b-apr"}, node=b, message=message)
+    assert outcome == scene.preempted(deleted={"b-apr"}, node=b, histogram=histogram)

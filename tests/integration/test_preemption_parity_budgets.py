@@ -73,9 +73,9 @@ def test_an_unlabeled_pod_is_not_reprieved_first_under_a_notin_pdb(scene: Scene)
     _guard(scene, _NOT_IN)
     scene.stage([Occupant("bare", node, 5), Occupant("labeled", node, 0, labels=_LABELED)])
     _allows_none(scene)
-    message = f"0/1 nodes are available: 1 {INSUFFICIENT_CPU}."
+    histogram = f"0/1 nodes are available: 1 {INSUFFICIENT_CPU}."
     outcome = scene.preempt(scene.preemptor("1"), victims=1)
-    assert outcome == scene.preempted(deleted={"bare"}, node=node, message=message)
+    assert outcome == scene.preempted(deleted={"bare"}, node=node, histogram=histogram)
 
 
 def test_the_node_of_an_unlabeled_pod_has_no_violation_under_a_doesnotexist_pdb(
@@ -96,6 +96,6 @@ def test_the_node_of_an_unlabeled_pod_has_no_violation_under_a_doesnotexist_pdb(
         ]
     )
     _allows_none(scene)
-    message = f"0/2 nodes are available: 2 {INSUFFICIENT_CPU}."
+    histogram = f"0/2 nodes are available: 2 {INSUFFICIENT_CPU}."
     outcome = scene.preempt(scene.preemptor("2"), victims=1)
-    assert outcome == scene.preempted(deleted={"bare"}, node=a, message=message)
+    assert outcome == scene.preempted(deleted={"bare"}, node=a, histogram=histogram)

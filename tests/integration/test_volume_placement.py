@@ -1,4 +1,4 @@
-"""Pods with volumes under plumb and under kube-scheduler v1.34.4 on the real control plane, with
+"""Pods with volumes under plumb and under kube-scheduler (the control plane's release) with
 kube-controller-manager's PV controller: a StatefulSet whose claims can bind only where local
 PersistentVolumes are, a claim already bound to a pinned volume, and a claim that does not
 exist. Both schedulers place the same pods on the same nodes and say the same thing about the
@@ -13,7 +13,7 @@ from tests.support import side_by_side
 from tests.support.live_cluster import NodeFactory
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 from tests.support.storage import Storage, storage_fixture  # noqa: F401
-from tests.support.volume_messages import AFTER_PREFILTER, MISSING_CLAIM, NO_PV_LEFT, NOT_HELPFUL
+from tests.support.volume_messages import AFTER_PREFILTER, MISSING_CLAIM, NO_PV_LEFT, not_helpful
 from tests.support.volume_objects import (
     pv_body,
     pvc_body,
@@ -77,6 +77,7 @@ def _stateful_set(namespace: str, scheduler_name: str, storage_class: str) -> di
 
 
 def test_a_statefulset_lands_only_where_its_local_volumes_can_bind(
+    kube_minor: int,
     kube_client: kube.Kube,
     namespace: str,
     add_node: NodeFactory,
@@ -101,7 +102,7 @@ def test_a_statefulset_lands_only_where_its_local_volumes_can_bind(
     assert sorted(bound.values()) == sorted(with_volume), placed
     (waiting,) = [pod for pod, node in placed.items() if node is None]
     assert side_by_side.failed_scheduling(kube_client, namespace, waiting) == (
-        NO_PV_LEFT + NOT_HELPFUL
+        NO_PV_LEFT + not_helpful(kube_minor)
     )
     # The PV controller finished each binding the scheduler started: each placed pod's claim
     # is Bound to the volume on its node.

@@ -1,7 +1,7 @@
 """Volumes against the real control plane: plumb's PreBind binds a local PV to a
 WaitForFirstConsumer claim and kube-controller-manager's PV controller completes the binding; and
-the real kube-scheduler v1.34.4's FailedScheduling messages for volume failures, held against
-what plumb's volume plugins say over the same objects."""
+the real kube-scheduler's FailedScheduling messages (the control plane's release) for volume
+failures, held against what plumb's volume plugins say over the same objects."""
 
 from __future__ import annotations
 
@@ -26,11 +26,11 @@ from tests.support.volume_messages import (
     AFTER_PREFILTER,
     MISSING_CLAIM,
     NO_PV_LEFT,
-    NOT_HELPFUL,
     PINNED_ELSEWHERE,
     RWOP_IN_USE,
-    RWOP_SUFFIX,
     UNBOUND_IMMEDIATE,
+    not_helpful,
+    rwop_suffix,
 )
 from tests.support.volume_objects import (
     pv_body,
@@ -169,6 +169,7 @@ def _failure(client: kube.Kube, namespace: str, name: str) -> str:
 @pytest.mark.differential
 def test_kube_scheduler_volume_messages(
     request: pytest.FixtureRequest,
+    kube_minor: int,
     control_plane: controlplane.ControlPlane,
     kube_client: kube.Kube,
     namespace: str,
@@ -273,8 +274,8 @@ def test_kube_scheduler_volume_messages(
 
     assert missing == MISSING_CLAIM + AFTER_PREFILTER
     assert waiting == UNBOUND_IMMEDIATE + AFTER_PREFILTER
-    assert third == NO_PV_LEFT + NOT_HELPFUL
-    assert elsewhere == PINNED_ELSEWHERE + NOT_HELPFUL
-    assert contender == RWOP_IN_USE + RWOP_SUFFIX
+    assert third == NO_PV_LEFT + not_helpful(kube_minor)
+    assert elsewhere == PINNED_ELSEWHERE + not_helpful(kube_minor)
+    assert contender == RWOP_IN_USE + rwop_suffix(kube_minor)
     for pod_name, (theirs, mine) in recorded.items():
         assert theirs.startswith(mine + " "), (pod_name, theirs, mine)

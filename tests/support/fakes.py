@@ -10,6 +10,7 @@ from typing import Any
 from plumb import binder, events
 from plumb import scheduler as scheduler_module
 from plumb.backend import queue as queue_module
+from plumb.framework import emulation
 from plumb.k8s import client as k8s_client
 from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
@@ -81,10 +82,12 @@ def make_scheduler(
     log: logging.Logger | None = None,
     batch_size: int = scheduler_module.DEFAULT_BATCH,
     metrics: metrics_module.Metrics | None = None,
+    kube: emulation.Emulation = emulation.NEWEST_EMULATION,
 ) -> scheduler_module.Scheduler:
-    """A scheduler over ``api`` on ``clock``; its trace lines go to ``log`` when given."""
+    """A scheduler over ``api`` on ``clock``, deciding as the release ``kube``; its trace lines
+    go to ``log`` when given."""
     return scheduler_module.Scheduler(
-        served=scheduler_module.defaults("plumb"),
+        served=scheduler_module.defaults("plumb", kube),
         binder=binder.Binder(api),
         recorder=events.Recorder(api, instance="test", clock=clock),
         kernel=kernel,

@@ -16,7 +16,7 @@ from plumb.kernel import contract as c
 CPU, MEMORY, PODS, GPU = range(4)
 RESOURCES = 4
 GI = 1 << 30
-DEFAULT_WEIGHTS = (1, 1, 3, 2, 2, 2, 0, 1)
+DEFAULT_WEIGHTS = (1, 1, 3, 2, 2, 2, 0, 1, 1)
 RESULT_FIELDS = ("chosen", "code", "detail", "total", "feasible", "top", "top_scores", "hinted")
 
 
@@ -29,6 +29,7 @@ class _Pod:
     taint: list[int]
     node_affinity: list[int]
     image: list[int] = dataclasses.field(default_factory=list)
+    volume: list[int] = dataclasses.field(default_factory=list)
     member: dict[str, int] = dataclasses.field(default_factory=dict)
     spread: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     affinity: list[tuple[str, str, bool]] = dataclasses.field(default_factory=list)
@@ -93,7 +94,8 @@ class KernelCase:
         return self
 
     def weights(self, *values: int) -> Self:
-        self._weights = list(values)
+        """Weights in SCORE_PLUGINS order; the plugins not given weigh 0."""
+        self._weights = [*values, *[0] * (len(c.SCORE_PLUGINS) - len(values))]
         return self
 
     def strategy(self, strategy: int) -> Self:
@@ -185,6 +187,11 @@ class KernelCase:
         """The pod continues the previous pod's OpportunisticBatching ranking (same
         signature, consecutive)."""
         self._pod.continues = True
+        return self
+
+    def volume(self, scores: Sequence[int]) -> Self:
+        """VolumeBinding's storage-capacity score of the pod per node (0 unless told)."""
+        self._pod.volume = list(scores)
         return self
 
     def member(self, row: str, value: int = 1) -> Self:
@@ -281,6 +288,9 @@ class KernelCase:
             node_affinity_raw=np.array([p.node_affinity for p in pods], dtype=np.int64),
             image_score=np.array(
                 [p.image or [0] * self.nodes for p in pods], dtype=np.int64
+            ).reshape(len(pods), self.nodes),
+            volume_score=np.array(
+                [p.volume or [0] * self.nodes for p in pods], dtype=np.int64
             ).reshape(len(pods), self.nodes),
             member=np.array(
                 [[p.member.get(r, 0) for r in rows] for p in pods], dtype=np.int32

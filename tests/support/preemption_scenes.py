@@ -33,7 +33,6 @@ from tests.support.preemption_steps import (
     nominated,
     preempted_by,
     preempted_condition,
-    waiting,
 )
 
 
@@ -74,7 +73,7 @@ class PreemptionOutcome:
     message: str | None
     """The preemptor's first FailedScheduling message, None if it had none."""
     later_messages: frozenset[str] = frozenset()
-    """Its other FailedScheduling messages but ``waiting(message)``: a retry while the victims
+    """Its other FailedScheduling messages but ``Words.waiting``'s: a retry while the victims
     are still Terminating does not preempt again, and whether kube-scheduler retries then (a
     victim's update wakes the pod) depends on timing."""
     marks: Mapping[str, Mark] = dataclasses.field(default_factory=dict)
@@ -83,16 +82,19 @@ class PreemptionOutcome:
 
 @dataclasses.dataclass
 class Scene:
-    """A side-by-side scenario's cluster: its nodes, the scheduler under test, and the
-    occupants that scheduler has placed ({name: priority}). The fixture ``scene`` makes one
-    per test and scheduler."""
+    """A side-by-side scenario's cluster: its nodes, the scheduler under test, the words of the
+    session's release, and the occupants that scheduler has placed ({name: priority}), those
+    the test deleted itself in ``deleted_by_owner``. The fixture ``scene`` makes one per test
+    and scheduler."""
 
     client: kube.Kube
     scheduler: side_by_side.Runner
     namespace: str
     add: NodeFactory
+    words: side_by_side.Words
     nodes: list[str] = dataclasses.field(default_factory=list)
     occupants: dict[str, int] = dataclasses.field(default_factory=dict)
+    deleted_by_owner: set[str] = dataclasses.field(default_factory=set)
 
     def add_node(self, node: builders.NodeBuilder) -> str:
         """Adds the node to the cluster; returns its name."""
@@ -169,7 +171,15 @@ class Scene:
     def delete(self, name: str) -> None:
         """Deletes the pod as its owner would: gracefully, so it stays Terminating (no kubelet)."""
         self.client.core.delete_namespaced_pod(name, self.namespace)
+        self.deleted_by_owner.add(name)
         self.wait_deleted(name)
+
+    def told(self, victims: Iterable[str]) -> set[str]:
+        """Those of ``victims`` a preemption writes to (condition, deletion, event): all of
+        them up to v1.34; from v1.35 not those already being deleted (executor.go)."""
+        if self.words.minor < 35:
+            return set(victims)
+        return set(victims) - self.deleted_by_owner
 
     def remove(self, name: str) -> None:
         """Deletes the pod at once (grace period 0)."""
@@ -245,7 +255,11 @@ class Scene:
             if pod["spec"].get("nodeName"):
                 return "(bound without nomination)"
             messages = self.messages(name)
-            if any(m.startswith(prefix) and "preemption: " in m for m in messages):
+            # v1.37's "preemption: found ..." is posted before the nomination is written.
+            if any(
+                m.startswith(prefix) and "preemption: " in m and not self.words.says_found(m)
+                for m in messages
+            ):
                 return "(failed without nomination)"
             return None
 
@@ -261,7 +275,7 @@ class Scene:
         with contextlib.suppress(kube.WaitTimeout):
             kube.wait_for(
                 "each victim's Preempted event",
-                lambda: all(self.preempted_events(v) for v in self.deleted()),
+                lambda: all(self.preempted_events(v) for v in self.told(self.deleted())),
                 timeout=30,
             )
         time.sleep(1.0)  # only to catch a victim too many: nothing more should be deleted
@@ -298,8 +312,8 @@ class Scene:
         *,
         retried: bool,
     ) -> PreemptionOutcome:
-        """The PreemptionOutcome; ``retried``: whether ``waiting(message)`` may be among the
-        messages."""
+        """The PreemptionOutcome; ``retried``: whether ``Words.waiting``'s message (of the
+        first message's histogram) may be among the messages."""
         client, namespace = self.client, self.namespace
         uid = str(client.pod(namespace, name)["metadata"]["uid"])
         messages = self.messages(name)
@@ -311,7 +325,8 @@ class Scene:
             nominated=nominee,
             node=node,
             message=first,
-            later_messages=frozenset(messages[1:]) - {waiting(first or "")}
+            later_messages=frozenset(messages[1:])
+            - {self.words.waiting(self.words.histogram(first or ""))}
             if retried
             else frozenset(messages[1:]),
             marks={
@@ -323,27 +338,39 @@ class Scene:
             },
         )
 
-    def preempted(self, *, deleted: set[str], node: str, message: str) -> PreemptionOutcome:
-        """The PreemptionOutcome of a preemption that deletes these pods, each told so, and binds
-        the preemptor on the node it was nominated to, after one FailedScheduling message."""
-        mark = Mark(
+    def preempted(self, *, deleted: set[str], node: str, histogram: str) -> PreemptionOutcome:
+        """The PreemptionOutcome of a preemption whose victims are the pods ``deleted``, each
+        told so (``told``), and that binds the preemptor on the node it was nominated to, after
+        one FailedScheduling message: the filters' ``histogram``, and from v1.37 the sentence
+        naming the node and the victims."""
+        told = Mark(
             preempted_condition(self.scheduler.scheduler_name),
             (preempted_by("{uid}", node),),
         )
-        marks = dict.fromkeys(deleted, mark)
+        untold = Mark(None, ())  # deleted by its owner: no DisruptionTarget condition
+        marks = {v: told if v in self.told(deleted) else untold for v in deleted}
         return PreemptionOutcome(
-            deleted=frozenset(deleted), nominated=node, node=node, message=message, marks=marks
+            deleted=frozenset(deleted),
+            nominated=node,
+            node=node,
+            message=self.words.found(histogram, node, len(deleted)),
+            marks=marks,
         )
 
-    def pending(self, message: str) -> PreemptionOutcome:
+    def pending(self, histogram: str, preemption: str) -> PreemptionOutcome:
         """The PreemptionOutcome of a preemptor that deletes nothing, is nominated nowhere and
-        waits with this one FailedScheduling message."""
-        return PreemptionOutcome(message=message)
+        waits with one FailedScheduling message: the filters' ``histogram``, then the PostFilter
+        part, DefaultPreemption's ending with ``preemption`` (``Words.post_filter``)."""
+        return PreemptionOutcome(message=self.words.post_filter(histogram, preemption))
 
 
 @pytest.fixture(name="scene")
 def scene_fixture(
-    kube_client: kube.Kube, namespace: str, add_node: NodeFactory, scheduler: side_by_side.Runner
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    scheduler: side_by_side.Runner,
+    words: side_by_side.Words,
 ) -> Scene:
     """An empty Scene for each scheduler (a test module imports ``scheduler_fixture`` too)."""
-    return Scene(kube_client, scheduler, namespace, add_node)
+    return Scene(kube_client, scheduler, namespace, add_node, words)

@@ -22,10 +22,6 @@ PREEMPTOR_PRIORITY = 1000
 ABOVE_PREEMPTOR = 2000
 INSUFFICIENT_CPU = "Insufficient cpu"
 PREEMPTED = "PreemptionByScheduler"  # the reason of a victim's DisruptionTarget condition
-# DynamicResources' PostFilter message for a pod without claims, which comes before
-# DefaultPreemption's in kube-scheduler's message.
-NO_CLAIMS = "no new claims to deallocate"
-_TERMINATING = "not eligible due to a terminating pod on the nominated node."
 _PREEMPTED_BY = "Preempted by pod {uid} on node {node}"
 # Long enough for a scheduler to have acted on a pod that it should leave alone: a test sleeps
 # it only to show that nothing more happens.
@@ -144,11 +140,6 @@ def first_seen(event: kube.JSON) -> datetime.datetime:
         (datetime.datetime.fromisoformat(s) for s in stamps if s),
         default=datetime.datetime.min.replace(tzinfo=datetime.UTC),
     )
-
-
-def waiting(diagnosis: str) -> str:
-    """The message of a nominated preemptor tried again while its victims terminate."""
-    return f"{diagnosis} {NO_CLAIMS}, preemption: {_TERMINATING}"
 
 
 # --- PodDisruptionBudgets and pod status ---------------------------------------------------------

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from kubernetes import utils as k8s_utils
 
+from plumb_dev.cluster.controlplane import building
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
 from tests.support import plumb_process
@@ -41,23 +42,76 @@ _NEVER = datetime.datetime.min.replace(tzinfo=datetime.UTC)
 
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
+NO_CLAIMS = "no new claims to deallocate"
+TERMINATING = "not eligible due to a terminating pod on the nominated node."
 
 
-def without_victims(histogram: str, total: int, searched: int) -> str:
-    """A FailedScheduling message as kube-scheduler v1.34.4 writes it for a pod no pod of lower
-    priority stands in the way of: the node histogram, then its PostFilter plugins' words —
-    DynamicResources' "no new claims to deallocate", then preemption's own "0/N nodes are
-    available" over the ``searched`` nodes (those a filter rejected for reasons evicting pods
-    could cure: none of lower priority there) and the rest (not helpful)."""
-    reasons = sorted(
-        f"{count} {reason}"
-        for reason, count in ((NO_VICTIMS, searched), (NOT_HELPFUL, total - searched))
-        if count
-    )
-    return (
-        f"{histogram} no new claims to deallocate, preemption: 0/{total} nodes are available: "
-        f"{', '.join(reasons)}."
-    )
+@dataclasses.dataclass(frozen=True)
+class Words:
+    """kube-scheduler's FailedScheduling words (PodScheduled's message is the same) as release
+    1.``minor`` writes them, where releases differ: after the filters' node histogram come the
+    PostFilter plugins' words, joined by ", " — DynamicResources' "no new claims to
+    deallocate" up to v1.36 (nothing from v1.37: dynamicresources.go PostFilter), then
+    DefaultPreemption's "preemption: ..."; a preemption that found a node adds nothing up to
+    v1.36 (only its status is returned) and, from v1.37, "preemption: found a potential
+    placement for pod on node N, preempting K victims" (preemption.go Preempt)."""
+
+    minor: int
+
+    def post_filter(self, histogram: str, preemption: str) -> str:
+        """The whole message of a pod no node fits and preemption did not help:
+        ``preemption`` is DefaultPreemption's part after "preemption: "."""
+        words = [NO_CLAIMS] if self.minor < 37 else []
+        words.append(f"preemption: {preemption}")
+        return f"{histogram} {', '.join(words)}"
+
+    def without_victims(self, histogram: str, total: int, searched: int) -> str:
+        """The message of a pod no pod of lower priority stands in the way of: preemption's
+        "0/N nodes are available" over the ``searched`` nodes (those a filter rejected for
+        reasons evicting pods could cure: none of lower priority there) and the rest (not
+        helpful)."""
+        reasons = sorted(
+            f"{count} {reason}"
+            for reason, count in ((NO_VICTIMS, searched), (NOT_HELPFUL, total - searched))
+            if count
+        )
+        return self.post_filter(histogram, f"0/{total} nodes are available: {', '.join(reasons)}.")
+
+    def found(self, histogram: str, node: str, victims: int) -> str:
+        """The message of a pod whose preemption chose ``node`` and that many victims."""
+        if self.minor < 37:
+            return histogram
+        sentence = f"found a potential placement for pod on node {node}, preempting {victims}"
+        return f"{histogram} preemption: {sentence} victims"
+
+    def says_found(self, message: str) -> bool:
+        """Whether the message is of a preemption that found a node (v1.37's sentence; up to
+        v1.36 such a message has no PostFilter part at all)."""
+        return " preemption: found a potential placement for pod on node " in message
+
+    def waiting(self, histogram: str) -> str:
+        """The message of a nominated preemptor tried again while its victims terminate."""
+        return self.post_filter(histogram, TERMINATING)
+
+    def histogram(self, message: str) -> str:
+        """The filters' part of a message this release wrote: what comes before its PostFilter
+        plugins' words."""
+        for start in (f" {NO_CLAIMS}", " preemption: "):
+            if start in message:
+                return message[: message.index(start)]
+        return message
+
+
+def words(minor: int | None = None) -> Words:
+    """Release 1.``minor``'s words; by default the session's control plane's release, chosen
+    as the ``control_plane`` fixture chooses it ($PLUMB_KUBE_VERSION, else the default): for
+    helpers called without the ``kube_minor`` fixture at hand."""
+    return Words(building.chosen_release().minor if minor is None else minor)
+
+
+def without_victims(histogram: str, total: int, searched: int, *, minor: int | None = None) -> str:
+    """``Words.without_victims`` of release 1.``minor``, by default the session's (``words``)."""
+    return words(minor).without_victims(histogram, total, searched)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,7 +1,8 @@
-"""Volume objects for tests: PersistentVolume, claim and StorageClass bodies, a pod's body with
-claim volumes, the five nodes the volume tests place on, and plumb's volume store filled from
-bodies (shared by the unit tests of the store, the volume plugins and PreBind, and by
-tests/integration/test_volume_prebind.py and test_volume_placement.py)."""
+"""Volume objects for tests: PersistentVolume, claim, StorageClass, CSIDriver and CSIStorageCapacity
+bodies, a pod's body with claim volumes, the five nodes the volume tests place on, and plumb's
+volume store filled from bodies (shared by the unit tests of the store, the volume plugins and
+PreBind, and by tests/integration/test_volume_prebind.py and test_volume_placement.py).
+"""
 
 from __future__ import annotations
 
@@ -133,6 +134,67 @@ def storage_class_body(
     return body
 
 
+def csinode_body(name: str, *drivers: str, limits: Mapping[str, int] | None = None) -> JSON:
+    """A node's CSINode with these drivers registered (``limits``: their attach counts)."""
+    registered = []
+    for driver in drivers:
+        entry: JSON = {"name": driver, "nodeID": name}
+        if limits and driver in limits:
+            entry["allocatable"] = {"count": limits[driver]}
+        registered.append(entry)
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {"drivers": registered},
+    }
+
+
+def csidriver_body(
+    name: str, *, storage_capacity: bool = False, prevent_if_missing: bool | None = None
+) -> JSON:
+    """A CSIDriver: ``storage_capacity`` has its CSIStorageCapacities checked;
+    ``prevent_if_missing`` sets preventPodSchedulingIfMissing (None: unset)."""
+    spec: JSON = {"attachRequired": False, "storageCapacity": storage_capacity}
+    if prevent_if_missing is not None:
+        spec["preventPodSchedulingIfMissing"] = prevent_if_missing
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIDriver",
+        "metadata": {"name": name},
+        "spec": spec,
+    }
+
+
+def storage_capacity_body(
+    name: str,
+    storage_class: str,
+    *,
+    capacity: str | None = None,
+    maximum: str | None = None,
+    node: str | None = None,
+    match_labels: Mapping[str, str] | None = None,
+    namespace: str = NS,
+) -> JSON:
+    """A CSIStorageCapacity of ``storage_class``: ``node`` (its hostname label) or
+    ``match_labels`` as its nodeTopology (neither: none, available nowhere)."""
+    body: JSON = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIStorageCapacity",
+        "metadata": {"name": name, "namespace": namespace},
+        "storageClassName": storage_class,
+    }
+    if node is not None:
+        body["nodeTopology"] = {"matchLabels": {HOSTNAME: node}}
+    elif match_labels is not None:
+        body["nodeTopology"] = {"matchLabels": dict(match_labels)}
+    if capacity is not None:
+        body["capacity"] = capacity
+    if maximum is not None:
+        body["maximumVolumeSize"] = maximum
+    return body
+
+
 FIVE = statics(*(make_node(f"node-{c}") for c in "abcde"))
 
 
@@ -142,10 +204,14 @@ def store_of(
     claims: tuple[JSON, ...] = (),
     classes: tuple[JSON, ...] = (storage_class_body(),),
     csinodes: tuple[JSON, ...] = (),
+    csidrivers: tuple[JSON, ...] = (),
+    capacities: tuple[JSON, ...] = (),
 ) -> volumes.Volumes:
     store = volumes.Volumes()
     store.resync_pvs(pvs)
     store.resync_pvcs(claims)
     store.resync_storage_classes(classes)
     store.resync_csinodes(csinodes)
+    store.resync_csidrivers(csidrivers)
+    store.resync_storage_capacities(capacities)
     return store

@@ -284,6 +284,43 @@ async def test_pods_written_with_another_rfc3339_offset_are_the_same_pods(
     assert "nothing was checked" in out.getvalue()
 
 
+async def test_the_topology_labels_a_binding_copies_from_the_node_are_not_a_change(
+    json_lines: tuple[logging.Logger, Lines],
+) -> None:
+    # From Kubernetes v1.35 the API server copies the node's zone and region labels onto each
+    # pod it binds (PodTopologyLabels admission), overwriting the pod's own: the pod kubectl
+    # shows then is the pod that was decided, but for those labels.
+    log, handler = json_lines
+    s = make_scheduler(FakeApi(), ManualClock(), log=log)
+    plain = make_pod("plain", "shop").uid("u-plain").scheduler("plumb").req(cpu="100m")
+    own = make_pod("own", "shop").uid("u-own").scheduler("plumb").req(cpu="100m").label(ZONE, "x")
+    bodies = [plain.obj(), own.obj()]
+    node = make_node("n1").zone("a").label("topology.kubernetes.io/region", "r").capacity(cpu="2")
+    s.feed.resync([node.obj()], bodies)
+    await s.schedule_batch(await s.queue.pop_batch(8))
+    await s.drain()
+    lines = [r for r in map(trace.from_log_line, handler.lines) if r is not None]
+    document = runs.load(json.loads(json.dumps(s.dump())))
+    topology = {ZONE: "a", "topology.kubernetes.io/region": "r"}
+    region = "topology.kubernetes.io/region"
+    bound = [
+        objects.parse_pod(plain.copy().node("n1").label(ZONE, "a").label(region, "r").obj()),
+        # Its own zone "x" overwritten by the node's "a".
+        objects.parse_pod(own.copy().node("n1").label(ZONE, "a").label(region, "r").obj()),
+    ]
+    assert bound[0].labels == topology
+    outcomes = replay.replay_pods(document, bound, reference.run)
+    assert [(o.replayed.node, o.changed) for o in outcomes] == [("n1", False), ("n1", False)]
+    out = io.StringIO()
+    assert replay.check_log(document, bound, lines, reference.run, out) == 0
+    # A label of another key is the pod's own change.
+    relabelled = objects.parse_pod(
+        plain.copy().node("n1").label(ZONE, "a").label(region, "r").label("app", "x").obj()
+    )
+    (outcome,) = replay.replay_pods(document, [relabelled], reference.run)
+    assert outcome.changed
+
+
 def test_reading_a_dump_loads_neither_the_scheduler_nor_numba() -> None:
     """``plumb replay`` imports the recorded runs (plumb.runs) without the live scheduler; numba
     is loaded only when a run is decided with the compiled kernel."""

@@ -110,13 +110,14 @@ async def emulation_for(api: VersionApi, settings: RunSettings) -> emulation.Emu
 
 def served_for(settings: RunSettings, kube: emulation.Emulation) -> scheduler_module.Served:
     """The profiles as the release ``kube`` has them: the configuration file read again for
-    it (a field of a later release is refused), or kube-scheduler's defaults."""
+    it, or kube-scheduler's defaults. A field of a later release is refused with a message
+    that names both releases (the log has said which release plumb decides as already)."""
     if settings.config is None:
         return scheduler_module.defaults(settings.served.profiles[0].name, kube)
     try:
         return configuring.served_from(settings.config_bytes, settings.config, kube)
     except configuring.ConfigFileError as error:
-        raise StartError(f"{error} (kube-scheduler v{kube.version})") from error
+        raise StartError(str(error)) from error
 
 
 def identity(environ: dict[str, str] | None = None) -> str:
@@ -165,11 +166,11 @@ async def run(settings: RunSettings) -> None:
     api = k8s_client.ApiClient(creds, user_agent=f"plumb/{first}")
     try:
         kube = await emulation_for(api, settings)
+        logger.info("%s", kube.describe())
         settings = dataclasses.replace(settings, served=served_for(settings, kube))
     except StartError:
         await api.close()
         raise
-    logger.info("%s", kube.describe())
     elector = _elector(settings, api)
     gate: gates.Gate = gates.always if elector is None else elector.may_act
     # Events name the replica that posted them (kube-scheduler: its name and host).

@@ -1,15 +1,15 @@
-"""The cluster feed: list every collection the scheduler reads once, then watch each from its
-list's resourceVersion, so the loop starts on a full picture and no object is replayed or missed.
+"""The cluster feed: list every collection the scheduler reads once, then watch each from its list's
+resourceVersion, so the loop starts on a full picture and no object is replayed or missed.
 
-Pods, nodes, namespaces, Services, controllers, PodDisruptionBudgets and the volume plugins'
-objects (PersistentVolumes, claims, StorageClasses, CSINodes) are watched with
-k8s/reflectors.py rather than kopf's on.event: kopf's per-object machinery cost more CPU and memory
-than the scheduling itself (docs/performance.md#watches-plumbs-own-not-kopfs). kopf runs the
+Pods, nodes, namespaces, Services, controllers, PodDisruptionBudgets and the volume plugins' objects
+(PersistentVolumes, claims, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities) are watched
+with k8s/reflectors.py rather than kopf's on.event: kopf's per-object machinery cost more CPU and
+memory than the scheduling itself (docs/performance.md#watches-plumbs-own-not-kopfs). kopf runs the
 operator around it.
 
-Each collection has its own task, supervised by reflectors.watch_forever: a handler failing on
-one object re-lists that collection only (counted in ``plumb_watch_restarts_total``), and the
-others go on.
+Each collection has its own task, supervised by reflectors.watch_forever: a handler failing on one
+object re-lists that collection only (counted in ``plumb_watch_restarts_total``), and the others go
+on.
 """
 
 from __future__ import annotations
@@ -47,6 +47,8 @@ VOLUME_PATHS = (
     ("/api/v1/persistentvolumeclaims", scheduler_module.PERSISTENT_VOLUME_CLAIM),
     ("/apis/storage.k8s.io/v1/storageclasses", scheduler_module.STORAGE_CLASS),
     ("/apis/storage.k8s.io/v1/csinodes", scheduler_module.CSI_NODE),
+    ("/apis/storage.k8s.io/v1/csidrivers", scheduler_module.CSI_DRIVER),
+    ("/apis/storage.k8s.io/v1/csistoragecapacities", scheduler_module.CSI_STORAGE_CAPACITY),
 )
 
 

@@ -107,6 +107,7 @@ class StaticTable:
     taints: list[contract.I64] = dataclasses.field(default_factory=list)
     affinities: list[contract.I64] = dataclasses.field(default_factory=list)
     images: list[contract.I64] = dataclasses.field(default_factory=list)
+    volumes: list[contract.I64] = dataclasses.field(default_factory=list)
 
     def append(
         self,
@@ -118,6 +119,7 @@ class StaticTable:
         taint: contract.I64,
         affinity: contract.I64,
         image: contract.I64,
+        volume: contract.I64,
     ) -> int:
         u = self.index[spec] = len(self.verdicts)
         self.verdicts.append(verdicts)
@@ -126,6 +128,7 @@ class StaticTable:
         self.taints.append(taint)
         self.affinities.append(affinity)
         self.images.append(image)
+        self.volumes.append(volume)
         return u
 
     def last_codes(self, nodes: int) -> contract.I32 | None:
@@ -148,6 +151,7 @@ class StaticTable:
             "taint_raw": rows_of(self.taints, np.int64, nodes),
             "node_affinity_raw": rows_of(self.affinities, np.int64, nodes),
             "image_score": rows_of(self.images, np.int64, nodes),
+            "volume_score": rows_of(self.volumes, np.int64, nodes),
         }
 
 

@@ -2,7 +2,8 @@
 
 Static filters (NodeUnschedulable, NodeName, TaintToleration, NodeAffinity, NodePorts, the
 volume filters, and NodeDeclaredFeatures, which the kernel checks after every other) and the
-raw static scores (TaintToleration, NodeAffinity, ImageLocality) are evaluated here with numpy,
+raw static scores (TaintToleration, NodeAffinity, ImageLocality, VolumeBinding's storage
+capacity for a pod with claims) are evaluated here with numpy,
 per pod over every node; what changes as pods are placed (resources, spread and affinity
 counts) becomes count rows and constraint tables the kernel evaluates and updates pod after pod.
 
@@ -39,8 +40,11 @@ from plumb.framework.plugins import (
     nodeports,
     noderesourcesfit,
     nodeunschedulable,
+    nodevolumelimits,
     podtopologyspread,
     tainttoleration,
+    volumebinding,
+    volumecapacity,
 )
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.kernel import contract
@@ -75,8 +79,8 @@ class Compiled:
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Filters:
     """Which static filters the profile enables, where its addedAffinity's required terms
-    match (None: it has none), and NodeDeclaredFeatures' release (0: not run: the profile
-    does not enable it, or its gate is off)."""
+    match (None: it has none), NodeDeclaredFeatures' release (0: not run: the profile
+    does not enable it, or its gate is off) and NodeVolumeLimits' driver check."""
 
     unschedulable: bool
     node_name: bool
@@ -86,6 +90,7 @@ class _Filters:
     volumes: frozenset[str]  # the volume plugins enabled as filters
     enforced: contract.B1 | None
     declared_features: int
+    csi_drivers: int
 
     @classmethod
     def of(cls, profile: scoring.Profile, statics: snapshot.NodeStatics) -> _Filters:
@@ -104,6 +109,9 @@ class _Filters:
                 if nodedeclaredfeatures.NAME in enabled
                 and profile.kube.gate(nodedeclaredfeatures.NAME)
                 else 0
+            ),
+            csi_drivers=nodevolumelimits.driver_check(
+                profile.kube.gate(nodevolumelimits.GATE), profile.kube.csi_driver_opt_in
             ),
         )
 
@@ -172,7 +180,9 @@ def _static(
     if filters.volumes and pod.claims:
         # VolumeRestrictions, NodeVolumeLimits, VolumeBinding, VolumeZone; kube-scheduler runs
         # them after NodeResourcesFit (see _resources_before_volumes).
-        found = volume_plugins.verdicts(pod, statics, cache.volumes, cache.claim_use())
+        found = volume_plugins.verdicts(
+            pod, statics, cache.volumes, cache.claim_use(), drivers=filters.csi_drivers
+        )
         for verdict in found.filters:
             if verdict.plugin in filters.volumes:
                 mark(
@@ -277,14 +287,19 @@ def _inter_pod(
     self_match = False
     filtering = interpodaffinity.NAME in profile.filters
     hard_weight = profile.hard_pod_affinity_weight
+    fixed = profile.kube.namespace_selector_fixed
+
+    def incoming(term: specs.PodAffinityTerm) -> countrows.Matcher:
+        return interpodaffinity.incoming_matcher(term, fixed)
+
     if s.required_affinity and filtering:
-        matchers = tuple(countrows.Matcher.of_term(term) for term in s.required_affinity)
+        matchers = tuple(incoming(term) for term in s.required_affinity)
         row = tables.row(countrows.Selection(matchers))
         for term in s.required_affinity:
             tables.affinity.append(pod=b, row=row, key=tables.key(term.topology_key), anti=False)
         self_match = all(m.matches(pod, namespaces) for m in matchers)
     for term in s.required_anti_affinity if filtering else ():
-        row = tables.row(countrows.Selection((countrows.Matcher.of_term(term),)))
+        row = tables.row(countrows.Selection((incoming(term),)))
         tables.affinity.append(pod=b, row=row, key=tables.key(term.topology_key), anti=True)
 
     # A score weighing 0 costs nothing: its terms get no count row and no table entry.
@@ -297,13 +312,13 @@ def _inter_pod(
 
     for weighted in s.preferred_affinity if scored else ():
         prefer(
-            countrows.Selection((countrows.Matcher.of_term(weighted.term),)),
+            countrows.Selection((incoming(weighted.term),)),
             weighted.term.topology_key,
             weighted.weight,
         )
     for weighted in s.preferred_anti_affinity if scored else ():
         prefer(
-            countrows.Selection((countrows.Matcher.of_term(weighted.term),)),
+            countrows.Selection((incoming(weighted.term),)),
             weighted.term.topology_key,
             -weighted.weight,
         )
@@ -389,6 +404,7 @@ def _resource_fields(profile: scoring.Profile, column: Mapping[str, int]) -> dic
         "fit_shape_score": np.array([score * scale for _, score in shape], dtype=np.int64),
         "balanced_columns": np.array([column[name] for name, _, _ in balanced], dtype=np.int32),
         "balanced_optional": np.array([optional for _, _, optional in balanced], dtype=np.bool_),
+        "balanced_change": profile.kube.balanced_change,
     }
 
 
@@ -513,13 +529,16 @@ def _carriers(
 class _StaticScores:
     """Which raw static scores the profile weighs (one weighing 0 is not computed: its row
     stays ``zeros``), its addedAffinity's preferred terms' raw score per node (None: it has
-    none, or NodeAffinity weighs 0), and how its release's ImageLocality counts image volumes
-    (Emulation.image_volumes)."""
+    none, or NodeAffinity weighs 0), how its release's ImageLocality counts image volumes
+    (Emulation.image_volumes), and whether VolumeBinding scores (its weight, its filter, and
+    the StorageCapacityScoring gate: off, kube-scheduler builds no scorer) with which shape."""
 
     taint: bool
     node_affinity: bool
     image: bool
     image_volumes: int
+    volume: bool
+    capacity_shape: volumecapacity.Shape
     added_preferred: contract.I64 | None
     zeros: contract.I64
 
@@ -531,6 +550,10 @@ class _StaticScores:
             node_affinity=bool(weights[contract.NODE_AFFINITY]),
             image=bool(weights[contract.IMAGE_LOCALITY]),
             image_volumes=profile.kube.image_volumes,
+            volume=bool(weights[contract.VOLUME_BINDING])
+            and volumebinding.NAME in profile.filters
+            and profile.kube.gate(volumecapacity.GATE),
+            capacity_shape=profile.capacity_shape,
             added_preferred=(
                 nodeaffinity.preferred_raw(profile.added_preferred, statics)
                 if profile.added_preferred and weights[contract.NODE_AFFINITY]
@@ -598,9 +621,33 @@ def _static_row(
     if scores.added_preferred is not None:
         preferred = preferred + scores.added_preferred
     image = imagelocality.score(pod, statics, scores.image_volumes) if scores.image else zeros
+    volume = _volume_score(pod, statics, cache, scores) if pod.claims else zeros
     return tables.statics.append(
-        spec, verdicts, code=code, last=last, taint=taint, affinity=preferred, image=image
+        spec,
+        verdicts,
+        code=code,
+        last=last,
+        taint=taint,
+        affinity=preferred,
+        image=image,
+        volume=volume,
     )
+
+
+def _volume_score(
+    pod: objects.PodInfo,
+    statics: snapshot.NodeStatics,
+    cache: cache_module.Cache,
+    scores: _StaticScores,
+) -> contract.I64:
+    """VolumeBinding's storage-capacity score of a pod with claims (0 everywhere when the
+    profile does not score it, or its PreFilter rejects the pod)."""
+    if not scores.volume:
+        return scores.zeros
+    failure, claims = volumebinding.prefilter(pod, cache.volumes)
+    if failure is not None:
+        return scores.zeros
+    return volumebinding.score(statics, cache.volumes, claims, scores.capacity_shape)
 
 
 def _member(

@@ -69,6 +69,12 @@ GATES: Mapping[str, FeatureGate] = {
         _gate("OpportunisticBatching", since=35, on=35),
         # Pod-level requests of a pod being resized read from its status.
         _gate("InPlacePodLevelResourcesVerticalScaling", since=35, on=36),
+        # DynamicResourcesArgs.bindingTimeout (schedconfig/revisions.py) is allowed, and
+        # defaulted to 10m, only with this gate and DRAResourceClaimDeviceStatus on; the field
+        # itself came in v1.35. Alpha in v1.34 and v1.35, beta, on in v1.36.
+        _gate("DRADeviceBindingConditions", since=34, on=36),
+        # The other gate bindingTimeout needs: beta, on since v1.33, GA and locked in v1.37.
+        _gate("DRAResourceClaimDeviceStatus", since=34, on=34, locked=37),
     )
 }
 """The gates ``--feature-gates`` takes, by name."""
@@ -106,9 +112,18 @@ class Emulation:
     # a potential placement for pod on node N, preempting K victims" to the FailedScheduling
     # message and the PodScheduled condition.
     preemption_sentence: bool = True
+    # Before v1.37 (dynamicresources.go PostFilter): DynamicResources' PostFilter, which runs
+    # before DefaultPreemption's, says "no new claims to deallocate" for a pod without claims,
+    # and the message joins it to preemption's words with ", "; from v1.37 it says nothing.
+    dra_postfilter_sentence: bool = False
     # v1.37 (preemption/util.go FilterVictimsWithPDBViolation): a victim counts against its
     # PDBs until the first one it overdraws; before, every PDB matching it was charged.
     pdb_first_violation: bool = True
+    # v1.35 (preemption.go prepareCandidate, prepareCandidateAsync; v1.36 executor.go): a
+    # victim already being deleted gets no API call (no DisruptionTarget, no deletion, no
+    # Preempted event); with every victim being deleted, nothing is done at all (lower-priority
+    # pods nominated to the node keep their nomination). Before, each victim was preempted.
+    deleting_victims_skipped: bool = True
     # v1.37 (plugin.go mergeAffinityTermNamespacesIfNotEmpty by pointer): the incoming pod's
     # namespaceSelector selects only the namespaces it matches; before, a selector matching an
     # empty label set (DoesNotExist, NotIn) matched existing pods of every namespace.
@@ -119,6 +134,15 @@ class Emulation:
     # v1.37 (#140047, component-helpers resource/helpers.go): a pod being resized counts the
     # largest of its spec, actuated and allocated totals; before, the largest per container.
     resize_pod_totals: bool = True
+    # NodeVolumeLimits' driver check, with VolumeLimitScaling on (nodevolumelimits/csi.go
+    # checkCSIDriverOnNode): from v1.36 only a CSIDriver with preventPodSchedulingIfMissing
+    # asks for it; in v1.35 (the field did not exist) any CSIDriver object does.
+    csi_driver_opt_in: bool = True
+    # v1.36 (schedule_one.go handleSchedulingFailure: ``pod = podInfo.Pod`` after re-reading
+    # the informer's pod): a binding cycle that fails clears the nominatedNodeName written
+    # before PreBind (NominatedNodeNameForExpectation); in v1.35 the clear compares with the
+    # pod as queued, without it, and sends nothing: the nomination stays until the binding.
+    failure_rereads_nomination: bool = True
 
     @property
     def version(self) -> str:
@@ -174,10 +198,14 @@ def emulate(
         image_volumes=0 if minor < 36 else 1 if minor == 36 else 2,
         declared_features={34: 0, 35: 1, 36: 2}.get(minor, 3),
         preemption_sentence=minor >= 37,
+        dra_postfilter_sentence=minor < 37,
         pdb_first_violation=minor >= 37,
+        deleting_victims_skipped=minor >= 35,
         namespace_selector_fixed=minor >= 37,
         gated_nominations=minor >= 37,
         resize_pod_totals=minor >= 37,
+        csi_driver_opt_in=minor >= 36,
+        failure_rereads_nomination=minor >= 36,
     )
 
 

@@ -19,6 +19,7 @@ from plumb.framework.plugins import (
     noderesourcesfit,
     podtopologyspread,
     tainttoleration,
+    volumecapacity,
 )
 
 LEAST_ALLOCATED = "LeastAllocated"
@@ -57,6 +58,7 @@ DEFAULT_WEIGHTS = (
     interpodaffinity.SCORE_WEIGHT,
     0,  # ZoneHealth: not a kube-scheduler plugin; only a policy weighs it
     1,  # ImageLocality
+    1,  # VolumeBinding: scores only with StorageCapacityScoring on (v1.37's default)
 )
 """kube-scheduler's default weights, in the kernel's SCORE_PLUGINS order."""
 
@@ -86,6 +88,9 @@ class Profile:
     - zone health: the node label naming a zone and each zone's factor in (0, 1]. A node
       scores ZoneHealth round(100 * its zone's factor); a zone not listed, or a node without
       the label, scores 100, as a healthy zone does.
+    - ``capacity_shape``: VolumeBindingArgs.shape, (utilization 0-100, score 0-10) points the
+      storage-capacity score follows (plugins/volumecapacity.py); read only where
+      ``kube``'s StorageCapacityScoring gate is on.
     """
 
     name: str = ""
@@ -105,6 +110,7 @@ class Profile:
     zone_key: str = ""
     zone_factors: Mapping[str, float] = dataclasses.field(default_factory=dict)
     kube: emulation.Emulation = emulation.NEWEST_EMULATION
+    capacity_shape: volumecapacity.Shape = volumecapacity.DEFAULT_SHAPE
 
 
 DEFAULT = Profile()

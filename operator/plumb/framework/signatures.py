@@ -93,7 +93,8 @@ def signature(pod: objects.PodInfo, profile: scoring.Profile) -> Signature | Non
         parts.append(("node name", pod.node_name))
     if profile.weights[contract.IMAGE_LOCALITY]:
         parts.append(("images", tuple(sorted(set(pod.images)))))
-    if any(_runs(profile, name) for name in volume_plugins.PLUGINS):
+    volumes = profile.weights[contract.VOLUME_BINDING] != 0
+    if volumes or any(_runs(profile, name) for name in volume_plugins.PLUGINS):
         parts.append(("claims", pod.claims))
     if _runs(profile, nodedeclaredfeatures.NAME) and profile.kube.gate(nodedeclaredfeatures.NAME):
         needed = nodedeclaredfeatures.required(pod, profile.kube.declared_features)

@@ -51,6 +51,7 @@ def decide(
     taint_raw: c.I64,
     node_affinity_raw: c.I64,
     image_score: c.I64,
+    volume_score: c.I64,
     member: c.I32,
     spread_pod: c.I32,
     spread_row: c.I32,
@@ -111,6 +112,7 @@ def decide(
         (pods_column, cpu_column, memory_column),
         (pod_hashes, spread_require_all, affinity_self, balanced_skip, static_row, continues),
         (requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, image_score, member),
+        volume_score,
         (spread_pod, spread_row, spread_key, spread_max_skew, spread_min_domains),
         (spread_hard, spread_self, spread_hostname, spread_eligible),
         (affinity_pod, affinity_row, affinity_key, affinity_anti),
@@ -307,13 +309,14 @@ def decide(
                 nodes,
             )
         taint_row, affinity_raw, image_row = taint_raw[u], node_affinity_raw[u], image_score[u]
+        volume_row = volume_score[u]
         taint_low, taint_high, affinity_low, affinity_high = compiled_scores.gather(
             feasible,
             count,
             weighted,
             taint_row,
             affinity_raw,
-            (weights[c.IMAGE_LOCALITY], image_row),
+            (weights[c.IMAGE_LOCALITY], image_row, weights[c.VOLUME_BINDING], volume_row),
             slots,
         )
 
@@ -384,6 +387,7 @@ def decide(
             inter_raw,
             zone_score,
             image_row,
+            volume_row,
         )
         if general:
             kept = compiled_selection.totals_and_best(
@@ -478,7 +482,7 @@ def _classic(
     BalancedAllocation) with a strategy other than RequestedToCapacityRatio: the fast path of
     ``compiled_scores.resource_scores``."""
     fit_columns, fit_weights, fit_nonzero, fit_optional = fit_spec[:4]
-    balanced_columns, balanced_optional = balanced_spec
+    balanced_columns, balanced_optional = balanced_spec[0], balanced_spec[1]
     ok = strategy != c.REQUESTED_TO_CAPACITY_RATIO
     ok = ok and fit_columns.shape[0] == 2 and balanced_columns.shape[0] == 2
     if not ok:

@@ -29,6 +29,7 @@ def valid(
     columns: Any,
     per_pod: Any,
     per_pod_tables: Any,
+    volume: c.I64,
     spread: Any,
     spread_flags: Any,
     affinity: Any,
@@ -58,7 +59,7 @@ def valid(
     ok = ok and requests.shape == (pods, resources) and pod_nonzero.shape == (pods, 2)
     ok = ok and static_code.shape[1] == nodes and taint_raw.shape == (distinct, nodes)
     ok = ok and node_affinity_raw.shape == (distinct, nodes) and member.shape == (pods, rows)
-    ok = ok and image.shape == (distinct, nodes)
+    ok = ok and image.shape == (distinct, nodes) and volume.shape == (distinct, nodes)
     fit_columns, fit_weights, fit_nonzero, fit_optional, points, shape_scores = fit_spec
     size = fit_columns.shape[0]
     ok = ok and fit_weights.shape[0] == size and fit_nonzero.shape[0] == size
@@ -67,7 +68,7 @@ def valid(
         ok = ok and 0 <= fit_columns[f] < resources and c.NO_NONZERO <= fit_nonzero[f] <= 1
     for i in range(1, points.shape[0]):
         ok = ok and points[i - 1] < points[i]  # the shape's divisions are by their steps
-    balanced_columns, balanced_optional = balanced_spec
+    balanced_columns, balanced_optional = balanced_spec[0], balanced_spec[1]
     ok = ok and balanced_optional.shape[0] == balanced_columns.shape[0]
     for g in range(balanced_columns.shape[0]):
         ok = ok and 0 <= balanced_columns[g] < resources
@@ -133,6 +134,7 @@ def check(cluster: c.Cluster, batch: c.Batch) -> None:
         "taint_raw": (batch.taint_raw, (distinct, nodes)),
         "node_affinity_raw": (batch.node_affinity_raw, (distinct, nodes)),
         "image_score": (batch.image_score, (distinct, nodes)),
+        "volume_score": (batch.volume_score, (distinct, nodes)),
         "member": (batch.member, (pods, rows)),
         "spread_eligible": (batch.spread_eligible, (spreads, nodes)),
         "spread_require_all": (batch.spread_require_all, (pods,)),

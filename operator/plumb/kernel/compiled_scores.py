@@ -88,6 +88,8 @@ def resource_scores(
     row, its non-zero cpu and memory requests, whether BalancedAllocation skips it).
     ``outputs``: (fit, balanced, weighted): the two scores, and the two and ZoneHealth's
     per-node score weighted and summed (none of them is normalised over the feasible nodes).
+    ``balanced_spec``: BalancedAllocation's (columns, optional, whether it scores the change
+    in balance: ``Batch.balanced_change``).
 
     What a node has requested is ``allocatable - free`` (plain requests) or
     ``placed_nonzero`` (non-zero cpu and memory), both kept current by ``decide``. A pass per
@@ -98,6 +100,7 @@ def resource_scores(
     one fused pass, does it.
     """
     request, pod_nonzero, skip = pod
+    change = balanced_spec[2]
     if classic[0]:
         _classic_scores(
             allocatable,
@@ -110,20 +113,19 @@ def resource_scores(
             outputs,
             classic[1],
             classic[2],
+            change,
             start,
             end,
         )
         return
     fit_columns, fit_weights, fit_nonzero, fit_optional, points, shape_scores = fit_spec
-    balanced_columns, balanced_optional = balanced_spec
     fit, balanced, weighted = outputs
     w0, w1, w6 = weights[0], 0 if skip else weights[1], weights[c.ZONE_HEALTH]
     least = strategy == c.LEAST_ALLOCATED
     ratio = strategy == c.REQUESTED_TO_CAPACITY_RATIO
-    fit_sum, fit_weight, counted = sums[0], sums[1], sums[2]
-    total, first, second, squares = fractions[0], fractions[1], fractions[2], fractions[3]
+    fit_sum, fit_weight = sums[0], sums[1]
     for n in range(start, end):
-        fit_sum[n], fit_weight[n], counted[n], total[n] = 0, 0, 0, 0.0
+        fit_sum[n], fit_weight[n] = 0, 0
     for f in range(fit_columns.shape[0] if strategy != c.BALANCED_ALLOCATION else 0):
         column = fit_columns[f]
         if fit_optional[f] and request[column] == 0:
@@ -151,11 +153,67 @@ def resource_scores(
                 score = 0 if share < 0 else score
             fit_sum[n] += score * weight if ok else 0
             fit_weight[n] += weight if ok else 0
+    # From v1.36 the balance without the pod first (into ``balanced``), which the balance with
+    # it then turns into the change.
+    if change:
+        _balances(
+            allocatable,
+            free,
+            request,
+            balanced_spec,
+            False,
+            sums[2],
+            fractions,
+            balanced,
+            start,
+            end,
+        )
+    _balances(
+        allocatable, free, request, balanced_spec, True, sums[2], fractions, balanced, start, end
+    )
+    for n in range(start, end):
+        weight_sum = fit_weight[n]
+        if ratio:
+            score = _round_half_away(fit_sum[n] / weight_sum) if weight_sum > 0 else 0
+        else:
+            score = _floor_div(fit_sum[n], weight_sum, 1.0 / weight_sum)
+            score = score if weight_sum > 0 else 0
+        balance = balanced[n]
+        if strategy == c.BALANCED_ALLOCATION:
+            score = 0 if skip else balance
+        fit[n] = score
+        weighted[n] = w0 * score + w1 * balance + w6 * zone_score[n]
+
+
+@compiled_jit.jit
+def _balances(
+    allocatable: c.I64,
+    free: c.I64,
+    request: c.I64,
+    balanced_spec: Any,
+    with_pod: bool,
+    counted: c.I64,
+    fractions: c.F64,
+    out: c.I64,
+    start: int,
+    end: int,
+) -> None:
+    """NodeResourcesBalancedAllocation's balance of nodes ``start:end`` with the pod's
+    ``request`` (``with_pod``) or without it, over the resources the pod's score reads (those
+    it skips are skipped either way), into ``out``. With the pod and ``balanced_spec``'s
+    change switch on, ``out`` holds the balance without it and gets the change:
+    50 + (50 + with - without) / 2 (both are 50 to 100: the division floors). ``counted`` and
+    ``fractions`` (4 rows) are scratch."""
+    balanced_columns, balanced_optional, change = balanced_spec
+    total, first, second, squares = fractions[0], fractions[1], fractions[2], fractions[3]
+    for n in range(start, end):
+        counted[n], total[n] = 0, 0.0
     for g in range(balanced_columns.shape[0]):
         column = balanced_columns[g]
         added = request[column]
         if balanced_optional[g] and added == 0:
             continue
+        added = added if with_pod else 0
         capacity_row, free_row = allocatable[column], free[column]
         for n in range(start, end):
             capacity = capacity_row[n]
@@ -177,6 +235,7 @@ def resource_scores(
             added = request[column]
             if balanced_optional[g] and added == 0:
                 continue
+            added = added if with_pod else 0
             capacity_row, free_row = allocatable[column], free[column]
             for n in range(start, end):
                 capacity = capacity_row[n]
@@ -184,12 +243,6 @@ def resource_scores(
                 deviation = fraction - total[n]
                 squares[n] = squares[n] + (deviation * deviation if capacity != 0 else 0.0)
     for n in range(start, end):
-        weight_sum = fit_weight[n]
-        if ratio:
-            score = _round_half_away(fit_sum[n] / weight_sum) if weight_sum > 0 else 0
-        else:
-            score = _floor_div(fit_sum[n], weight_sum, 1.0 / weight_sum)
-            score = score if weight_sum > 0 else 0
         count = counted[n]
         std = 0.0
         if count == 2:
@@ -197,10 +250,16 @@ def resource_scores(
         elif count > 2:
             std = np.sqrt(squares[n] / count)
         balance = int((1 - std) * _MAX)
-        if strategy == c.BALANCED_ALLOCATION:
-            score = 0 if skip else balance
-        fit[n], balanced[n] = score, balance
-        weighted[n] = w0 * score + w1 * balance + w6 * zone_score[n]
+        out[n] = _changed(balance, out[n]) if with_pod and change else balance
+
+
+@compiled_jit.inline
+def _changed(with_pod: int, without: int) -> int:
+    """BalancedAllocation's score from v1.36: 50 + (50 + with - without) / 2, Go's division
+    (towards zero; ``reference.go_div``)."""
+    x = _MAX // 2 + with_pod - without
+    half = abs(x) >> 1
+    return _MAX // 2 + (half if x >= 0 else -half)
 
 
 @compiled_jit.jit
@@ -215,6 +274,7 @@ def _classic_scores(
     outputs: Any,
     cpu_column: int,
     memory_column: int,
+    change: bool,
     start: int,
     end: int,
 ) -> None:
@@ -253,6 +313,11 @@ def _classic_scores(
         cpu_fraction = min(1.0, (cpu - cpu_free[n] + cpu_request) / cpu)
         memory_fraction = min(1.0, (memory - memory_free[n] + memory_request) / memory)
         balance = int((1 - abs((cpu_fraction - memory_fraction) / 2)) * _MAX) if both else _MAX
+        if change:  # from v1.36: the change from the balance without the pod
+            cpu_fraction = min(1.0, (cpu - cpu_free[n]) / cpu)
+            memory_fraction = min(1.0, (memory - memory_free[n]) / memory)
+            before = int((1 - abs((cpu_fraction - memory_fraction) / 2)) * _MAX) if both else _MAX
+            balance = _changed(balance, before)
         score = (0 if skip else balance) if balanced_fit else score
         fit[n], balanced[n] = score, balance
         weighted[n] = w0 * score + w1 * balance + w6 * zone_score[n]
@@ -268,15 +333,16 @@ def gather(
     image: Any,
     slots: c.I64,
 ) -> tuple[int, int, int, int]:
-    """Each feasible node's weighted resource, zone health and image locality scores
-    (``resource_scores``'s ``weighted``, plus ``image``: (weight, the pod's score row)), taint
+    """Each feasible node's weighted resource, zone health, image locality and volume scores
+    (``resource_scores``'s ``weighted``, plus ``image``: (ImageLocality's weight, the pod's
+    score row, VolumeBinding's weight, the pod's score row)), taint
     and node-affinity raw scores into ``slots[0]``, ``slots[1]``, ``slots[2]`` by slot.
     Returns the lowest and highest taint, then node-affinity, raw score."""
     slot_weighted, slot_taint, slot_affinity = slots[0], slots[1], slots[2]
-    image_weight, image_row = image
+    image_weight, image_row, volume_weight, volume_row = image
     for j in range(count):
         n = np.uint64(feasible[j])
-        slot_weighted[j] = weighted[n] + image_weight * image_row[n]
+        slot_weighted[j] = weighted[n] + image_weight * image_row[n] + volume_weight * volume_row[n]
         slot_taint[j] = taint_raw[n]
         slot_affinity[j] = affinity_raw[n]
     taint_low, taint_high = _HIGHEST, _LOWEST
@@ -489,14 +555,14 @@ def inter_pod_score(raw: int, low: int, high: int) -> int:
 @compiled_jit.inline
 def scores_of(
     j: int, feasible: c.I32, inputs: Any, pod: Any, general: bool
-) -> tuple[int, int, int, int, int, int, int, int]:
-    """The eight plugin scores of the j-th feasible node (resource scores cached).
+) -> tuple[int, int, int, int, int, int, int, int, int]:
+    """The nine plugin scores of the j-th feasible node (resource scores cached).
 
     ``pod``: BalancedAllocation skipped; the taint and node-affinity raw scores' feasible
     (lowest, highest, reciprocal of the highest); the soft spread's (constraints?, lowest,
     highest, reciprocal of the highest); InterPodAffinity's (terms?, lowest, highest)."""
     fit, balanced, taint_row, affinity_row, scored, spread_raw, inter_raw, zone_score = inputs[:8]
-    image_row = inputs[8]
+    image_row, volume_row = inputs[8], inputs[9]
     skip, _, taint_high, taint_inverse, _, affinity_high, affinity_inverse = pod[:7]
     spread_on, spread_low, spread_high, spread_inverse, inter_on, inter_low, inter_high = pod[7:]
     n = feasible[j]
@@ -512,4 +578,5 @@ def scores_of(
         inter_pod_score(inter_raw[j], inter_low, inter_high) if inter_on != 0 else 0,
         zone_score[n],
         image_row[n],
+        volume_row[n],
     )

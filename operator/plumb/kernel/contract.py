@@ -44,8 +44,10 @@ EXISTING_ANTI_AFFINITY = 7
 
 # Score plugins, in the order of ``Batch.weights`` and of the per-plugin score outputs.
 # ZoneHealth is plumb's own (a SchedulingPolicy's zone factors): ``Batch.zone_score``;
-# ImageLocality's score is the framework's too (``Batch.image_score``), neither normalised.
+# ImageLocality's and VolumeBinding's scores are the framework's too (``Batch.image_score``,
+# ``Batch.volume_score``), none normalised.
 FIT, BALANCED, TAINT, NODE_AFFINITY, SPREAD, INTER_POD, ZONE_HEALTH, IMAGE_LOCALITY = range(8)
+VOLUME_BINDING = 8
 SCORE_PLUGINS = (
     "NodeResourcesFit",
     "NodeResourcesBalancedAllocation",
@@ -55,6 +57,7 @@ SCORE_PLUGINS = (
     "InterPodAffinity",
     "ZoneHealth",
     "ImageLocality",
+    "VolumeBinding",
 )
 
 # NodeResourcesFit's scoring strategy (``Batch.fit_strategy``) over the resources of
@@ -115,6 +118,7 @@ class Batch:
     taint_raw: I64  # (U, N) PreferNoSchedule taints not tolerated
     node_affinity_raw: I64  # (U, N) sum of matched preferred node-affinity weights
     image_score: I64  # (U, N) ImageLocality's score, already 0-100 (not normalised)
+    volume_score: I64  # (U, N) VolumeBinding's storage-capacity score, 0-100 (not normalised)
     member: I32  # (B, T) what placing pod b adds to each count row
 
     # PodTopologySpread constraints (C rows)
@@ -151,7 +155,7 @@ class Batch:
     preferred_key: I32
     preferred_weight: I64
 
-    weights: I64  # (8,) in SCORE_PLUGINS order
+    weights: I64  # (9,) in SCORE_PLUGINS order
     balanced_skip: B1  # (B,) pod requests none of the balanced resources: BalancedAllocation
     #                    skips it (score 0)
     fit_strategy: int  # one of FIT_STRATEGIES
@@ -178,6 +182,11 @@ class Batch:
     # if it passes pod b's filters; otherwise pod b is scored in full and its ranking, less
     # its node, is kept in turn. The first pod of a batch continues nothing.
     continues: B1  # (B,)
+    # Its score from v1.36 (balanced_allocation.go, #135573): the change in balance the pod
+    # brings, 50 + (50 + with - without) / 2 (Go's division, towards zero), "without" over
+    # the same resources, 100 on a node with nothing requested. False: the balance with the
+    # pod, up to v1.35.
+    balanced_change: bool = False
 
     @property
     def size(self) -> int:
@@ -194,7 +203,7 @@ class Result:
     total: I64  # (B, N) weighted score sum (0 where infeasible)
     feasible: I32  # (B,)
     top: I32  # (B, TOP) best candidates by (total, tie-break), -1 padding
-    top_scores: I64  # (B, TOP, 8) normalised per-plugin scores of those candidates
+    top_scores: I64  # (B, TOP, 9) normalised per-plugin scores of those candidates
     hinted: B1  # (B,) chosen from the kept ranking (Batch.continues), not by its own scores
 
 
@@ -224,6 +233,7 @@ _SHARED = (
     "taint_raw",
     "node_affinity_raw",
     "image_score",
+    "volume_score",
     "fit_filter",
     "fit_columns",
     "fit_weights",
@@ -233,6 +243,7 @@ _SHARED = (
     "fit_shape_score",
     "balanced_columns",
     "balanced_optional",
+    "balanced_change",
 )
 """The Batch fields every pod of a batch shares (``part`` keeps them whole)."""
 

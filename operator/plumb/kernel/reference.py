@@ -229,10 +229,12 @@ def _fit(state: _State, batch: c.Batch, b: int, n: int) -> int:
 
 def _balanced(state: _State, batch: c.Batch, b: int, n: int) -> int:
     """NodeResourcesBalancedAllocation: 100 * (1 - the standard deviation of the requested
-    fractions (at most 1) of its resources), by the plain requests with the pod's."""
+    fractions (at most 1) of its resources), by the plain requests with the pod's; from v1.36
+    (``batch.balanced_change``) the change that brings: 50 + (50 + with - without) / 2, the
+    balance without the pod taken over the same resources."""
     cl = state.cluster
-    fractions = []
-    total = 0.0
+    with_pod: list[float] = []
+    without: list[float] = []
     for g in range(batch.balanced_columns.shape[0]):
         column = int(batch.balanced_columns[g])
         if batch.balanced_optional[g] and batch.requests[b, column] == 0:
@@ -240,10 +242,21 @@ def _balanced(state: _State, batch: c.Batch, b: int, n: int) -> int:
         capacity = int(cl.allocatable[column, n])
         if capacity == 0:
             continue
-        used = int(state.requested[column, n]) + int(batch.requests[b, column])
-        fraction = min(1.0, float(used) / float(capacity))
+        placed = int(state.requested[column, n])
+        used = placed + int(batch.requests[b, column])
+        with_pod.append(min(1.0, float(used) / float(capacity)))
+        without.append(min(1.0, float(placed) / float(capacity)))
+    score = _balance(with_pod)
+    if not batch.balanced_change:
+        return score
+    return c.MAX_NODE_SCORE // 2 + go_div(c.MAX_NODE_SCORE // 2 + score - _balance(without), 2)
+
+
+def _balance(fractions: list[float]) -> int:
+    """kube-scheduler's balancedResourceScore: 100 * (1 - the standard deviation)."""
+    total = 0.0
+    for fraction in fractions:
         total += fraction
-        fractions.append(fraction)
     std = 0.0
     if len(fractions) == 2:
         std = abs((fractions[0] - fractions[1]) / 2)
@@ -254,6 +267,12 @@ def _balanced(state: _State, batch: c.Batch, b: int, n: int) -> int:
             squares = squares + (fraction - mean) * (fraction - mean)
         std = math.sqrt(squares / len(fractions))
     return int((1 - std) * c.MAX_NODE_SCORE)
+
+
+def go_div(x: int, d: int) -> int:
+    """Go's integer division for d > 0: the quotient truncated towards zero."""
+    q = abs(x) // d
+    return q if x >= 0 else -q
 
 
 def _spread_scores(state: _State, batch: c.Batch, b: int, feasible: list[int]) -> dict[int, int]:
@@ -407,6 +426,7 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
             _inter_pod_scores(state, batch, b, feasible),
             {n: int(batch.zone_score[n]) for n in feasible},  # per node, not normalised
             {n: int(batch.image_score[batch.static_row[b]][n]) for n in feasible},  # the same
+            {n: int(batch.volume_score[batch.static_row[b]][n]) for n in feasible},  # the same
         ]
         for n in feasible:
             total[b, n] = sum(

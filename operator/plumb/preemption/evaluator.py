@@ -1,7 +1,8 @@
 """The evaluator: whom to evict for a pod that fits nowhere, and on which node; pure computation.
 
-kube-scheduler v1.34's DefaultPreemption PostFilter (its Evaluator, preemption.go) without its
-API calls: preemption/search.py feeds it from the cache with the kernel as ``fits``, and
+kube-scheduler's DefaultPreemption PostFilter (its Evaluator, preemption.go) without its API
+calls, as v1.34 to v1.37 decide (they differ in how budgets are spent: ``first_violation``):
+preemption/search.py feeds it from the cache with the kernel as ``fits``, and
 scheduler/postfilter.py carries the verdict out with preemption/execution.py (nomination,
 DisruptionTarget, deletes, events).
 
@@ -66,6 +67,8 @@ NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_NODES = "no nodes available"
 PREFIX = "preemption: "
+# Preempt's status on success, from v1.37 (#140180); DefaultPreemption puts PREFIX before it.
+FOUND = "found a potential placement for pod on node {node}, preempting {victims} victims"
 PREEMPT_LOWER_PRIORITY = "PreemptLowerPriority"
 NEVER = "Never"
 # A pod's QoS class (status.qosClass), as ``Pod.qos``; "" is unknown and ranks as Burstable.
@@ -215,6 +218,12 @@ class PreemptionVerdict:
     clear_nomination: bool = False
 
 
+def found(node: str, victims: int) -> str:
+    """kube-scheduler v1.37's words for a preemption that found ``node`` (``FOUND``); the
+    count is of every victim chosen, those already being deleted too."""
+    return FOUND.format(node=node, victims=victims)
+
+
 def importance(pod: Pod) -> tuple[int, float, str, str, str]:
     """Sort key, most important first: higher priority, then earlier start (MoreImportantPod).
     kube-scheduler's sort is unstable among equals; plumb falls back to namespace, name, uid."""
@@ -254,10 +263,17 @@ def not_eligible(
 
 
 def split_by_budgets(
-    pods: Sequence[Pod], budgets: Sequence[DisruptionBudget]
+    pods: Sequence[Pod], budgets: Sequence[DisruptionBudget], *, first_violation: bool = True
 ) -> tuple[list[Pod], list[Pod]]:
-    """(violating, non-violating), order kept (filterPodsWithPDBViolation): each matching budget
-    is spent one disruption per pod in the given order; a pod that overdraws one violates it."""
+    """(violating, non-violating), order kept: each budget matching a pod is spent one
+    disruption per pod, pods in the given order, budgets in theirs; a pod that overdraws one
+    violates it. ``first_violation`` (v1.37's FilterVictimsWithPDBViolation): a pod stops at
+    the first budget it overdraws, leaving the later ones unspent; without it (v1.34 to v1.36,
+    filterPodsWithPDBViolation) every budget matching it is spent.
+
+    kube-scheduler takes the budgets in its informer's order, which is random; so, with a pod
+    under several budgets, which of them v1.37 leaves unspent is a coin toss there, and plumb
+    decides it by the order it is given (the PostFilter sorts by namespace and name)."""
     allowed = [b.disruptions_allowed for b in budgets]
     violating: list[Pod] = []
     keeping: list[Pod] = []
@@ -268,6 +284,8 @@ def split_by_budgets(
                 continue
             allowed[i] -= 1
             violates |= allowed[i] < 0
+            if violates and first_violation:
+                break
         (violating if violates else keeping).append(pod)
     return violating, keeping
 
@@ -289,8 +307,11 @@ def select_victims(
     explains: Explains | None = None,
     fallback: tuple[str, ...] = (),
     rules: Rules = NO_RULES,
+    *,
+    first_violation: bool = True,
 ) -> NodeSearch:
-    """The fewest, least important victims on ``node`` (SelectVictimsOnNode), within ``rules``."""
+    """The fewest, least important victims on ``node`` (SelectVictimsOnNode), within ``rules``;
+    ``first_violation`` as ``split_by_budgets``'."""
 
     def stays(p: Pod) -> bool:
         # Equal or higher priority, or shielded by the rules: on the node whatever happens.
@@ -304,7 +325,7 @@ def select_victims(
         return NodeSearch(None, reasons)
     key = victim_order(rules)
     potential = sorted((p for p in node.pods if not stays(p)), key=key)
-    violating, keeping = split_by_budgets(potential, budgets)
+    violating, keeping = split_by_budgets(potential, budgets, first_violation=first_violation)
     victims: list[Pod] = []
     violations = 0
     for group_violates, group in ((True, violating), (False, keeping)):
@@ -353,6 +374,8 @@ def preempt(
     fits: Fits,
     explains: Explains | None = None,
     rules: Rules = NO_RULES,
+    *,
+    first_violation: bool = True,
 ) -> PreemptionVerdict:
     """Where ``pod`` should preempt and whom (Evaluator.Preempt without its API calls).
 
@@ -360,7 +383,8 @@ def preempt(
     the cycle that just failed (nodes absent count as UnschedulableAndUnresolvable). Without
     ``explains``, a node where the pod does not fit even with every lower-priority pod gone is
     reported with its reasons from ``statuses``. ``rules`` are the preemptor's policy's
-    ``spec.preemption`` (``NO_RULES`` for a pod no policy governs).
+    ``spec.preemption`` (``NO_RULES`` for a pod no policy governs); ``budgets`` are spent in
+    their order, as ``first_violation`` says (``split_by_budgets``).
     """
     by_name = {node.name: node for node in nodes}
     refusal = not_eligible(pod, by_name, statuses)
@@ -375,7 +399,16 @@ def preempt(
         verdict = statuses.get(node.name)
         if verdict is None or verdict.code is not Code.UNSCHEDULABLE:
             continue
-        result = select_victims(pod, node, budgets, fits, explains, verdict.reasons, rules)
+        result = select_victims(
+            pod,
+            node,
+            budgets,
+            fits,
+            explains,
+            verdict.reasons,
+            rules,
+            first_violation=first_violation,
+        )
         if result.candidate is not None:
             candidates.append(result.candidate)
         elif result.error:

@@ -29,30 +29,49 @@ import numpy as np
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import countrows, nominations, snapshot
 from plumb.backend.records import objects, specs
-from plumb.framework import compiling, cycle, scoring
+from plumb.framework import compiling, cycle, emulation, scoring
 from plumb.framework.plugins import nodeports
 from plumb.kernel import contract
 from plumb.preemption import evaluator
 
-# DynamicResources' PostFilter runs before DefaultPreemption in kube-scheduler v1.34 and, for a
-# pod without resource claims, says this; the FailedScheduling message joins both with ", ".
+# DynamicResources' PostFilter runs before DefaultPreemption in kube-scheduler and, for a pod
+# without resource claims, says this up to v1.36 (Emulation.dra_postfilter_sentence); the
+# FailedScheduling message joins both with ", ".
 NO_CLAIMS = "no new claims to deallocate"
 _MASKED = 1  # a static code that rejects a node the what-if does not ask about
 
 
+def post_filter_words(kube: emulation.Emulation, preemption: str) -> str:
+    """What kube-scheduler's PostFilter plugins say of a pod they could not help, as the
+    FailedScheduling message goes on after the filters' part: DynamicResources' words up to
+    v1.36, then DefaultPreemption's ``preemption`` ("preemption: ...", or "" when it is
+    disabled), joined by ", "."""
+    words = [NO_CLAIMS] if kube.dra_postfilter_sentence else []
+    if preemption:
+        words.append(preemption)
+    return ", ".join(words)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Search:
-    """A preemption search's outcome, with the records of the chosen victims."""
+    """A preemption search's outcome, with the records of the chosen victims, decided as the
+    release ``kube`` does."""
 
     outcome: evaluator.PreemptionVerdict
     victims: tuple[objects.PodInfo, ...] = ()
     searched: int = 0  # nodes whose victims were looked for
+    kube: emulation.Emulation = emulation.NEWEST_EMULATION
 
     def post_filter_message(self) -> str:
-        """The text kube-scheduler appends to the FailedScheduling message, "" on success."""
-        if self.outcome.node is not None:
+        """The text kube-scheduler appends to the FailedScheduling message: on success only
+        DefaultPreemption's (its status alone is returned), from v1.37 the sentence naming the
+        node and the number of victims, before that nothing; otherwise ``post_filter_words``."""
+        outcome = self.outcome
+        if outcome.node is None:
+            return post_filter_words(self.kube, outcome.message)
+        if not self.kube.preemption_sentence:
             return ""
-        return f"{NO_CLAIMS}, {self.outcome.message}"
+        return evaluator.PREFIX + evaluator.found(outcome.node, len(outcome.victims))
 
 
 def parse_budget(body: Mapping[str, Any]) -> evaluator.DisruptionBudget:
@@ -119,6 +138,7 @@ class WhatIf:
         self._taint = batch.taint_raw[row : row + 1]
         self._affinity = batch.node_affinity_raw[row : row + 1]
         self._image = batch.image_score[row : row + 1]
+        self._volume = batch.volume_score[row : row + 1]
         self._column = {name: i for i, name in enumerate(compiled.resources)}
         self._membership: dict[str, np.ndarray] = {}
         self.runs = 0
@@ -160,6 +180,7 @@ class WhatIf:
                 taint_raw=self._taint,
                 node_affinity_raw=self._affinity,
                 image_score=self._image,
+                volume_score=self._volume,
             ),
         )
         return int(result.code[0, n]), int(result.detail[0, n])
@@ -230,6 +251,7 @@ class Plan:
     rules: evaluator.Rules
     exempt: frozenset[str]  # uids of pods their SchedulingPolicy protects
     nominated_node: str
+    kube: emulation.Emulation = emulation.NEWEST_EMULATION  # the profile's release
 
     def decide(self, kernel: contract.Kernel) -> Search | None:
         """Where the pod should preempt, and whom; None when it fits as things are now (try it
@@ -272,12 +294,20 @@ class Plan:
 
         preemptor = dataclasses.replace(victim_record(self.pod), nominated_node=self.nominated_node)
         outcome = evaluator.preempt(
-            preemptor, nodes, statuses, self.budgets, fits, explains, rules=self.rules
+            preemptor,
+            nodes,
+            statuses,
+            self.budgets,
+            fits,
+            explains,
+            rules=self.rules,
+            first_violation=self.kube.pdb_first_violation,
         )
         return Search(
             outcome=outcome,
             victims=tuple(by_uid[v.uid] for v in outcome.victims),
             searched=len(searched),
+            kube=self.kube,
         )
 
 
@@ -323,6 +353,7 @@ def prepare(
         rules=rules,
         exempt=protected,
         nominated_node=nominated_node,
+        kube=profile.kube,
     )
 
 

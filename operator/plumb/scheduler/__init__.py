@@ -8,7 +8,9 @@ Everything runs on one event loop, so the cache and the queue need no locks.
 
 from plumb.scheduler.binding import BindingCycle
 from plumb.scheduler.feed import (
+    CSI_DRIVER,
     CSI_NODE,
+    CSI_STORAGE_CAPACITY,
     PERSISTENT_VOLUME,
     PERSISTENT_VOLUME_CLAIM,
     POD_ADDED_HELPS,
@@ -27,7 +29,9 @@ from plumb.scheduler.profiles import ReconfigureError, Served, defaults
 from plumb.scheduler.state import SchedulerState
 
 __all__ = [
+    "CSI_DRIVER",
     "CSI_NODE",
+    "CSI_STORAGE_CAPACITY",
     "DEFAULT_BATCH",
     "PERSISTENT_VOLUME",
     "PERSISTENT_VOLUME_CLAIM",

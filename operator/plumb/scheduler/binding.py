@@ -4,7 +4,10 @@ scheduling cycle (scheduler/loop.py) has assumed the pod on its node, as kube-sc
 
 For each pod: PreBind (its volume claims bound), then the binding POST; the outcome reported
 (a Scheduled event and trace line, or a retry after a backoff); and on failure or cancellation
-a step back (the assumption forgotten, the pod back in the queue). A deviation charged to a
+a step back (the assumption forgotten, the pod back in the queue). A PreBind with work to do is
+announced first where NominatedNodeNameForExpectation is on (v1.35+): the pod's
+status.nominatedNodeName names its node until the API server clears it at binding, or, from
+v1.36, the failure does (Emulation.failure_rereads_nomination). A deviation charged to a
 policy's budget is refunded unless the binding stands. What it learns goes into the state it
 shares with the feed and the scheduling cycle (scheduler/state.py).
 """
@@ -27,6 +30,7 @@ from plumb.k8s import gates
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import spec
+from plumb.preemption import execution
 from plumb.scheduler import meters
 from plumb.scheduler import state as state_module
 
@@ -47,6 +51,8 @@ class BindingCycle:
         self._may_act = may_act  # asked by PreBind before each write
         self._volume_api = volume_api  # VolumeBinding's PreBind writes (None: no volumes)
         self._binds: set[asyncio.Task[None]] = set()
+        # The nomination written before a PreBind (kube-scheduler's updatePod in bindingCycle).
+        self._nominations = execution.Executor(state.recorder)
 
     def start(
         self,
@@ -162,6 +168,8 @@ class BindingCycle:
                 message = f"{result.message}; not retried: the watch has settled the pod"
         else:
             message = f"{result.message}; retrying after a backoff"
+            if plan is not None and not plan.empty:
+                self._clear_nomination(pod)  # written before its PreBind
             step = self._state.queue.backoff_duration(entry.attempts)
             level = logging.WARNING
             self._state.queue.retry(entry)
@@ -187,6 +195,7 @@ class BindingCycle:
         if plan.empty:
             return True
         pod = entry.pod
+        nominated = await self._nominate(pod, plan.node)
         if self._volume_api is None:
             outcome = prebind.PreBindResult(
                 ok=False, message=f"{prebind.PREFIX}no API client for volume bindings"
@@ -203,6 +212,8 @@ class BindingCycle:
             )
         if outcome.ok:
             return True
+        if nominated:
+            self._clear_nomination(pod)
         self._state.cache.volumes.forget(plan)
         if self._state.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
             self._state.cache.forget(pod.uid)
@@ -218,6 +229,29 @@ class BindingCycle:
         )
         self._state.tracer.emit(failed, repeat_after=step, level=logging.WARNING)
         return False
+
+    async def _nominate(self, pod: objects.PodInfo, node: str) -> bool:
+        """Where NominatedNodeNameForExpectation is on, tell other components (the cluster
+        autoscaler) the pod is about to be bound to ``node`` before a PreBind that has work to
+        do, as kube-scheduler's binding cycle does; a failed write is logged, the binding goes
+        on. Returns whether the pod is (or already was) nominated there."""
+        profile = self._state.served.get(pod.scheduler_name)
+        if profile is None or not profile.kube.gate(NOMINATION_GATE):
+            return False
+        if pod.nominated_node == node:
+            return True  # updatePod sends nothing when the status already says so
+        return await self._nominations.nominate(pod, node)
+
+    def _clear_nomination(self, pod: objects.PodInfo) -> None:
+        """A binding cycle failed after ``_nominate``: from v1.36 the failure clears the
+        nomination (handleSchedulingFailure compares with the pod as the informer has it);
+        v1.35 compares with the pod as it was queued, which had none, and leaves it; v1.34
+        (the gate forced on) passes no nominating info at all."""
+        profile = self._state.served.get(pod.scheduler_name)
+        if profile is None or not profile.kube.gate(NOMINATION_GATE):
+            return
+        if profile.kube.failure_rereads_nomination:
+            self._nominations.clear_nomination(pod)
 
     def _step_back(self, entry: queue_module.Entry) -> None:
         """Undo the assumption of a pod whose binding was not (knowingly) made."""
@@ -242,6 +276,9 @@ class BindingCycle:
         """Wait for the binds in flight (shutdown, tests)."""
         while self._binds:
             await asyncio.gather(*list(self._binds), return_exceptions=True)
+
+
+NOMINATION_GATE = "NominatedNodeNameForExpectation"
 
 
 def _labels(node: objects.NodeInfo | None) -> Mapping[str, str] | None:

@@ -51,9 +51,18 @@ class ClusterFeed:
         """A pod was listed, added, modified or deleted."""
         uid = str((body.get("metadata") or {}).get("uid", ""))
         known = self._state.cache.pod(uid) or self._state.queue.pod(uid)
-        pod = _read("Pod", body, functools.partial(objects.parse_pod, known=known))
+        parse = functools.partial(objects.parse_pod, known=known, resize=self._resize())
+        pod = _read("Pod", body, parse)
         if pod is not None:
             self._pod_event(event_type, pod)
+
+    def _resize(self) -> objects.ResizeAccounting:
+        """How a pod's status counts in its requests, as the release plumb decides as has it."""
+        kube = self._state.served.kube
+        return objects.ResizeAccounting(
+            pod_totals=kube.resize_pod_totals,
+            pod_level_status=kube.gate(POD_LEVEL_RESIZE),
+        )
 
     def _pod_event(self, event_type: str | None, pod: objects.PodInfo) -> None:
         if event_type == "DELETED":
@@ -65,6 +74,7 @@ class ClusterFeed:
             self._state.nominations.remove(pod.uid)
             self._state.queue.delete(pod.uid)
             before = self._state.cache.state(pod.uid)
+            was = self._state.cache.pod(pod.uid)
             self._state.cache.add_pod(pod)
             if pod.terminal:
                 self._state.queue.move_all(POD_REMOVED_HELPS)
@@ -72,6 +82,9 @@ class ClusterFeed:
                 # A pod newly placed, or our own binding confirmed: pods waiting for affinity
                 # to it, or for its domain to fill, may fit now.
                 self._state.queue.move_all(POD_ADDED_HELPS)
+            elif was is not None and _scaled_down(was, pod):
+                # A resize that gives room back (kube-scheduler's AssignedPod UpdatePodScaleDown).
+                self._state.queue.move_all(SCALE_DOWN_HELPS)
             return
         if self._state.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
             # Being bound by us; the watch has not caught up yet. The decision stands, but a
@@ -84,9 +97,14 @@ class ClusterFeed:
             self._state.queue.delete(pod.uid)
             return
         # The nomination follows the status (set before this replica saw the pod: a restart,
-        # a new leader; moved or cleared by the leader while this replica stood by).
+        # a new leader; moved or cleared by the leader while this replica stood by). Up to
+        # v1.36 a gated pod seen for the first time holds nothing (kube-scheduler's queue
+        # nominated only pods it let in); any later update of it follows the status.
         held_on = self._state.nominations.node_of(pod.uid)
-        now_on = self._state.nominations.update(pod) if held_on or pod.nominated_node else None
+        follows = held_on is not None or bool(pod.nominated_node)
+        if follows and pod.gated and not self._state.served.kube.gated_nominations:
+            follows = self._state.queue.pod(pod.uid) is not None
+        now_on = self._state.nominations.update(pod) if follows else None
         if held_on is not None and now_on != held_on:
             self._state.queue.move_all(POD_REMOVED_HELPS)  # the room it held there is free
         self._state.queue.add(pod)
@@ -120,8 +138,9 @@ class ClusterFeed:
             self.on_budget("ADDED", body)
 
     def on_volume(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
-        """A PersistentVolume, PersistentVolumeClaim, StorageClass or CSINode (``kind``, one
-        of VOLUME_KINDS) was listed, added, modified or deleted."""
+        """A PersistentVolume, PersistentVolumeClaim, StorageClass, CSINode, CSIDriver or
+        CSIStorageCapacity (``kind``, one of VOLUME_KINDS) was listed, added, modified or
+        deleted."""
         metadata = body.get("metadata") or {}
         name = str(metadata.get("name", ""))
         current = None if event_type == "DELETED" else body
@@ -133,6 +152,11 @@ class ClusterFeed:
             self._state.cache.volumes.on_storage_class(current, name)
         elif kind == CSI_NODE:
             self._state.cache.volumes.on_csinode(current, name)
+        elif kind == CSI_DRIVER:
+            self._state.cache.volumes.on_csidriver(current, name)
+        elif kind == CSI_STORAGE_CAPACITY:
+            volumes = self._state.cache.volumes
+            volumes.on_storage_capacity(current, str(metadata.get("namespace", "")), name)
         else:
             raise ValueError(f"{kind!r} is not one of {VOLUME_KINDS}")
         self._state.queue.move_all(VOLUME_HELPS)
@@ -144,6 +168,8 @@ class ClusterFeed:
             PERSISTENT_VOLUME_CLAIM: self._state.cache.volumes.resync_pvcs,
             STORAGE_CLASS: self._state.cache.volumes.resync_storage_classes,
             CSI_NODE: self._state.cache.volumes.resync_csinodes,
+            CSI_DRIVER: self._state.cache.volumes.resync_csidrivers,
+            CSI_STORAGE_CAPACITY: self._state.cache.volumes.resync_storage_capacities,
         }
         resync[kind](bodies)
         self._state.queue.move_all(VOLUME_HELPS)
@@ -247,9 +273,8 @@ class ClusterFeed:
             if (info := _read("Node", body, objects.parse_node)) is not None:
                 self._state.policies.observe_node(info.name, body)
                 node_infos.append(info)
-        pod_infos = [
-            pod for body in pods if (pod := _read("Pod", body, objects.parse_pod)) is not None
-        ]
+        parse = functools.partial(objects.parse_pod, resize=self._resize())
+        pod_infos = [pod for body in pods if (pod := _read("Pod", body, parse)) is not None]
         self._state.cache.reconcile(node_infos, pod_infos)
         # reconcile placed the bound pods; only the pending ones are left to queue.
         for pod in pod_infos:
@@ -305,7 +330,17 @@ PERSISTENT_VOLUME = "PersistentVolume"
 PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
 STORAGE_CLASS = "StorageClass"
 CSI_NODE = "CSINode"
-VOLUME_KINDS = (PERSISTENT_VOLUME, PERSISTENT_VOLUME_CLAIM, STORAGE_CLASS, CSI_NODE)
+# VolumeBinding's storage-capacity check and score; NodeVolumeLimits' driver check.
+CSI_DRIVER = "CSIDriver"
+CSI_STORAGE_CAPACITY = "CSIStorageCapacity"
+VOLUME_KINDS = (
+    PERSISTENT_VOLUME,
+    PERSISTENT_VOLUME_CLAIM,
+    STORAGE_CLASS,
+    CSI_NODE,
+    CSI_DRIVER,
+    CSI_STORAGE_CAPACITY,
+)
 
 # Which unschedulable pods a cluster event may help, by the filter plugins that rejected them
 # (a coarse form of kube-scheduler's queueing hints).
@@ -323,6 +358,13 @@ POD_REMOVED_HELPS = frozenset(
     }
 )
 POD_ADDED_HELPS = frozenset({podtopologyspread.NAME, interpodaffinity.NAME})
+POD_LEVEL_RESIZE = "InPlacePodLevelResourcesVerticalScaling"  # a gate of emulation.GATES
+SCALE_DOWN_HELPS = frozenset({noderesourcesfit.NAME})
+
+
+def _scaled_down(before: objects.PodInfo, after: objects.PodInfo) -> bool:
+    """Whether a placed pod now counts less of some resource than it did."""
+    return any(after.requests.get(name, 0) < amount for name, amount in before.requests.items())
 
 
 def node_change_helps(before: objects.NodeInfo, after: objects.NodeInfo) -> frozenset[str]:

@@ -38,7 +38,7 @@ from plumb.kernel import executor as kernel_executor
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
-from plumb.preemption.search import NO_CLAIMS
+from plumb.preemption import search
 from plumb.scheduler import binding, feed, meters, postfilter, profiles
 from plumb.scheduler import state as state_module
 
@@ -321,8 +321,10 @@ class Scheduler:
         if self.queue.where(entry.pod.uid) is not queue_module.Where.IN_FLIGHT:
             return
         if not profile.preemption:
-            # DefaultPreemption disabled: DynamicResources' words are the PostFilter's only.
-            message = f"{decision.message} {NO_CLAIMS}."
+            # DefaultPreemption disabled: DynamicResources' words (up to v1.36) are the
+            # PostFilter's only.
+            words = search.post_filter_words(profile.kube, "")
+            message = f"{decision.message} {words}" if words else decision.message
             self._apply(entry, dataclasses.replace(decision, message=message), record, policy)
             return
         outcome = await self.post_filter.run(decision, policy, profile)

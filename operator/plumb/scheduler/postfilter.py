@@ -5,15 +5,18 @@ The story of one failed pod (``PostFilter.run``):
    kernel's thread: every node where evicting lower-priority pods would let the pod fit, the
    fewest and least important victims on each, the best node by kube-scheduler's order;
 2. nothing found: the FailedScheduling message goes on with kube-scheduler's PostFilter text
-   ("no new claims to deallocate, preemption: 0/N nodes are available: ..."), and a nomination
-   that no longer helps is cleared;
+   ("preemption: 0/N nodes are available: ...", after "no new claims to deallocate, " up to
+   v1.36), and a nomination that no longer helps is cleared;
 3. found: the pod is nominated (``status.nominatedNodeName``, written and confirmed before any
    victim is touched), lower-priority pods nominated to the same node lose their nomination,
    and the victims are preempted in the background (DisruptionTarget condition, delete with a
-   uid precondition, Preempted event), all written by preemption/execution.py. Until those
-   writes are done, the pod does not search again ("not eligible due to a terminating pod on
-   the nominated node"). The pod waits as unschedulable; the victims' deletion moves it back,
-   and its next cycle holds it to the nominated node while that node fits it.
+   uid precondition, Preempted event), all written by preemption/execution.py; from v1.35
+   victims already being deleted are left alone, and with all of them so nothing is written.
+   Until those writes are done, the pod does not search again ("not eligible due to a
+   terminating pod on the nominated node"). The pod waits as unschedulable (from v1.37 the
+   message says "preemption: found a potential placement for pod on node N, preempting K
+   victims"); the victims' deletion moves it back, and its next cycle holds it to the
+   nominated node while that node fits it.
 
 Meanwhile every cycle of a pod of lower or equal priority counts the nominated pod as placed on
 its node (backend/cache/nominations.py), so the freed room is not taken.
@@ -54,7 +57,6 @@ async def inline(
 
 
 _IN_PROGRESS = evaluator.PREFIX + evaluator.NOT_ELIGIBLE_TERMINATING
-_IN_PROGRESS_TEXT = f"{search.NO_CLAIMS}, {_IN_PROGRESS}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -100,8 +102,9 @@ class PostFilter:
     ) -> PostFilterResult:
         """PostFilter for ``decision`` (a pod that fit nowhere)."""
         pod = decision.pod
+        kube = profile.kube
         if pod.uid in self._evicting:
-            return self._failed(decision, _IN_PROGRESS_TEXT)
+            return self._failed(decision, search.post_filter_words(kube, _IN_PROGRESS))
         nominated = self._nominations.node_of(pod.uid) or ""
         snap = self._cache.snapshot()
         held = self._nominations.holding(pod.priority, excluding=(pod.uid,))
@@ -111,7 +114,9 @@ class PostFilter:
             self._cache,
             profile=profile,
             held=held,
-            budgets=list(self._budgets.values()),
+            # In a fixed order (kube-scheduler's, its informer's, is random): with a pod under
+            # several budgets, which one v1.37 leaves unspent depends on it (split_by_budgets).
+            budgets=[self._budgets[key] for key in sorted(self._budgets)],
             rules=self._rules(policy),
             exempt=self._exempt,
             nominated_node=nominated,
@@ -155,21 +160,29 @@ class PostFilter:
             note = "preemption: the nomination could not be written; retrying after a backoff"
             return dataclasses.replace(self._failed(decision, note), preemption=part)
         self._nominations.nominate(pod, outcome.node)
-        for other in self._nominations.on(outcome.node):
-            if other.pod.priority < pod.priority:
-                self.clear(other.pod)  # the room it was promised is taken by a more important pod
         self._metrics.preemption_victims(len(found.victims))
+        done = self._failed(decision, found.post_filter_message())
+        # From v1.35 a victim already being deleted is left alone; with every victim so, the
+        # preemption ends here, lower-priority nominations on the node kept.
+        evict = tuple(
+            v for v in found.victims if not (kube.deleting_victims_skipped and v.deleting)
+        )
         logger.info(
             "pod %s preempts %s on node %s",
             pod.key,
-            ", ".join(v.key for v in found.victims) or "nothing (victims terminating)",
+            ", ".join(v.key for v in evict) or "nothing (victims terminating)",
             outcome.node,
         )
+        if not evict and kube.deleting_victims_skipped:
+            return dataclasses.replace(done, preemption=part)
+        for other in self._nominations.on(outcome.node):
+            if other.pod.priority < pod.priority:
+                self.clear(other.pod)  # the room it was promised is taken by a more important pod
         self._evicting[pod.uid] = outcome.node
-        task = asyncio.get_running_loop().create_task(self._evict(pod, outcome.node, found.victims))
+        task = asyncio.get_running_loop().create_task(self._evict(pod, outcome.node, evict))
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
-        return PostFilterResult(decision=decision, preemption=part)
+        return dataclasses.replace(done, preemption=part)
 
     def clear(self, pod: objects.PodInfo) -> None:
         """Drop ``pod``'s nomination here and in its status."""

@@ -12,7 +12,7 @@ import functools
 from collections.abc import Mapping
 
 from plumb.backend import queue
-from plumb.framework import emulation, scoring
+from plumb.framework import emulation, schedconfig, scoring
 
 
 class ReconfigureError(ValueError):
@@ -56,8 +56,9 @@ class Served:
 
 def defaults(scheduler_name: str, kube: emulation.Emulation = emulation.NEWEST_EMULATION) -> Served:
     """kube-scheduler's default profile under ``scheduler_name`` (``--scheduler-name``), as the
-    release ``kube`` has it."""
-    return Served(profiles=(scoring.Profile(name=scheduler_name, kube=kube),))
+    release ``kube`` has it: what a file holding only that profile gives (its default plugins
+    follow the release and its gates, schedconfig/revisions.py)."""
+    return Served(profiles=(schedconfig.default_profile(scheduler_name, kube),))
 
 
 def check_replacement(running: Served, new: Served) -> None:

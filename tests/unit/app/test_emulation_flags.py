@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from plumb import cli
 from plumb.app import runtime
+from plumb.framework import emulation
 from plumb.k8s import client as k8s_client
 from plumb.scheduler import profiles
 
@@ -88,3 +90,28 @@ def test_bad_emulation_flags_are_refused_before_plumb_connects(
     err = capsys.readouterr().err
     assert err.startswith("error: --")
     assert says in err
+
+
+def test_a_file_of_a_later_release_stops_the_start_naming_both_releases_once(
+    tmp_path: Path,
+) -> None:
+    config = tmp_path / "config.yaml"
+    text = (
+        "apiVersion: kubescheduler.config.k8s.io/v1\nkind: KubeSchedulerConfiguration\n"
+        "profiles: [{schedulerName: a, pluginConfig: [{name: DynamicResources, "
+        "args: {bindingTimeout: 5m}}]}]\n"
+    )
+    config.write_text(text)
+    settings = _settings(config=config, config_bytes=text.encode())
+    kube = asyncio.run(runtime.emulation_for(VersionServer({"gitVersion": "v1.34.4"}), settings))
+    with pytest.raises(runtime.StartError) as raised:
+        runtime.served_for(settings, kube)
+    assert str(raised.value) == (
+        f"{config}: profiles[0].pluginConfig[0].args.bindingTimeout: "
+        "DynamicResourcesArgs.bindingTimeout is new in kube-scheduler v1.35: plumb decides as "
+        "kube-scheduler v1.34, which refuses it"
+    )
+    # v1.35 has the field; its default gates forbid it, in kube-scheduler's words.
+    with pytest.raises(runtime.StartError, match="DRADeviceBindingConditions or DRAResource"):
+        runtime.served_for(settings, emulation.emulate(35))
+    assert runtime.served_for(settings, emulation.emulate(36)).profiles[0].name == "a"

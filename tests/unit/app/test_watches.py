@@ -24,6 +24,7 @@ from plumb.observability import metrics
 from plumb_dev.testing.builders import make_node, make_pod
 from tests.support import loopback
 from tests.support.fakes import FakeApi, ManualClock, make_scheduler
+from tests.support.volume_objects import csidriver_body, storage_capacity_body
 
 Script = Callable[[web.Request], Awaitable[web.StreamResponse]]
 PODS, NODES = "/api/v1/pods", "/api/v1/nodes"
@@ -283,3 +284,38 @@ async def test_a_node_plumb_cannot_parse_is_left_out_and_the_watches_go_on(
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(asyncio.gather(*tasks), timeout=2)
     assert all(task.cancelled() for task in tasks)
+
+
+async def test_csidrivers_and_storage_capacities_are_listed_then_watched_into_the_store(
+    server: tuple[Server, k8s_client.ApiClient],
+) -> None:
+    # VolumeBinding's capacity check and score and NodeVolumeLimits' driver check read these
+    # two kinds: listed at start, then each watch brings its changes.
+    scripted, api = server
+    drivers = "/apis/storage.k8s.io/v1/csidrivers"
+    capacities = "/apis/storage.k8s.io/v1/csistoragecapacities"
+    scripted.lists[drivers] = [csidriver_body("csi.example", storage_capacity=True)]
+    scripted.lists[capacities] = [storage_capacity_body("a", "fast", capacity="1Gi", node="n")]
+    scripted.scripts[capacities] = [
+        _events(
+            _line("ADDED", storage_capacity_body("b", "fast", capacity="2Gi", node="n")),
+            _line("DELETED", storage_capacity_body("a", "fast", capacity="1Gi", node="n")),
+        )
+    ]
+    scripted.scripts[drivers] = [_events(_line("DELETED", csidriver_body("csi.example")))]
+    scheduler = make_scheduler(FakeApi(), ManualClock())
+
+    async def sleep(_seconds: float) -> None:
+        await asyncio.sleep(0)
+
+    tasks = await watches.sync_and_watch(scheduler, api, sleep=sleep)
+    try:
+        store = scheduler.cache.volumes
+        assert {drivers, capacities} <= set(scripted.listed)
+        await _until(lambda: [c.name for c in store.capacities_of_class("fast")] == ["b"])
+        await _until(lambda: store.csidriver("csi.example") is None)
+    finally:
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.gather(*tasks), timeout=2)

@@ -14,7 +14,7 @@ import pytest
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import controllers
 from plumb.backend.records import objects, specs
-from plumb.framework import compiling, cycle, scoring
+from plumb.framework import compiling, cycle, emulation, scoring
 from plumb.framework.plugins import nodeaffinity
 from plumb.kernel import compiled, contract, reference
 from plumb_dev.testing.builders import ZONE_LABEL, NodeBuilder, PodBuilder, make_node, make_pod
@@ -111,7 +111,9 @@ def test_node_resources_fit_left_out_places_a_pod_too_big_for_every_node(kernel:
     blocked = _decide(c, big, kernel=kernel)
     assert [d.node for d in blocked] == [None, None]
     assert "Insufficient cpu" in blocked[0].message
-    profile = scoring.Profile(filters=_without("NodeResourcesFit"))
+    # LeastAllocated alone: from v1.36 BalancedAllocation's change in balance would favour
+    # the node already over on cpu (the second pod leaves its balance as it is).
+    profile = scoring.Profile(filters=_without("NodeResourcesFit"), weights=_only(contract.FIT))
     built = _compile(c, big, profile)
     assert built.batch.fit_filter is False
     placed = _decide(c, big, profile, kernel)
@@ -253,9 +255,13 @@ def test_balanced_allocation_reads_its_own_resources(kernel: Kernel) -> None:
     balanced = {cand.node: cand.scores[contract.BALANCED] for cand in both.candidates}
     assert balanced["n1"] < 100
     assert balanced["n2"] < 100
-    # One resource: no deviation, 100 everywhere.
+    # One resource: no deviation, 100 everywhere up to v1.35; from v1.36 (the default) no
+    # change either, with the pod or without: 50 + (50 + 100 - 100) / 2 = 75.
     cpu_only = dataclasses.replace(only, balanced_resources=(("cpu", 1),))
     (one,) = _decide(c, [_web()], cpu_only, kernel)
+    assert {cand.scores[contract.BALANCED] for cand in one.candidates} == {75}
+    v134 = dataclasses.replace(cpu_only, kube=emulation.emulate(34))
+    (one,) = _decide(c, [_web()], v134, kernel)
     assert {cand.scores[contract.BALANCED] for cand in one.candidates} == {100}
     # A pod requesting none of them is skipped (score 0), as PreScore's best-effort rule.
     memory_pod = make_pod("mem").req(memory="1Gi")

@@ -151,12 +151,16 @@ def test_prefers_the_emptier_node(resident: dict[str, str]) -> None:
 
 def test_prefers_the_emptier_node_by_share_not_by_amount() -> None:
     # After placing the pod, "big" has 3 of 8 cpus free (37%) and "small" 1 of 2 (50%), though
-    # "big" has more cpus free.
+    # "big" has more cpus free. Memory in the same shares: BalancedAllocation scores both
+    # nodes alike (perfectly balanced, with the pod and without), whatever the release.
     c = cluster(
-        [make_node("big").capacity(cpu="8"), make_node("small").capacity(cpu="2")],
-        bound=[make_pod("resident").req(cpu="4").node("big")],
+        [
+            make_node("big").capacity(cpu="8", memory="32Gi"),
+            make_node("small").capacity(cpu="2", memory="8Gi"),
+        ],
+        bound=[make_pod("resident").req(cpu="4", memory="16Gi").node("big")],
     )
-    assert schedule(c, make_pod("web").req(cpu="1")).node == "small"
+    assert schedule(c, make_pod("web").req(cpu="1", memory="4Gi")).node == "small"
 
 
 def test_ties_spread_by_pod_uid_and_repeat_for_the_same_uid() -> None:

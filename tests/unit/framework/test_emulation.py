@@ -57,6 +57,26 @@ def test_each_change_switches_at_its_release() -> None:
     }
 
 
+def test_the_preemption_changes_switch_at_their_releases() -> None:
+    rows = {
+        minor: (
+            k.preemption_sentence,
+            k.dra_postfilter_sentence,
+            k.pdb_first_violation,
+            k.deleting_victims_skipped,
+            k.gated_nominations,
+        )
+        for minor in emulation.MINORS
+        for k in [emulation.emulate(minor)]
+    }
+    assert rows == {
+        34: (False, True, False, False, False),
+        35: (False, True, False, True, False),
+        36: (False, True, False, True, False),
+        37: (True, False, True, True, True),
+    }
+
+
 def test_gate_defaults_follow_each_releases_features_file() -> None:
     defaults = {
         minor: {

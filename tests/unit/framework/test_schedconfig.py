@@ -1,5 +1,6 @@
-"""schedconfig: KubeSchedulerConfiguration files read as kube-scheduler v1.34.4 reads them and
-turned into plumb's scoring profiles (the refusals kube-scheduler shares are held against the
+"""schedconfig: KubeSchedulerConfiguration files read as kube-scheduler reads them (v1.37 unless
+told; what differs per release is in test_schedconfig_revisions.py) and turned into plumb's
+scoring profiles (the refusals kube-scheduler shares are held against the
 real binary in tests/integration/test_config_refusals.py)."""
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import pytest
 import yaml  # type: ignore[import-untyped]
 
 from plumb.backend.records import specs
-from plumb.framework import schedconfig, scoring
+from plumb.framework import emulation, schedconfig, scoring
 from tests.support.schedconfig_files import BAD_FILES, HEADER
 
 ORDER = schedconfig.SCORE_ORDER
@@ -53,16 +54,19 @@ profiles:
 # Defaults ------------------------------------------------------------------------------------
 
 
-# The configuration's default plugins do not list NodeDeclaredFeatures yet (issue 26's
-# configuration part adds it where its gate is on); scoring's default profile runs it.
-_CONFIGURED_FILTERS = frozenset(scoring.FILTERS) - {"NodeDeclaredFeatures"}
+# v1.37's defaults (parse's release unless told) run every filter plumb has, NodeDeclaredFeatures
+# included; tests/unit/framework/test_schedconfig_revisions.py holds the other releases'.
+_CONFIGURED_FILTERS = frozenset(scoring.FILTERS)
 
 
-def test_the_default_profile_is_scorings_default() -> None:
-    profile = schedconfig.default_profile("default-scheduler")
-    assert profile == scoring.Profile(name="default-scheduler", filters=_CONFIGURED_FILTERS)
+@pytest.mark.parametrize("minor", emulation.MINORS)
+def test_the_default_profile_is_scorings_default(minor: int) -> None:
+    kube = emulation.emulate(minor)
+    profile = schedconfig.default_profile("default-scheduler", kube)
+    # NodeDeclaredFeatures is a default filter from v1.36 (its gate on), none before.
+    filters = _CONFIGURED_FILTERS - ({"NodeDeclaredFeatures"} if minor < 36 else set())
+    assert profile == scoring.Profile(name="default-scheduler", filters=filters, kube=kube)
     assert profile.weights == scoring.DEFAULT_WEIGHTS
-    assert profile.filters == _CONFIGURED_FILTERS
     assert len(ORDER) == len(scoring.DEFAULT_WEIGHTS)
 
 
@@ -106,7 +110,7 @@ def test_two_profiles_defaults_and_bin_packing() -> None:
     assert packing.config == parsed.digest
     assert packing.strategy == scoring.MOST_ALLOCATED
     assert packing.fit_resources == (("cpu", 3), ("memory", 1))
-    assert packing.weights == (10, 1, 3, 2, 0, 0, 0, 3)
+    assert packing.weights == (10, 1, 3, 2, 0, 0, 0, 3, 1)
     assert "InterPodAffinity" not in packing.filters
     assert "PodTopologySpread" not in packing.filters
     assert "NodeResourcesFit" in packing.filters
@@ -131,7 +135,7 @@ def test_star_disables_every_default_at_one_point() -> None:
         'profiles: [{schedulerName: a, plugins: {score: {disabled: [{name: "*"}], '
         "enabled: [{name: ImageLocality, weight: 4}]}}}]\n"
     ).profiles[0]
-    assert profile.weights == (0, 0, 0, 0, 0, 0, 0, 4)
+    assert profile.weights == (0, 0, 0, 0, 0, 0, 0, 4, 0)
     assert profile.filters == _CONFIGURED_FILTERS
 
 
@@ -358,12 +362,6 @@ def test_ignored_fields_are_listed() -> None:
             "profiles[0].pluginConfig[0].args.addedAffinity."
             "preferredDuringSchedulingIgnoredDuringExecution[0].matchExpressions[0].values[0]",
             "the value must be an integer",
-        ),
-        (
-            "profiles: [{schedulerName: a, pluginConfig: [{name: VolumeBinding, args: "
-            "{shape: []}}]}]\n",
-            "profiles[0].pluginConfig[0].args.shape",
-            "turn on the feature gate StorageCapacityScoring",
         ),
     ],
 )

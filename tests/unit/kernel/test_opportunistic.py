@@ -26,7 +26,7 @@ PREFERRED = [100, 50, 0, 0]
 def scene(pods: int, *, continuing: bool, cpu: int = 3000) -> KernelCase:
     """``pods`` alike pods of ``cpu`` millicores on the four 4-cpu nodes, each after the first
     continuing the one before it when ``continuing``."""
-    case = KernelCase(4).weights(0, 0, 3, 2, 0, 0, 0, 0)
+    case = KernelCase(4).weights(0, 0, 3, 2, 0, 0, 0, 0, 0)
     for i in range(pods):
         case.pod(cpu=cpu, pod_hash=7 + i).taints(TAINTS).node_affinity(PREFERRED)
         if continuing and i:
@@ -95,7 +95,7 @@ def test_the_first_pod_of_a_batch_continues_nothing(kernel: Kernel) -> None:
 def test_ties_in_the_ranking_go_by_the_hash_of_the_pod_that_made_it(kernel: Kernel) -> None:
     # Three alike nodes after the first: the second pod takes the one the first pod ranked
     # next, not its own favourite among them.
-    case = KernelCase(4).weights(0, 0, 3, 2, 0, 0, 0, 0)
+    case = KernelCase(4).weights(0, 0, 3, 2, 0, 0, 0, 0, 0)
     case.pod(cpu=3000, pod_hash=7).node_affinity([100, 0, 0, 0])
     case.pod(cpu=3000, pod_hash=8).node_affinity([100, 0, 0, 0]).continues()
     result = kernel(*case.build())

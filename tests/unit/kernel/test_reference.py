@@ -402,6 +402,25 @@ def test_image_locality_is_each_nodes_own_score_weighed(kernel: Kernel) -> None:
 
 
 @KERNELS
+def test_volume_binding_is_each_nodes_own_score_weighed(kernel: Kernel) -> None:
+    case = KernelCase(3).weights(*only(c.VOLUME_BINDING)).pod(cpu=100).volume([50, 95, 75])
+    result = kernel(*case.build())
+    assert result.total[0].tolist() == [50, 95, 75]  # not normalised: its own 0-100
+    assert result.chosen.tolist() == [1]
+    assert result.top_scores[0, :, c.VOLUME_BINDING].tolist() == [95, 75, 50]
+    # Weighed with the others: it tips a node that loses on free cpu.
+    case = (
+        KernelCase(2)
+        .requested(CPU, [0, 2000])
+        .weights(1, 0, 0, 0, 0, 0, 0, 0, 2)
+        .pod(cpu=1000)
+        .volume([0, 50])
+    )
+    result = kernel(*case.build())
+    assert result.chosen.tolist() == [1]
+
+
+@KERNELS
 def test_most_allocated_packs_a_batch_onto_the_fuller_node(kernel: Kernel) -> None:
     def chosen(strategy: int) -> list[int]:
         case = KernelCase(2).requested(CPU, [500, 0]).strategy(strategy).weights(*only(c.FIT))
@@ -632,11 +651,11 @@ def test_the_default_weights_add_up(kernel: Kernel) -> None:
     result = kernel(*built)
     # Fit 75 and balanced 100 on both; taint 0 / 100; node affinity 100 / 0; spread raw
     # round(log 4) = 1 / 0 -> 0 / 100; no inter-pod terms; ZoneHealth neutral (100) and
-    # weighed 0; no image on either node. Weights 1, 1, 3, 2, 2, 2, 0, 1.
+    # weighed 0; no image on either node; no volume. Weights 1, 1, 3, 2, 2, 2, 0, 1, 1.
     assert result.top_scores[0].tolist() == [
-        [75, 100, 100, 0, 100, 0, 100, 0],
-        [75, 100, 0, 100, 0, 0, 100, 0],
-        [0, 0, 0, 0, 0, 0, 0, 0],
+        [75, 100, 100, 0, 100, 0, 100, 0, 0],
+        [75, 100, 0, 100, 0, 0, 100, 0, 0],
+        [0, 0, 0, 0, 0, 0, 0, 0, 0],
     ]
     assert result.total[0].tolist() == [75 + 100 + 2 * 100, 75 + 100 + 3 * 100 + 2 * 100]
     assert result.chosen.tolist() == [1]

@@ -535,13 +535,13 @@ async def test_the_scheduler_writes_one_line_per_decision_that_matches_what_it_d
     waiting = records["ns/huge"]
     failed = [e for e in api.events if e["reason"] == "FailedScheduling"]
     assert waiting.result == trace.UNSCHEDULABLE
-    # kube-scheduler v1.34's words: the filters' histogram, then its PostFilter plugins'
-    # (DynamicResources' and DefaultPreemption's), joined.
+    # kube-scheduler v1.37's words: the filters' histogram, then its PostFilter plugins'
+    # (DefaultPreemption's alone: DynamicResources' says nothing from v1.37).
     assert (
         waiting.message
         == failed[0]["note"]
         == (
-            "0/3 nodes are available: 3 Insufficient cpu. no new claims to deallocate, "
+            "0/3 nodes are available: 3 Insufficient cpu. "
             "preemption: 0/3 nodes are available: 3 Preemption is not helpful for scheduling."
         )
     )

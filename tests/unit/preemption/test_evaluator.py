@@ -178,6 +178,31 @@ def test_violations_are_counted_per_victim_beyond_the_budget() -> None:
     assert outcome.pdb_violations == 3
 
 
+@pytest.mark.parametrize("first_violation", [False, True])
+def test_a_pod_stops_at_the_first_budget_it_overdraws_from_v1_37(first_violation: bool) -> None:
+    # "both" matches "none" (no disruption left) and "one" (one), in that order; "after"
+    # matches "one" only. v1.34 to v1.36 spend every budget matching a pod, so "both" takes
+    # "one"'s disruption and "after" violates it; v1.37 stops "both" at "none".
+    both = pod("both", 2, labels={"app": "db", "tier": "x"})
+    after = pod("after", 1, labels={"tier": "x"})
+    none = budget(0)
+    one = evaluator.DisruptionBudget(
+        namespace="default",
+        selector=specs.LabelSelector((specs.Requirement("tier", "In", ("x",)),)),
+        disruptions_allowed=1,
+    )
+    violating, keeping = evaluator.split_by_budgets(
+        [both, after], [none, one], first_violation=first_violation
+    )
+    assert names(violating) == (["both"] if first_violation else ["both", "after"])
+    assert names(keeping) == (["after"] if first_violation else [])
+    # In the other order "both" spends "one" before it overdraws "none": the same either way.
+    violating, _ = evaluator.split_by_budgets(
+        [both, after], [one, none], first_violation=first_violation
+    )
+    assert names(violating) == ["both", "after"]
+
+
 def test_budgets_that_do_not_apply() -> None:
     db = pod("db", 1, cpu=2, labels={"app": "db"})
     n = node("n", db, pod("other", 5, cpu=2))

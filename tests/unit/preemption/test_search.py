@@ -11,12 +11,14 @@ from hypothesis import strategies as st
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import nominations
 from plumb.backend.records import objects
+from plumb.framework import emulation, scoring
 from plumb.kernel import compiled, reference
 from plumb.preemption import evaluator, search
 from plumb_dev.testing.builders import HOSTNAME_LABEL, ZONE_LABEL, make_node, make_pod
 from tests.support.small_clusters import cluster, pod
 
 HIGH = 1000
+V134 = scoring.Profile(kube=emulation.emulate(34))
 
 
 def _search(c: cache_module.Cache, preemptor: objects.PodInfo, **options: object) -> search.Search:
@@ -43,7 +45,13 @@ def test_the_fewest_victims_on_the_node_needing_fewest() -> None:
     assert found.outcome.node == "b"
     assert _victims(found) == ["b-big"]
     assert [cand.node for cand in found.outcome.candidates] == ["a", "b"]
-    assert found.post_filter_message() == ""
+    # v1.37's sentence goes on the FailedScheduling message; up to v1.36 nothing does.
+    assert found.post_filter_message() == (
+        "preemption: found a potential placement for pod on node b, preempting 1 victims"
+    )
+    before = _search(c, pod(make_pod("vip").req(cpu="2").priority(HIGH), "vip"), profile=V134)
+    assert (before.outcome.node, _victims(before)) == ("b", ["b-big"])
+    assert before.post_filter_message() == ""
 
 
 def test_no_lower_priority_pods_gives_kube_schedulers_sentence() -> None:
@@ -53,10 +61,13 @@ def test_no_lower_priority_pods_gives_kube_schedulers_sentence() -> None:
     )
     found = _search(c, pod(make_pod("vip").req(cpu="2").priority(HIGH), "vip"))
     assert found.outcome.node is None
-    assert found.post_filter_message() == (
-        "no new claims to deallocate, preemption: 0/1 nodes are available: "
-        "1 No preemption victims found for incoming pod."
+    sentence = (
+        "preemption: 0/1 nodes are available: 1 No preemption victims found for incoming pod."
     )
+    assert found.post_filter_message() == sentence
+    # Up to v1.36 DynamicResources' PostFilter speaks first.
+    before = _search(c, pod(make_pod("vip").req(cpu="2").priority(HIGH), "vip"), profile=V134)
+    assert before.post_filter_message() == f"no new claims to deallocate, {sentence}"
 
 
 def test_unresolvable_nodes_are_not_searched() -> None:
@@ -79,7 +90,7 @@ def test_unresolvable_nodes_are_not_searched() -> None:
     # no pod of lower priority.
     assert found.searched == 1
     assert found.post_filter_message() == (
-        "no new claims to deallocate, preemption: 0/3 nodes are available: "
+        "preemption: 0/3 nodes are available: "
         "1 No preemption victims found for incoming pod, 2 Preemption is not helpful for "
         "scheduling."
     )

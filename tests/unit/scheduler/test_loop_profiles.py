@@ -13,7 +13,7 @@ from plumb import binder, events, replay, runs
 from plumb import scheduler as scheduler_module
 from plumb.backend import queue as queue_module
 from plumb.backend.records import hashing, objects, specs
-from plumb.framework import scoring
+from plumb.framework import emulation, scoring
 from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
 from plumb_dev.testing.builders import make_node, make_pod
@@ -196,16 +196,22 @@ async def test_a_pod_that_makes_plumb_fail_gets_an_internal_error_and_the_others
     assert sorted(name for name, _ in api.binds) == ["bad", "good1", "good2"]
 
 
-async def test_without_default_preemption_a_pod_that_fits_nowhere_is_only_reported() -> None:
+@pytest.mark.parametrize(
+    ("minor", "words"),
+    # DynamicResources' PostFilter is then the only one: its words up to v1.36, none after.
+    [(34, " no new claims to deallocate"), (36, " no new claims to deallocate"), (37, "")],
+)
+async def test_without_default_preemption_a_pod_that_fits_nowhere_is_only_reported(
+    minor: int, words: str
+) -> None:
     api, clock = FakeApi(), ManualClock()
-    served = scheduler_module.Served(profiles=(scoring.Profile(name=SPREADER, preemption=False),))
-    s = _served_scheduler(api, clock, served)
+    profile = scoring.Profile(name=SPREADER, preemption=False, kube=emulation.emulate(minor))
+    s = _served_scheduler(api, clock, scheduler_module.Served(profiles=(profile,)))
     s.feed.resync(NODES, [HUGE.obj()])
     await _round(s)
     notes = [e["note"] for e in api.events if e["reason"] == "FailedScheduling"]
-    assert notes == ["0/2 nodes are available: 2 Insufficient cpu. no new claims to deallocate."], (
-        notes
-    )
+    assert notes == [f"0/2 nodes are available: 2 Insufficient cpu.{words}"]
+    assert not api.deletes
 
 
 async def test_replay_decides_again_under_the_profile_of_the_decision() -> None:

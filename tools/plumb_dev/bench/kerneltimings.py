@@ -209,6 +209,7 @@ def inputs(nodes: int, pods: int) -> tuple[c.Cluster, c.Batch]:
         taint_raw=np.array([[n.spot for n in infos]], dtype=np.int64),
         node_affinity_raw=preferred[np.newaxis],
         image_score=np.zeros((1, nodes), dtype=np.int64),  # the nodes report no images
+        volume_score=np.zeros((1, nodes), dtype=np.int64),  # the pods claim no volumes
         member=np.tile(np.array([1, 0, 0, 0], dtype=np.int32), (pods, 1)),
         spread_pod=twice,
         spread_row=np.full(2 * pods, ROW_WEB, dtype=np.int32),
@@ -232,12 +233,13 @@ def inputs(nodes: int, pods: int) -> tuple[c.Cluster, c.Batch]:
         preferred_row=np.full(pods, ROW_API, dtype=np.int32),
         preferred_key=np.full(pods, KEY_ZONE, dtype=np.int32),
         preferred_weight=np.full(pods, API_AFFINITY_WEIGHT, dtype=np.int64),
-        weights=np.array([1, 1, 3, 2, 2, 2, 0, 1], dtype=np.int64),  # the default profile's
+        weights=np.array([1, 1, 3, 2, 2, 2, 0, 1, 1], dtype=np.int64),  # the default profile's
         balanced_skip=per_pod(False, np.bool_),
         continues=per_pod(False, np.bool_),  # the default profile signs no pod
         fit_strategy=c.LEAST_ALLOCATED,
         zone_score=np.full(nodes, c.MAX_NODE_SCORE, dtype=np.int64),  # no zone factors
         **c.default_resources(cluster.cpu_column, cluster.memory_column),
+        balanced_change=True,  # BalancedAllocation as from v1.36, the framework's default
     )
     return cluster, batch
 

@@ -318,7 +318,9 @@ def _start(
     """The cluster, and with node its real node."""
     if not node:
         print("starting etcd, kube-apiserver and kube-controller-manager on 127.0.0.1 ...")
-        return controlplane.start(directory, bin_dir=bin_dir), None
+        plane = controlplane.start(directory, bin_dir=bin_dir)
+        print(f"Kubernetes {plane.kube_version}: plumb decides as its kube-scheduler release")
+        return plane, None
     problem = localnode.preflight()
     if problem is not None:
         raise controlplane.ControlPlaneError(f"this machine cannot run the real node: {problem}")
@@ -326,6 +328,7 @@ def _start(
     image = images.ensure_test_image()
     print("starting the control plane and a real node (containerd, kubelet, kube-proxy) ...")
     plane, real = localnode.up(directory, bin_dir=bin_dir, parts=controlplane.Parts(scheduler=True))
+    print(f"Kubernetes {plane.kube_version}: plumb decides as its kube-scheduler release")
     images.load(image, containerd_address=real.containerd_address)
     return plane, RealNode(name=real.name, image=image.ref)
 

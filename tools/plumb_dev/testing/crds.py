@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
+import time
 from pathlib import Path
 
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
@@ -82,11 +83,24 @@ def install(kubectl: Kubectl, directory: Path = CRD_DIR, *, timeout: float = 60.
     applied = kubectl.check("apply", "-f", str(directory), "-o", "name").split()
     if not applied:
         raise KubectlError(f"kubectl apply -f {directory} applied nothing; is it empty?")
-    kubectl.check(
-        "wait",
-        "--for=condition=Established",
-        f"--timeout={timeout:.0f}s",
-        *applied,
-        timeout=timeout + 10,
-    )
-    return [name.rpartition("/")[2] for name in applied]
+    # A CRD just created may have no status.conditions yet, and kubectl wait then fails at once
+    # (".status.conditions accessor error: <nil>") instead of waiting: ask again until the
+    # deadline.
+    deadline = time.monotonic() + timeout
+    while True:
+        left = max(1.0, deadline - time.monotonic())
+        result = kubectl.run(
+            "wait",
+            "--for=condition=Established",
+            f"--timeout={left:.0f}s",
+            *applied,
+            timeout=left + 10,
+        )
+        if result.returncode == 0:
+            return [name.rpartition("/")[2] for name in applied]
+        if "accessor error" not in result.stderr or time.monotonic() >= deadline:
+            raise KubectlError(
+                f"kubectl wait --for=condition=Established {' '.join(applied)} exited with "
+                f"{result.returncode}: {result.stderr.strip()}"
+            )
+        time.sleep(0.2)

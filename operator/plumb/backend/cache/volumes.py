@@ -1,5 +1,6 @@
 """PersistentVolumes, PersistentVolumeClaims, StorageClasses and CSINodes as compact records, and
-the store the volume plugins read them from, kept current by watch events.
+the store the volume plugins read them from, with CSIDrivers and CSIStorageCapacities
+(``csiobjects``), kept current by watch events.
 
 The records hold what kube-scheduler v1.34's volume plugins (VolumeRestrictions,
 NodeVolumeLimits, VolumeBinding, VolumeZone) and VolumeBinding's PreBind read, nothing else.
@@ -20,6 +21,7 @@ from collections.abc import Collection, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, Protocol
 
+from plumb.backend.cache import csiobjects
 from plumb.backend.records import objects, specs
 from plumb.k8s import quantities
 
@@ -152,10 +154,12 @@ class StorageClass:
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class CSINode:
-    """A node's CSI drivers and, for those that report one, how many volumes it can attach."""
+    """A node's CSI drivers (``drivers``, every one registered) and, for those that report one,
+    how many volumes it can attach (``limits``)."""
 
     name: str
     limits: Mapping[str, int] = dataclasses.field(default_factory=lambda: MappingProxyType({}))
+    drivers: frozenset[str] = frozenset()
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -371,13 +375,17 @@ def parse_storage_class(body: Mapping[str, Any]) -> StorageClass:
 
 def parse_csinode(body: Mapping[str, Any]) -> CSINode:
     limits = {}
+    drivers = set()
     for driver in (body.get("spec") or {}).get("drivers") or ():
+        name = str(driver.get("name") or "")
+        drivers.add(name)
         count = (driver.get("allocatable") or {}).get("count")
         if count is not None:
-            limits[str(driver.get("name") or "")] = int(count)
+            limits[name] = int(count)
     return CSINode(
         name=str((body.get("metadata") or {}).get("name") or ""),
         limits=MappingProxyType(limits),
+        drivers=frozenset(drivers),
     )
 
 
@@ -385,7 +393,8 @@ def parse_csinode(body: Mapping[str, Any]) -> CSINode:
 
 
 class Volumes:
-    """PVs (indexed by class), claims, StorageClasses and CSINodes, fed by watch events.
+    """PVs (indexed by class), claims, StorageClasses, CSINodes, CSIDrivers and
+    CSIStorageCapacities (indexed by class), fed by watch events.
 
     ``on_*(body, ...)`` applies one event (``body`` None: deleted); ``resync_*`` replaces a
     whole kind after a relist. ``generation`` grows with every change, for callers that cache
@@ -399,6 +408,9 @@ class Volumes:
         self._claims: dict[str, Claim] = {}
         self._classes: dict[str, StorageClass] = {}
         self._csinodes: dict[str, CSINode] = {}
+        self._csidrivers: dict[str, csiobjects.CSIDriver] = {}
+        # class -> namespace/name -> capacity
+        self._capacities: dict[str, dict[str, csiobjects.StorageCapacity]] = {}
         # name or key -> (assumed record, resourceVersion of the API object it was made from)
         self._assumed_pvs: dict[str, tuple[PersistentVolume, str]] = {}
         self._assumed_claims: dict[str, tuple[Claim, str]] = {}
@@ -447,6 +459,24 @@ class Volumes:
         else:
             self._csinodes[name] = parse_csinode(body)
 
+    def on_csidriver(self, body: Mapping[str, Any] | None, name: str) -> None:
+        self.generation += 1
+        if body is None:
+            self._csidrivers.pop(name, None)
+        else:
+            self._csidrivers[name] = csiobjects.parse_csidriver(body)
+
+    def on_storage_capacity(
+        self, body: Mapping[str, Any] | None, namespace: str, name: str
+    ) -> None:
+        self.generation += 1
+        key = claim_key(namespace, name)
+        for by_key in self._capacities.values():
+            by_key.pop(key, None)
+        if body is not None:
+            capacity = csiobjects.parse_storage_capacity(body)
+            self._capacities.setdefault(capacity.storage_class, {})[key] = capacity
+
     def resync_pvs(self, bodies: Iterable[Mapping[str, Any]]) -> None:
         listed = {str((b.get("metadata") or {}).get("name") or ""): b for b in bodies}
         for name in set(self._pvs) - set(listed):
@@ -473,6 +503,16 @@ class Volumes:
         self.generation += 1
         self._csinodes = {c.name: c for c in map(parse_csinode, bodies)}
 
+    def resync_csidrivers(self, bodies: Iterable[Mapping[str, Any]]) -> None:
+        self.generation += 1
+        self._csidrivers = {d.name: d for d in map(csiobjects.parse_csidriver, bodies)}
+
+    def resync_storage_capacities(self, bodies: Iterable[Mapping[str, Any]]) -> None:
+        self.generation += 1
+        self._capacities = {}
+        for capacity in map(csiobjects.parse_storage_capacity, bodies):
+            self._capacities.setdefault(capacity.storage_class, {})[capacity.key] = capacity
+
     # queries (assumptions first)
 
     def pv(self, name: str) -> PersistentVolume | None:
@@ -489,6 +529,15 @@ class Volumes:
 
     def csinode(self, node: str) -> CSINode | None:
         return self._csinodes.get(node)
+
+    def csidriver(self, name: str) -> csiobjects.CSIDriver | None:
+        return self._csidrivers.get(name)
+
+    def capacities_of_class(self, storage_class: str) -> tuple[csiobjects.StorageCapacity, ...]:
+        """The CSIStorageCapacities of a class, by namespace/name (kube-scheduler takes the
+        first its lister returns that fits, an order it does not define)."""
+        by_key = self._capacities.get(storage_class, {})
+        return tuple(by_key[key] for key in sorted(by_key))
 
     def pvs_of_class(self, storage_class: str) -> tuple[PersistentVolume, ...]:
         """The PVs of a class (the beta annotation counts, as in kube-scheduler's index), by

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
@@ -31,6 +31,10 @@ QOS_CLASSES = (GUARANTEED, BURSTABLE, BEST_EFFORT)
 _QOS_RESOURCES = (CPU, MEMORY)
 DISRUPTION_TARGET = "DisruptionTarget"
 PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
+# The kubelet's condition on a pod whose in-place resize waits, and its reason when the node
+# can never give it.
+RESIZE_PENDING = "PodResizePending"
+RESIZE_INFEASIBLE = "Infeasible"
 _EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
 
 
@@ -41,6 +45,29 @@ class PodClaim:
 
     name: str
     ephemeral: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ResizeAccounting:
+    """How a pod's status counts in its requests, as the release plumb decides as has it
+    (component-helpers resource/helpers.go PodRequests; InPlacePodVerticalScaling, which
+    reads the status at all, is on in every release plumb follows).
+
+    ``pod_totals`` (v1.37, #140047): a pod being resized counts the largest of its spec,
+    actuated and allocated totals (each summed over the containers as the spec is); before,
+    each container counted the largest of its own three (restartable init containers alone
+    among the init containers). ``pod_level_status`` (gate
+    InPlacePodLevelResourcesVerticalScaling, v1.35 alpha, on from v1.36): pod-level requests
+    read from status.resources and status.allocatedResources too, and from v1.37 those
+    pod-level totals stand for the containers' when both are reported.
+    """
+
+    pod_totals: bool = True
+    pod_level_status: bool = True
+
+
+NEWEST_RESIZE = ResizeAccounting()
+"""kube-scheduler v1.37's with its default gates."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -69,8 +96,8 @@ class PodInfo:
     # MostAllocated read: 100m / 200Mi for containers asking nothing (see nonzero_pair).
     nonzero: tuple[int, int] = (DEFAULT_MILLI_CPU, DEFAULT_MEMORY)
     # (cpu, memory) those scorers count for this pod while it is the one being scheduled, when
-    # that differs from ``nonzero`` (a corner of pod-level requests, see scoring_pair); None:
-    # the same. Read it through ``scored_nonzero``.
+    # that differs from ``nonzero`` (pod-level requests, which they leave out, or a status
+    # that counts: see scoring_pair); None: the same. Read it through ``scored_nonzero``.
     nonzero_incoming: tuple[int, int] | None = None
     terminal: bool
     deleting: bool
@@ -110,6 +137,10 @@ class PodInfo:
     # binding (nor a label or status change); 0 where it is not set. Not compared: equal
     # generations mean the spec-derived fields above are equal.
     generation: int = dataclasses.field(default=0, compare=False)
+    # Whether the status took part in ``requests`` (it reports the containers' or the pod's
+    # resources, or a resize pending; see ResizeAccounting): a status change then reads them
+    # again. Not compared: ``requests`` is.
+    status_resources: bool = dataclasses.field(default=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -174,7 +205,12 @@ def _pod_level_requests(spec: Mapping[str, Any]) -> dict[str, int]:
     return {name: amount(name, text) for name, text in raw.items() if pod_level_resource(name)}
 
 
-def _requests(spec: Mapping[str, Any], defaults: Mapping[str, int]) -> dict[str, int]:
+def _requests(
+    spec: Mapping[str, Any],
+    defaults: Mapping[str, int],
+    status: Mapping[str, Any] | None = None,
+    resize: ResizeAccounting = NEWEST_RESIZE,
+) -> dict[str, int]:
     """component-helpers' PodRequests, keeping every resource named (even at zero: whether a
     request is set at all decides the non-zero defaults).
 
@@ -182,22 +218,56 @@ def _requests(spec: Mapping[str, Any], defaults: Mapping[str, int]) -> dict[str,
     restartable init containers started before it); then each pod-level request replaces that
     total for its resource; then the overhead is added. ``defaults`` fill in the resources a
     container does not name (NonMissingContainerRequests), before the pod-level override.
+    ``status``: the pod's, when it reports resources (``reads_status``): read as ``resize``
+    says.
     """
+    if status is None:
+        total = _aggregate(spec, defaults, _spec_requests)
+    elif resize.pod_totals:
+        total = _largest_totals(spec, defaults, status, resize)
+    else:
+        total = _aggregate(spec, defaults, _largest_per_container(status))
+    pod_level = _pod_level_requests(spec)
+    if pod_level:
+        total.update(_pod_level_effective(spec, pod_level, status, resize))
+    _add(total, _resource_list(spec.get("overhead")))
+    return total
 
-    def requests_of(container: Mapping[str, Any]) -> dict[str, int]:
-        listed = _resource_list((container.get("resources") or {}).get("requests"))
+
+ContainerRequests = Callable[[Mapping[str, Any], bool], "Mapping[str, int] | None"]
+"""What one container counts (the container, whether it is an init container); None:
+nothing (a resize found infeasible drops the spec)."""
+
+
+def _spec_requests(container: Mapping[str, Any], _init: bool = False) -> Mapping[str, int]:
+    return _resource_list((container.get("resources") or {}).get("requests"))
+
+
+def _restartable(container: Mapping[str, Any]) -> bool:
+    """A restartable init container (a sidecar): it runs beside the app containers."""
+    return container.get("restartPolicy") == "Always"
+
+
+def _aggregate(
+    spec: Mapping[str, Any], defaults: Mapping[str, int], requests_of: ContainerRequests
+) -> dict[str, int]:
+    """The containers' total, each container counting ``requests_of`` it with ``defaults``
+    for the resources it does not name (aggregateContainerResourcesByFn)."""
+
+    def listed(container: Mapping[str, Any], init: bool) -> dict[str, int]:
+        found = dict(requests_of(container, init) or {})
         for name, default in defaults.items():
-            listed.setdefault(name, default)
-        return listed
+            found.setdefault(name, default)
+        return found
 
     total: dict[str, int] = {}
     for container in spec.get("containers") or ():
-        _add(total, requests_of(container))
+        _add(total, listed(container, False))
     sidecars: dict[str, int] = {}
     init_peak: dict[str, int] = {}
     for container in spec.get("initContainers") or ():
-        requests = requests_of(container)
-        if container.get("restartPolicy") == "Always":
+        requests = listed(container, True)
+        if _restartable(container):
             _add(total, requests)
             _add(sidecars, requests)
             _maximise(init_peak, sidecars)
@@ -206,16 +276,84 @@ def _requests(spec: Mapping[str, Any], defaults: Mapping[str, int]) -> dict[str,
             _add(running, requests)
             _maximise(init_peak, running)
     _maximise(total, init_peak)
-    total.update(_pod_level_requests(spec))
-    _add(total, _resource_list(spec.get("overhead")))
     return total
 
 
-def pod_requests(spec: Mapping[str, Any]) -> dict[str, int]:
-    """The pod's effective request, as kube-scheduler v1.34 computes it (PodLevelResources on,
-    its default): the containers' requests, replaced per resource by ``spec.resources.requests``
-    where the pod sets them, plus the overhead; zeros dropped."""
-    total = _requests(spec, _EMPTY)
+def reads_status(status: Mapping[str, Any]) -> bool:
+    """Whether a pod's status takes part in its requests: it reports the resources of a
+    container or of the pod, or a resize pending. Otherwise they are the spec's in every
+    release."""
+    if status.get("resources") is not None or status.get("allocatedResources") is not None:
+        return True
+    for key in ("containerStatuses", "initContainerStatuses"):
+        for container in status.get(key) or ():
+            if container.get("resources") is not None:
+                return True
+            if container.get("allocatedResources") is not None:
+                return True
+    return any(
+        condition.get("type") == RESIZE_PENDING for condition in status.get("conditions") or ()
+    )
+
+
+def _infeasible(status: Mapping[str, Any]) -> bool:
+    """Whether the kubelet found the pod's resize infeasible (IsPodResizeInfeasible): then
+    the spec's requests do not count, only what is actuated and allocated."""
+    for condition in status.get("conditions") or ():
+        if condition.get("type") == RESIZE_PENDING:
+            return bool(condition.get("reason") == RESIZE_INFEASIBLE)
+    return False
+
+
+def _container_statuses(status: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """Container statuses by name (an app container's first, as findContainerStatus)."""
+    found: dict[str, Mapping[str, Any]] = {}
+    for key in ("initContainerStatuses", "containerStatuses"):
+        for container in status.get(key) or ():
+            found[str(container.get("name", ""))] = container
+    return found
+
+
+def _largest(*lists: Mapping[str, int] | None) -> dict[str, int]:
+    """component-helpers' max: per resource the largest of the lists naming it."""
+    out: dict[str, int] = {}
+    for listed in lists:
+        _maximise(out, listed or {})
+    return out
+
+
+def _largest_per_container(status: Mapping[str, Any]) -> ContainerRequests:
+    """Up to v1.36: each app and restartable init container whose status reports its
+    resources counts the largest of its spec, actuated (status resources) and allocated
+    requests (determineEffectiveRequests; the spec left out when the resize is infeasible)."""
+    statuses, infeasible = _container_statuses(status), _infeasible(status)
+
+    def requests_of(container: Mapping[str, Any], init: bool) -> Mapping[str, int]:
+        spec = _spec_requests(container)
+        running = not init or _restartable(container)
+        found = statuses.get(str(container.get("name", ""))) if running else None
+        if found is None or found.get("resources") is None:
+            return spec
+        return _largest(
+            None if infeasible else spec,
+            _resource_list(found["resources"].get("requests")),
+            _resource_list(found.get("allocatedResources")),
+        )
+
+    return requests_of
+
+
+def pod_requests(
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any] | None = None,
+    resize: ResizeAccounting = NEWEST_RESIZE,
+) -> dict[str, int]:
+    """The pod's effective request (PodLevelResources on, its default from v1.34): the
+    containers' requests, replaced per resource by ``spec.resources.requests`` where the pod
+    sets them, plus the overhead; zeros dropped. ``status`` (when ``reads_status``) as
+    ``resize`` says: a pod being resized in place counts what it asks, runs with and was
+    given."""
+    total = _requests(spec, _EMPTY, status, resize)
     total.pop(PODS, None)
     # Each quantity fits int64 but a sum may not; the cache keeps int64s.
     return {name: quantities.clamp_int64(value) for name, value in total.items() if value}
@@ -228,7 +366,11 @@ def _pair(counted: Mapping[str, int]) -> tuple[int, int]:
     )
 
 
-def nonzero_pair(spec: Mapping[str, Any]) -> tuple[int, int]:
+def nonzero_pair(
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any] | None = None,
+    resize: ResizeAccounting = NEWEST_RESIZE,
+) -> tuple[int, int]:
     """(cpu millicores, memory bytes) the pod adds to its node's non-zero requests, which
     NodeResourcesFit's scorers read (framework.PodInfo.CalculateResource).
 
@@ -237,21 +379,94 @@ def nonzero_pair(spec: Mapping[str, Any]) -> tuple[int, int]:
     names gets the default (getNonMissingContainerRequests): a pod-level memory request and
     one container asking 500m cpu beside one asking none count 500m, not 600m.
     """
-    requests = _requests(spec, _EMPTY)
+    requests = _requests(spec, _EMPTY, status, resize)
     defaults: Mapping[str, int] = _NONZERO_DEFAULTS
     if _pod_level_requests(spec):
         defaults = {name: value for name, value in defaults.items() if name not in requests}
-    return _pair(_requests(spec, defaults) if defaults else requests)
+    return _pair(_requests(spec, defaults, status, resize) if defaults else requests)
 
 
 def scoring_pair(spec: Mapping[str, Any]) -> tuple[int, int]:
-    """(cpu millicores, memory bytes) NodeResourcesFit's scorers count for the pod being
-    scheduled (resourceAllocationScorer.calculatePodResourceRequest): every container that names
-    no cpu (memory) request counts 100m (200Mi), pod-level requests or not, and a pod-level
-    request then replaces the total. It differs from ``nonzero_pair`` only for a pod with
-    pod-level requests whose containers name cpu or memory in some containers and not others,
-    or only in the overhead."""
-    return _pair(_requests(spec, _NONZERO_DEFAULTS))
+    """(cpu millicores, memory bytes) NodeResourcesFit's scorer counts for the pod being
+    scheduled (resourceAllocationScorer.calculatePodResourceRequest): every container that
+    names no cpu (memory) request counts 100m (200Mi), plus the overhead. Pod-level requests
+    and the status do not count: Fit builds its scorer without the PodLevelResources and
+    InPlacePodVerticalScaling switches (fit.go nodeResourceStrategyTypeMap, in every release
+    from v1.34 to v1.37; BalancedAllocation's has them). It differs from ``nonzero_pair`` for
+    a pod with pod-level requests."""
+    total = _aggregate(spec, _NONZERO_DEFAULTS, _spec_requests)
+    _add(total, _resource_list(spec.get("overhead")))
+    return _pair(total)
+
+
+def _largest_totals(
+    spec: Mapping[str, Any],
+    defaults: Mapping[str, int],
+    status: Mapping[str, Any],
+    resize: ResizeAccounting,
+) -> dict[str, int]:
+    """From v1.37 (AggregateContainerRequests): the largest of the spec's, the actuated and
+    the allocated totals, each summed as the spec's is (the spec's left out when the resize
+    is infeasible). A container counts its status's allocated resources, else its spec;
+    actuated, its status's resources, else its allocated ones, else its spec (nothing, when
+    the resize is infeasible). With InPlacePodLevelResourcesVerticalScaling the pod's own
+    status.allocatedResources and status.resources.requests are those two totals, when it
+    reports both."""
+    statuses, infeasible = _container_statuses(status), _infeasible(status)
+
+    def allocated_of(container: Mapping[str, Any], _init: bool) -> Mapping[str, int] | None:
+        found = statuses.get(str(container.get("name", "")))
+        if found is not None and found.get("allocatedResources") is not None:
+            return _resource_list(found["allocatedResources"])
+        return None if infeasible else _spec_requests(container)
+
+    def actuated_of(container: Mapping[str, Any], init: bool) -> Mapping[str, int] | None:
+        found = statuses.get(str(container.get("name", "")))
+        reported = None if found is None else (found.get("resources") or {}).get("requests")
+        if reported is not None:
+            return _resource_list(reported)
+        return allocated_of(container, init)
+
+    totals = _aggregate(spec, defaults, _spec_requests)
+    pod_status = status.get("resources") or {}
+    if (
+        resize.pod_level_status
+        and status.get("allocatedResources") is not None
+        and pod_status.get("requests") is not None
+    ):
+        allocated = _resource_list(status["allocatedResources"])
+        actuated = _resource_list(pod_status["requests"])
+    else:
+        allocated = _aggregate(spec, defaults, allocated_of)
+        actuated = _aggregate(spec, defaults, actuated_of)
+    return _largest(None if infeasible else totals, actuated, allocated)
+
+
+def _pod_level_effective(
+    spec: Mapping[str, Any],
+    pod_level: Mapping[str, int],
+    status: Mapping[str, Any] | None,
+    resize: ResizeAccounting,
+) -> dict[str, int]:
+    """The pod-level requests that replace the containers' total: the spec's, or with
+    InPlacePodLevelResourcesVerticalScaling and a status reporting the pod's resources the
+    largest of the spec's (left out when the resize is infeasible), status.resources.requests
+    and status.allocatedResources: for the resources the spec names (up to v1.36: 0 for one
+    neither status list names when the spec is left out) or, from v1.37, every pod-level
+    resource they name."""
+    reported = None if status is None else status.get("resources")
+    if status is None or reported is None or not resize.pod_level_status:
+        return dict(pod_level)
+    infeasible = _infeasible(status)
+    raw = _resource_list((spec.get("resources") or {}).get("requests"))
+    effective = _largest(
+        None if infeasible else raw,
+        _resource_list(reported.get("requests")),
+        _resource_list(status.get("allocatedResources")),
+    )
+    if resize.pod_totals:
+        return {name: value for name, value in effective.items() if pod_level_resource(name)}
+    return {name: effective.get(name, 0) for name in pod_level}
 
 
 def rfc3339(text: str) -> str:
@@ -272,12 +487,17 @@ def rfc3339(text: str) -> str:
     return moment.strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def parse_pod(body: Mapping[str, Any], known: PodInfo | None = None) -> PodInfo:
+def parse_pod(
+    body: Mapping[str, Any],
+    known: PodInfo | None = None,
+    resize: ResizeAccounting = NEWEST_RESIZE,
+) -> PodInfo:
     """A PodInfo from a pod body; an unusable spec is recorded in ``problem``, never raised.
 
     ``known``: the same pod as last parsed. When its generation and labels are this body's,
     the spec has not changed since (a binding, a status or an annotation change: most of a
     pod's events), and what is read from the spec is taken from it rather than parsed again.
+    ``resize``: how the status counts in the requests (the release plumb decides as).
     """
     metadata = body.get("metadata") or {}
     spec = body.get("spec") or {}
@@ -289,20 +509,14 @@ def parse_pod(body: Mapping[str, Any], known: PodInfo | None = None) -> PodInfo:
             and metadata.get("uid") == known.uid
             and _labels(metadata) == known.labels
         ):
-            return _respecified(known, metadata, spec, status)
+            return _respecified(known, metadata, spec, status, resize)
     problems = []
-    nonzero, incoming = (DEFAULT_MILLI_CPU, DEFAULT_MEMORY), None
     try:
-        requests: Mapping[str, int] = MappingProxyType(pod_requests(spec))
-        scored = scoring_pair(spec)
-        # Without pod-level requests the two pairs are the same sum (their docs): one walk of
-        # the containers fewer per pod event.
-        nonzero = nonzero_pair(spec) if _pod_level_requests(spec) else scored
-        if scored != nonzero:
-            incoming = scored
+        resources = _Resources.of(spec, status, resize)
     except quantities.QuantityError as error:
-        requests = _EMPTY
+        resources = _Resources(_EMPTY, (DEFAULT_MILLI_CPU, DEFAULT_MEMORY), None, False)
         problems.append(f"invalid resource request: {error}")
+    requests, nonzero, incoming = resources.requests, resources.nonzero, resources.incoming
     namespace = str(metadata.get("namespace", ""))
     try:
         scheduling = specs.parse_scheduling(spec, namespace)
@@ -339,7 +553,34 @@ def parse_pod(body: Mapping[str, Any], known: PodInfo | None = None) -> PodInfo:
         preempted=_preempted(status),
         claims=_claims(spec, str(metadata.get("name", ""))),
         generation=_generation(metadata),
+        status_resources=resources.from_status,
     )
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Resources:
+    """What a pod counts on its node: its requests, its non-zero pair, the pair scored for
+    it as the incoming pod where that differs (None: the same), and whether the status took
+    part."""
+
+    requests: Mapping[str, int]
+    nonzero: tuple[int, int]
+    incoming: tuple[int, int] | None
+    from_status: bool
+
+    @classmethod
+    def of(
+        cls, spec: Mapping[str, Any], status: Mapping[str, Any], resize: ResizeAccounting
+    ) -> _Resources:
+        """Raises QuantityError for a quantity that cannot be read."""
+        read = status if reads_status(status) else None
+        requests = MappingProxyType(pod_requests(spec, read, resize))
+        scored = scoring_pair(spec)
+        # Without pod-level requests or a status that counts the two pairs are the same sum
+        # (their docs): one walk of the containers fewer per pod event.
+        same = read is None and not _pod_level_requests(spec)
+        nonzero = scored if same else nonzero_pair(spec, read, resize)
+        return cls(requests, nonzero, scored if scored != nonzero else None, read is not None)
 
 
 def same_but_node(left: PodInfo, right: PodInfo) -> bool:
@@ -348,11 +589,16 @@ def same_but_node(left: PodInfo, right: PodInfo) -> bool:
 
 
 def _respecified(
-    known: PodInfo, metadata: Mapping[str, Any], spec: Mapping[str, Any], status: Mapping[str, Any]
+    known: PodInfo,
+    metadata: Mapping[str, Any],
+    spec: Mapping[str, Any],
+    status: Mapping[str, Any],
+    resize: ResizeAccounting,
 ) -> PodInfo:
     """``known`` with what a body may change without changing its generation read again:
-    the node a binding sets, the metadata and the status."""
-    return dataclasses.replace(
+    the node a binding sets, the metadata and the status (and the requests, when the status
+    takes part in them: a resize the kubelet reports)."""
+    respecified = dataclasses.replace(
         known,
         node_name=str(spec.get("nodeName") or ""),
         resource_version=str(metadata.get("resourceVersion") or ""),
@@ -364,6 +610,19 @@ def _respecified(
         nominated_node=str(status.get("nominatedNodeName") or ""),
         start_time=str(status.get("startTime") or ""),
         preempted=_preempted(status),
+    )
+    if not known.status_resources and not reads_status(status):
+        return respecified
+    try:
+        resources = _Resources.of(spec, status, resize)
+    except quantities.QuantityError:
+        return respecified  # the spec's problem is known's already
+    return dataclasses.replace(
+        respecified,
+        requests=resources.requests,
+        nonzero=resources.nonzero,
+        nonzero_incoming=resources.incoming,
+        status_resources=resources.from_status,
     )
 
 

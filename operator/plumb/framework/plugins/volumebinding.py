@@ -16,8 +16,14 @@ As kube-scheduler v1.34's VolumeBinding and its volume binder:
   node affinity; a PV pre-bound to the claim is taken if it fits the node, and no other), and
   those left over need dynamic provisioning: a class with a provisioner other than
   ``kubernetes.io/no-provisioner`` whose allowedTopologies the node matches.
+  A claim to provision whose capacity is tracked (volumecapacity: its CSIDriver has
+  storageCapacity) also needs a CSIStorageCapacity of its class that reaches the node and holds
+  it; the claims to provision are checked in order, and the first that fails decides.
 - Reasons, in kube-scheduler's order, several per node possible: NODE_CONFLICT, BIND_CONFLICT,
-  NOT_ENOUGH_SPACE (storage capacity is not tracked by plumb: never given), PV_NOT_EXIST.
+  NOT_ENOUGH_SPACE, PV_NOT_EXIST.
+- Score (StorageCapacityScoring; volumecapacity has the function and the shape): per node, the
+  PVs chosen for the claims against their capacities, else the volumes to provision against the
+  capacity found for them; 0 for a pod whose claims are all bound.
 
 Ties between PVs of equal size go to the first by name (kube-scheduler's order there is its
 cache's, which is not defined).
@@ -30,9 +36,9 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from plumb.backend.cache import snapshot, volumes
+from plumb.backend.cache import csiobjects, snapshot, volumes
 from plumb.backend.records import objects, specs
-from plumb.framework.plugins import nodeaffinity
+from plumb.framework.plugins import nodeaffinity, volumecapacity
 
 NAME = "VolumeBinding"
 # kube-scheduler's ConflictReasons (volumebinding/binder.go).
@@ -241,11 +247,34 @@ def _provisionable(claim: volumes.Claim, store: volumes.Volumes, labels: Mapping
     return any(term and all(labels.get(key) in allowed for key, allowed in term) for term in terms)
 
 
+Found = csiobjects.StorageCapacity | None
+"""The CSIStorageCapacity that holds a volume to provision (None: its capacity is untracked)."""
+
+
+def _provisions(
+    claims: list[volumes.Claim], store: volumes.Volumes, labels: Mapping[str, str]
+) -> tuple[bool, bool, tuple[Found, ...]]:
+    """checkVolumeProvisions for one node: (every claim provisionable there, enough storage,
+    each claim's capacity found); the first claim that fails decides."""
+    found: list[Found] = []
+    for claim in claims:
+        if not _provisionable(claim, store, labels):
+            return False, True, ()
+        storage_class = store.storage_class(claim.class_name)
+        assert storage_class is not None  # _provisionable checked it
+        enough, capacity = volumecapacity.capacity_for(claim, storage_class, store, labels)
+        if not enough:
+            return True, False, ()
+        found.append(capacity)
+    return True, True, tuple(found)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class _NodeResult:
     reasons: tuple[str, ...]
     bindings: tuple[volumes.StaticBinding, ...] = ()
     provisions: tuple[volumes.Claim, ...] = ()
+    capacities: tuple[Found, ...] = ()  # per provision, when the node fits
 
 
 def _find(
@@ -273,9 +302,10 @@ def _find(
         if not fit(pv):
             node_ok = False
             break
-    unbound_ok = True
+    unbound_ok, enough = True, True
     bindings: list[volumes.StaticBinding] = []
     provisions: list[volumes.Claim] = []
+    capacities: tuple[Found, ...] = ()
     done = False
     for claim in claims.delayed:
         if claim.selected_node is not None:
@@ -301,16 +331,21 @@ def _find(
             chosen.add(picked.name)
             bindings.append(volumes.StaticBinding(claim=candidate.claim, pv=picked))
         if provisions:
-            unbound_ok = all(_provisionable(claim, store, labels) for claim in provisions)
+            unbound_ok, enough, capacities = _provisions(provisions, store, labels)
     reasons = []
     if not node_ok:
         reasons.append(NODE_CONFLICT)
     if not unbound_ok:
         reasons.append(BIND_CONFLICT)
+    if not enough:
+        reasons.append(NOT_ENOUGH_SPACE)
     if not pvs_found:
         reasons.append(PV_NOT_EXIST)
     return _NodeResult(
-        reasons=tuple(reasons), bindings=tuple(bindings), provisions=tuple(provisions)
+        reasons=tuple(reasons),
+        bindings=tuple(bindings),
+        provisions=tuple(provisions),
+        capacities=capacities,
     )
 
 
@@ -371,9 +406,13 @@ def _filter_vectorised(
     if matched.all():
         return
     # Nodes without a PV: dynamic provisioning, where the class has a provisioner and the
-    # node matches its allowedTopologies.
+    # node matches its allowedTopologies, and, if tracked, a capacity holds the volume there.
     provisionable = _provisionable_mask(candidate.claim, store, statics)
     masks[BIND_CONFLICT] |= ~matched & ~provisionable
+    storage_class = store.storage_class(candidate.claim.class_name)
+    if storage_class is not None and provisionable.any():
+        enough = volumecapacity.capacity_index(candidate.claim, storage_class, store, statics)[0]
+        masks[NOT_ENOUGH_SPACE] |= ~matched & provisionable & ~enough
 
 
 def _provisionable_mask(
@@ -420,3 +459,83 @@ def plan(
             + ", ".join(result.reasons)
         )
     return dataclasses.replace(plan_empty, bindings=result.bindings, provisions=result.provisions)
+
+
+# Score (StorageCapacityScoring) ----------------------------------------------------------------
+
+
+def score(
+    statics: snapshot.NodeStatics,
+    store: volumes.Volumes,
+    claims: PodClaims,
+    shape: volumecapacity.Shape,
+) -> np.ndarray:
+    """VolumeBinding's score per node (0-100, not normalised): what the node's volumes for the
+    pod would leave free, through ``shape``. Nodes the filter rejects score 0 (never read)."""
+    n = len(statics)
+    scores = np.zeros(n, dtype=np.int64)
+    if not claims.delayed:
+        return scores  # every claim bound: nothing binds or is provisioned, no class scored
+    candidates = _matching_candidates(claims, store)
+    if len(candidates) == 1 and all(c.selected_node is None for c in claims.delayed):
+        return _score_one_claim(statics, store, candidates[0], shape)
+    for i, node in enumerate(statics.nodes):
+        result = _find(node.name, node.labels, claims, candidates, store, {})
+        if not result.reasons:
+            scores[i] = volumecapacity.node_score(_uses(result), shape)
+    return scores
+
+
+def _uses(result: _NodeResult) -> list[volumecapacity.ClassUse]:
+    """The classes a node's volumes use: the static bindings' when there are any, else the
+    provisions whose capacity was checked (volume_binding.go Score)."""
+    requested: dict[str, int] = {}
+    capacity: dict[str, int] = {}
+    if result.bindings:
+        for binding in result.bindings:
+            name = binding.pv.storage_class
+            requested[name] = requested.get(name, 0) + (binding.claim.request or 0)
+            capacity[name] = capacity.get(name, 0) + binding.pv.capacity
+    else:
+        for claim, found in zip(result.provisions, result.capacities, strict=True):
+            if found is None:
+                continue
+            name = claim.class_name
+            requested[name] = requested.get(name, 0) + (claim.request or 0)
+            # Not summed: two claims of a class on one node share its capacity. kube-scheduler
+            # reads the capacity field (a CSIStorageCapacity with only maximumVolumeSize makes
+            # it dereference nil); plumb reads none as 0.
+            capacity[name] = found.capacity or 0
+    return [volumecapacity.ClassUse(requested[name], capacity[name]) for name in requested]
+
+
+def _score_one_claim(
+    statics: snapshot.NodeStatics,
+    store: volumes.Volumes,
+    candidate: _Candidates,
+    shape: volumecapacity.Shape,
+) -> np.ndarray:
+    """``score`` for bound claims and one claim to match, over all nodes at once: per node the
+    smallest PV that fits it (or the one pre-bound), else the capacity found to provision."""
+    n = len(statics)
+    scores = np.zeros(n, dtype=np.int64)
+    claim = candidate.claim
+    request = claim.request or 0
+    pvs = (candidate.prebound,) if candidate.prebound is not None else candidate.free
+    taken = np.zeros(n, dtype=np.bool_)
+    for pv in pvs:
+        here = pv_fits(pv, statics) & ~taken
+        if here.any():
+            scores[here] = volumecapacity.class_score(request, pv.capacity, shape)
+            taken |= here
+        if taken.all():
+            return scores
+    storage_class = store.storage_class(claim.class_name)
+    if storage_class is None:
+        return scores
+    _enough, considered, found = volumecapacity.capacity_index(claim, storage_class, store, statics)
+    for i, capacity in enumerate(considered):
+        here = (found == i) & ~taken
+        if here.any():
+            scores[here] = volumecapacity.class_score(request, capacity.capacity or 0, shape)
+    return scores

@@ -90,8 +90,11 @@ def verdicts(
     statics: snapshot.NodeStatics,
     store: volumes.Volumes,
     in_use: volumes.ClaimUse,
+    *,
+    drivers: int = nodevolumelimits.DRIVERS_UNCHECKED,
 ) -> VolumeVerdicts:
-    """The pod's PreFilter verdict, else its per-node filter verdicts over the statics."""
+    """The pod's PreFilter verdict, else its per-node filter verdicts over the statics;
+    ``drivers`` is NodeVolumeLimits' driver check in force (nodevolumelimits.driver_check)."""
     if not pod.claims:
         return NO_VERDICTS
     failure = volumerestrictions.prefilter(pod, store)
@@ -122,12 +125,8 @@ def verdicts(
         volumerestrictions.filter(pod, statics, store, in_use),
     )
     taken = _union(taken, filters)
-    add(
-        nodevolumelimits.NAME,
-        nodevolumelimits.MAX_VOLUME_COUNT,
-        nodevolumelimits.UNRESOLVABLE,
-        nodevolumelimits.filter(pod, statics, store, in_use),
-    )
+    for reason, fails in nodevolumelimits.filter(pod, statics, store, in_use, drivers).items():
+        add(nodevolumelimits.NAME, reason, nodevolumelimits.UNRESOLVABLE, fails)
     taken = _union(taken, filters)
     for reason, fails in volumebinding.filter(statics, store, claims).items():
         add(volumebinding.NAME, reason, volumebinding.UNRESOLVABLE, fails)

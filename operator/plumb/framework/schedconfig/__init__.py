@@ -1,7 +1,8 @@
 """kube-scheduler's KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1), read and
-validated as kube-scheduler v1.34.4 does and turned into plumb's scoring profiles.
+validated as kube-scheduler of the release plumb decides as does (v1.34 to v1.37; what changed
+between them is revisions.py's table) and turned into plumb's scoring profiles.
 
-Pure: it reads only the text it is given. See docs/configuration.md.
+Pure: it reads only the text it is given. See docs/configuration.md and docs/versions.md.
 """
 
 from __future__ import annotations

@@ -1,7 +1,10 @@
-"""Plugin arguments (pluginConfig[].args) as kube-scheduler v1.34.4 reads them: decoded
-strictly against their kind, defaulted (v1/defaults.go) and validated
-(validation/validation_pluginargs.go), with the features on by default in v1.34
-(DRASchedulerFilterTimeout on, StorageCapacityScoring off).
+"""Plugin arguments (pluginConfig[].args) as kube-scheduler reads them: decoded strictly
+against their kind, defaulted (v1/defaults.go) and validated
+(validation/validation_pluginargs.go). ``SCHEMAS`` are v1.34.4's; the fields a later release
+added (revisions.py's ARGS_FIELD rows), their defaults and their checks follow the release
+and the gates plumb decides with (DRASchedulerFilterTimeout is on in every release);
+VolumeBindingArgs.shape follows the release's StorageCapacityScoring gate (on by default in
+v1.37): ``volume_binding_shape``.
 
 Arguments stay plain dicts after defaulting; every path named is the full one from the
 file's root (``profiles[0].pluginConfig[1].args.scoringStrategy.type``).
@@ -13,7 +16,8 @@ import copy
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from plumb.framework.schedconfig import decoding, errors, names
+from plumb.framework import emulation
+from plumb.framework.schedconfig import decoding, errors, names, revisions
 from plumb.framework.schedconfig.decoding import (
     BOOL,
     DURATION,
@@ -109,11 +113,27 @@ _FIELD_OPERATORS = ("In", "NotIn")
 _ACTIONS = ("DoNotSchedule", "ScheduleAnyway")
 
 
-def decode(name: str, raw: Any, path: str) -> Args | None:
-    """The args of pluginConfig entry ``path`` for plugin ``name``, decoded and defaulted;
-    None for a plugin without an args kind (kube-scheduler keeps those raw and unread)."""
-    schema = SCHEMAS.get(name)
-    if schema is None:
+def schema(name: str, minor: int = emulation.NEWEST) -> dict[str, Schema] | None:
+    """The args kind of plugin ``name`` in v1.``minor`` (None: the plugin has none)."""
+    fields = SCHEMAS.get(name)
+    if fields is None:
+        return None
+    added = {
+        row.field: row.schema
+        for row in revisions.rows(revisions.ARGS_FIELD, minor)
+        if row.plugin == name
+    }
+    return {**fields, **added}
+
+
+def decode(
+    name: str, raw: Any, path: str, kube: emulation.Emulation = emulation.NEWEST_EMULATION
+) -> Args | None:
+    """The args of pluginConfig entry ``path`` for plugin ``name``, decoded and defaulted as
+    the release ``kube`` does; None for a plugin without an args kind (kube-scheduler keeps
+    those raw and unread). A field of a later release is refused saying so."""
+    fields = schema(name, kube.minor)
+    if fields is None:
         return None
     kind = f"{name}Args"
     prefix = f"decoding .{path}: decoding args for plugin {name}"
@@ -141,27 +161,48 @@ def decode(name: str, raw: Any, path: str) -> Args | None:
             f"got {given}.{group}",
         )
     try:
-        unknown = decoding.check(raw, schema, f"{path}.args")
+        unknown = decoding.check(raw, fields, f"{path}.args")
     except ConfigError as error:
         raise ConfigError(error.field, f"{prefix}: {error.message}") from None
+    for where in unknown:
+        field = where.removeprefix(f"{path}.args.")
+        row = revisions.later(revisions.ARGS_FIELD, f"{name}.{field}", kube.minor)
+        if row is not None:
+            raise errors.later(where, f"{kind}.{field}", row.minor, kube.minor)
     if unknown:
-        fields = ", ".join(f'unknown field "{u.removeprefix(path + ".args.")}"' for u in unknown)
+        named = ", ".join(f'unknown field "{u.removeprefix(path + ".args.")}"' for u in unknown)
         raise ConfigError(
             unknown[0],
-            fields,
+            named,
             f"strict decoding error: decoding .{path}: strict decoding error: decoding args for "
-            f"plugin {name}: strict decoding error: {fields} (at {unknown[0]})",
+            f"plugin {name}: strict decoding error: {named} (at {unknown[0]})",
         )
-    return _defaulted(name, raw)
+    return _defaulted(name, raw, kube)
 
 
-def default(name: str) -> Args | None:
-    """The args kube-scheduler gives an enabled plugin the file configures none for."""
-    return _defaulted(name, {}) if name in SCHEMAS else None
+def default(name: str, kube: emulation.Emulation = emulation.NEWEST_EMULATION) -> Args | None:
+    """The args kube-scheduler of the release ``kube`` gives an enabled plugin the file
+    configures none for."""
+    return _defaulted(name, {}, kube) if name in SCHEMAS else None
 
 
-def _defaulted(name: str, raw: Args) -> Args:
+def completed(name: str, args: Args, kube: emulation.Emulation) -> Args:
+    """Defaulted args as kube-scheduler writes them back: its durations in Go's form
+    ("5m" is "5m0s")."""
+    fields = schema(name, kube.minor) or {}
+    out = copy.deepcopy(args)
+    for field, kind in fields.items():
+        nanoseconds = names.parse_nanoseconds(str(out[field])) if field in out else None
+        if kind == DURATION and nanoseconds is not None:
+            out[field] = names.go_duration(nanoseconds)
+    return out
+
+
+def _defaulted(name: str, raw: Args, kube: emulation.Emulation) -> Args:
     args: Args = {k: copy.deepcopy(v) for k, v in raw.items() if v is not None}
+    for row in revisions.rows(revisions.ARGS_FIELD, kube.minor):
+        if row.plugin == name and row.default_ns is not None and revisions.gates_on(row, kube):
+            args.setdefault(row.field, names.go_duration(row.default_ns))
     if name == "DefaultPreemption":
         args.setdefault("minCandidateNodesPercentage", 10)
         args.setdefault("minCandidateNodesAbsolute", 100)
@@ -201,11 +242,16 @@ def _weighted(resource: Any) -> dict[str, Any]:
 # Validation from the configuration (validatePluginConfig) ------------------------------------
 
 
-def validate(name: str, args: Args, path: str) -> ConfigError | None:
+def validate(
+    name: str, args: Args, path: str, kube: emulation.Emulation = emulation.NEWEST_EMULATION
+) -> ConfigError | None:
     """The first error kube-scheduler's configuration validation finds in these args (path:
-    the pluginConfig entry). NodeResourcesFit is not among them: v1.34.4 looks its
-    validator up under "NodeResourcesFitArgs", so its args are validated only when the
-    plugin is built (``validate_fit``)."""
+    the pluginConfig entry) in the release ``kube``. NodeResourcesFit is not among them:
+    kube-scheduler (v1.34.4 to v1.37.2) looks its validator up under "NodeResourcesFitArgs",
+    so its args are validated only when the plugin is built (``validate_fit``)."""
+    by_release = _RELEASE_VALIDATORS.get(name)
+    if by_release is not None:
+        return by_release(args, f"{path}.args", kube)
     check = _VALIDATORS.get(name)
     return check(args, f"{path}.args") if check is not None else None
 
@@ -384,6 +430,8 @@ def _go_int64(text: str) -> int | None:
 
 
 def _volume_binding(args: Args, path: str) -> ConfigError | None:
+    """ValidateVolumeBindingArgs but its shape, which depends on a gate: see
+    ``volume_binding_shape``."""
     timeout = int(args["bindTimeoutSeconds"])
     if timeout < 0:
         return errors.invalid(
@@ -391,23 +439,77 @@ def _volume_binding(args: Args, path: str) -> ConfigError | None:
             timeout,
             "invalid BindTimeoutSeconds, should not be a negative value",
         )
-    if "shape" in args:
-        return errors.invalid(
+    return None
+
+
+def volume_binding_shape(
+    args: Args, path: str, capacity_scoring: bool
+) -> tuple[tuple[tuple[int, int], ...] | None, ConfigError | None]:
+    """VolumeBindingArgs.shape as kube-scheduler defaults and validates it, by the gate
+    StorageCapacityScoring (``capacity_scoring``): with it on, an empty or missing shape is the
+    default (None here: the caller's), any other one must pass validateFunctionShape; with it
+    off, a shape given at all (``[]`` too, not ``null``) is refused. ``path`` is the args'.
+    Returns (the shape as (utilization, score) points, or None for the default; the error)."""
+    shape = args.get("shape")
+    if not capacity_scoring:
+        if shape is None:
+            return None, None
+        return None, errors.invalid(
             f"{path}.shape",
-            args["shape"],
+            _go_shape(shape),
             "unexpected field `shape`, remove it or turn on the feature gate "
             "StorageCapacityScoring",
         )
-    return None
+    if not shape:
+        return None, None  # SetDefaults_VolumeBindingArgs: kube-scheduler's default shape
+    problem = validate_shape(list(shape), f"{path}.shape")
+    if problem is not None:
+        return None, problem
+    points = tuple(
+        (int((p or {}).get("utilization") or 0), int((p or {}).get("score") or 0)) for p in shape
+    )
+    return points, None
 
 
-def _dynamic_resources(args: Args, path: str) -> ConfigError | None:
-    timeout = names.parse_duration(str(args["filterTimeout"]))
-    if timeout is not None and timeout < 0:
+def _go_shape(shape: Any) -> list[dict[str, int]]:
+    """The shape as field.Invalid prints the internal type (json of its Go field names)."""
+    return [
+        {
+            "Utilization": int((p or {}).get("utilization") or 0),
+            "Score": int((p or {}).get("score") or 0),
+        }
+        for p in shape or ()
+    ]
+
+
+def _dynamic_resources(args: Args, path: str, kube: emulation.Emulation) -> ConfigError | None:
+    filter_timeout = names.parse_nanoseconds(str(args["filterTimeout"]))
+    if filter_timeout is not None and filter_timeout < 0:
         return errors.invalid(
-            f"{path}.filterTimeout", args["filterTimeout"], "must be zero or positive"
+            f"{path}.filterTimeout", names.go_duration(filter_timeout), "must be zero or positive"
+        )
+    binding = args.get("bindingTimeout")
+    row = next(
+        (r for r in revisions.rows(revisions.ARGS_FIELD, kube.minor) if r.name == _BINDING),
+        None,
+    )
+    if row is None or binding is None:
+        return None
+    if not revisions.gates_on(row, kube):
+        return errors.forbidden(
+            f"{path}.bindingTimeout",
+            f"{row.gate} or {row.also_gate} feature gate is disabled",
+        )
+    timeout = names.parse_nanoseconds(str(binding))
+    if timeout is not None and timeout < _SECOND:
+        return errors.invalid(
+            f"{path}.bindingTimeout", names.go_duration(timeout), "must be at least 1 second"
         )
     return None
+
+
+_BINDING = "DynamicResources.bindingTimeout"
+_SECOND = 1_000_000_000
 
 
 _VALIDATORS: Mapping[str, Callable[[Args, str], ConfigError | None]] = {
@@ -417,6 +519,10 @@ _VALIDATORS: Mapping[str, Callable[[Args, str], ConfigError | None]] = {
     "NodeResourcesBalancedAllocation": _balanced,
     "PodTopologySpread": _spread,
     "VolumeBinding": _volume_binding,
+}
+_RELEASE_VALIDATORS: Mapping[
+    str, Callable[[Args, str, emulation.Emulation], ConfigError | None]
+] = {
     "DynamicResources": _dynamic_resources,
 }
 
@@ -424,8 +530,11 @@ _VALIDATORS: Mapping[str, Callable[[Args, str], ConfigError | None]] = {
 # NodeResourcesFit, validated as the plugin is built ----------------------------------------
 
 
-def validate_fit(args: Args) -> ConfigError | None:
-    """ValidateNodeResourcesFitArgs as NewFit calls it: paths relative to the args."""
+def validate_fit(
+    args: Args, kube: emulation.Emulation = emulation.NEWEST_EMULATION
+) -> ConfigError | None:
+    """ValidateNodeResourcesFitArgs as NewFit calls it in the release ``kube``: paths
+    relative to the args."""
     for i, resource in enumerate(args.get("ignoredResources") or ()):
         problem = _label_name(f"ignoredResources[{i}]", str(resource))
         if problem is not None:
@@ -450,11 +559,25 @@ def validate_fit(args: Args) -> ConfigError | None:
                 f"resource weight of {resource['name']} not in valid range (0, 100]",
             )
     ratio = strategy.get("requestedToCapacityRatio")
+    if not revisions.applies(revisions.FIT_RATIO_BY_TYPE, kube.minor):
+        if ratio is not None:
+            # v1.34, v1.35 name the shape scoringStrategy.shape, without requestedToCapacityRatio.
+            return validate_shape(list(ratio.get("shape") or ()), "scoringStrategy.shape")
+        return None
+    if strategy["type"] == REQUESTED_TO_CAPACITY_RATIO:
+        if ratio is None:
+            return errors.required(
+                "scoringStrategy.requestedToCapacityRatio",
+                "must be specified when type is RequestedToCapacityRatio",
+            )
+        return validate_shape(
+            list(ratio.get("shape") or ()), "scoringStrategy.requestedToCapacityRatio.shape"
+        )
     if ratio is not None:
-        # v1.34.4 names the shape scoringStrategy.shape, without requestedToCapacityRatio.
-        problem = validate_shape(list(ratio.get("shape") or ()), "scoringStrategy.shape")
-        if problem is not None:
-            return problem
+        return errors.forbidden(
+            "scoringStrategy.requestedToCapacityRatio",
+            "must be nil when type is not RequestedToCapacityRatio",
+        )
     return None
 
 

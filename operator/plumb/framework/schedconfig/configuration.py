@@ -1,5 +1,6 @@
-"""A KubeSchedulerConfiguration read as kube-scheduler v1.34.4 reads it (decode, default,
-validate, build each profile's framework) and turned into plumb's scoring profiles."""
+"""A KubeSchedulerConfiguration read as kube-scheduler of the release plumb decides as reads
+it (decode, default, validate, build each profile's framework) and turned into plumb's scoring
+profiles; what differs between releases is in revisions.py."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from typing import Any
 
 from plumb.backend.records import specs
 from plumb.framework import emulation, scoring
+from plumb.framework.plugins import volumecapacity
 from plumb.framework.schedconfig import args as plugin_args
-from plumb.framework.schedconfig import decoding, errors, names, plugins
+from plumb.framework.schedconfig import decoding, errors, names, plugins, revisions
 from plumb.framework.schedconfig.errors import ConfigError
 from plumb.k8s import documents
 from plumb.kernel import contract
@@ -22,8 +24,11 @@ SCORE_ORDER = contract.SCORE_PLUGINS
 """Score plugins in the order of scoring.Profile.weights (ZoneHealth is plumb's own: 0 from a
 configuration)."""
 
+# VolumeBindingArgs.bindTimeoutSeconds's default: how long plumb's PreBind waits (prebind.py).
+_BIND_TIMEOUT = 600
 _V1 = decoding.API_VERSION
-# v1.34.4 names the version of its list of removed plugins with core/v1's group version ("v1").
+# kube-scheduler names the version of its list of removed plugins with core/v1's group version
+# ("v1"), v1.34.4 to v1.37.2.
 _INVALID_PLUGIN = f'was invalid in version "v1" (KubeSchedulerConfiguration is version "{_V1}")'
 
 # Plugins whose Filter (Score) reads state its PreFilter (PreScore) writes and fails every pod
@@ -58,6 +63,9 @@ class Configuration:
     - ``initial_backoff``, ``max_backoff``: podInitialBackoffSeconds and podMaxBackoffSeconds.
     - ``ignored``: one line per field the file sets that plumb accepts and does not use.
     - ``digest``: the first 16 hex digits of the sha256 of the file's bytes.
+    - ``completed``: each profile as kube-scheduler completes it (what its
+      ``--write-config-to`` writes under ``profiles``: the plugins of every extension point
+      after defaulting, and the args of each plugin it builds, sorted by name).
     """
 
     profiles: tuple[scoring.Profile, ...]
@@ -65,14 +73,16 @@ class Configuration:
     max_backoff: float
     ignored: tuple[str, ...]
     digest: str
+    completed: tuple[Mapping[str, Any], ...] = dataclasses.field(default=(), compare=False)
 
 
 def parse(
     text: str | bytes, *, kube: emulation.Emulation = emulation.NEWEST_EMULATION
 ) -> Configuration:
     """Reads a KubeSchedulerConfiguration (YAML or JSON); raises ConfigError where
-    kube-scheduler of the release ``kube`` would refuse it, or where plumb would schedule
-    differently. Every profile decides as that release."""
+    kube-scheduler of the release ``kube`` would refuse it (saying so where a later release
+    has what the file uses), or where plumb would schedule differently. Every profile decides
+    as that release."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     digest = hashlib.sha256(data).hexdigest()[:16]
     try:
@@ -113,18 +123,22 @@ class _Profile:
 
 
 def _read(document: dict[str, Any], digest: str, kube: emulation.Emulation) -> Configuration:
-    unknown = decoding.check(document, decoding.CONFIGURATION)
+    points = [row.name for row in revisions.rows(revisions.POINT, kube.minor)]
+    unknown = decoding.check(document, decoding.configuration(points))
+    for where in unknown:
+        _refuse_later_point(where, kube.minor)
     raw_profiles: list[Any] = list(document.get("profiles") or ())
-    nested = _decode_args(raw_profiles)
+    nested = _decode_args(raw_profiles, kube)
     if unknown:
         raise decoding.unknown_fields(unknown)
     if nested is not None:
         raise nested
-    profiles = _defaulted_profiles(raw_profiles)
-    _validate(document, profiles)
+    profiles = _defaulted_profiles(raw_profiles, kube)
+    _validate(document, profiles, kube)
+    _validate_volume_binding(profiles, kube)
     frameworks = []
     for profile in profiles:
-        frameworks.append(_framework(profile))
+        frameworks.append(_framework(profile, kube))
         _same_queue_sort_args(profile, profiles[0])
     ignored: list[str] = [
         f"{field}: {why}"
@@ -148,7 +162,33 @@ def _read(document: dict[str, Any], digest: str, kube: emulation.Emulation) -> C
         max_backoff=float(_int(document, "podMaxBackoffSeconds", 10)),
         ignored=tuple(ignored),
         digest=digest,
+        completed=tuple(_completed(profile, kube) for profile in profiles),
     )
+
+
+def _refuse_later_point(where: str, minor: int) -> None:
+    """An unknown ``profiles[i].plugins.<point>`` that a later release has: say so."""
+    parent, _, point = where.rpartition(".")
+    if not parent.endswith(".plugins"):
+        return
+    row = revisions.later(revisions.POINT, point, minor)
+    if row is not None:
+        raise errors.later(where, f"the extension point {point}", row.minor, minor)
+
+
+def _completed(profile: _Profile, kube: emulation.Emulation) -> dict[str, Any]:
+    """The profile in kube-scheduler's v1 form after NewFramework captured it: its plugin sets
+    and the args of the in-tree plugins it builds (the file's, else the defaults)."""
+    needed = plugins.enabled_names(profile.sets) & plugins.registry(kube.minor).keys()
+    config: dict[str, Any] = {}
+    for name, args, raw, _ in profile.config:
+        if name in needed and name not in config and (args is not None or raw is not None):
+            config[name] = raw if args is None else plugin_args.completed(name, args, kube)
+    return {
+        "schedulerName": profile.name,
+        "plugins": {point: plugins.v1(plugin_set) for point, plugin_set in profile.sets.items()},
+        "pluginConfig": [{"name": name, "args": config[name]} for name in sorted(config)],
+    }
 
 
 def _int(raw: Mapping[str, Any], key: str, default: int) -> int:
@@ -156,7 +196,7 @@ def _int(raw: Mapping[str, Any], key: str, default: int) -> int:
     return default if value is None else int(value)
 
 
-def _decode_args(raw_profiles: Sequence[Any]) -> ConfigError | None:
+def _decode_args(raw_profiles: Sequence[Any], kube: emulation.Emulation) -> ConfigError | None:
     """Decodes every pluginConfig's args: a fatal error raises at once, the first strict
     (unknown field) error is returned, as kube-scheduler gathers those."""
     first: ConfigError | None = None
@@ -168,6 +208,7 @@ def _decode_args(raw_profiles: Sequence[Any]) -> ConfigError | None:
                     str(entry.get("name") or ""),
                     entry.get("args"),
                     f"profiles[{i}].pluginConfig[{j}]",
+                    kube,
                 )
             except ConfigError as error:
                 if not str(error).startswith("strict decoding error"):
@@ -176,7 +217,7 @@ def _decode_args(raw_profiles: Sequence[Any]) -> ConfigError | None:
     return first
 
 
-def _defaulted_profiles(raw_profiles: Sequence[Any]) -> list[_Profile]:
+def _defaulted_profiles(raw_profiles: Sequence[Any], kube: emulation.Emulation) -> list[_Profile]:
     raws: list[Mapping[str, Any]] = [p or {} for p in raw_profiles] or [{}]
     out: list[_Profile] = []
     for i, raw in enumerate(raws):
@@ -184,7 +225,7 @@ def _defaulted_profiles(raw_profiles: Sequence[Any]) -> list[_Profile]:
         name = raw.get("schedulerName")
         if name is None:
             name = DEFAULT_SCHEDULER_NAME if len(raws) == 1 else ""
-        sets = plugins.merged(raw.get("plugins"), f"{path}.plugins")
+        sets = plugins.merged(raw.get("plugins"), f"{path}.plugins", kube)
         config: list[tuple[str, plugin_args.Args | None, Any, str]] = []
         for j, entry in enumerate(raw.get("pluginConfig") or ()):
             entry = entry or {}
@@ -193,14 +234,14 @@ def _defaulted_profiles(raw_profiles: Sequence[Any]) -> list[_Profile]:
             config.append(
                 (
                     plugin,
-                    plugin_args.decode(plugin, entry.get("args"), where),
+                    plugin_args.decode(plugin, entry.get("args"), where, kube),
                     entry.get("args"),
                     where,
                 )
             )
         configured = {plugin for plugin, _, _, _ in config}
-        for plugin in sorted(plugins.enabled_names(sets)):
-            defaults = plugin_args.default(plugin)
+        for plugin in sorted(plugins.args_names(sets, kube.minor)):
+            defaults = plugin_args.default(plugin, kube)
             if plugin not in configured and defaults is not None:
                 config.append((plugin, defaults, None, ""))
         out.append(_Profile(str(name), path, raw, sets, tuple(config)))
@@ -210,7 +251,9 @@ def _defaulted_profiles(raw_profiles: Sequence[Any]) -> list[_Profile]:
 # Validation (validation.go), the first error in kube-scheduler's order ------------------------
 
 
-def _validate(document: Mapping[str, Any], profiles: Sequence[_Profile]) -> None:
+def _validate(
+    document: Mapping[str, Any], profiles: Sequence[_Profile], kube: emulation.Emulation
+) -> None:
     connection = document.get("clientConnection") or {}
     burst = connection.get("burst")
     if burst is not None and burst < 0:
@@ -223,7 +266,7 @@ def _validate(document: Mapping[str, Any], profiles: Sequence[_Profile]) -> None
         )
     seen: dict[str, int] = {}
     for i, profile in enumerate(profiles):
-        _validate_profile(profile)
+        _validate_profile(profile, kube)
         if profile.name in seen:
             raise errors.duplicate(
                 f"{profile.path}.schedulerName",
@@ -244,6 +287,24 @@ def _validate(document: Mapping[str, Any], profiles: Sequence[_Profile]) -> None
             "must be greater than or equal to PodInitialBackoffSeconds",
         )
     _validate_extenders(document.get("extenders") or [])
+
+
+def _validate_volume_binding(profiles: Sequence[_Profile], kube: emulation.Emulation) -> None:
+    """VolumeBindingArgs.shape, which kube-scheduler validates by the gate StorageCapacityScoring
+    (its default in the release ``kube`` decides as, or --feature-gates)."""
+    on = kube.gate(volumecapacity.GATE)
+    for profile in profiles:
+        for name, args, _, where in profile.config:
+            if name == "VolumeBinding" and where and args is not None:
+                _shape, problem = plugin_args.volume_binding_shape(args, f"{where}.args", on)
+                if problem is not None:
+                    raise problem
+
+
+def _capacity_shape(args: plugin_args.Args, kube: emulation.Emulation) -> volumecapacity.Shape:
+    """The storage-capacity score's shape: the file's, else kube-scheduler's default."""
+    shape, _problem = plugin_args.volume_binding_shape(args, "", kube.gate(volumecapacity.GATE))
+    return shape or volumecapacity.DEFAULT_SHAPE
 
 
 def _validate_leader_election(raw: Mapping[str, Any]) -> None:
@@ -275,14 +336,14 @@ def _validate_percentage(field: str, value: Any) -> None:
         raise errors.invalid(field, value, "not in valid range [0-100]")
 
 
-def _validate_profile(profile: _Profile) -> None:
+def _validate_profile(profile: _Profile, kube: emulation.Emulation) -> None:
     if not profile.name:
         raise errors.required(f"{profile.path}.schedulerName")
     _validate_percentage(
         f"{profile.path}.percentageOfNodesToScore", profile.raw.get("percentageOfNodesToScore")
     )
     if profile.raw.get("plugins") is not None:
-        for point in plugins.POINT_NAMES:
+        for point in plugins.validated_points(kube.minor):
             for j, plugin in enumerate(profile.sets[point].enabled):
                 if plugin.name in plugins.REMOVED:
                     raise errors.invalid(
@@ -298,7 +359,7 @@ def _validate_profile(profile: _Profile) -> None:
         if name in plugins.REMOVED:
             raise errors.invalid(where, name, _INVALID_PLUGIN)
         if args is not None:
-            problem = plugin_args.validate(name, args, where)
+            problem = plugin_args.validate(name, args, where, kube)
             if problem is not None:
                 raise problem
 
@@ -378,12 +439,28 @@ def _validate_extenders(extenders: Sequence[Any]) -> None:
 # The framework (NewFramework) and plumb's own refusals -------------------------------------
 
 
-def _framework(profile: _Profile) -> plugins.Framework:
+def _framework(profile: _Profile, kube: emulation.Emulation) -> plugins.Framework:
     needed = plugins.enabled_names(profile.sets)
     if "NodeResourcesFit" in needed:
-        _build_fit(profile)
-    framework = plugins.build(profile.sets, profile.name, profile.path)
-    _refuse_what_plumb_cannot_do(profile, framework)
+        _build_fit(profile, kube)
+    configured = {name for name, args, _, _ in profile.config if args is not None}
+    for name in sorted(needed - plugins.args_names(profile.sets, kube.minor) - configured):
+        if plugin_args.schema(name, kube.minor) is not None:
+            # Enabled only where plugins get no default args (v1.37's podGroupPostFilter):
+            # its factory gets none (DefaultPreemption's and DynamicResources' words).
+            where = next(
+                plugin.path
+                for plugin_set in profile.sets.values()
+                for plugin in plugin_set.enabled
+                if plugin.name == name
+            )
+            raise errors.framework(
+                where or f"{profile.path}.plugins",
+                profile.name,
+                f'initializing plugin "{name}": got args of type <nil>, want *{name}Args',
+            )
+    framework = plugins.build(profile.sets, profile.name, profile.path, kube)
+    _refuse_what_plumb_cannot_do(profile, framework, kube)
     return framework
 
 
@@ -407,21 +484,21 @@ def _same_queue_sort_args(profile: _Profile, first: _Profile) -> None:
         )
 
 
-def _args(profile: _Profile, name: str) -> tuple[plugin_args.Args, str]:
+def _args(profile: _Profile, name: str, kube: emulation.Emulation) -> tuple[plugin_args.Args, str]:
     """The args the plugin is built with (the file's, else kube-scheduler's defaults) and the
     path of the file's entry ("" for defaults)."""
     for plugin, args, _, where in profile.config:
         if plugin == name and args is not None:
             return args, where
-    defaults = plugin_args.default(name)
+    defaults = plugin_args.default(name, kube)
     assert defaults is not None, name
     return defaults, ""
 
 
-def _build_fit(profile: _Profile) -> None:
-    args, where = _args(profile, "NodeResourcesFit")
+def _build_fit(profile: _Profile, kube: emulation.Emulation) -> None:
+    args, where = _args(profile, "NodeResourcesFit", kube)
     base = f"{where or profile.path + '.pluginConfig'}.args"
-    problem = plugin_args.validate_fit(args)
+    problem = plugin_args.validate_fit(args, kube)
     if problem is not None:
         raise ConfigError(
             f"{base}.{problem.field}",
@@ -434,14 +511,17 @@ def _build_fit(profile: _Profile) -> None:
         strategy["type"] == plugin_args.REQUESTED_TO_CAPACITY_RATIO
         and strategy.get("requestedToCapacityRatio") is None
     ):
+        # Only before v1.36, whose validation refuses it (revisions.FIT_RATIO_BY_TYPE).
         raise errors.required(
             f"{base}.scoringStrategy.requestedToCapacityRatio",
-            "kube-scheduler v1.34.4 panics (nil pointer dereference) building NodeResourcesFit "
-            "with RequestedToCapacityRatio and no requestedToCapacityRatio.shape",
+            f"kube-scheduler v{kube.version} panics (nil pointer dereference) building "
+            "NodeResourcesFit with RequestedToCapacityRatio and no requestedToCapacityRatio.shape",
         )
 
 
-def _refuse_what_plumb_cannot_do(profile: _Profile, framework: plugins.Framework) -> None:
+def _refuse_what_plumb_cannot_do(
+    profile: _Profile, framework: plugins.Framework, kube: emulation.Emulation
+) -> None:
     points = framework.points
     where = f"{profile.path}.plugins"
     if "SchedulingGates" not in points["preEnqueue"]:
@@ -471,7 +551,7 @@ def _refuse_what_plumb_cannot_do(profile: _Profile, framework: plugins.Framework
                 f"{name} weighs {weight}; kube-scheduler's overflow check lets a negative weight "
                 "through only as the last score plugin; plumb takes weights of 1 or more",
             )
-    args, entry = _args(profile, "InterPodAffinity")
+    args, entry = _args(profile, "InterPodAffinity", kube)
     if "InterPodAffinity" in points["score"] and args.get("ignorePreferredTermsOfExistingPods"):
         raise errors.plumb(
             f"{entry}.args.ignorePreferredTermsOfExistingPods",
@@ -492,6 +572,7 @@ def _profile(
     points = framework.points
     needed = plugins.enabled_names(profile.sets)
     _note_args(profile, needed, ignored)
+    _note_plugins(profile, kube, ignored)
     if profile.raw.get("percentageOfNodesToScore") is not None:
         ignored.append(f"{profile.path}.percentageOfNodesToScore: plumb scores every feasible node")
     weights = tuple(
@@ -501,8 +582,8 @@ def _profile(
     def used(name: str) -> plugin_args.Args:
         # The args a plugin runs with; a plugin not enabled keeps kube-scheduler's defaults.
         if name in needed:
-            return _args(profile, name)[0]
-        defaults = plugin_args.default(name)
+            return _args(profile, name, kube)[0]
+        defaults = plugin_args.default(name, kube)
         assert defaults is not None, name
         return defaults
 
@@ -520,6 +601,7 @@ def _profile(
         defaults = tuple(_spread(c) for c in spread.get("defaultConstraints") or ())
     inter_pod = used("InterPodAffinity")
     required, preferred = _added_affinity(used("NodeAffinity"))
+    capacity_shape = _capacity_shape(used("VolumeBinding"), kube)
     return scoring.Profile(
         name=profile.name,
         config=digest,
@@ -536,6 +618,7 @@ def _profile(
         added_required=required,
         added_preferred=preferred,
         kube=kube,
+        capacity_shape=capacity_shape,
     )
 
 
@@ -560,10 +643,33 @@ def _note_args(profile: _Profile, needed: set[str], ignored: list[str]) -> None:
                     )
         elif name == "DefaultPreemption":
             ignored.append(f"{where}.args: plumb's preemption searches every node")
-        elif name == "VolumeBinding":
-            ignored.append(f"{where}.args: plumb does not bind volumes")
+        elif name == "VolumeBinding" and args["bindTimeoutSeconds"] != _BIND_TIMEOUT:
+            ignored.append(
+                f"{where}.args.bindTimeoutSeconds: plumb waits for the PV controller "
+                f"{_BIND_TIMEOUT} s, the default"
+            )
         elif name == "DynamicResources":
             ignored.append(f"{where}.args: plumb does not allocate resource claims")
+
+
+def _note_plugins(profile: _Profile, kube: emulation.Emulation, ignored: list[str]) -> None:
+    """A line for each plugin the file enables that changes nothing under the gates plumb
+    decides with (revisions.py's PLUGIN rows say why), and for each plugin it enables at a
+    pod group's extension point."""
+    inert = {row.name: row.inert for row in revisions.rows(revisions.PLUGIN, kube.minor)}
+    group_points = {row.name for row in revisions.rows(revisions.POINT, kube.minor)}
+    for point, plugin_set in profile.sets.items():
+        for plugin in plugin_set.enabled:
+            if not plugin.path:
+                continue  # a default
+            if inert.get(plugin.name):
+                ignored.append(
+                    f"{plugin.path}: {plugin.name} changes nothing: {inert[plugin.name]}"
+                )
+            elif point in group_points:
+                ignored.append(
+                    f"{plugin.path}: {point} runs for pod groups only (gate GenericWorkload, off)"
+                )
 
 
 def _spread(raw: Mapping[str, Any]) -> specs.SpreadConstraint:

@@ -10,7 +10,7 @@ fields refused and named by path.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from plumb.framework.schedconfig import names
@@ -61,6 +61,7 @@ EXTENSION_POINTS = (
     "postBind",
     "multiPoint",
 )
+"""v1.34.4's extension points, the fields of a profile's ``plugins``."""
 PROFILE: dict[str, Schema] = {
     "schedulerName": STRING,
     "percentageOfNodesToScore": INT32,
@@ -118,6 +119,16 @@ CONFIGURATION: dict[str, Schema] = {
     "extenders": ListOf(EXTENDER),
     "delayCacheUntilActive": BOOL,
 }
+"""v1.34.4's KubeSchedulerConfiguration; ``configuration`` adds a later release's points."""
+
+
+def configuration(points: Iterable[str] = ()) -> dict[str, Schema]:
+    """The KubeSchedulerConfiguration's schema with extension points ``points`` besides
+    v1.34.4's in each profile's ``plugins``."""
+    if not points:
+        return CONFIGURATION
+    plugins = {point: PLUGIN_SET for point in (*EXTENSION_POINTS, *points)}
+    return {**CONFIGURATION, "profiles": ListOf({**PROFILE, "plugins": plugins})}
 
 
 def _child(path: str, name: str) -> str:

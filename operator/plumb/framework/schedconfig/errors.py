@@ -22,7 +22,8 @@ class ConfigError(documents.DocumentError):
 def go_value(value: object) -> str:
     """A value as field.Error prints it: strings quoted, numbers and booleans bare."""
     if isinstance(value, str):
-        return json.dumps(value)
+        # Go's %q keeps printable non-ASCII characters ("1.5µs") as they are.
+        return json.dumps(value, ensure_ascii=False)
     if isinstance(value, bool):
         return "true" if value else "false"
     if value is None:
@@ -75,3 +76,13 @@ def framework(field: str, scheduler_name: str, message: str) -> ConfigError:
 def plumb(field: str, message: str) -> ConfigError:
     """A configuration kube-scheduler accepts and plumb does not: the message says why."""
     return ConfigError(field, message, f"{field}: plumb refuses: {message}")
+
+
+def later(field: str, what: str, since: int, minor: int) -> ConfigError:
+    """A field, extension point or plugin of a later kube-scheduler release than the one plumb
+    decides as (kube-scheduler of that release refuses the file too, in its own words)."""
+    return ConfigError(
+        field,
+        f"{what} is new in kube-scheduler v1.{since}: plumb decides as kube-scheduler "
+        f"v1.{minor}, which refuses it",
+    )

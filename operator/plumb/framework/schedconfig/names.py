@@ -69,36 +69,121 @@ def is_extended_resource_name(name: str) -> bool:
     return not qualified_name_errors("requests." + name)
 
 
-_DURATION_RE = re.compile(r"([0-9]*(?:\.[0-9]*)?)(ns|us|µs|μs|ms|s|m|h)")
-_UNITS = {
-    "ns": 1e-9,
-    "us": 1e-6,
-    "µs": 1e-6,
-    "μs": 1e-6,
-    "ms": 1e-3,
-    "s": 1.0,
-    "m": 60.0,
-    "h": 3600.0,
+_NANOSECONDS = {
+    "ns": 1,
+    "us": 1_000,
+    "\u00b5s": 1_000,  # µ, the micro sign
+    "\u03bcs": 1_000,  # μ, the Greek letter
+    "ms": 1_000_000,
+    "s": 1_000_000_000,
+    "m": 60_000_000_000,
+    "h": 3_600_000_000_000,
 }
+_MAX = 1 << 63
+_DIGITS = "0123456789"
+
+
+def parse_nanoseconds(text: str) -> int | None:
+    """Go's time.ParseDuration, in nanoseconds; None where Go would refuse the text (bad
+    syntax, an unknown unit, past int64)."""
+    body = text
+    negative = False
+    if body[:1] in ("-", "+"):
+        negative = body[0] == "-"
+        body = body[1:]
+    if body == "0":
+        return 0
+    if not body:
+        return None
+    total = 0
+    while body:
+        if body[0] != "." and body[0] not in _DIGITS:
+            return None
+        digits = len(body) - len(body.lstrip(_DIGITS))
+        whole_text, body = body[:digits], body[digits:]
+        whole = int(whole_text) if whole_text else 0
+        if whole > _MAX:
+            return None
+        fraction, scale, has_fraction = 0, 1.0, False
+        if body[:1] == ".":
+            body = body[1:]
+            digits = len(body) - len(body.lstrip(_DIGITS))
+            fraction, scale = _leading_fraction(body[:digits])
+            has_fraction = digits > 0
+            body = body[digits:]
+        if not whole_text and not has_fraction:
+            return None
+        end = 0
+        while end < len(body) and body[end] != "." and body[end] not in _DIGITS:
+            end += 1
+        unit = _NANOSECONDS.get(body[:end])
+        if unit is None:
+            return None
+        body = body[end:]
+        if whole > _MAX // unit:
+            return None
+        value = whole * unit
+        if fraction:
+            # Go adds the fraction through float64, truncated (nanosecond-exact for hours).
+            value += int(float(fraction) * (float(unit) / scale))
+            if value > _MAX:
+                return None
+        total += value
+        if total > _MAX:
+            return None
+    if negative:
+        return -total
+    return None if total > _MAX - 1 else total
+
+
+def _leading_fraction(digits: str) -> tuple[int, float]:
+    """time's leadingFraction: the digits as an integer and their scale (10 ** digits read),
+    ignoring those past what uint64 holds."""
+    value, scale = 0, 1.0
+    for char in digits:
+        if value > (_MAX - 1) // 10:
+            break
+        following = value * 10 + int(char)
+        if following > _MAX:
+            break
+        value, scale = following, scale * 10
+    return value, scale
 
 
 def parse_duration(text: str) -> float | None:
     """Go's time.ParseDuration, in seconds; None where Go would refuse the text."""
-    body = text
-    sign = 1.0
-    if body[:1] in "+-" and body:
-        sign = -1.0 if body[0] == "-" else 1.0
-        body = body[1:]
-    if body == "0":
-        return 0.0
-    if not body:
-        return None
-    total = 0.0
-    position = 0
-    while position < len(body):
-        match = _DURATION_RE.match(body, position)
-        if match is None or match.group(1) in ("", "."):
-            return None
-        total += float(match.group(1)) * _UNITS[match.group(2)]
-        position = match.end()
-    return sign * total
+    nanoseconds = parse_nanoseconds(text)
+    return None if nanoseconds is None else nanoseconds / 1e9
+
+
+def go_duration(nanoseconds: int) -> str:
+    """A duration as Go's time.Duration.String prints it: "0s", "500ms", "1.5µs", "10m0s",
+    "1h0m0s" (and so as kube-scheduler prints a metav1.Duration in its messages)."""
+    negative = nanoseconds < 0
+    magnitude = -nanoseconds if negative else nanoseconds
+    if magnitude == 0:
+        return "0s"
+    if magnitude < 1_000_000_000:
+        if magnitude < 1_000:
+            text = f"{magnitude}ns"
+        elif magnitude < 1_000_000:
+            text = _fraction(magnitude, 3) + "\u00b5s"
+        else:
+            text = _fraction(magnitude, 6) + "ms"
+    else:
+        seconds, rest = divmod(magnitude, 1_000_000_000)
+        minutes, seconds = divmod(seconds, 60)
+        hours, minutes = divmod(minutes, 60)
+        text = _fraction(seconds * 1_000_000_000 + rest, 9) + "s"
+        if minutes or hours:
+            text = f"{minutes}m{text}"
+        if hours:
+            text = f"{hours}h{text}"
+    return f"-{text}" if negative else text
+
+
+def _fraction(value: int, precision: int) -> str:
+    """value / 10**precision with its fraction's trailing zeros (and a bare point) dropped."""
+    whole, rest = divmod(value, 10**precision)
+    digits = f"{rest:0{precision}d}".rstrip("0")
+    return f"{whole}.{digits}" if digits else str(whole)

@@ -1,7 +1,8 @@
-"""kube-scheduler v1.34.4's in-tree plugins and how a profile's plugins become the plugin list
-of each extension point: the defaults merged with the profile's enabled and disabled sets
+"""kube-scheduler's in-tree plugins and how a profile's plugins become the plugin list of each
+extension point: the defaults merged with the profile's enabled and disabled sets
 (v1/default_plugins.go), then the framework's checks, its multiPoint expansion and its score
-weights (framework/runtime/framework.go)."""
+weights (framework/runtime/framework.go). v1.34.4's are written out here; ``points``,
+``registry`` and ``default_multi_point`` give each release's, with revisions.py's rows."""
 
 from __future__ import annotations
 
@@ -9,10 +10,11 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from plumb.framework.schedconfig import errors
+from plumb.framework import emulation
+from plumb.framework.schedconfig import errors, revisions
 
-# Extension points in the order the framework builds them (getExtensionPoints), each with the
-# Go interface name its messages use.
+# v1.34.4's extension points in the order the framework builds them (getExtensionPoints), each
+# with the Go interface name its messages use; later ones follow (``points``).
 POINTS = (
     ("preFilter", "PreFilterPlugin"),
     ("filter", "FilterPlugin"),
@@ -29,8 +31,8 @@ POINTS = (
 )
 POINT_NAMES = tuple(point for point, _ in POINTS)
 
-# The in-tree registry (framework/plugins/registry.go) and the extension points each plugin
-# implements, read from the plugins' methods.
+# v1.34.4's in-tree registry (framework/plugins/registry.go) and the extension points each
+# plugin implements, read from the plugins' methods; ``registry`` gives each release's.
 REGISTRY: Mapping[str, frozenset[str]] = {
     "DynamicResources": frozenset(
         {"preEnqueue", "preFilter", "filter", "postFilter", "reserve", "preBind"}
@@ -74,8 +76,8 @@ class PluginSet:
     disabled: tuple[str, ...] = ()
 
 
-# The default multiPoint set (DynamicResourceAllocation is on by default in v1.34, so
-# DynamicResources sits before DefaultPreemption).
+# v1.34.4's default multiPoint set (DynamicResourceAllocation is on by default in v1.34, so
+# DynamicResources sits before DefaultPreemption); ``default_multi_point`` gives each release's.
 DEFAULT_MULTI_POINT = PluginSet(
     enabled=(
         Plugin("SchedulingGates"),
@@ -102,6 +104,64 @@ DEFAULT_MULTI_POINT = PluginSet(
 
 _MAX_INT64 = 2**63 - 1
 _MAX_NODE_SCORE = 100
+
+
+def points(minor: int = emulation.NEWEST) -> tuple[tuple[str, str], ...]:
+    """The extension points of v1.``minor`` with their Go interface names, in the framework's
+    order."""
+    return POINTS + tuple(
+        (row.name, row.interface) for row in revisions.rows(revisions.POINT, minor)
+    )
+
+
+def point_names(minor: int = emulation.NEWEST) -> tuple[str, ...]:
+    return tuple(point for point, _ in points(minor))
+
+
+def validated_points(minor: int = emulation.NEWEST) -> tuple[str, ...]:
+    """The extension points whose enabled plugins validation holds against the removed ones
+    (validation.go's stagesToPluginSet)."""
+    later = (row.name for row in revisions.rows(revisions.POINT, minor) if row.validated)
+    return (*(point for point, _ in POINTS), *later)
+
+
+def registry(minor: int = emulation.NEWEST) -> Mapping[str, frozenset[str]]:
+    """v1.``minor``'s in-tree plugins and the extension points each runs at."""
+    plugins = {name: set(at) for name, at in REGISTRY.items()}
+    for row in revisions.REVISIONS:
+        if row.minor > minor or row.kind not in (revisions.PLUGIN, revisions.RUNS_AT):
+            continue
+        at = plugins.setdefault(row.name, set())
+        if row.added:
+            at.update(row.points)
+        else:
+            at.difference_update(row.points)
+    return {name: frozenset(at) for name, at in plugins.items()}
+
+
+def default_multi_point(kube: emulation.Emulation = emulation.NEWEST_EMULATION) -> PluginSet:
+    """The default multiPoint set of the release ``kube`` decides as, with its gates
+    (getDefaultPlugins and applyFeatureGates)."""
+    enabled = list(DEFAULT_MULTI_POINT.enabled)
+    for row in revisions.rows(revisions.ORDER, kube.minor):
+        moved = next(p for p in enabled if p.name == row.name)
+        enabled.remove(moved)
+        enabled.insert(next(i for i, p in enumerate(enabled) if p.name == row.before), moved)
+    newest: dict[str, revisions.Revision] = {}
+    for row in revisions.rows(revisions.DEFAULT, kube.minor):
+        newest[row.name] = row  # a newer row replaces an older one, keeping its place
+    for name, row in newest.items():
+        present = next((i for i, p in enumerate(enabled) if p.name == name), None)
+        wanted = row.added and revisions.gates_on(row, kube)
+        if present is not None:
+            if wanted:
+                enabled[present] = Plugin(name, row.weight)
+            else:
+                del enabled[present]
+        elif wanted:
+            index = next((i for i, p in enumerate(enabled) if p.name == row.before), None)
+            enabled.insert(len(enabled) if index is None else index, Plugin(name, row.weight))
+    return PluginSet(enabled=tuple(enabled))
 
 
 def plugin_set(raw: Mapping[str, Any] | None, path: str) -> PluginSet:
@@ -136,21 +196,45 @@ def merge(default: PluginSet, custom: PluginSet) -> PluginSet:
     return PluginSet(tuple(enabled), disabled)
 
 
-def merged(raw_plugins: Mapping[str, Any] | None, path: str) -> dict[str, PluginSet]:
-    """A profile's plugins after defaulting: every extension point and multiPoint."""
-    sets = {point: PluginSet() for point in POINT_NAMES}
-    sets["multiPoint"] = DEFAULT_MULTI_POINT
+def merged(
+    raw_plugins: Mapping[str, Any] | None,
+    path: str,
+    kube: emulation.Emulation = emulation.NEWEST_EMULATION,
+) -> dict[str, PluginSet]:
+    """A profile's plugins after defaulting: every extension point of the release and
+    multiPoint."""
+    sets = {point: PluginSet() for point in point_names(kube.minor)}
+    sets["multiPoint"] = default_multi_point(kube)
     if raw_plugins is None:
         return sets
-    for point in (*POINT_NAMES, "multiPoint"):
+    for point in sets:
         custom = plugin_set(raw_plugins.get(point), f"{path}.{point}")
         sets[point] = merge(sets[point], custom)
     return sets
 
 
+def v1(plugin_set: PluginSet) -> dict[str, list[dict[str, Any]]]:
+    """A plugin set in kubescheduler.config.k8s.io/v1's form (empty lists left out)."""
+    out: dict[str, list[dict[str, Any]]] = {}
+    if plugin_set.enabled:
+        out["enabled"] = [{"name": p.name, "weight": p.weight} for p in plugin_set.enabled]
+    if plugin_set.disabled:
+        out["disabled"] = [{"name": name} for name in plugin_set.disabled]
+    return out
+
+
 def enabled_names(sets: Mapping[str, PluginSet]) -> set[str]:
     """Every plugin enabled at some extension point (the plugins the framework builds)."""
     return {plugin.name for s in sets.values() for plugin in s.enabled}
+
+
+def args_names(sets: Mapping[str, PluginSet], minor: int = emulation.NEWEST) -> set[str]:
+    """The plugins that get their default args (pluginsNames): those enabled at multiPoint or
+    at a point whose plugins get them (not v1.37's podGroupPostFilter)."""
+    without = {row.name for row in revisions.rows(revisions.POINT, minor) if not row.default_args}
+    return {
+        plugin.name for point, s in sets.items() if point not in without for plugin in s.enabled
+    }
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -162,39 +246,58 @@ class Framework:
     weight_paths: Mapping[str, str]
 
 
-def build(sets: Mapping[str, PluginSet], scheduler_name: str, path: str) -> Framework:
-    """NewFramework's checks and lists, raising its refusals (each names plumb's field)."""
+def build(
+    sets: Mapping[str, PluginSet],
+    scheduler_name: str,
+    path: str,
+    kube: emulation.Emulation = emulation.NEWEST_EMULATION,
+) -> Framework:
+    """NewFramework's checks and lists, raising its refusals (each names plumb's field); a
+    plugin, or a plugin at an extension point, of a later release than ``kube`` is refused
+    saying so."""
+    minor = kube.minor
+    plugins = registry(minor)
 
     def refuse(where: str, message: str) -> errors.ConfigError:
         return errors.framework(where, scheduler_name, message)
 
-    points: dict[str, list[str]] = {}
-    for point, interface in POINTS:
+    def check_exists(plugin: Plugin, where: str, interface: str) -> None:
+        if plugin.name in plugins:
+            return
+        row = revisions.later(revisions.PLUGIN, plugin.name, minor)
+        if row is not None:
+            raise errors.later(where, f'the plugin "{plugin.name}"', row.minor, minor)
+        raise refuse(where, f'{interface} "{plugin.name}" does not exist')
+
+    lists: dict[str, list[str]] = {}
+    for point, interface in points(minor):
         names: list[str] = []
         for plugin in sets[point].enabled:
             where = plugin.path or f"{path}.plugins.{point}"
-            if plugin.name not in REGISTRY:
-                raise refuse(where, f'{interface} "{plugin.name}" does not exist')
-            if point not in REGISTRY[plugin.name]:
+            check_exists(plugin, where, interface)
+            if point not in plugins[plugin.name]:
+                row = revisions.later_point_of(plugin.name, point, minor)
+                if row is not None:
+                    what = f'the plugin "{plugin.name}" at {point}'
+                    raise errors.later(where, what, row.minor, minor)
                 raise refuse(where, f'plugin "{plugin.name}" does not extend {interface} plugin')
             if plugin.name in names:
                 raise refuse(where, f'plugin "{plugin.name}" already registered as "{interface}"')
             names.append(plugin.name)
-        points[point] = names
+        lists[point] = names
 
     multi = sets["multiPoint"].enabled
     if multi:
-        for point, interface in POINTS:
+        for point, interface in points(minor):
             if "*" in sets[point].disabled:
                 continue
-            listed = points[point]
+            listed = lists[point]
             overrides: list[str] = []
             expanded: list[str] = []
             for plugin in multi:
                 where = plugin.path or f"{path}.plugins.multiPoint"
-                if plugin.name not in REGISTRY:
-                    raise refuse(where, f'{interface} "{plugin.name}" does not exist')
-                if point not in REGISTRY[plugin.name] or plugin.name in sets[point].disabled:
+                check_exists(plugin, where, interface)
+                if point not in plugins[plugin.name] or plugin.name in sets[point].disabled:
                     continue
                 if plugin.name in listed:
                     if plugin.name not in overrides:
@@ -207,40 +310,60 @@ def build(sets: Mapping[str, PluginSet], scheduler_name: str, path: str) -> Fram
                 expanded.append(plugin.name)
             first = [name for name in listed if name in overrides]
             rest = [name for name in listed if name not in overrides]
-            points[point] = first + expanded + rest
+            lists[point] = first + expanded + rest
 
-    if len(points["queueSort"]) != 1:
+    if len(lists["queueSort"]) != 1:
         raise refuse(
             f"{path}.plugins.queueSort",
             "only one queue sort plugin required for profile with scheduler name "
-            f'"{scheduler_name}", but got {len(points["queueSort"])}',
+            f'"{scheduler_name}", but got {len(lists["queueSort"])}',
         )
-    if not points["bind"]:
+    if not lists["bind"]:
         raise refuse(
             f"{path}.plugins.bind",
             "at least one bind plugin is needed for profile with scheduler name "
             f'"{scheduler_name}"',
         )
-    weights, weight_paths = _weights(sets["score"].enabled + multi, scheduler_name, path)
+    # v1.36's "at most one placement generate plugin" cannot fail: one plugin generates
+    # placements, and a plugin is listed once per point.
+    prefix = "score plugins: " if revisions.applies(revisions.SCORE_WEIGHT_PREFIX, minor) else ""
+    weights, weight_paths = _weights(
+        sets["score"].enabled + multi, "score", plugins, scheduler_name, path, prefix
+    )
+    if "placementScore" in lists:
+        _weights(
+            sets["placementScore"].enabled + multi,
+            "placementScore",
+            plugins,
+            scheduler_name,
+            path,
+            "placement score plugins: ",
+        )
     return Framework(
-        points={point: tuple(names) for point, names in points.items()},
+        points={point: tuple(names) for point, names in lists.items()},
         weights=weights,
         weight_paths=weight_paths,
     )
 
 
 def _weights(
-    plugins: Sequence[Plugin], scheduler_name: str, path: str
+    enabled: Sequence[Plugin],
+    point: str,
+    plugins: Mapping[str, frozenset[str]],
+    scheduler_name: str,
+    path: str,
+    prefix: str,
 ) -> tuple[dict[str, int], dict[str, str]]:
-    """getScoreWeights: the score entry's weight before multiPoint's, 0 meaning 1, and its
-    overflow check in Go's int64 arithmetic (which wraps, so a negative weight passes only
-    where nothing follows it)."""
+    """getValidScoreWeights (v1.34: getScoreWeights) for the plugins of ``point`` (score, or
+    from v1.36 placementScore): the point's entry's weight before multiPoint's, 0 meaning 1,
+    and its overflow check in Go's int64 arithmetic (which wraps, so a negative weight passes
+    only where nothing follows it); ``prefix`` begins its error from v1.36."""
     weights: dict[str, int] = {}
     paths: dict[str, str] = {}
     total = 0
     negative = ""
-    for plugin in plugins:
-        if "score" not in REGISTRY[plugin.name] or plugin.name in weights:
+    for plugin in enabled:
+        if point not in plugins[plugin.name] or plugin.name in weights:
             continue
         weight = plugin.weight or 1
         weights[plugin.name] = weight
@@ -251,7 +374,9 @@ def _weights(
         if weight * _MAX_NODE_SCORE > _wrap(_MAX_INT64 - total):
             # Only a negative weight before this one gets here: name that one.
             raise errors.framework(
-                negative or where, scheduler_name, "total score of Score plugins could overflow"
+                negative or where,
+                scheduler_name,
+                f"{prefix}total score of Score plugins could overflow",
             )
         total = _wrap(total + weight * _MAX_NODE_SCORE)
     return weights, paths

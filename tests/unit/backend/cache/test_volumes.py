@@ -1,11 +1,13 @@
-"""The volume records and store (backend/cache/volumes.py): PVs, claims, StorageClasses and CSINodes
-parsed into what the plugins read, and the store following events, resyncs and assumed bindings."""
+"""The volume records and store (backend/cache/volumes.py, csiobjects.py): PVs, claims,
+StorageClasses, CSINodes, CSIDrivers and CSIStorageCapacities parsed into what the plugins read,
+and the store following events, resyncs and assumed bindings.
+"""
 
 from __future__ import annotations
 
 import copy
 
-from plumb.backend.cache import volumes
+from plumb.backend.cache import csiobjects, volumes
 from plumb.backend.records import objects
 from plumb.framework.plugins import volumebinding
 from plumb.framework.plugins import volumeverdicts as volume_plugins
@@ -16,8 +18,10 @@ from tests.support.volume_objects import (
     HOSTNAME,
     LOCAL,
     NS,
+    csidriver_body,
     pv_body,
     pvc_body,
+    storage_capacity_body,
     storage_class_body,
     store_of,
 )
@@ -179,3 +183,92 @@ def test_in_use_counts_the_claims_of_placed_pods() -> None:
     assert use.named_by_a_placed_pod("default/data")
     assert not use.named_by_a_placed_pod("default/a-tmp")
     assert not use.claims_on("node-b")
+
+
+# --- CSIDrivers and CSIStorageCapacities (csiobjects) -------------------------------------------
+
+
+def test_a_csinode_lists_every_driver_with_or_without_a_limit() -> None:
+    csinode = volumes.parse_csinode(
+        {
+            "metadata": {"name": "node-a"},
+            "spec": {
+                "drivers": [
+                    {"name": "csi.example", "nodeID": "a", "allocatable": {"count": 2}},
+                    {"name": "other", "nodeID": "a"},
+                ]
+            },
+        }
+    )
+    assert csinode.drivers == {"csi.example", "other"}
+
+
+def test_a_csidriver_is_read_with_its_two_switches() -> None:
+    driver = csiobjects.parse_csidriver(
+        csidriver_body("csi.example", storage_capacity=True, prevent_if_missing=True)
+    )
+    assert (driver.name, driver.storage_capacity, driver.prevent_if_missing) == (
+        "csi.example",
+        True,
+        True,
+    )
+    plain = csiobjects.parse_csidriver(csidriver_body("csi.example"))
+    assert not plain.storage_capacity
+    assert not plain.prevent_if_missing
+
+
+def test_a_storage_capacity_limits_by_its_maximum_volume_size_first() -> None:
+    both = csiobjects.parse_storage_capacity(
+        storage_capacity_body("c1", "fast", capacity="10Gi", maximum="4Gi", node="node-a")
+    )
+    assert both.capacity == 10 * 2**30
+    assert both.limit == 4 * 2**30
+    assert both.holds(4 * 2**30)
+    assert not both.holds(4 * 2**30 + 1)
+    unset = csiobjects.parse_storage_capacity(storage_capacity_body("c2", "fast", node="a"))
+    assert unset.limit is None
+    assert not unset.holds(0)  # no capacity reported: nothing fits
+
+
+def test_a_storage_capacity_reaches_the_nodes_its_topology_selects() -> None:
+    on_a = csiobjects.parse_storage_capacity(
+        storage_capacity_body("c1", "fast", capacity="1Gi", node="node-a")
+    )
+    assert on_a.reaches({HOSTNAME: "node-a"})
+    assert not on_a.reaches({HOSTNAME: "node-b"})
+    nowhere = csiobjects.parse_storage_capacity(storage_capacity_body("c2", "fast", capacity="1"))
+    assert not nowhere.reaches({HOSTNAME: "node-a"})
+    everywhere = csiobjects.parse_storage_capacity(
+        storage_capacity_body("c3", "fast", capacity="1", match_labels={})
+    )
+    assert everywhere.reaches({})
+    broken = storage_capacity_body("c4", "fast", capacity="1")
+    broken["nodeTopology"] = {"matchExpressions": [{"key": "k", "operator": "In", "values": []}]}
+    assert not csiobjects.parse_storage_capacity(broken).reaches({"k": "v"})
+
+
+def test_the_store_follows_csidrivers_and_storage_capacities() -> None:
+    store = store_of(
+        csidrivers=(csidriver_body("csi.example", storage_capacity=True),),
+        capacities=(
+            storage_capacity_body("b", "fast", capacity="2Gi", node="node-b"),
+            storage_capacity_body("a", "fast", capacity="1Gi", node="node-a"),
+            storage_capacity_body("x", "slow", capacity="1Gi", node="node-a"),
+        ),
+    )
+    driver = store.csidriver("csi.example")
+    assert driver is not None
+    assert driver.storage_capacity
+    assert [c.name for c in store.capacities_of_class("fast")] == ["a", "b"]
+    # A capacity moved to another class leaves the first one's index.
+    store.on_storage_capacity(
+        storage_capacity_body("a", "slow", capacity="1Gi", node="node-a"), NS, "a"
+    )
+    assert [c.name for c in store.capacities_of_class("fast")] == ["b"]
+    assert [c.name for c in store.capacities_of_class("slow")] == ["a", "x"]
+    store.on_storage_capacity(None, NS, "x")
+    store.on_csidriver(None, "csi.example")
+    assert [c.name for c in store.capacities_of_class("slow")] == ["a"]
+    assert store.csidriver("csi.example") is None
+    store.resync_storage_capacities([])
+    assert store.capacities_of_class("fast") == ()

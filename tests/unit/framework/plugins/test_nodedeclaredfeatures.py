@@ -270,7 +270,7 @@ def test_preemption_searches_no_node_lacking_the_feature() -> None:
     assert refused is not None
     assert refused.outcome.node is None
     assert refused.post_filter_message() == (
-        "no new claims to deallocate, preemption: 0/2 nodes are available: "
+        "preemption: 0/2 nodes are available: "
         f"1 Preemption is not helpful for scheduling, 1 {UNSATISFIED}."
     )
 
@@ -287,9 +287,7 @@ def test_a_host_port_freed_still_leaves_the_feature_missing() -> None:
     assert found is not None
     assert found.searched == 1
     assert found.outcome.node is None
-    assert found.post_filter_message() == (
-        f"no new claims to deallocate, preemption: 0/1 nodes are available: 1 {UNSATISFIED}."
-    )
+    assert found.post_filter_message() == (f"preemption: 0/1 nodes are available: 1 {UNSATISFIED}.")
 
 
 # Queueing hints ------------------------------------------------------------------------------

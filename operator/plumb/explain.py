@@ -222,6 +222,13 @@ def _candidates(record: trace.Trace) -> list[str]:
                 (c.scores.get(plugin, "-") for c in record.candidates),
             )
         )
+    if record.hinted:
+        lines.append(
+            f"  {record.node} is the next node of the previous pod's scores, not of these: the "
+            "pod has that pod's signature and its node no longer fits it (kube-scheduler's "
+            "OpportunisticBatching)"
+        )
+        return lines
     tied = [c.node for c in record.candidates if c.score == record.candidates[0].score]
     if len(tied) > 1:
         lines.append(

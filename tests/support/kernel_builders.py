@@ -17,7 +17,7 @@ CPU, MEMORY, PODS, GPU = range(4)
 RESOURCES = 4
 GI = 1 << 30
 DEFAULT_WEIGHTS = (1, 1, 3, 2, 2, 2, 0, 1, 1)
-RESULT_FIELDS = ("chosen", "code", "detail", "total", "feasible", "top", "top_scores")
+RESULT_FIELDS = ("chosen", "code", "detail", "total", "feasible", "top", "top_scores", "hinted")
 
 
 @dataclasses.dataclass
@@ -38,6 +38,7 @@ class _Pod:
     preferred: list[tuple[str, str, int]] = dataclasses.field(default_factory=list)
     require_all: bool = True
     balanced_skip: bool = False
+    continues: bool = False
 
 
 class KernelCase:
@@ -182,6 +183,12 @@ class KernelCase:
         self._pod.image = list(scores)
         return self
 
+    def continues(self) -> Self:
+        """The pod continues the previous pod's OpportunisticBatching ranking (same
+        signature, consecutive)."""
+        self._pod.continues = True
+        return self
+
     def volume(self, scores: Sequence[int]) -> Self:
         """VolumeBinding's storage-capacity score of the pod per node (0 unless told)."""
         self._pod.volume = list(scores)
@@ -312,6 +319,7 @@ class KernelCase:
             preferred_weight=np.array([s[2] for _, s in preferred], dtype=np.int64),
             weights=np.array(self._weights, dtype=np.int64),
             balanced_skip=b1([p.balanced_skip for p in pods]),
+            continues=b1([p.continues for p in pods]),
             fit_strategy=self._strategy,
             zone_score=np.array(self._zone_score, dtype=np.int64),
             **self._resources,

@@ -138,6 +138,18 @@ def test_an_unschedulable_pod_reads_the_message_and_each_filters_rejections() ->
     assert not any("top candidates" in line for line in lines)
 
 
+def test_a_node_taken_from_the_previous_pods_scores_says_so() -> None:
+    hinted = dataclasses.replace(SCHEDULED, node="shop-a1", hinted=True)
+    text = explain.render(hinted)
+    assert text.startswith("shop/web-7: Scheduled on shop-a1 (attempt 1)\n")
+    assert (
+        "  shop-a1 is the next node of the previous pod's scores, not of these: the pod has "
+        "that pod's signature and its node no longer fits it (kube-scheduler's "
+        "OpportunisticBatching)\n"
+    ) in text
+    assert trace.Trace.from_fields(hinted.fields()) == hinted
+
+
 def test_a_deviation_says_so() -> None:
     deviated = dataclasses.replace(SCHEDULED, deviation=True, candidates=())
     text = explain.render(deviated)

@@ -30,7 +30,7 @@ import numpy as np
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import countrows, snapshot
 from plumb.backend.records import objects, specs
-from plumb.framework import batchtables, scoring
+from plumb.framework import batchtables, scoring, signatures
 from plumb.framework.plugins import (
     imagelocality,
     interpodaffinity,
@@ -435,9 +435,12 @@ def compile_batch(
     *,
     profile: scoring.Profile = scoring.DEFAULT,
     nominated: Sequence[tuple[objects.PodInfo, str]] = (),
+    order: Sequence[objects.PodInfo] | None = None,
 ) -> Compiled:
     """Compile ``pods`` (in queue order) for the kernel against ``snap``, scored by
-    ``profile``. ``nominated`` pods count as placed on their node (room held for them)."""
+    ``profile``. ``nominated`` pods count as placed on their node (room held for them).
+    ``order``: the batch as it was popped, pods decided without the kernel among them (which
+    pods follow one another, for OpportunisticBatching); ``pods`` by default."""
     columns = _Columns.of(pods, profile)
     held = [(pod, node) for pod, node in nominated if node in snap.statics.index]
     carriers = _carriers(cache, held, columns.taken)
@@ -453,7 +456,14 @@ def compile_batch(
         resources=columns.names,
         static_reasons=tuple(tables.reasons),
         cluster=cluster,
-        batch=_batch(tables, member, profile, snap, columns.index),
+        batch=_batch(
+            tables,
+            member,
+            profile,
+            snap,
+            columns.index,
+            signatures.continues(columns.taken, profile, pods if order is None else order),
+        ),
         deferred=columns.deferred,
         row_keys=row_keys,
         last_codes=tables.statics.last_codes(len(snap.statics)),
@@ -717,11 +727,13 @@ def _batch(
     profile: scoring.Profile,
     snap: snapshot.Snapshot,
     column: Mapping[str, int],
+    continues: contract.B1,
 ) -> contract.Batch:
     """The batch's tables as the kernel's arrays, with the profile's weights and arguments."""
     return contract.Batch(
         **tables.arrays(len(snap.statics)),
         member=member,
+        continues=continues,
         weights=np.array(profile.weights, dtype=np.int64),
         fit_strategy=_FIT_STRATEGIES[profile.strategy],
         zone_score=zone_scores(profile, snap),

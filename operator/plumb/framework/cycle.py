@@ -64,6 +64,9 @@ class Decision:
     # are the ones that touch what these plugins look at.
     plugins: frozenset[str] = frozenset()
     candidates: tuple[ScoredNode, ...] = ()
+    # Taken from the ranking of the pod before it (OpportunisticBatching), not by its own
+    # scores, which ``candidates`` still shows.
+    hinted: bool = False
 
 
 def unschedulable_as_written(pod: objects.PodInfo, total: int) -> Decision:
@@ -94,15 +97,16 @@ def explain(
     # The batch's small arrays as Python lists, once: reading numpy scalars one by one cost
     # more than the rest of the explanation.
     chosen_of, feasible_of = result.chosen.tolist(), result.feasible.tolist()
+    hinted_of = result.hinted.tolist()
     top_of, top_scores_of = result.top.tolist(), result.top_scores.tolist()
     top_totals_of = np.take_along_axis(result.total, np.maximum(result.top, 0), axis=1).tolist()
     for b, pod in enumerate(compiled.pods):
-        chosen = chosen_of[b]
+        chosen, hinted = chosen_of[b], hinted_of[b]
         held = nominated.get(pod.uid)
         if chosen >= 0 and held is not None and held in compiled.index:
             n = compiled.index[held]
             if int(result.code[b, n]) == contract.PASS:
-                chosen = n
+                chosen, hinted = n, False
         top_totals, top_scores = top_totals_of[b], top_scores_of[b]
         candidates = tuple(
             ScoredNode(node=names[n], total=top_totals[rank], scores=tuple(top_scores[rank]))
@@ -117,6 +121,7 @@ def explain(
                     feasible=feasible_of[b],
                     total=len(names),
                     candidates=candidates,
+                    hinted=hinted,
                 )
             )
             continue
@@ -235,7 +240,9 @@ def prepare(
             ready.append(pod)
     if not ready:
         return Prepared(early=early, compiled=None)
-    compiled = compiling.compile_batch(ready, snap, cache, profile=profile, nominated=nominated)
+    compiled = compiling.compile_batch(
+        ready, snap, cache, profile=profile, nominated=nominated, order=pods
+    )
     return Prepared(early=early, compiled=compiled, deferred=compiled.deferred)
 
 

@@ -60,9 +60,12 @@ GATES: Mapping[str, FeatureGate] = {
         _gate("VolumeLimitScaling", since=35, on=37),
         # nominatedNodeName written before a PreBind that has work to do (volume binding).
         _gate("NominatedNodeNameForExpectation", since=34, on=35),
-        # Reusing the last cycle's scores for the next pod of the same signature: never for a
-        # pod of the default profile (PodTopologySpread's system defaults make every pod
-        # unsignable); plumb scores every node of every cycle, with or without it.
+        # The next pod of the same signature, finding the node just chosen full, takes the
+        # next node of that cycle's scores (framework/signatures.py, contract.Batch.continues).
+        # Never in the default profile (PodTopologySpread's system defaults sign no pod). No
+        # switch beside the gate: v1.37's rescoring of the node just chosen when it still fits
+        # (framework/runtime/batch.go rescoreHintedNode) picks what v1.35's fresh cycle picks
+        # over the nodes of one batch (docs/versions.md, "Opportunistic batching").
         _gate("OpportunisticBatching", since=35, on=35),
         # Pod-level requests of a pod being resized read from its status.
         _gate("InPlacePodLevelResourcesVerticalScaling", since=35, on=36),

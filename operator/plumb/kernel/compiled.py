@@ -78,6 +78,7 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
     feasible = np.zeros(pods, dtype=np.int32)
     top = np.full((pods, c.TOP), -1, dtype=np.int32)
     top_scores = np.zeros((pods, c.TOP, compiled_jit.PLUGINS), dtype=np.int64)
+    hinted = np.zeros(pods, dtype=np.bool_)
     outcome = compiled_batch.decide(
         _array(cluster.allocatable, np.int64),
         _array(cluster.requested, np.int64),
@@ -123,6 +124,7 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
         _array(batch.preferred_weight, np.int64),
         _array(batch.weights, np.int64),
         _array(batch.balanced_skip, np.bool_),
+        _array(batch.continues, np.bool_),
         int(batch.fit_strategy),
         _array(batch.zone_score, np.int64),
         bool(batch.fit_filter),
@@ -146,6 +148,7 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
         feasible,
         top,
         top_scores,
+        hinted,
         dirty,
         *_WORKSPACE.arrays(nodes, cluster.allocatable.shape[0], cluster.domain_counts),
     )
@@ -162,6 +165,7 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
         feasible=feasible,
         top=top,
         top_scores=top_scores,
+        hinted=hinted,
     )
 
 
@@ -317,6 +321,7 @@ def tiny() -> tuple[c.Cluster, c.Batch]:
         preferred_weight=np.ones(1, dtype=i64),
         weights=np.array([1, 1, 3, 2, 2, 2, 1, 1, 1], dtype=i64),
         balanced_skip=np.zeros(2, dtype=b1),
+        continues=np.array([False, True]),
         fit_strategy=c.LEAST_ALLOCATED,
         zone_score=np.array([100, 14], dtype=i64),
         **c.default_resources(cluster.cpu_column, cluster.memory_column),

@@ -77,6 +77,7 @@ def decide(
     preferred_weight: c.I64,
     weights: c.I64,
     balanced_skip: c.B1,
+    continues: c.B1,
     fit_strategy: int,
     zone_score: c.I64,
     fit_filter: bool,
@@ -89,6 +90,7 @@ def decide(
     feasible_count: c.I32,
     top: c.I32,
     top_scores: c.I64,
+    hinted: c.B1,
     dirty: c.B1,
     integers: c.I64,
     narrow: c.I32,
@@ -108,7 +110,7 @@ def decide(
         domain_counts,
         counts,
         (pods_column, cpu_column, memory_column),
-        (pod_hashes, spread_require_all, affinity_self, balanced_skip, static_row),
+        (pod_hashes, spread_require_all, affinity_self, balanced_skip, static_row, continues),
         (requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, image_score, member),
         volume_score,
         (spread_pod, spread_row, spread_key, spread_max_skew, spread_min_domains),
@@ -226,6 +228,11 @@ def decide(
     )
     if not fit_filter:
         bits[:] = 0  # NodeResourcesFit is not a filter: no node is short of anything
+    # OpportunisticBatching's ranking (contract.Batch.continues): its nodes, their totals, and
+    # the hash that broke its ties.
+    listed = np.zeros(nodes, dtype=np.bool_)
+    ranked_total = np.zeros(nodes, dtype=np.int64)
+    ranked_hash = np.uint64(0)
 
     for b in range(pod_hashes.shape[0]):
         s_start, s_end = _rows(spread_pod, s_start, b)
@@ -277,6 +284,11 @@ def decide(
         if dirty[b]:
             detail_row[:] = 0
             dirty[b] = False
+        hint = -1
+        if b > 0 and continues[b]:
+            hint = compiled_selection.hint(
+                chosen[b - 1], code_row, listed, ranked_total, name_hashes, ranked_hash
+            )
         pod_shape = (requests[b], pod_nonzero[b], balanced_skip[b])
         if _shape_changed(scores_for, requests[b], pod_nonzero[b], balanced_skip[b]):
             compiled_scores.resource_scores(
@@ -418,8 +430,11 @@ def decide(
                 top_scores[b, rank, p] = values[p]
 
         # The placement: what is free, the resource bits and scores there, the count rows.
-        node = feasible[best[0]]
-        chosen[b] = node
+        node = feasible[best[0]] if hint < 0 else hint
+        chosen[b], hinted[b] = node, hint >= 0
+        if hint < 0 and b + 1 < pod_hashes.shape[0] and continues[b + 1]:
+            compiled_selection.keep(feasible, count, total_row, node, listed, ranked_total)
+            ranked_hash = pod_hashes[b]
         for r in range(resources):
             free[r, node] -= requests[b, r]
         if fit_filter:

@@ -53,6 +53,7 @@ def valid(
         ok = ok and 0 <= column < resources
     ok = ok and per_pod[1].shape[0] == pods and per_pod[2].shape[0] == pods
     ok = ok and per_pod[3].shape[0] == pods and per_pod[4].shape[0] == pods
+    ok = ok and per_pod[5].shape[0] == pods
     requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, image, member = per_pod_tables
     distinct = static_code.shape[0]
     ok = ok and requests.shape == (pods, resources) and pod_nonzero.shape == (pods, 2)
@@ -140,6 +141,7 @@ def check(cluster: c.Cluster, batch: c.Batch) -> None:
         "affinity_self": (batch.affinity_self, (pods,)),
         "weights": (batch.weights, (len(c.SCORE_PLUGINS),)),
         "balanced_skip": (batch.balanced_skip, (pods,)),
+        "continues": (batch.continues, (pods,)),
         "zone_score": (batch.zone_score, (nodes,)),
         "fit_weights": (batch.fit_weights, batch.fit_columns.shape),
         "fit_nonzero": (batch.fit_nonzero, batch.fit_columns.shape),

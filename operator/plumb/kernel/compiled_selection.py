@@ -170,3 +170,43 @@ def _best(
             tie = tie_break(name_hashes[np.uint64(feasible[j])], pod_hash)
             kept = insert(best_total, best_tie, best, kept, score, tie, j)
     return kept
+
+
+@compiled_jit.jit
+def hint(
+    last: int,
+    code_row: Any,
+    listed: c.B1,
+    ranked_total: c.I64,
+    name_hashes: c.U64,
+    ranked_hash: np.uint64,
+) -> int:
+    """OpportunisticBatching's hint (contract.Batch.continues): when the previous pod's node
+    ``last`` now fails the pod, the best node left of the kept ranking by (total, tie-break),
+    taken off it; returned if it passes the pod's filters, else -1 (scored in full)."""
+    if last < 0 or code_row[last] == _PASS:
+        return -1
+    head, head_total, head_tie = -1, _LOWEST, np.uint64(0)
+    for n in range(listed.shape[0]):
+        if listed[n]:
+            tie = tie_break(name_hashes[n], ranked_hash)
+            total = ranked_total[n]
+            if head < 0 or total > head_total or (total == head_total and tie > head_tie):
+                head, head_total, head_tie = n, total, tie
+    if head < 0:
+        return -1
+    listed[head] = False
+    return head if code_row[head] == _PASS else -1
+
+
+@compiled_jit.jit
+def keep(
+    feasible: c.I32, count: int, total_row: c.I64, node: int, listed: c.B1, ranked_total: c.I64
+) -> None:
+    """A pod scored in full and placed on ``node``: its other feasible nodes and their totals
+    become the ranking the next pod may continue."""
+    listed[:] = False
+    for j in range(count):
+        listed[feasible[j]] = True
+        ranked_total[feasible[j]] = total_row[feasible[j]]
+    listed[node] = False

@@ -4,7 +4,9 @@ The framework compiles a batch of pods against a snapshot into a ``Batch`` over 
 a kernel (``reference.run`` in Python, ``compiled.run`` in numba) filters and scores every node
 for each pod in turn, picks one, and applies the placement to its working copy of the cluster
 before the next pod, so a batch decides exactly as the same pods one at a time: ``part`` cuts
-pods out of a batch and ``placed`` applies a decision, which is how that is checked.
+pods out of a batch and ``placed`` applies a decision, which is how that is checked. The one
+thing a pod carries over from the pod before it is kube-scheduler's OpportunisticBatching
+(``Batch.continues``): the ranking that pod was scored with, which only a batch keeps.
 
 Everything that counts pods is a *count row*: row t of ``Cluster.counts`` holds, per node, how
 many placed pods belong to row t (pods matching a selection, or pods carrying an affinity term).
@@ -173,6 +175,13 @@ class Batch:
     # score ignores them); ``balanced_optional`` as ``fit_optional``.
     balanced_columns: I32  # (G,)
     balanced_optional: B1  # (G,)
+    # kube-scheduler's OpportunisticBatching (framework/signatures.py says which pods): pod b
+    # may take the next node of the last full cycle's ranking. When pod b-1 was placed and its
+    # node now fails pod b, the best node left of the ranking kept from the last pod scored in
+    # full (its totals as they were then, ties by that pod's hash) is taken off it, and chosen
+    # if it passes pod b's filters; otherwise pod b is scored in full and its ranking, less
+    # its node, is kept in turn. The first pod of a batch continues nothing.
+    continues: B1  # (B,)
     # Its score from v1.36 (balanced_allocation.go, #135573): the change in balance the pod
     # brings, 50 + (50 + with - without) / 2 (Go's division, towards zero), "without" over
     # the same resources, 100 on a node with nothing requested. False: the balance with the
@@ -195,6 +204,7 @@ class Result:
     feasible: I32  # (B,)
     top: I32  # (B, TOP) best candidates by (total, tie-break), -1 padding
     top_scores: I64  # (B, TOP, 9) normalised per-plugin scores of those candidates
+    hinted: B1  # (B,) chosen from the kept ranking (Batch.continues), not by its own scores
 
 
 def default_resources(cpu_column: int, memory_column: int) -> dict[str, Any]:
@@ -260,6 +270,7 @@ _PER_POD = (
     "spread_require_all",
     "affinity_self",
     "balanced_skip",
+    "continues",
 )
 _TABLES = {
     "spread_pod": (

@@ -365,6 +365,36 @@ def _normalised(raw: c.I64, feasible: list[int], *, reverse: bool) -> dict[int, 
     return out
 
 
+class _Ranking:
+    """kube-scheduler's OpportunisticBatching state (contract.Batch.continues): the ranking of
+    the last pod scored in full, less the nodes taken off it."""
+
+    def __init__(self, nodes: int) -> None:
+        self.listed = np.zeros(nodes, dtype=np.bool_)
+        self.total = np.zeros(nodes, dtype=np.int64)
+        self.pod_hash = np.uint64(0)
+
+    def hint(self, cluster: c.Cluster, last: int, code: np.ndarray) -> int:
+        """The node pod b takes from the ranking, -1 for none (it is scored in full): only
+        when pod b-1 was placed and its node now fails pod b (batch.go: else v1.35 and v1.36
+        score in full; v1.37 rescores that node with the ranking, which over the same nodes
+        is the full score). The best node left is taken off, and chosen if it passes."""
+        if last < 0 or code[last] == c.PASS or not self.listed.any():
+            return -1
+        ties = mix(cluster.name_hashes, self.pod_hash)
+        head = max(np.flatnonzero(self.listed), key=lambda n: (int(self.total[n]), int(ties[n])))
+        self.listed[head] = False
+        return int(head) if code[head] == c.PASS else -1
+
+    def keep(self, feasible: list[int], total: c.I64, node: int, pod_hash: np.uint64) -> None:
+        """A pod scored in full placed on ``node``: its other feasible nodes are the ranking."""
+        self.listed[:] = False
+        self.listed[feasible] = True
+        self.listed[node] = False
+        self.total[:] = total
+        self.pod_hash = pod_hash
+
+
 def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
     nodes, pods = cluster.name_hashes.shape[0], batch.size
     state = _State(cluster)
@@ -375,6 +405,8 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
     feasible_count = np.zeros(pods, dtype=np.int32)
     top = np.full((pods, c.TOP), -1, dtype=np.int32)
     top_scores = np.zeros((pods, c.TOP, len(c.SCORE_PLUGINS)), dtype=np.int64)
+    hinted = np.zeros(pods, dtype=np.bool_)
+    ranking = _Ranking(nodes)
     for b in range(pods):
         _filter(state, batch, b, code[b], detail[b])
         feasible = [n for n in range(nodes) if code[b, n] == c.PASS]
@@ -382,6 +414,9 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
         if not feasible:
             continue
         detail[b] = 0  # the contract keeps details for the pods that fit nowhere
+        hint = (
+            ranking.hint(cluster, int(chosen[b - 1]), code[b]) if b and batch.continues[b] else -1
+        )
         per_plugin = [
             {n: _fit(state, batch, b, n) for n in feasible},
             {n: 0 if batch.balanced_skip[b] else _balanced(state, batch, b, n) for n in feasible},
@@ -399,12 +434,15 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
             )
         ties = mix(cluster.name_hashes, batch.pod_hashes[b])
         ranked = sorted(feasible, key=lambda n: (int(total[b, n]), int(ties[n])), reverse=True)
-        chosen[b] = ranked[0]
         for rank, n in enumerate(ranked[: c.TOP]):
             top[b, rank] = n
             for p, scores in enumerate(per_plugin):
                 top_scores[b, rank, p] = scores[n]
-        node = ranked[0]
+        # The pod's own scores are computed all the same: the trace shows them beside a hint.
+        node = ranked[0] if hint < 0 else hint
+        chosen[b], hinted[b] = node, hint >= 0
+        if hint < 0:
+            ranking.keep(feasible, total[b], node, batch.pod_hashes[b])
         state.requested[:, node] += batch.requests[b]
         state.nonzero[:, node] += batch.nonzero[b]
         state.counts[:, node] += batch.member[b]
@@ -416,4 +454,5 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
         feasible=feasible_count,
         top=top,
         top_scores=top_scores,
+        hinted=hinted,
     )

@@ -211,6 +211,9 @@ class Trace:
     kernel_ms: float | None = None
     bind_ms: float | None = None
     batch: int = 0  # pods the kernel decided in the same run (kernel_ms is that run's)
+    # The node was the next of the previous pod's ranking (kube-scheduler's OpportunisticBatching),
+    # not the best of ``candidates``, which are the pod's own scores.
+    hinted: bool = False
 
     def summary(self) -> str:
         """The log line's message: the result, the pod and the node (no free text)."""
@@ -253,6 +256,7 @@ class Trace:
             "kernel_ms": self.kernel_ms,
             "bind_ms": self.bind_ms,
             "batch": self.batch,
+            "hinted": self.hinted,
         }
 
     @classmethod
@@ -309,6 +313,7 @@ class Trace:
                 kernel_ms=_optional(_number, fields.get("kernel_ms")),
                 bind_ms=_optional(_number, fields.get("bind_ms")),
                 batch=_integer(fields.get("batch", 0)),
+                hinted=bool(fields.get("hinted", False)),  # absent before v1.35's batching
             )
         except (KeyError, TypeError, AttributeError) as error:
             raise TraceError(f"not a trace record: {error!r} in {dict(fields)!r:.200}") from error

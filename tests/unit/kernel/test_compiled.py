@@ -82,6 +82,7 @@ def kernel_inputs(
     replicas: bool = False,
     exotic: bool = False,
     huge: bool = False,
+    batching: bool = False,
 ) -> tuple[c.Cluster, c.Batch]:
     """A cluster and a batch of random but well-formed arrays (small values, to make ties).
 
@@ -89,6 +90,8 @@ def kernel_inputs(
     ``exotic``: raw scores the framework never sends (negative taint counts and node affinity
     sums, maxSkew 0), which the kernel computes on its general path. ``huge``: cpu or memory
     up to int64's maximum (clamped absurd quantities), which it hands over to the reference.
+    ``batching``: pods continue the one before them (OpportunisticBatching) at random; else
+    none does.
     """
     nodes = draw(st.integers(1, max_nodes))
     pods = draw(st.integers(1, max_pods))
@@ -206,6 +209,7 @@ def kernel_inputs(
         preferred_weight=menu(n_preferred, (1, 5, -3, 100, -100, 2)),
         weights=ints(len(c.SCORE_PLUGINS), 0, 5),
         balanced_skip=flags(pods, 0.2),
+        continues=flags(pods, 0.6) if batching else np.zeros(pods, dtype=np.bool_),
         fit_strategy=draw(st.sampled_from(c.FIT_STRATEGIES)),
         zone_score=menu(nodes, (100, 100, 14, 37, 61, 0)),  # factors 1, e^-2, ...
         **profile,
@@ -275,6 +279,27 @@ def test_numba_decides_as_the_reference_for_replicas(inputs: tuple[c.Cluster, c.
 @given(kernel_inputs(exotic=True))
 def test_numba_decides_as_the_reference_on_exotic_scores(inputs: tuple[c.Cluster, c.Batch]) -> None:
     cluster, batch = inputs
+    assert_same(compiled.run(cluster, batch), reference.run(cluster, batch))
+
+
+@settings(max_examples=80, deadline=None)
+@given(kernel_inputs(max_pods=6, batching=True), st.booleans())
+def test_numba_decides_as_the_reference_when_pods_continue_the_one_before(
+    inputs: tuple[c.Cluster, c.Batch], full: bool
+) -> None:
+    # Pods continuing a batch take the next node of a kept ranking when the node just chosen
+    # fails them. ``full``: replicas (one request, one static row) on nodes with room for one
+    # of them each, so that the node just chosen does fail the next.
+    cluster, batch = inputs
+    if full:
+        room = cluster.requested + batch.requests[0][:, None]
+        cluster = dataclasses.replace(cluster, allocatable=room)
+        batch = dataclasses.replace(
+            batch,
+            requests=batch.requests[:1].repeat(batch.size, 0),
+            nonzero=batch.nonzero[:1].repeat(batch.size, 0),
+            static_row=np.zeros(batch.size, dtype=np.int32),
+        )
     assert_same(compiled.run(cluster, batch), reference.run(cluster, batch))
 
 

@@ -235,6 +235,7 @@ def inputs(nodes: int, pods: int) -> tuple[c.Cluster, c.Batch]:
         preferred_weight=np.full(pods, API_AFFINITY_WEIGHT, dtype=np.int64),
         weights=np.array([1, 1, 3, 2, 2, 2, 0, 1, 1], dtype=np.int64),  # the default profile's
         balanced_skip=per_pod(False, np.bool_),
+        continues=per_pod(False, np.bool_),  # the default profile signs no pod
         fit_strategy=c.LEAST_ALLOCATED,
         zone_score=np.full(nodes, c.MAX_NODE_SCORE, dtype=np.int64),  # no zone factors
         **c.default_resources(cluster.cpu_column, cluster.memory_column),

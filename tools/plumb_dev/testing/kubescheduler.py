@@ -152,11 +152,12 @@ def start(
     burst: int = 5000,
     timeout: float = 60.0,
     profiles: Sequence[Mapping[str, Any]] | None = None,
+    verbosity: int = 2,
 ) -> KubeScheduler:
     """Starts kube-scheduler against plane and waits until it has synced with the API server.
 
     Its configuration (with ``profiles`` instead of one named ``scheduler_name`` if given),
-    serving certificate and log go to directory. The client limits default
+    serving certificate and log (klog ``--v=verbosity``) go to directory. The client limits default
     to 5000, as in Kubernetes' own scheduler_perf, so the defaults of 50/100 requests per
     second do not make it look slow. It serves /readyz on a free loopback port, and nothing
     else is reachable without credentials.
@@ -200,7 +201,7 @@ def start(
                     "--bind-address=127.0.0.1",
                     f"--secure-port={port}",
                     f"--cert-dir={cert_dir}",
-                    "--v=2",
+                    f"--v={verbosity}",
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=out,

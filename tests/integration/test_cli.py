@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from plumb_dev.cluster.controlplane import building
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 
 pytestmark = pytest.mark.integration
@@ -69,8 +70,8 @@ def test_cluster_up_env_down(tmp_path: Path) -> None:
         )
         assert shell.returncode == 0, shell.stderr
         versions = json.loads(shell.stdout)
-        assert versions["serverVersion"]["gitVersion"] == "v1.34.4"
-        assert versions["clientVersion"]["gitVersion"] == "v1.34.4"
+        assert versions["serverVersion"]["gitVersion"] == building.chosen_release().version
+        assert versions["clientVersion"]["gitVersion"] == building.chosen_release().version
     finally:
         down = _plumb("cluster", "down", "--dir", str(directory))
     assert down.returncode == 0, down.stderr

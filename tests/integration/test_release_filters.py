@@ -39,25 +39,6 @@ def _declare(client: kube.Kube, node: str, *features: str) -> list[str] | None:
     return None if kept is None else list(kept)
 
 
-def _post_filter(minor: int, histogram: str, total: int, searched: int) -> str:
-    """The whole FailedScheduling message of a pod with priority 0: the node histogram, then
-    the PostFilter plugins' words, joined by ", ": DynamicResources' "no new claims to
-    deallocate" up to v1.36 (none from v1.37: dynamicresources.go PostFilter), then
-    preemption's "0/N nodes are available" (no victims on the ``searched`` nodes, not helpful
-    on the others)."""
-    reasons = sorted(
-        f"{count} {reason}"
-        for reason, count in (
-            (side_by_side.NO_VICTIMS, searched),
-            (side_by_side.NOT_HELPFUL, total - searched),
-        )
-        if count
-    )
-    words = ["no new claims to deallocate"] if minor < 37 else []
-    words.append(f"preemption: 0/{total} nodes are available: {', '.join(reasons)}.")
-    return f"{histogram} {', '.join(words)}"
-
-
 def _assert_waits_with(
     client: kube.Kube, namespace: str, pod: str, histogram: str, full: str
 ) -> None:
@@ -131,7 +112,7 @@ def test_a_pod_that_restarts_all_its_containers_goes_where_a_node_declares_it(
             f"0/2 nodes are available: 1 {nodeaffinity.MISMATCH}, "
             f"1 {nodedeclaredfeatures.UNSATISFIED}."
         )
-        full = _post_filter(minor, histogram, total=2, searched=0)
+        full = side_by_side.without_victims(minor=minor, histogram=histogram, total=2, searched=0)
         _assert_waits_with(kube_client, namespace, "pinned", histogram, full)
 
     # Too big for "declaring" (4 cpu, 1 taken), fits "roomy": NodeResourcesFit rejects
@@ -147,7 +128,7 @@ def test_a_pod_that_restarts_all_its_containers_goes_where_a_node_declares_it(
         histogram = (
             f"0/2 nodes are available: 1 Insufficient cpu, 1 {nodedeclaredfeatures.UNSATISFIED}."
         )
-        full = _post_filter(minor, histogram, total=2, searched=1)
+        full = side_by_side.without_victims(minor=minor, histogram=histogram, total=2, searched=1)
         _assert_waits_with(kube_client, namespace, "big", histogram, full)
     assert side_by_side.overcommitted(kube_client, namespace, nodes) == []
 

@@ -175,23 +175,6 @@ def _bound(client: kube.Kube, namespace: str, pod: str, timeout: float = 60.0) -
     return kube.wait_for(f"pod {pod} to be bound", node, timeout=timeout)
 
 
-def _post_filter(minor: int, histogram: str, total: int, searched: int) -> str:
-    """The whole FailedScheduling message of a pod with priority 0: the node histogram, then
-    DynamicResources' "no new claims to deallocate" up to v1.36, then preemption's "0/N nodes
-    are available" (no victims on the ``searched`` nodes, not helpful on the others)."""
-    reasons = sorted(
-        f"{count} {reason}"
-        for reason, count in (
-            (side_by_side.NO_VICTIMS, searched),
-            (side_by_side.NOT_HELPFUL, total - searched),
-        )
-        if count
-    )
-    words = ["no new claims to deallocate"] if minor < 37 else []
-    words.append(f"preemption: 0/{total} nodes are available: {', '.join(reasons)}.")
-    return f"{histogram} {', '.join(words)}"
-
-
 def _histogram(total: int, *reasons: str) -> str:
     return f"0/{total} nodes are available: {', '.join(sorted(f'1 {r}' for r in reasons))}."
 
@@ -275,9 +258,9 @@ def test_a_node_without_capacity_for_the_volume_has_not_enough_free_storage(
     placed = side_by_side.wait_settled(kube_client, namespace, ["pinned"], cluster_nodes=2)
     assert placed == {"pinned": None}
     histogram = _histogram(2, volumebinding.NOT_ENOUGH_SPACE, nodeaffinity.MISMATCH)
-    assert side_by_side.failed_scheduling(kube_client, namespace, "pinned") == _post_filter(
-        kube_minor, histogram, total=2, searched=0
-    )
+    assert side_by_side.failed_scheduling(
+        kube_client, namespace, "pinned"
+    ) == side_by_side.without_victims(minor=kube_minor, histogram=histogram, total=2, searched=0)
 
 
 # --- storage-capacity scoring: static PV matching -----------------------------------------------
@@ -356,9 +339,9 @@ def test_a_node_without_a_csi_driver_that_opts_in_is_refused(
     # finds no pod of lower priority there); NodeAffinity's verdict on small is unresolvable.
     missing = f"{csi.driver} CSI driver is not installed on the node"
     histogram = _histogram(2, missing, nodeaffinity.MISMATCH)
-    assert side_by_side.failed_scheduling(kube_client, namespace, "pinned") == _post_filter(
-        minor, histogram, total=2, searched=1
-    )
+    assert side_by_side.failed_scheduling(
+        kube_client, namespace, "pinned"
+    ) == side_by_side.without_victims(minor=minor, histogram=histogram, total=2, searched=1)
 
 
 # --- nominatedNodeName through a PreBind that fails ---------------------------------------------

@@ -51,18 +51,12 @@ class ClusterFeed:
         """A pod was listed, added, modified or deleted."""
         uid = str((body.get("metadata") or {}).get("uid", ""))
         known = self._state.cache.pod(uid) or self._state.queue.pod(uid)
-        parse = functools.partial(objects.parse_pod, known=known, resize=self._resize())
+        parse = functools.partial(
+            objects.parse_pod, known=known, resize=self._state.served.accounting
+        )
         pod = _read("Pod", body, parse)
         if pod is not None:
             self._pod_event(event_type, pod)
-
-    def _resize(self) -> objects.ResizeAccounting:
-        """How a pod's status counts in its requests, as the release plumb decides as has it."""
-        kube = self._state.served.kube
-        return objects.ResizeAccounting(
-            pod_totals=kube.resize_pod_totals,
-            pod_level_status=kube.gate(POD_LEVEL_RESIZE),
-        )
 
     def _pod_event(self, event_type: str | None, pod: objects.PodInfo) -> None:
         if event_type == "DELETED":
@@ -273,7 +267,7 @@ class ClusterFeed:
             if (info := _read("Node", body, objects.parse_node)) is not None:
                 self._state.policies.observe_node(info.name, body)
                 node_infos.append(info)
-        parse = functools.partial(objects.parse_pod, resize=self._resize())
+        parse = functools.partial(objects.parse_pod, resize=self._state.served.accounting)
         pod_infos = [pod for body in pods if (pod := _read("Pod", body, parse)) is not None]
         self._state.cache.reconcile(node_infos, pod_infos)
         # reconcile placed the bound pods; only the pending ones are left to queue.
@@ -358,7 +352,6 @@ POD_REMOVED_HELPS = frozenset(
     }
 )
 POD_ADDED_HELPS = frozenset({podtopologyspread.NAME, interpodaffinity.NAME})
-POD_LEVEL_RESIZE = "InPlacePodLevelResourcesVerticalScaling"  # a gate of emulation.GATES
 SCALE_DOWN_HELPS = frozenset({noderesourcesfit.NAME})
 
 

@@ -12,11 +12,16 @@ import functools
 from collections.abc import Mapping
 
 from plumb.backend import queue
+from plumb.backend.records import objects
 from plumb.framework import emulation, schedconfig, scoring
 
 
 class ReconfigureError(ValueError):
     """A valid configuration that cannot replace the running one without a restart."""
+
+
+# The gate that has a resizing pod's pod-level requests read from its status (emulation.GATES).
+POD_LEVEL_RESIZE = "InPlacePodLevelResourcesVerticalScaling"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -43,6 +48,15 @@ class Served:
     def kube(self) -> emulation.Emulation:
         """The kube-scheduler release every profile decides as (they share one)."""
         return self.profiles[0].kube
+
+    @functools.cached_property
+    def accounting(self) -> objects.ResizeAccounting:
+        """How a pod's status counts in its requests, as that release has it: read once per
+        configuration, not per pod event."""
+        return objects.ResizeAccounting(
+            pod_totals=self.kube.resize_pod_totals,
+            pod_level_status=self.kube.gate(POD_LEVEL_RESIZE),
+        )
 
     def get(self, scheduler_name: str) -> scoring.Profile | None:
         return self.by_name.get(scheduler_name)

@@ -216,7 +216,7 @@ def label_selector(raw: Mapping[str, Any] | None, where: str) -> LabelSelector |
     return LabelSelector(tuple(reqs))
 
 
-def _node_term(raw: Mapping[str, Any], where: str) -> NodeSelectorTerm:
+def node_term(raw: Mapping[str, Any], where: str) -> NodeSelectorTerm:
     expressions = tuple(
         requirement(e, f"{where}.matchExpressions[{i}]", NODE_OPERATORS)
         for i, e in enumerate(raw.get("matchExpressions") or ())
@@ -287,13 +287,13 @@ def parse_scheduling(spec: Mapping[str, Any], namespace: str) -> Scheduling:
     required_terms = None
     if required is not None:
         required_terms = tuple(
-            _node_term(t, f"affinity.nodeAffinity.required.nodeSelectorTerms[{i}]")
+            node_term(t, f"affinity.nodeAffinity.required.nodeSelectorTerms[{i}]")
             for i, t in enumerate(required.get("nodeSelectorTerms") or ())
         )
     preferred_terms = tuple(
         (
             int(p.get("weight") or 0),
-            _node_term(p.get("preference") or {}, f"affinity.nodeAffinity.preferred[{i}]"),
+            node_term(p.get("preference") or {}, f"affinity.nodeAffinity.preferred[{i}]"),
         )
         for i, p in enumerate(node_aff.get("preferredDuringSchedulingIgnoredDuringExecution") or ())
     )

@@ -33,7 +33,6 @@ POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 # A claim kube-scheduler made for extended resources backed by DRA (v1.37) carries this
 # annotation ("true"); its requests are named after the containers' resources.
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclasses.dataclass(frozen=True, slots=True, order=True)
@@ -140,8 +139,8 @@ class Device:
     (``model`` or ``gpu.example.com/model``; a name without a domain is in the driver's)."""
 
     name: str
-    attributes: Mapping[str, AttributeValue] = _EMPTY
-    capacity: Mapping[str, Capacity] = _EMPTY
+    attributes: Mapping[str, AttributeValue] = dataclasses.field(default_factory=dict)
+    capacity: Mapping[str, Capacity] = dataclasses.field(default_factory=dict)
     consumes_counters: tuple[CounterConsumption, ...] = ()
     # Set only under perDeviceNodeSelection: the device's own node selection.
     selection: NodeSelection | None = None
@@ -201,7 +200,7 @@ class RequestSpec:
     count: int = 1
     admin_access: bool = False
     tolerations: tuple[DeviceToleration, ...] = ()
-    capacity: Mapping[str, Quantity] = _EMPTY
+    capacity: Mapping[str, Quantity] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -290,6 +289,9 @@ class ResourceClaim:
     )
     problem: str | None = None
     resource_version: str = dataclasses.field(default="", compare=False)
+    # The object as watched: PreBind updates the whole claim, as kube-scheduler updates its
+    # cached copy (claimreservations.py).
+    body: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -652,6 +654,7 @@ def parse_claim(body: Mapping[str, Any]) -> ResourceClaim:
         device_conditions=_device_conditions(status.get("devices")),
         problem=problem,
         resource_version=str(metadata.get("resourceVersion", "")),
+        body=body,
     )
 
 

@@ -36,6 +36,11 @@ EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
+def _empty() -> Mapping[str, Any]:
+    # A factory: dataclasses refuse an unhashable default (a mappingproxy) on Python 3.11.
+    return _EMPTY
+
+
 @dataclasses.dataclass(frozen=True, slots=True, order=True)
 class SemVer:
     """A device attribute of type version: semantic version 2.0.0, kept as written."""
@@ -140,8 +145,8 @@ class Device:
     (``model`` or ``gpu.example.com/model``; a name without a domain is in the driver's)."""
 
     name: str
-    attributes: Mapping[str, AttributeValue] = _EMPTY
-    capacity: Mapping[str, Capacity] = _EMPTY
+    attributes: Mapping[str, AttributeValue] = dataclasses.field(default_factory=_empty)
+    capacity: Mapping[str, Capacity] = dataclasses.field(default_factory=_empty)
     consumes_counters: tuple[CounterConsumption, ...] = ()
     # Set only under perDeviceNodeSelection: the device's own node selection.
     selection: NodeSelection | None = None
@@ -201,7 +206,7 @@ class RequestSpec:
     count: int = 1
     admin_access: bool = False
     tolerations: tuple[DeviceToleration, ...] = ()
-    capacity: Mapping[str, Quantity] = _EMPTY
+    capacity: Mapping[str, Quantity] = dataclasses.field(default_factory=_empty)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)

@@ -13,11 +13,12 @@ Three things kube-scheduler does are rebuilt here, because the library does them
 
 - looking up a domain a device does not have gives an empty map, so that
   ``device.attributes["x"].model`` fails on ``model`` and ``has(...)`` and ``.?`` answer
-  false/none. The device's maps are plain ones; an evaluation that fails while a domain named in
-  the expression (or the driver's) is missing is evaluated again with that domain present and
-  empty. CEL's ``&&``, ``||`` and ``?:`` only swallow an error when the other side decides, so a
-  first evaluation that succeeds has kube-scheduler's verdict, and one that failed is decided
-  by the second;
+  false/none, while ``"x" in device.attributes`` stays false. The library's maps have no
+  default, so each ``device.attributes[K]`` (and ``device.capacity[K]``) is compiled as
+  ``cel.bind(__domain, K, __domain in device.attributes ? device.attributes[__domain] : {})``;
+  errors and the result type are read on the expression as written. A map reached another way
+  (``cel.bind(a, device.attributes, a["x"])``) has no default: such a lookup fails with
+  "no such key: x" where kube-scheduler would go on;
 - quantities and semantic versions are protobuf messages holding their canonical value (so
   that ``==`` compares values, as Kubernetes' types do), and their methods are Python
   functions;
@@ -42,7 +43,7 @@ import dataclasses
 import functools
 import itertools
 import re
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from fractions import Fraction
 from typing import Any, Final
 
@@ -108,8 +109,6 @@ class CompiledSelector:
     expression: str
     error: SelectorError | None
     program: Any = dataclasses.field(repr=False)
-    # Domains named by a string literal of the expression: those a lookup may ask for.
-    literals: frozenset[str] = dataclasses.field(repr=False, default=frozenset())
 
 
 # --- Kubernetes' types: quantity and semver, as messages holding the canonical value --------
@@ -609,6 +608,7 @@ _STRING_LITERAL = re.compile(
     re.DOTALL,
 )
 _DEVICE_FIELD = re.compile(r"(?<![\w.])device\s*(\.\??)\s*([A-Za-z_][A-Za-z0-9_]*)")
+_DOMAIN_LOOKUP = re.compile(r"(?<![\w.])device\s*\.\s*(attributes|capacity)\s*\[")
 _STATUS = re.compile(r"^[A-Z_]+: ")
 _STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]\s*$")
 
@@ -617,32 +617,62 @@ _STATUS_SUFFIX = re.compile(r"\s*\[[A-Z_]+\]\s*$")
 def compile_selector(expression: str) -> CompiledSelector:
     """The expression compiled as kube-scheduler compiles a stored selector; a compile error is
     kept on the result (``error``), never raised."""
-    literals = frozenset(
-        next(v for v in m.groups() if v is not None) for m in _STRING_LITERAL.finditer(expression)
-    )
     problem = _undefined_field(expression)
     if problem:
-        return CompiledSelector(expression, SelectorError(problem, at_compile=True), None, literals)
+        return CompiledSelector(expression, SelectorError(problem, at_compile=True), None)
     environment = _environment()
     try:
-        program = environment.compile(expression)
+        checked = environment.compile(expression)
     except RuntimeError as error:
         detail = _STATUS_SUFFIX.sub("", _STATUS.sub("", str(error), count=1))
-        failure = SelectorError("compilation failed: " + detail, at_compile=True)
-        return CompiledSelector(expression, failure, None, literals)
-    result = _go_type_name(program.return_type().name())
+        return CompiledSelector(
+            expression, SelectorError("compilation failed: " + detail, at_compile=True), None
+        )
+    result = _go_type_name(checked.return_type().name())
     if result not in ("bool", "dyn"):
         failure = SelectorError(
             f"must evaluate to bool or the unknown type, not {result}", at_compile=True
         )
-        return CompiledSelector(expression, failure, None, literals)
-    return CompiledSelector(expression, None, program, literals)
+        return CompiledSelector(expression, failure, None)
+    # What runs is the expression whose domain lookups default to an empty map; errors and
+    # types were read on the expression as written.
+    defaulted = _default_domains(expression)
+    program = checked if defaulted == expression else environment.compile(defaulted)
+    return CompiledSelector(expression, None, program)
+
+
+def _blank_strings(expression: str) -> str:
+    """The expression with its string literals blanked (same length), for scanning."""
+    return _STRING_LITERAL.sub(lambda m: " " * len(m.group(0)), expression)
+
+
+def _default_domains(expression: str) -> str:
+    """Each ``device.attributes[K]`` and ``device.capacity[K]`` written as a lookup that gives
+    an empty map for a domain the device lacks, as kube-scheduler's map does:
+    ``cel.bind(__domain, K, __domain in M ? M[__domain] : {})``."""
+    blanked = _blank_strings(expression)
+    spans: list[tuple[int, int, int, str]] = []  # (start, open bracket, close bracket, map)
+    for found in _DOMAIN_LOOKUP.finditer(blanked):
+        opening = found.end() - 1
+        depth, at = 0, opening
+        for at in range(opening, len(blanked)):
+            depth += {"[": 1, "]": -1}.get(blanked[at], 0)
+            if depth == 0:
+                break
+        if depth == 0 and not blanked[opening + 1 :].lstrip().startswith("?"):
+            spans.append((found.start(), opening, at, f"device.{found.group(1)}"))
+    out = expression
+    for start, opening, closing, mapping in reversed(spans):
+        key = _default_domains(out[opening + 1 : closing])
+        lookup = f"cel.bind(__domain, {key}, __domain in {mapping} ? {mapping}[__domain] : {{}})"
+        out = out[:start] + lookup + out[closing + 1 :]
+    return out
 
 
 def _undefined_field(expression: str) -> str:
     """cel-go's checker error for ``device.<not a field>``: the library sees ``device`` as a map
     and would only fail at run time."""
-    blanked = _STRING_LITERAL.sub(lambda m: " " * len(m.group(0)), expression)
+    blanked = _blank_strings(expression)
     for found in _DEVICE_FIELD.finditer(blanked):
         if found.group(2) in DEVICE_FIELDS:
             continue
@@ -720,20 +750,6 @@ def _device_data(driver: str, device: draobjects.Device) -> dict[str, Any]:
     }
 
 
-def _padded(data: Mapping[str, Any], domains: Iterable[str]) -> dict[str, Any] | None:
-    """The device with every domain of ``domains`` it lacks present and empty, as cel-go's
-    lookups see it; None when it lacks none."""
-    out = dict(data)
-    changed = False
-    for field in ("attributes", "capacity"):
-        maps: dict[str, Any] = data[field]
-        missing = [d for d in domains if d not in maps]
-        if missing:
-            out[field] = {**maps, **{d: {} for d in missing}}
-            changed = True
-    return out if changed else None
-
-
 _KEY_NOT_FOUND = re.compile(r'^Key not found in map : "?(.*?)"?$', re.DOTALL)
 _INDEX = re.compile(r"^Index error: index=(-?\d+) size=(\d+)$")
 _RUNTIME_WORDS: Final = {"divide by zero": "division by zero"}
@@ -774,21 +790,16 @@ def evaluate(selector: CompiledSelector, driver: str, device: draobjects.Device)
     kube-scheduler's words when the selector does not compile or its evaluation fails."""
     if selector.error is not None:
         raise selector.error
-    return _evaluate(selector, driver, _device_data(driver, device))
+    return _evaluate(selector, _device_data(driver, device))
 
 
-def _evaluate(selector: CompiledSelector, driver: str, data: Mapping[str, Any]) -> bool:
+def _evaluate(selector: CompiledSelector, data: Mapping[str, Any]) -> bool:
     if selector.error is not None:
         raise selector.error
     verdict, problem = _run(selector, data)
-    if verdict is not None:
-        return verdict
-    padded = _padded(data, selector.literals | {driver})
-    if padded is not None:
-        verdict, problem = _run(selector, padded)
-        if verdict is not None:
-            return verdict
-    raise SelectorError(_runtime_detail(problem))
+    if verdict is None:
+        raise SelectorError(_runtime_detail(problem))
+    return verdict
 
 
 # --- Verdicts kept until the slice changes ---------------------------------------------------
@@ -835,7 +846,7 @@ class SelectorVerdicts:
             data = kept.devices.get(device.name)
             if data is None:
                 data = kept.devices[device.name] = _device_data(driver, device)
-            return _evaluate(compile_selector(expression), driver, data)
+            return _evaluate(compile_selector(expression), data)
         except SelectorError as error:
             return error
 

@@ -115,6 +115,9 @@ class CounterConsumption:
 
     counter_set: str
     counters: Mapping[str, Quantity]
+    # compatibilityGroups (v1.37, gate DRADeviceCompatibilityGroups): a slice whose devices
+    # name any is left out of its pool while the gate is off.
+    compatibility_groups: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -430,7 +433,11 @@ def _device(raw: Mapping[str, Any], where: str) -> Device:
         attributes=MappingProxyType(attributes),
         capacity=MappingProxyType(capacity),
         consumes_counters=tuple(
-            CounterConsumption(str(c.get("counterSet", "")), _counters(c.get("counters")))
+            CounterConsumption(
+                str(c.get("counterSet", "")),
+                _counters(c.get("counters")),
+                tuple(str(g) for g in c.get("compatibilityGroups") or ()),
+            )
             for c in raw.get("consumesCounters") or ()
         ),
         selection=selection,
@@ -728,7 +735,13 @@ class Pool:
     """A driver's pool as a node sees it: the slices of its newest generation reachable from
     the node. ``incomplete``: fewer slices of that generation than ``resourceSliceCount``
     (being updated); ``invalid``: why its devices cannot be used (a device name twice), "" if
-    they can."""
+    they can.
+
+    Under partitionable devices (DRAPartitionableDevices), ``slices`` holds the device slices
+    only: the pool's counter sets are in ``counter_sets`` (by name, from its slices that
+    publish sharedCounters), and ``other_slices`` the device slices of the same generation not
+    reachable from the node, whose devices draw on the same counters (GatherPools'
+    DeviceSlicesNotTargetingNode). An incomplete or invalid pool has no slices."""
 
     driver: str
     name: str
@@ -736,3 +749,10 @@ class Pool:
     slices: tuple[ResourceSlice, ...]
     incomplete: bool = False
     invalid: str = ""
+    counter_sets: Mapping[str, CounterSet] = dataclasses.field(default_factory=dict)
+    other_slices: tuple[ResourceSlice, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(driver, pool name): the pool's id."""
+        return (self.driver, self.name)

@@ -781,7 +781,10 @@ def _runtime_detail(text: str) -> str:
 
 def _run(selector: CompiledSelector, data: Mapping[str, Any]) -> tuple[bool | None, str]:
     """(verdict, "") or (None, the library's error)."""
-    result = selector.program.eval(data={"device": data})
+    try:
+        result = selector.program.eval(data={"device": data})
+    except RuntimeError as error:  # a value the binding cannot carry
+        return None, str(error)
     kind = result.type().name()
     if kind == "BOOL":
         return bool(result.value()), ""

@@ -193,6 +193,7 @@ async def run(settings: RunSettings) -> None:
         may_act=gate,
         offload=kernel.offload,
         volume_api=api,
+        claim_api=api,
     )
     leadership = leading.Leadership(scheduler, api, elector)
     health = probes.Probes(scheduler, api, leadership)

@@ -32,6 +32,7 @@ from plumb.backend.cache import countrows, snapshot
 from plumb.backend.records import objects, specs
 from plumb.framework import batchtables, scoring, signatures
 from plumb.framework.plugins import (
+    dynamicresources,
     imagelocality,
     interpodaffinity,
     nodeaffinity,
@@ -51,6 +52,7 @@ from plumb.kernel import contract
 
 # The kernel reports insufficient resources as one bit per column of an int64.
 MAX_COLUMNS = 63
+_NO_DEVICES: Mapping[str, dynamicresources.NodeVerdicts] = {}
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -123,11 +125,12 @@ def _static(
     tables: batchtables.Tables,
     verdicts: batchtables.Verdicts,
     filters: _Filters,
+    devices: dynamicresources.NodeVerdicts | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Per node: 0 where every static filter the profile enables passes, else the first
-    failing filter's reason; and NodeDeclaredFeatures' reason where it fails, 0 where it
-    passes (None: it does not run for the pod), which kube-scheduler checks after every
-    other filter."""
+    failing filter's reason; and the reasons kube-scheduler checks after every other filter
+    (DynamicResources', then NodeDeclaredFeatures'), 0 where they pass (None: neither runs
+    for the pod)."""
     code = np.zeros(len(statics), dtype=np.int32)
     last = None
 
@@ -189,11 +192,19 @@ def _static(
                     verdict.fails,
                     tables.reason(verdict.plugin, verdict.reason, verdict.unresolvable),
                 )
+    if devices is not None and devices.fails.any():
+        last = np.zeros(len(statics), dtype=np.int32)
+        for index, message in enumerate(devices.reasons):
+            last[devices.reason == index] = tables.reason(
+                dynamicresources.NAME, message, dynamicresources.UNRESOLVABLE
+            )
     if filters.declared_features:
         needed = nodedeclaredfeatures.required(pod, filters.declared_features)
         if needed:
-            last = np.zeros(len(statics), dtype=np.int32)
-            last[nodedeclaredfeatures.filter(needed, statics)] = tables.reason(
+            if last is None:
+                last = np.zeros(len(statics), dtype=np.int32)
+            lacking = nodedeclaredfeatures.filter(needed, statics) & (last == 0)
+            last[lacking] = tables.reason(
                 nodedeclaredfeatures.NAME,
                 nodedeclaredfeatures.reason(needed, filters.declared_features),
                 nodedeclaredfeatures.UNRESOLVABLE,
@@ -436,6 +447,7 @@ def compile_batch(
     profile: scoring.Profile = scoring.DEFAULT,
     nominated: Sequence[tuple[objects.PodInfo, str]] = (),
     order: Sequence[objects.PodInfo] | None = None,
+    devices: Mapping[str, dynamicresources.NodeVerdicts] = _NO_DEVICES,
 ) -> Compiled:
     """Compile ``pods`` (in queue order) for the kernel against ``snap``, scored by
     ``profile``. ``nominated`` pods count as placed on their node (room held for them).
@@ -444,7 +456,7 @@ def compile_batch(
     columns = _Columns.of(pods, profile)
     held = [(pod, node) for pod, node in nominated if node in snap.statics.index]
     carriers = _carriers(cache, held, columns.taken)
-    tables = _fill(columns, snap.statics, cache, profile, carriers)
+    tables = _fill(columns, snap.statics, cache, profile, carriers, devices)
     row_keys = tuple(tables.rows)
     member = _member(columns.taken, row_keys, cache)
     cluster = _cluster(snap, cache, columns, held, row_keys, tuple(tables.keys))
@@ -569,9 +581,11 @@ def _fill(
     cache: cache_module.Cache,
     profile: scoring.Profile,
     carriers: Sequence[countrows.Carrier],
+    devices: Mapping[str, dynamicresources.NodeVerdicts],
 ) -> batchtables.Tables:
     """The batch's tables, pod after pod in queue order (the order numbers the count rows,
-    topology keys and static reasons)."""
+    topology keys and static reasons); ``devices``: DynamicResources' verdicts per pod uid
+    (cycle.prepare's)."""
     balanced = [name for name, _weight in profile.balanced_resources]
     tables = batchtables.Tables(
         pods=batchtables.PodTable.empty(len(columns.taken), columns.index, balanced)
@@ -579,7 +593,7 @@ def _fill(
     filters = _Filters.of(profile, statics)
     scores = _StaticScores.of(profile, statics)
     for b, pod in enumerate(columns.taken):
-        u = _static_row(pod, statics, cache, tables, filters, scores)
+        u = _static_row(pod, statics, cache, tables, filters, scores, devices.get(pod.uid))
         verdicts = tables.statics.verdicts[u]
         require_all = _spread(b, pod, statics, cache, tables, verdicts, profile)
         affinity_self = _inter_pod(b, pod, carriers, cache, tables, profile)
@@ -594,16 +608,17 @@ def _static_row(
     tables: batchtables.Tables,
     filters: _Filters,
     scores: _StaticScores,
+    devices: dynamicresources.NodeVerdicts | None = None,
 ) -> int:
     """The pod's row of the static table, evaluated for the first pod of its spec."""
-    # Replicas share a row, unless they claim volumes (each its own claims).
+    # Replicas share a row, unless they claim volumes or devices (each its own claims).
     spec = (
         pod.scheduling,
         pod.node_name,
         pod.images,
         pod.image_volumes,
         pod.needed_features,
-        pod.uid if pod.claims else "",
+        pod.uid if pod.claims or pod.resource_claims else "",
     )
     u = tables.statics.index.get(spec)
     if u is not None:
@@ -614,7 +629,7 @@ def _static_row(
         taint_fails=tainttoleration.filter(pod, statics)[0],
         affinity_fails=nodeaffinity.filter(pod, statics),
     )
-    code, last = _static(pod, statics, cache, tables, verdicts, filters)
+    code, last = _static(pod, statics, cache, tables, verdicts, filters, devices)
     zeros = scores.zeros
     taint = tainttoleration.score_raw(pod, statics) if scores.taint else zeros
     preferred = nodeaffinity.score_raw(pod, statics) if scores.node_affinity else zeros
@@ -631,7 +646,7 @@ def _static_row(
         affinity=preferred,
         image=image,
         volume=volume,
-        dra=zeros,
+        dra=zeros if devices is None else devices.raw_score,
     )
 
 

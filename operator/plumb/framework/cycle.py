@@ -17,7 +17,12 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import snapshot
 from plumb.backend.records import objects
 from plumb.framework import compiling, diagnoses, scoring
-from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopologyspread
+from plumb.framework.plugins import (
+    dynamicresources,
+    interpodaffinity,
+    noderesourcesfit,
+    podtopologyspread,
+)
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.kernel import contract, reference
 
@@ -67,6 +72,9 @@ class Decision:
     # Taken from the ranking of the pod before it (OpportunisticBatching), not by its own
     # scores, which ``candidates`` still shows.
     hinted: bool = False
+    # A plugin's error, not a verdict (kube-scheduler's Error status): the attempt ends with
+    # reason SchedulerError and a backoff, and no PostFilter runs.
+    error: bool = False
 
 
 def unschedulable_as_written(pod: objects.PodInfo, total: int) -> Decision:
@@ -211,6 +219,7 @@ def prepare(
     total = len(snap)
     early: list[Decision] = []
     ready = []
+    devices: dict[str, dynamicresources.NodeVerdicts] = {}
     for pod in pods:
         extra = len({*pod.requests} - {objects.CPU, objects.MEMORY})
         if pod.problem is not None:
@@ -236,12 +245,16 @@ def prepare(
             )
         elif (rejected := _volume_prefilter(pod, snap, cache, profile)) is not None:
             early.append(rejected)
+        elif isinstance(found := _devices(pod, snap, cache, profile), Decision):
+            early.append(found)
         else:
+            if found is not None:
+                devices[pod.uid] = found
             ready.append(pod)
     if not ready:
         return Prepared(early=early, compiled=None)
     compiled = compiling.compile_batch(
-        ready, snap, cache, profile=profile, nominated=nominated, order=pods
+        ready, snap, cache, profile=profile, nominated=nominated, order=pods, devices=devices
     )
     return Prepared(early=early, compiled=compiled, deferred=compiled.deferred)
 
@@ -275,6 +288,54 @@ def _volume_prefilter(
 
 
 VOLUME_PREFILTER_POSTFILTER = "not found"
+
+
+def _devices(
+    pod: objects.PodInfo,
+    snap: snapshot.Snapshot,
+    cache: cache_module.Cache,
+    profile: scoring.Profile,
+) -> Decision | dynamicresources.NodeVerdicts | None:
+    """DynamicResources' PreFilter and Filter for a pod with claims: its verdict per node (the
+    compiler makes them reasons checked last), or a decision that needs no kernel (PreFilter
+    rejected every node; the allocator met an error)."""
+    if not pod.resource_claims or dynamicresources.NAME not in profile.filters:
+        return None
+    features = profile.kube.devices
+    found = dynamicresources.prefilter(pod, cache.dra, features)
+    if found is None:
+        return None
+    total = len(snap)
+    if isinstance(found, dynamicresources.Failure):
+        return Decision(
+            pod=pod,
+            node=None,
+            feasible=0,
+            total=total,
+            message=f"{diagnoses.NO_NODES_PREFIX.format(total=total)} {found.message}.",
+            unresolvable=True,
+            plugins=frozenset({dynamicresources.NAME}),
+        )
+    verdicts = dynamicresources.filter(
+        found,
+        snap.statics,
+        np.ones(total, dtype=np.bool_),
+        cache.dra,
+        features,
+        dynamicresources.MATCHER,
+        scored=profile.weights[contract.DYNAMIC_RESOURCES] > 0,
+    )
+    if verdicts.error is not None:
+        return Decision(
+            pod=pod,
+            node=None,
+            feasible=0,
+            total=total,
+            message=verdicts.error,
+            plugins=frozenset({dynamicresources.NAME}),
+            error=True,
+        )
+    return verdicts
 
 
 def schedule_batch(

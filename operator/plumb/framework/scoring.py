@@ -43,8 +43,9 @@ FILTERS = (
     "VolumeZone",
     "PodTopologySpread",
     "InterPodAffinity",
-    # Last, after DynamicResources (which plumb does not run), when its gate is on (v1.36 on
-    # by default); inert with the gate off, as kube-scheduler's (nodedeclaredfeatures.py).
+    "DynamicResources",
+    # Last, when its gate is on (v1.36 on by default); inert with the gate off, as
+    # kube-scheduler's (nodedeclaredfeatures.py).
     "NodeDeclaredFeatures",
 )
 """The filter plugins plumb runs, in kube-scheduler's default order."""

@@ -2,7 +2,8 @@
 scheduling cycle (scheduler/loop.py) has assumed the pod on its node, as kube-scheduler binds
 "asynchronously (we can do this b/c of the assumption step above)".
 
-For each pod: PreBind (its volume claims bound), then the binding POST; the outcome reported
+For each pod: PreBind (its volume claims bound, then its ResourceClaims allocated and reserved
+for it), then the binding POST; the outcome reported
 (a Scheduled event and trace line, or a retry after a backoff); and on failure or cancellation
 a step back (the assumption forgotten, the pod back in the queue). A PreBind with work to do is
 announced first where NominatedNodeNameForExpectation is on (v1.35+): the pod's
@@ -20,12 +21,14 @@ import logging
 import time
 from collections.abc import Iterable, Mapping
 
-from plumb import prebind
+from plumb import claimreservations, prebind
 from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import volumes as volumes_module
-from plumb.backend.records import objects
+from plumb.backend.records import draobjects, objects
 from plumb.binder import Binder, BindOutcome
+from plumb.framework.devices import allocator
+from plumb.framework.plugins import dynamicresources
 from plumb.k8s import gates
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
@@ -33,6 +36,8 @@ from plumb.policy import spec
 from plumb.preemption import execution
 from plumb.scheduler import meters
 from plumb.scheduler import state as state_module
+
+logger = logging.getLogger(__name__)
 
 
 class BindingCycle:
@@ -45,11 +50,14 @@ class BindingCycle:
         binder: Binder,
         may_act: gates.Gate,
         volume_api: prebind.VolumeApi | None = None,
+        claim_api: claimreservations.ClaimApi | None = None,
     ) -> None:
         self._state = state
         self._binder = binder
         self._may_act = may_act  # asked by PreBind before each write
         self._volume_api = volume_api  # VolumeBinding's PreBind writes (None: no volumes)
+        self._claim_api = claim_api  # DynamicResources' writes (None: no claims)
+        self._unreserves: set[asyncio.Task[None]] = set()
         self._binds: set[asyncio.Task[None]] = set()
         # The nomination written before a PreBind (kube-scheduler's updatePod in bindingCycle).
         self._nominations = execution.Executor(state.recorder)
@@ -61,10 +69,11 @@ class BindingCycle:
         record: trace.Trace,
         plan: volumes_module.BindingPlan | None,
         charged: spec.Policy | None,
+        devices: dynamicresources.Reserved | None = None,
     ) -> None:
         """Bind an assumed pod to ``node`` in the background."""
         task = asyncio.get_running_loop().create_task(
-            self._bind(entry, node, record, plan, charged)
+            self._bind(entry, node, record, plan, charged, devices)
         )
         self._binds.add(task)
         task.add_done_callback(self._binds.discard)
@@ -76,14 +85,15 @@ class BindingCycle:
         record: trace.Trace,
         plan: volumes_module.BindingPlan | None = None,
         charged: spec.Policy | None = None,
+        devices: dynamicresources.Reserved | None = None,
     ) -> None:
-        """The binding cycle: PreBind (volumes), then the binding; a deviation ``charged`` to
-        a policy's budget is refunded unless the binding stands."""
+        """The binding cycle: PreBind (volumes, devices), then the binding; a deviation
+        ``charged`` to a policy's budget is refunded unless the binding stands."""
         pod = entry.pod
         started = time.monotonic()
         stands = False
         try:
-            stands = await self._binding(entry, node, record, plan, started)
+            stands = await self._binding(entry, node, record, plan, started, devices)
         finally:
             if charged is not None and not stands:
                 self._state.policies.refund(charged, pod)
@@ -95,6 +105,7 @@ class BindingCycle:
         record: trace.Trace,
         plan: volumes_module.BindingPlan | None,
         started: float,
+        devices: dynamicresources.Reserved | None = None,
     ) -> bool:
         """Whether the pod was bound to ``node`` (by this try, or an earlier one)."""
         pod = entry.pod
@@ -102,7 +113,7 @@ class BindingCycle:
         # reports it, and the watch must not report it first.
         self._state.uncertain.get(pod.uid, {}).pop(node, None)
         try:
-            if plan is not None and not await self._prebind(entry, plan, record, started):
+            if not await self._prebind(entry, node, plan, devices, record, started):
                 return False
             result = await self._binder.bind(pod, node)
         except asyncio.CancelledError:
@@ -111,6 +122,7 @@ class BindingCycle:
             # line dates the attempt (its time less bind_ms), so no bind goes unaccounted for.
             if plan is not None:
                 self._state.cache.volumes.forget(plan)
+            self._forget_devices(pod, devices)
             self._step_back(entry)
             cancelled = dataclasses.replace(
                 record,
@@ -122,6 +134,7 @@ class BindingCycle:
             self._state.tracer.emit(cancelled, level=logging.INFO)
             raise
         if result.outcome is BindOutcome.NOT_LEADER:
+            self._forget_devices(pod, devices)
             self._step_back(entry)
             return False
         latency = time.monotonic() - started
@@ -161,6 +174,7 @@ class BindingCycle:
         settled = self._state.cache.state(pod.uid) is not cache_module.PodState.ASSUMED
         if not settled:
             self._state.cache.forget(pod.uid)
+            self._forget_devices(pod, devices, unreserve=True)
         if result.outcome is BindOutcome.GONE or settled:
             # Nothing to retry: the pod is gone, or bound (elsewhere, or here after all).
             message, step, level = result.message, 0.0, logging.INFO
@@ -168,7 +182,7 @@ class BindingCycle:
                 message = f"{result.message}; not retried: the watch has settled the pod"
         else:
             message = f"{result.message}; retrying after a backoff"
-            if plan is not None and not plan.empty:
+            if (plan is not None and not plan.empty) or (devices is not None and devices.claims):
                 self._clear_nomination(pod)  # written before its PreBind
             step = self._state.queue.backoff_duration(entry.attempts)
             level = logging.WARNING
@@ -185,50 +199,124 @@ class BindingCycle:
     async def _prebind(
         self,
         entry: queue_module.Entry,
-        plan: volumes_module.BindingPlan,
+        node: str,
+        plan: volumes_module.BindingPlan | None,
+        devices: dynamicresources.Reserved | None,
         record: trace.Trace,
         started: float,
     ) -> bool:
-        """VolumeBinding's PreBind: the plan's claims bound (the PV controller finishes the
-        binding) before the pod is. On failure the assumptions go, the pod gets
-        FailedScheduling with kube-scheduler's words and is retried after a backoff."""
-        if plan.empty:
+        """The PreBind plugins in kube-scheduler's order: VolumeBinding's (the plan's claims
+        bound; the PV controller finishes the binding), then DynamicResources' (each
+        ResourceClaim allocated and reserved for the pod). On failure the assumptions go, the
+        pod gets FailedScheduling with kube-scheduler's words and is retried after a backoff."""
+        volumes = plan is not None and not plan.empty
+        claims = devices is not None and bool(devices.claims)
+        if not volumes and not claims:
             return True
         pod = entry.pod
-        nominated = await self._nominate(pod, plan.node)
-        if self._volume_api is None:
-            outcome = prebind.PreBindResult(
-                ok=False, message=f"{prebind.PREFIX}no API client for volume bindings"
-            )
-        else:
-            outcome = await prebind.prebind(
-                self._volume_api,
-                plan,
-                prebind.Watched(
-                    pod_exists=lambda: self._state.cache.state(pod.uid) is not None,
-                    node_labels=lambda: _labels(self._state.cache.nodes.info(plan.node)),
-                ),
-                gate=self._may_act,
-            )
-        if outcome.ok:
+        nominated = await self._nominate(pod, node)
+        message = ""
+        if plan is not None and volumes:
+            message = await self._prebind_volumes(pod, plan)
+        if not message and devices is not None and claims:
+            message = await self._prebind_devices(pod, devices)
+        if not message:
             return True
         if nominated:
             self._clear_nomination(pod)
-        self._state.cache.volumes.forget(plan)
+        if plan is not None:
+            self._state.cache.volumes.forget(plan)
+        self._forget_devices(pod, devices, unreserve=True)
         if self._state.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
             self._state.cache.forget(pod.uid)
         self._state.metrics.attempt(metrics_module.ERROR, self._state.queue.now() - entry.popped_at)
         step = self._state.queue.backoff_duration(entry.attempts)
         self._state.queue.retry(entry)
-        self._state.recorder.failed_scheduling(pod, outcome.message, step=step)
+        self._state.recorder.failed_scheduling(pod, message, step=step)
         failed = dataclasses.replace(
             record,
             result=trace.BIND_FAILED,
-            message=outcome.message,
+            message=message,
             bind_ms=trace.ms(time.monotonic() - started),
         )
         self._state.tracer.emit(failed, repeat_after=step, level=logging.WARNING)
         return False
+
+    async def _prebind_volumes(
+        self, pod: objects.PodInfo, plan: volumes_module.BindingPlan
+    ) -> str:
+        """VolumeBinding's PreBind: "" when done, else the FailedScheduling message."""
+        if self._volume_api is None:
+            return f"{prebind.PREFIX}no API client for volume bindings"
+        outcome = await prebind.prebind(
+            self._volume_api,
+            plan,
+            prebind.Watched(
+                pod_exists=lambda: self._state.cache.state(pod.uid) is not None,
+                node_labels=lambda: _labels(self._state.cache.nodes.info(plan.node)),
+            ),
+            gate=self._may_act,
+        )
+        return "" if outcome.ok else outcome.message
+
+    async def _prebind_devices(
+        self, pod: objects.PodInfo, devices: dynamicresources.Reserved
+    ) -> str:
+        """DynamicResources' PreBind: "" when every claim is allocated and reserved for the
+        pod (the writes assumed in the store until the watch shows them), else the message."""
+        if self._claim_api is None:
+            return f"{claimreservations.PREFIX}no API client for resource claims"
+        reservations = [
+            claimreservations.Reservation(
+                body=claim.body,
+                allocation=None if allocation is None else allocator.allocation_body(allocation),
+            )
+            for claim, allocation in devices.claims
+        ]
+        outcome = await claimreservations.reserve(
+            self._claim_api, _pod_ref(pod), reservations, gate=self._may_act
+        )
+        store = self._state.cache.dra
+        for body in outcome.written:
+            store.assume_written(draobjects.parse_claim(body), pod.uid)
+        return "" if outcome.ok else outcome.message
+
+    def _forget_devices(
+        self,
+        pod: objects.PodInfo,
+        devices: dynamicresources.Reserved | None,
+        *,
+        unreserve: bool = False,
+    ) -> None:
+        """DynamicResources' Unreserve: the allocations assumed for the pod forgotten, and
+        (``unreserve``) its reservations taken off the claims in the background."""
+        if devices is None or not devices.claims:
+            return
+        store = self._state.cache.dra
+        for claim, allocation in devices.claims:
+            if allocation is not None:
+                store.forget(claim.key)
+        if not unreserve or self._claim_api is None:
+            return
+        claims = [
+            current
+            for claim, _ in devices.claims
+            if (current := store.claim(claim.namespace, claim.name)) is not None
+        ]
+        task = asyncio.get_running_loop().create_task(
+            self._unreserve(self._claim_api, _pod_ref(pod), claims)
+        )
+        self._unreserves.add(task)
+        task.add_done_callback(self._unreserves.discard)
+
+    @staticmethod
+    async def _unreserve(
+        api: claimreservations.ClaimApi,
+        pod: claimreservations.PodRef,
+        claims: list[draobjects.ResourceClaim],
+    ) -> None:
+        for error in await claimreservations.unreserve(api, pod, claims):
+            logger.warning("%s", error)
 
     async def _nominate(self, pod: objects.PodInfo, node: str) -> bool:
         """Where NominatedNodeNameForExpectation is on, tell other components (the cluster
@@ -273,9 +361,9 @@ class BindingCycle:
         return len(tasks)
 
     async def drain(self) -> None:
-        """Wait for the binds in flight (shutdown, tests)."""
-        while self._binds:
-            await asyncio.gather(*list(self._binds), return_exceptions=True)
+        """Wait for the binds in flight and their unreserves (shutdown, tests)."""
+        while self._binds or self._unreserves:
+            await asyncio.gather(*self._binds, *self._unreserves, return_exceptions=True)
 
 
 NOMINATION_GATE = "NominatedNodeNameForExpectation"
@@ -283,3 +371,7 @@ NOMINATION_GATE = "NominatedNodeNameForExpectation"
 
 def _labels(node: objects.NodeInfo | None) -> Mapping[str, str] | None:
     return None if node is None else node.labels
+
+
+def _pod_ref(pod: objects.PodInfo) -> claimreservations.PodRef:
+    return claimreservations.PodRef(namespace=pod.namespace, name=pod.name, uid=pod.uid)

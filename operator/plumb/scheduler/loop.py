@@ -22,7 +22,7 @@ from collections.abc import Callable, Hashable
 from typing import Any
 
 from plumb import events as events_module
-from plumb import prebind, runs
+from plumb import claimreservations, prebind, runs
 from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import journal as journal_module
@@ -30,7 +30,7 @@ from plumb.backend.records import objects
 from plumb.binder import Binder
 from plumb.events import Recorder
 from plumb.framework import cycle, deviation, scoring, traces
-from plumb.framework.plugins import podtopologyspread
+from plumb.framework.plugins import dynamicresources, podtopologyspread
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.k8s import gates
 from plumb.kernel import contract
@@ -70,6 +70,7 @@ class Scheduler:
         clock: Callable[[], float] = time.monotonic,
         offload: postfilter.Offload | None = None,
         volume_api: prebind.VolumeApi | None = None,
+        claim_api: claimreservations.ClaimApi | None = None,
     ) -> None:
         cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
         self.state = state_module.SchedulerState(
@@ -89,7 +90,11 @@ class Scheduler:
         self.feed = feed.ClusterFeed(self.state)
         # What we decided is carried out there, in the background.
         self.binding = binding.BindingCycle(
-            self.state, binder=binder, may_act=may_act, volume_api=volume_api
+            self.state,
+            binder=binder,
+            may_act=may_act,
+            volume_api=volume_api,
+            claim_api=claim_api,
         )
         self.queue.backoff_policy = served.backoff
         self._kernel = meters.timed(kernel, self.metrics)
@@ -445,6 +450,21 @@ class Scheduler:
                 self._report_revert(policy, outcome.reverted)
             budget = self._budget(policy)
         record = dataclasses.replace(record, message=message, deviation=deviation, budget=budget)
+        if decision.node is None and decision.error:
+            # A plugin's error (kube-scheduler's Error status): reason SchedulerError, a
+            # backoff, no wait for a cluster event.
+            meters.count_errors(self.metrics, self.queue, [entry])
+            step = self.queue.backoff_duration(entry.attempts)
+            self.queue.backoff(pod.uid)
+            self.state.recorder.failed_scheduling(
+                pod, message, step=step, reason=events_module.SCHEDULER_ERROR
+            )
+            self.tracer.emit(
+                dataclasses.replace(record, result=trace.SCHEDULER_ERROR),
+                repeat_after=step,
+                level=logging.ERROR,
+            )
+            return False
         if decision.node is None:
             self.queue.unschedulable(pod.uid, decision.plugins)
             self.metrics.attempt(metrics_module.UNSCHEDULABLE, self.queue.now() - entry.popped_at)
@@ -464,6 +484,24 @@ class Scheduler:
             except ValueError:
                 self.queue.requeue(entry)  # a volume went while the kernel ran
                 return False
+        devices = None
+        profile = self.served.get(pod.scheduler_name)
+        if (
+            pod.resource_claims
+            and profile is not None
+            and dynamicresources.NAME in profile.filters
+        ):
+            # DynamicResources' Reserve: the claims' allocation on this node, assumed.
+            devices = dynamicresources.allocate_on(
+                pod, node, self.cache.dra, profile.kube.devices, dynamicresources.MATCHER
+            )
+            if devices is None:
+                self.queue.requeue(entry)  # a claim or a device changed while the kernel ran
+                return False
+            for claim, allocation in devices.claims:
+                if allocation is not None:
+                    self.cache.dra.assume(claim.key, allocation, pod.uid)
+        if plan is not None:
             self.cache.volumes.assume(plan)
         self.cache.assume(pod, decision.node)
         self.post_filter.forget(pod.uid)  # placed: its nomination, if any, holds nothing now
@@ -476,7 +514,7 @@ class Scheduler:
                 # Placed within the rules: a deviation an earlier attempt paid for (one whose
                 # binding was cut short by a change of leader) is not used.
                 self.policies.refund(policy, pod)
-        self.binding.start(entry, decision.node, record, plan, charged)
+        self.binding.start(entry, decision.node, record, plan, charged, devices)
         return True
 
     def _budget(self, policy: spec.Policy) -> trace.BudgetRecord | None:
@@ -513,7 +551,12 @@ class Scheduler:
         # A pod the resource scorers count otherwise while scheduled than once placed (a
         # corner of pod-level requests) too: the kernel adds what it was scored with.
         return (
-            bool(pod.scheduling.host_ports or pod.claims or pod.nonzero_incoming)
+            bool(
+                pod.scheduling.host_ports
+                or pod.claims
+                or pod.resource_claims
+                or pod.nonzero_incoming
+            )
             or pod.uid in self.state.nominations
         )
 

@@ -1,0 +1,287 @@
+"""DynamicResources: a pod's ResourceClaims allocated on the node it goes to, as kube-scheduler's
+plugin decides it (plugins/dynamicresources/dynamicresources.go), over plumb's DRA store.
+
+- PreEnqueue (the queue, backend/cache/dra.py ``pod_claims``): a pod whose claims are not all
+  there waits, untried.
+- PreFilter (``prefilter``): the pod's claims looked up; a claim allocated and reserved for as
+  many pods as it may be (and not this one) is "resourceclaim in use"; one being allocated for
+  another pod (assumed, not yet written) waits; a request's DeviceClass must exist. Each
+  failure names no node: every node is rejected for it, UnschedulableAndUnresolvable.
+- Filter (``filter``): per node, a claim allocated already must be reachable from it
+  ("resourceclaim not available on the node"); the claims still to allocate go through the
+  structured allocator (framework/devices/allocator.py) with the devices every other claim
+  holds (allocated, or assumed by plumb) taken. Its words are the node's reason; an allocator
+  error (a broken selector, a missing class) ends the pod's attempt as an error. kube-scheduler
+  runs this filter after every other but NodeDeclaredFeatures, so its reasons are compiled as
+  reasons checked last (kernel/contract.py), and the allocator runs only on nodes the filters
+  before it left (the static ones: resources and constraints are the kernel's, and a node that
+  fails those reports them first).
+- Score (``filter`` too): with prioritized lists, the node's allocation scores the subrequests
+  it chose (computeScore), normalised over the feasible nodes in the kernel.
+- Reserve (``allocate_on``): the chosen node's allocation found again over the store as it is
+  then, and assumed there until PreBind's write is seen (claimreservations.py writes it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from plumb.backend.cache import dra, snapshot
+from plumb.backend.records import draobjects, objects
+from plumb.framework import emulation
+from plumb.framework.devices import allocator, expressions
+
+NAME = "DynamicResources"
+# Filter's and PreFilter's words (dynamicresources.go).
+IN_USE = "resourceclaim in use"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+BEING_ALLOCATED = "resource claim {claim} is in the process of being allocated"
+NO_CLASS = "request {request}: device class {device_class} does not exist"
+NO_PRIORITIZED_LIST = (
+    "resource claim {claim}, request {request}: has subrequests, but the DRAPrioritizedList "
+    "feature is disabled"
+)
+UNKNOWN_REQUEST = "resource claim {claim}, request {request}: unknown request type"
+# statusUnschedulable is UnschedulableAndUnresolvable: evicting pods frees no device here.
+UNRESOLVABLE = True
+# resourceapi.ResourceClaimReservedForMaxSize.
+RESERVED_FOR_MAX = 256
+# A Filter error: how kube-scheduler's framework wraps it (runtime/framework.go RunFilterPlugins).
+FILTER_ERROR = 'running "{plugin}" filter plugin: {error}'
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Failure:
+    """PreFilter's verdict on every node, or an allocator error (``error``: the attempt ends
+    as an error, retried after a backoff, as kube-scheduler's Error status)."""
+
+    message: str
+    error: bool = False
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class PodDevices:
+    """PreFilter's state: the pod's claims in spec order, and those still to allocate."""
+
+    claims: tuple[draobjects.ResourceClaim, ...]
+    to_allocate: tuple[draobjects.ResourceClaim, ...]
+
+    @property
+    def empty(self) -> bool:
+        return not self.claims
+
+
+def _reserved_for(claim: draobjects.ResourceClaim, pod: objects.PodInfo) -> bool:
+    return any(c.uid == pod.uid for c in claim.reserved_for)
+
+
+def _check_classes(
+    claim: draobjects.ResourceClaim, store: dra.DraStore, features: emulation.DeviceFeatures
+) -> str | None:
+    for request in claim.spec.requests:
+        if request.exactly is not None:
+            if store.device_class(request.exactly.device_class) is None:
+                return NO_CLASS.format(
+                    request=request.name, device_class=request.exactly.device_class
+                )
+        elif request.first_available:
+            if not features.prioritized_list:
+                return NO_PRIORITIZED_LIST.format(claim=claim.key, request=request.name)
+            for sub in request.first_available:
+                if store.device_class(sub.device_class) is None:
+                    return NO_CLASS.format(
+                        request=f"{request.name}/{sub.name}", device_class=sub.device_class
+                    )
+        else:
+            return UNKNOWN_REQUEST.format(claim=claim.key, request=request.name)
+    return None
+
+
+def prefilter(
+    pod: objects.PodInfo, store: dra.DraStore, features: emulation.DeviceFeatures
+) -> PodDevices | Failure | None:
+    """The pod's claims (None: it has none, the plugin skips it), or why no node will do."""
+    if not pod.resource_claims:
+        return None
+    lookup = store.pod_claims(pod)
+    if lookup.error:
+        return Failure(lookup.error)
+    claims = tuple(claim for _, claim in lookup.claims)
+    if not claims:
+        return None
+    to_allocate = []
+    for claim in claims:
+        if claim.allocation is not None:
+            if len(claim.reserved_for) >= RESERVED_FOR_MAX and not _reserved_for(claim, pod):
+                return Failure(IN_USE)
+            continue
+        if store.pending(claim.namespace, claim.name) is not None:
+            return Failure(BEING_ALLOCATED.format(claim=claim.key))
+        problem = claim.problem or _check_classes(claim, store, features)
+        if problem is not None:
+            return Failure(problem)
+        to_allocate.append(claim)
+    return PodDevices(claims=claims, to_allocate=tuple(to_allocate))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class NodeVerdicts:
+    """Filter over the nodes: ``fails`` and each failing node's reason (an index into
+    ``reasons``), the raw score of each node that passes, or an error for the whole pod."""
+
+    fails: snapshot.BoolArray
+    reason: np.ndarray  # int32 per node, -1 where it passes
+    reasons: tuple[str, ...]
+    raw_score: np.ndarray  # int64 per node
+    error: str | None = None
+
+
+Matcher = allocator.DeviceMatcher
+# Selector verdicts, each kept until its device's slice changes (the feed forgets a deleted
+# slice's): one cache for the process, as kube-scheduler's plugin keeps one.
+VERDICTS = expressions.SelectorVerdicts()
+
+
+def matcher(verdicts: expressions.SelectorVerdicts) -> Matcher:
+    """The allocator's selector evaluation, each verdict kept until its slice changes."""
+
+    def matches(
+        expression: str,
+        driver: str,
+        pool: str,
+        slice: draobjects.ResourceSlice,
+        device: draobjects.Device,
+    ) -> bool:
+        return verdicts.matches(expression, slice, device)
+
+    return matches
+
+
+def _node_view(node: objects.NodeInfo) -> allocator.NodeView:
+    return allocator.NodeView(name=node.name, labels=node.labels)
+
+
+def _allocate(
+    devices: PodDevices,
+    node: objects.NodeInfo,
+    store: dra.DraStore,
+    features: emulation.DeviceFeatures,
+    state: dra.AllocatedState,
+    matches: Matcher,
+) -> allocator.AllocationOutcome:
+    pools = store.pools(node, emulation.pool_rules(features))
+    classes = {c.name: c for c in store.classes()}
+    return allocator.allocate(
+        node=_node_view(node),
+        claims=devices.to_allocate,
+        pools=pools,
+        classes=classes,
+        state=state,
+        features=features,
+        matches=matches,
+    )
+
+
+def filter(
+    devices: PodDevices,
+    statics: snapshot.NodeStatics,
+    visit: snapshot.BoolArray,
+    store: dra.DraStore,
+    features: emulation.DeviceFeatures,
+    matches: Matcher,
+    *,
+    scored: bool,
+) -> NodeVerdicts:
+    """Filter (and Score, when ``scored``) on the nodes ``visit`` marks (those the filters
+    before it pass); the others pass here, as kube-scheduler never asks this plugin of them."""
+    total = len(statics)
+    fails = np.zeros(total, dtype=np.bool_)
+    reason = np.full(total, -1, dtype=np.int32)
+    raw = np.zeros(total, dtype=np.int64)
+    reasons: dict[str, int] = {}
+    state = store.allocated(consumable=features.consumable_capacity)
+
+    def fail(n: int, message: str) -> None:
+        fails[n] = True
+        reason[n] = reasons.setdefault(message, len(reasons))
+
+    allocated = [c for c in devices.claims if c.allocation is not None]
+    for n in np.flatnonzero(visit):
+        node = statics.nodes[int(n)]
+        if any(not dra.reaches_allocation(c.allocation, node) for c in allocated):
+            fail(int(n), NOT_AVAILABLE)
+            continue
+        if not devices.to_allocate:
+            continue
+        outcome = _allocate(devices, node, store, features, state, matches)
+        if isinstance(outcome, allocator.AllocationFailed):
+            return NodeVerdicts(
+                fails=fails,
+                reason=reason,
+                reasons=tuple(reasons),
+                raw_score=raw,
+                error=FILTER_ERROR.format(plugin=NAME, error=outcome.message),
+            )
+        if isinstance(outcome, allocator.Unallocatable):
+            fail(int(n), outcome.message)
+            continue
+        if scored:
+            raw[n] = allocator.score(_with_allocations(devices, outcome.allocations))
+    return NodeVerdicts(fails=fails, reason=reason, reasons=tuple(reasons), raw_score=raw)
+
+
+def _with_allocations(
+    devices: PodDevices, allocations: Sequence[draobjects.Allocation]
+) -> list[tuple[draobjects.ResourceClaim, draobjects.Allocation]]:
+    found = iter(allocations)
+    out = []
+    for claim in devices.claims:
+        allocation = claim.allocation if claim.allocation is not None else next(found)
+        out.append((claim, allocation))
+    return out
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Reserved:
+    """Reserve's outcome on the chosen node: the claims PreBind writes, each with the
+    allocation the cycle made for it (None: allocated already)."""
+
+    node: str
+    claims: tuple[tuple[draobjects.ResourceClaim, draobjects.Allocation | None], ...]
+
+
+def allocate_on(
+    pod: objects.PodInfo,
+    node: objects.NodeInfo,
+    store: dra.DraStore,
+    features: emulation.DeviceFeatures,
+    matches: Matcher,
+) -> Reserved | None:
+    """Reserve: the claims' allocation on the chosen node, over the store as it is now; None
+    when that no longer holds (a claim or device changed while the kernel ran: try again)."""
+    devices = prefilter(pod, store, features)
+    if devices is None:
+        return Reserved(node=node.name, claims=())
+    if isinstance(devices, Failure):
+        return None
+    for claim in devices.claims:
+        if claim.allocation is not None and not dra.reaches_allocation(claim.allocation, node):
+            return None
+    outcome = _allocate(
+        devices, node, store, features, store.allocated(consumable=features.consumable_capacity), matches
+    )
+    if not isinstance(outcome, allocator.Allocated):
+        return None
+    found: Mapping[str, draobjects.Allocation] = {
+        c.key: a for c, a in zip(devices.to_allocate, outcome.allocations, strict=True)
+    }
+    return Reserved(
+        node=node.name,
+        claims=tuple((claim, found.get(claim.key)) for claim in devices.claims),
+    )
+
+
+MATCHER = matcher(VERDICTS)

@@ -107,18 +107,6 @@ class ClaimLookup:
     error: str = ""
 
 
-def claim_names(pod: objects.PodInfo) -> tuple[str, ...]:
-    """The names of the claims a pod's spec.resourceClaims name, as far as known now
-    (resourceclaim.Name: a template's claim once status.resourceClaimStatuses names it)."""
-    names = []
-    for entry in pod.resource_claims:
-        if entry.claim_name:
-            names.append(entry.claim_name)
-        elif entry.template_name and pod.claim_statuses.get(entry.name):
-            names.append(pod.claim_statuses[entry.name])
-    return tuple(names)
-
-
 def _uses_compatibility_groups(piece: draobjects.ResourceSlice) -> bool:
     return any(c.compatibility_groups for d in piece.devices for c in d.consumes_counters)
 

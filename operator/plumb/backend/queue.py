@@ -438,9 +438,11 @@ class SchedulingQueue:
             return
         entry.where = Where.GATED
         entry.gated_by = gate
-        if gate == SCHEDULING_GATES:
-            self._turned_away.pop(uid, None)  # only an update of the pod lets it in
-        else:
+        self._turned_away.pop(uid, None)
+        if gate != SCHEDULING_GATES:  # spec gates: only an update of the pod lets it in
+            # Asked again after UNSCHEDULABLE_TIMEOUT at the latest, as kube-scheduler's flush
+            # of its unschedulable pool asks its PreEnqueue plugins again: oldest first.
+            entry.since = self._clock()
             self._turned_away[uid] = entry
 
     def _index_claims(self, pod: objects.PodInfo, sign: int) -> None:
@@ -510,10 +512,16 @@ class SchedulingQueue:
             if now - entry.since < UNSCHEDULABLE_TIMEOUT:
                 break
             self._to_active_or_gated(entry)
+        while self._turned_away:
+            entry = next(iter(self._turned_away.values()))
+            if now - entry.since < UNSCHEDULABLE_TIMEOUT:
+                break
+            self._to_active_or_gated(entry)  # let in, or turned away again (then last)
 
     def _next_deadline(self, now: float) -> float | None:
         deadlines = [self._backoff[0][0]] if self._backoff else []
-        if self._unschedulable:
-            oldest = next(iter(self._unschedulable.values()))
-            deadlines.append(oldest.since + UNSCHEDULABLE_TIMEOUT)
+        for waiting in (self._unschedulable, self._turned_away):
+            if waiting:
+                oldest = next(iter(waiting.values()))
+                deadlines.append(oldest.since + UNSCHEDULABLE_TIMEOUT)
         return max(0.0, min(deadlines) - now) if deadlines else None

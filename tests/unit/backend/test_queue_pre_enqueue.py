@@ -109,3 +109,14 @@ async def test_a_deleted_pod_is_no_claim_user(queue: SchedulingQueue, claims: Cl
     queue.move_claim_users("ml", "team-gpus", DRA_ONLY)
     assert len(queue) == 0
     assert await pop_names(queue) == []
+
+
+async def test_a_pod_turned_away_is_asked_again_after_five_minutes(claims: Claims) -> None:
+    clock = ManualClock()
+    queue = SchedulingQueue(clock=clock, pre_enqueue=claims)
+    queue.add(claim_pod("train", claim="team-gpus"))
+    claims.existing.add("team-gpus")  # an event the queue never heard of
+    clock.advance(299)
+    assert await pop_names(queue) == []
+    clock.advance(1)
+    assert await pop_names(queue) == ["train"]

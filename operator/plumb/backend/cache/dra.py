@@ -210,7 +210,10 @@ class DraStore:
         # Pod uid -> keys of the claims reserved for it (status.reservedFor).
         self._reserved: dict[str, set[str]] = {}
         self._consumers: dict[str, tuple[str, ...]] = {}  # claim key -> those uids
-        self._pool_cache: dict[str, tuple[int, Mapping[str, str], PoolRules, Any]] = {}
+        # Node name -> (slices_generation, its labels, the rules, its pools) when gathered.
+        self._pool_cache: dict[
+            str, tuple[int, Mapping[str, str], PoolRules, tuple[draobjects.Pool, ...]]
+        ] = {}
 
     # Events --------------------------------------------------------------------------------
 
@@ -385,8 +388,7 @@ class DraStore:
             and cached[1] == node.labels
             and cached[2] == rules
         ):
-            result: tuple[draobjects.Pool, ...] = cached[3]
-            return result
+            return cached[3]
         result = self._gather(node, rules)
         self._pool_cache[node.name] = (self.slices_generation, node.labels, rules, result)
         return result
@@ -600,6 +602,7 @@ class DraStore:
         if before != piece:
             self.generation += 1
             self.slices_generation += 1
+            self._pool_cache.clear()
             self._journal.note(journal_module.Reslice(name=name, slice=before))
 
     def _put_class(self, name: str, device_class: draobjects.DeviceClass | None) -> None:

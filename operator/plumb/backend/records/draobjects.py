@@ -116,6 +116,9 @@ class CounterConsumption:
 
     counter_set: str
     counters: Mapping[str, Quantity]
+    # compatibilityGroups (v1.37, alpha DRADeviceCompatibilityGroups): the allocator ignores
+    # a slice whose devices declare any while the gate is off.
+    compatibility_groups: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -428,7 +431,11 @@ def _device(raw: Mapping[str, Any], where: str) -> Device:
         attributes=MappingProxyType(attributes),
         capacity=MappingProxyType(capacity),
         consumes_counters=tuple(
-            CounterConsumption(str(c.get("counterSet", "")), _counters(c.get("counters")))
+            CounterConsumption(
+                str(c.get("counterSet", "")),
+                _counters(c.get("counters")),
+                tuple(str(g) for g in c.get("compatibilityGroups") or ()),
+            )
             for c in raw.get("consumesCounters") or ()
         ),
         selection=selection,

@@ -1,0 +1,1 @@
+"""Dynamic Resource Allocation's device selection: CEL selectors and the structured allocator."""

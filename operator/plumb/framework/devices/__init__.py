@@ -1,1 +1,1 @@
-"""Dynamic Resource Allocation's device selection: CEL selectors and the structured allocator."""
+"""Dynamic Resource Allocation's device selection: the CEL selectors and the allocator."""

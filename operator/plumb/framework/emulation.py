@@ -134,6 +134,12 @@ class DeviceFeatures:
     binding_conditions: bool = True
     consumable_capacity: bool = True
     fractional_capacity_range: bool = False
+    # v1.36 (pools_incubating.go): a slice publishing shared counters belongs to every
+    # node's view of its pool, whatever its node selection.
+    counter_slices_everywhere: bool = False
+    # DRADeviceCompatibilityGroups (alpha, off): without it a slice whose devices name
+    # compatibility groups is left out, which leaves its pool incomplete.
+    compatibility_groups: bool = False
     # v1.34 (pools_experimental.go): a pool missing slices is still allocated from (only
     # "All" refuses it), a newer generation elsewhere does not retire it, slices with
     # sharedCounters are kept without DRAPartitionableDevices, and an invalid pool reached
@@ -364,6 +370,8 @@ def _device_features(minor: int, gates: Mapping[str, bool]) -> DeviceFeatures:
         binding_conditions=binding,
         consumable_capacity=on["consumable"],
         fractional_capacity_range=on["fractional"],
+        counter_slices_everywhere=minor == 36,
+        compatibility_groups=on["groups"],
         legacy_pools=minor == 34,
         distinct_attribute=variant == "experimental" or (variant == "incubating" and minor >= 36),
         distinct_values=minor >= 35,

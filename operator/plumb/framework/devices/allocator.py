@@ -3,8 +3,8 @@
 The story of one ``allocate`` call (Filter, for one node; structured/internal/incubating of
 k8s.io/dynamic-resource-allocation, the variant kube-scheduler runs with its default gates):
 
-1. gather the pools the node reaches (``pools.gather``: sorted, incomplete and invalid ones
-   marked);
+1. the pools the node reaches come gathered (the DRA store's ``pools(node, pool_rules(...))``,
+   GatherPools: sorted, the incomplete and invalid ones marked);
 2. check every claim's requests (classes, features, counts, "All" resolved to its devices,
    at most 32 results per claim) and build its constraints; a problem here is an error that
    stops the pod's scheduling cycle (``AllocationFailed``), as it would on any node;
@@ -17,7 +17,7 @@ k8s.io/dynamic-resource-allocation, the variant kube-scheduler runs with its def
    the node selector. No solution: ``Unallocatable`` with the Filter's words.
 
 Selectors are evaluated through an injected ``DeviceMatcher`` (framework/devices/expressions.py
-implements it); results are cached per device and request, as Go does. Pure: no I/O.
+implements one); results are cached per device and request, as Go does. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -29,15 +29,13 @@ from fractions import Fraction
 from types import MappingProxyType
 from typing import Protocol
 
-from plumb.backend.records import draobjects, specs
+from plumb.backend.cache import dra
+from plumb.backend.records import draobjects, objects, specs
 from plumb.framework import emulation
-from plumb.framework.devices import capacities, constraints, pools
+from plumb.framework.devices import capacities, constraints
 
-DeviceId = pools.DeviceId
-NodeView = pools.NodeView
-SliceIndex = pools.SliceIndex
-index_slices = pools.index_slices
-index_pools = pools.index_pools
+DeviceId = tuple[str, str, str]
+PoolId = tuple[str, str]
 
 # resourceapi.AllocationResultsMaxSize and FirstAvailableDeviceRequestMaxSize (v1.34 to v1.37).
 RESULTS_LIMIT = 32
@@ -56,8 +54,8 @@ _EMPTY: Mapping[str, Fraction] = MappingProxyType({})
 
 class DeviceMatcher(Protocol):
     """Evaluates one CEL selector for one device: True if it matches. On failure it raises an
-    exception whose text is CEL's error (the allocator adds where it came from); one with a
-    true ``compile_error`` attribute is reported as a compile error."""
+    exception carrying CEL's error: ``detail`` (else its text) and ``at_compile`` (a compile
+    error), as expressions.SelectorError does; the allocator words where it happened."""
 
     def __call__(
         self,
@@ -66,49 +64,17 @@ class DeviceMatcher(Protocol):
         pool: str,
         slice: draobjects.ResourceSlice,
         device: draobjects.Device,
+        /,
     ) -> bool: ...
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class AllocatedState:
-    """The devices other claims hold, allocated or in flight (schedulerapi.AllocatedState):
-    ``devices`` exclusively; ``shared``: shareable devices with at least one share; ``consumed``:
-    the capacity their shares take together (DRAConsumableCapacity)."""
-
-    devices: frozenset[DeviceId] = frozenset()
-    shared: frozenset[DeviceId] = frozenset()
-    consumed: Mapping[DeviceId, Mapping[str, Fraction]] = dataclasses.field(default_factory=dict)
-
-    def allocated(self, device: DeviceId) -> bool:
-        """Whether the device is taken at all (IsDeviceAllocated): its counters are in use."""
-        return device in self.devices or device in self.shared or device in self.consumed
-
-
-def allocated_state(
-    allocations: Iterable[draobjects.Allocation], *, consumable_capacity: bool
-) -> AllocatedState:
-    """The state the allocations of other claims leave (foreachAllocatedDevice): devices with
-    admin access are not taken; a share (shareID) is one only with DRAConsumableCapacity, else
-    the device counts as taken."""
-    devices: set[DeviceId] = set()
-    shared: set[DeviceId] = set()
-    consumed: dict[DeviceId, dict[str, Fraction]] = {}
-    for allocation in allocations:
-        for result in allocation.devices:
-            if result.admin_access:
-                continue
-            if consumable_capacity and result.share_id:
-                shared.add(result.device_id)
-                if result.consumed_capacity:
-                    into = consumed.setdefault(result.device_id, {})
-                    for name, q in result.consumed_capacity.items():
-                        into[name] = into.get(name, Fraction(0)) + q.value
-                continue
-            devices.add(result.device_id)
-    return AllocatedState(
-        devices=frozenset(devices),
-        shared=frozenset(shared),
-        consumed=MappingProxyType({k: MappingProxyType(v) for k, v in consumed.items()}),
+def pool_rules(features: emulation.DeviceFeatures) -> dra.PoolRules:
+    """How the DRA store gathers a node's pools for the release and gates in force."""
+    return dra.PoolRules(
+        whole_pool=not features.legacy_pools,
+        partitionable=features.partitionable_devices,
+        counter_slices_everywhere=features.counter_slices_everywhere,
+        compatibility_groups=features.compatibility_groups,
     )
 
 
@@ -140,19 +106,20 @@ AllocationOutcome = Allocated | Unallocatable | AllocationFailed
 
 def allocate(
     *,
-    node: NodeView,
+    node: objects.NodeInfo,
     claims: Sequence[draobjects.ResourceClaim],
-    slices: SliceIndex,
+    pools: Sequence[draobjects.Pool],
     classes: Mapping[str, draobjects.DeviceClass],
-    state: AllocatedState,
+    state: dra.AllocatedState,
     features: emulation.DeviceFeatures,
     matches: DeviceMatcher,
 ) -> AllocationOutcome:
-    """What kube-scheduler's Filter finds for these claims (those of the pod still to allocate,
-    in the pod's order) on this node, with these devices taken by others."""
+    """What kube-scheduler's Filter finds on ``node`` for ``claims`` (the pod's claims still to
+    allocate, in the pod's order), searching ``pools`` (the node's, as gathered with
+    ``pool_rules(features)``), with ``state``'s devices taken by other claims."""
     if not claims:
         return Allocated(())
-    search = _Search(node, tuple(claims), slices, classes, state, features, matches)
+    search = _Search(node, tuple(claims), tuple(pools), classes, state, features, matches)
     try:
         search.prepare()
         if not search.one(0, 0, 0, 0, False, (0, 0, 0)):
@@ -203,7 +170,7 @@ class _Candidate:
     device_id: DeviceId
     device: draobjects.Device
     slice: draobjects.ResourceSlice
-    pool: pools.GatheredPool
+    pool: draobjects.Pool
 
 
 @dataclasses.dataclass(slots=True)
@@ -239,24 +206,25 @@ class _Search:
 
     def __init__(
         self,
-        node: NodeView,
+        node: objects.NodeInfo,
         claims: tuple[draobjects.ResourceClaim, ...],
-        slices: SliceIndex,
+        pools: tuple[draobjects.Pool, ...],
         classes: Mapping[str, draobjects.DeviceClass],
-        state: AllocatedState,
+        state: dra.AllocatedState,
         features: emulation.DeviceFeatures,
         matches: DeviceMatcher,
     ) -> None:
-        self.node, self.claims, self.classes = node, claims, classes
+        self.node, self.claims, self.pools, self.classes = node, claims, pools, classes
         self.state, self.features, self.matches = state, features, matches
-        self.pools = pools.gather(node, slices, features)
+        # Devices with a share allocated (the state's shared ids), worked out when needed.
+        self._shared: frozenset[DeviceId] | None = None
         self.requests: dict[Key, _Request] = {}
         self.constraints: list[list[constraints.Constraint]] = [[] for _ in claims]
         self.selectable: dict[tuple[DeviceId, Key], bool] = {}
         self.allocating: dict[DeviceId, set[int]] = {}
         self.allocating_capacity: dict[DeviceId, dict[str, Fraction]] = {}
-        self.available_counters: dict[pools.PoolId, dict[str, dict[str, Fraction]]] = {}
-        self.consumed_counters: dict[pools.PoolId, dict[str, dict[str, Fraction]]] = {}
+        self.available_counters: dict[PoolId, dict[str, dict[str, Fraction]]] = {}
+        self.consumed_counters: dict[PoolId, dict[str, dict[str, Fraction]]] = {}
         self.results: list[list[_Result]] = [[] for _ in claims]
 
     # --- step 2: the claims' requests and constraints ---
@@ -353,15 +321,15 @@ class _Search:
     def _everything(self, key: Key, data: _Request, who: str) -> list[_Candidate]:
         found: list[_Candidate] = []
         for pool in self.pools:
+            label = f"{pool.driver}/{pool.name}"
             if pool.incomplete:
                 raise _Fatal(
-                    f"{who}: asks for all devices, but resource pool {pool.label} is currently "
+                    f"{who}: asks for all devices, but resource pool {label} is currently "
                     "being updated"
                 )
             if pool.invalid:
                 raise _Fatal(
-                    f"{who}: asks for all devices, but resource pool {pool.label} is currently "
-                    "invalid"
+                    f"{who}: asks for all devices, but resource pool {label} is currently invalid"
                 )
             for s in pool.slices:
                 for device in s.devices:
@@ -486,6 +454,19 @@ class _Search:
             undo.run()
         return done
 
+    def _shared_devices(self) -> frozenset[DeviceId]:
+        if self._shared is None:
+            self._shared = frozenset(share[:3] for share in self.state.shared)
+        return self._shared
+
+    def _allocated(self, device_id: DeviceId) -> bool:
+        """IsDeviceAllocated: taken whole, by a share, or with capacity consumed."""
+        return (
+            device_id in self.state.devices
+            or device_id in self.state.consumed
+            or device_id in self._shared_devices()
+        )
+
     def _in_use(self, device_id: DeviceId) -> bool:
         return device_id in self.state.devices or bool(self.allocating.get(device_id))
 
@@ -493,7 +474,7 @@ class _Search:
         if device_id in self.state.consumed or device_id in self.allocating_capacity:
             return True
         # v1.37: a share without consumed capacity is recorded by its shareID only.
-        return self.features.strict_capacity and device_id in self.state.shared
+        return self.features.strict_capacity and device_id in self._shared_devices()
 
     def _selectable(
         self,
@@ -514,7 +495,10 @@ class _Search:
                 key, device, device_id, s, data.device_class, data.device_class.selectors
             )
             and self._selectors(key, device, device_id, s, None, data.spec.selectors)
-            and (not s.per_device_node_selection or pools.node_matches(self.node, device.selection))
+            and (
+                not s.per_device_node_selection
+                or (device.selection is not None and dra.reaches(device.selection, self.node))
+            )
         )
         self.selectable[(device_id, key)] = ok
         return ok
@@ -538,8 +522,9 @@ class _Search:
                     if device_class is not None
                     else f"claim {_kobj(self.claims[key[0]])}"
                 )
-                text = str(error)
-                if getattr(error, "compile_error", False):
+                detail = getattr(error, "detail", None)
+                text = detail if isinstance(detail, str) else str(error)
+                if getattr(error, "at_compile", False):
                     raise _Fatal(f"{where}: selector #{i}: CEL compile error: {text}") from None
                 if self.features.cel_error_names_device:
                     if "no such key:" in text:
@@ -667,12 +652,15 @@ class _Search:
         """checkAvailableCounters: the pool's counters left once the devices others hold and
         those taken so far are counted; every counter of the pool must stay covered."""
         pool = cand.pool
-        available = self.available_counters.get(pool.id)
+        available = self.available_counters.get(pool.key)
         if available is None:
-            available = {name: dict(counters) for name, counters in pool.counter_sets.items()}
-            for s in pool.slices + pool.elsewhere:
+            available = {
+                name: {k: q.value for k, q in counter_set.counters.items()}
+                for name, counter_set in pool.counter_sets.items()
+            }
+            for s in pool.slices + pool.other_slices:
                 for device in s.devices:
-                    if not self.state.allocated((s.driver, s.pool, device.name)):
+                    if not self._allocated((s.driver, s.pool, device.name)):
                         continue
                     for use in device.consumes_counters:
                         left = available.get(use.counter_set)
@@ -681,8 +669,8 @@ class _Search:
                         for name, q in use.counters.items():
                             if name in left:
                                 left[name] -= q.value
-            self.available_counters[pool.id] = available
-        taken = self.consumed_counters.setdefault(pool.id, {})
+            self.available_counters[pool.key] = available
+        taken = self.consumed_counters.setdefault(pool.key, {})
         for use in cand.device.consumes_counters:
             into = taken.setdefault(use.counter_set, {})
             for name, q in use.counters.items():
@@ -696,7 +684,7 @@ class _Search:
         return True
 
     def release_counters(self, cand: _Candidate) -> None:
-        taken = self.consumed_counters[cand.pool.id]
+        taken = self.consumed_counters[cand.pool.key]
         for use in cand.device.consumes_counters:
             into = taken[use.counter_set]
             for name, q in use.counters.items():

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 
 from plumb.backend.records import draobjects
 from plumb.framework import emulation
-from plumb.framework.devices import pools
 
+DeviceId = tuple[str, str, str]
 _SCALARS = (bool, int, str, draobjects.SemVer)
 
 
@@ -63,11 +63,11 @@ class Constraint:
         return bool(subrequest) and f"{request}/{subrequest}" in self.requests
 
     def add(
-        self, request: str, subrequest: str, device: draobjects.Device, device_id: pools.DeviceId
+        self, request: str, subrequest: str, device: draobjects.Device, device_id: DeviceId
     ) -> bool:
         raise NotImplementedError
 
-    def remove(self, request: str, subrequest: str, device_id: pools.DeviceId) -> None:
+    def remove(self, request: str, subrequest: str, device_id: DeviceId) -> None:
         raise NotImplementedError
 
 
@@ -78,7 +78,7 @@ class MatchAttribute(Constraint):
         self.count = 0
 
     def add(
-        self, request: str, subrequest: str, device: draobjects.Device, device_id: pools.DeviceId
+        self, request: str, subrequest: str, device: draobjects.Device, device_id: DeviceId
     ) -> bool:
         if not self.applies(request, subrequest):
             return True
@@ -93,14 +93,14 @@ class MatchAttribute(Constraint):
         self.count += 1
         return True
 
-    def remove(self, request: str, subrequest: str, device_id: pools.DeviceId) -> None:
+    def remove(self, request: str, subrequest: str, device_id: DeviceId) -> None:
         if self.applies(request, subrequest):
             self.count -= 1
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Seen:
-    device_id: pools.DeviceId
+    device_id: DeviceId
     value: draobjects.AttributeValue
 
 
@@ -126,7 +126,7 @@ class DistinctAttribute(Constraint):
         return True
 
     def add(
-        self, request: str, subrequest: str, device: draobjects.Device, device_id: pools.DeviceId
+        self, request: str, subrequest: str, device: draobjects.Device, device_id: DeviceId
     ) -> bool:
         if not self.applies(request, subrequest):
             return True
@@ -145,7 +145,7 @@ class DistinctAttribute(Constraint):
         self.seen.append(new)
         return True
 
-    def remove(self, request: str, subrequest: str, device_id: pools.DeviceId) -> None:
+    def remove(self, request: str, subrequest: str, device_id: DeviceId) -> None:
         if not self.applies(request, subrequest):
             return
         if self.per_request:

@@ -483,3 +483,558 @@ def test_an_alternative_over_the_limit_is_skipped_for_the_next() -> None:
     assert chosen(allocate([the_claim], [ONE], classes)) == [
         [("req-0/subReq-1", DRIVER_A, "pool-1", "device-1")]
     ]
+
+
+# --- allocationMode All -------------------------------------------------------------------
+
+
+def test_all_devices_of_every_pool() -> None:
+    slices = [
+        slice_("slice-1", device("device-1")),
+        slice_("slice-2", device("device-1"), pool="pool-2"),
+    ]
+    outcome = allocate([claim("claim-0", every("req-0", CLASS_A))], slices)
+    assert chosen(outcome) == [
+        [("req-0", DRIVER_A, "pool-1", "device-1"), ("req-0", DRIVER_A, "pool-2", "device-1")]
+    ]
+
+
+@pytest.mark.parametrize("minor", [34, 37])
+def test_all_devices_of_an_incomplete_pool_is_an_error(minor: int) -> None:
+    outcome = allocate(
+        [claim("claim-0", every("req-0", CLASS_A))],
+        [slice_("slice-1", device("device-1"), count=2)],
+        minor=minor,
+    )
+    assert failed(outcome) == (
+        "claim claim-0, request req-0: asks for all devices, but resource pool driver-a/pool-1 "
+        "is currently being updated"
+    )
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_all_devices_plus_another_claim_of_another_class(order: tuple[int, int]) -> None:
+    claims = [
+        claim("claim-0", every("req-0", CLASS_A)),
+        claim("claim-1", req("req-0", CLASS_B)),
+    ]
+    slices = [
+        slice_("slice-a", device("device-1"), device("device-2")),
+        slice_("slice-b", device("device-1"), driver=DRIVER_B),
+    ]
+    classes = [klass(CLASS_A, DRIVER_A), klass(CLASS_B, DRIVER_B)]
+    outcome = allocate([claims[i] for i in order], slices, classes)
+    expected = [
+        [("req-0", DRIVER_A, "pool-1", "device-1"), ("req-0", DRIVER_A, "pool-1", "device-2")],
+        [("req-0", DRIVER_B, "pool-1", "device-1")],
+    ]
+    assert chosen(outcome) == [expected[i] for i in order]
+
+
+@pytest.mark.parametrize("order", [(0, 1), (1, 0)])
+def test_all_devices_and_one_more_of_the_same_cannot_both_be_had(order: tuple[int, int]) -> None:
+    claims = [claim("claim-0", every("req-0", CLASS_A)), claim("claim-1", req("req-0", CLASS_A))]
+    outcome = allocate([claims[i] for i in order], [ONE])
+    assert refused(outcome) == allocator.CANNOT_ALLOCATE
+
+
+def test_all_devices_when_one_is_taken_is_none() -> None:
+    slices = [slice_("slice-1", device("device-1"), device("device-2"))]
+    outcome = allocate(
+        [claim("claim-0", every("req-0", CLASS_A))],
+        slices,
+        taken=[(DRIVER_A, "pool-1", "device-1")],
+    )
+    assert refused(outcome) == allocator.CANNOT_ALLOCATE
+
+
+def test_all_devices_of_an_empty_slice_is_none() -> None:
+    outcome = allocate([claim("claim-0", every("req-0", CLASS_A))], [slice_("slice-1")])
+    assert refused(outcome) == allocator.CANNOT_ALLOCATE
+
+
+# --- admin access -------------------------------------------------------------------------
+
+
+def test_admin_access_uses_devices_others_hold_and_says_so() -> None:
+    slices = [slice_("slice-1", device("device-1"), device("device-2"))]
+    the_claim = claim("claim-0", every("req-0", CLASS_A, admin_access=True))
+    outcome = allocate([the_claim], slices, taken=[(DRIVER_A, "pool-1", "device-1")])
+    assert chosen(outcome) == [
+        [("req-0", DRIVER_A, "pool-1", "device-1"), ("req-0", DRIVER_A, "pool-1", "device-2")]
+    ]
+    assert isinstance(outcome, allocator.Allocated)
+    assert [d.admin_access for d in outcome.allocations[0].devices] == [True, True]
+
+
+def test_two_admin_claims_share_a_device_but_one_claim_cannot_take_it_twice() -> None:
+    slices = [slice_("slice-1", device("device-1"), device("device-2"))]
+    claims = [
+        claim("claim-0", req("req-0", CLASS_A, admin_access=True)),
+        claim("claim-1", req("req-0", CLASS_A, admin_access=True)),
+    ]
+    assert chosen(allocate(claims, slices)) == [
+        [("req-0", DRIVER_A, "pool-1", "device-1")],
+        [("req-0", DRIVER_A, "pool-1", "device-1")],
+    ]
+    # In one claim, a device taken by one admin request is not free for the next one.
+    both = claim(
+        "claim-0",
+        req("req-0", CLASS_A, admin_access=True),
+        every("req-1", CLASS_A, admin_access=True),
+    )
+    assert refused(allocate([both], slices)) == allocator.CANNOT_ALLOCATE
+
+
+def test_an_admin_claim_may_follow_a_normal_one_on_the_same_device() -> None:
+    slices = [slice_("slice-1", device("device-1"), device("device-2"))]
+    claims = [
+        claim("claim-0", req("req-0", CLASS_A)),
+        claim("claim-1", req("req-0", CLASS_A, admin_access=True)),
+    ]
+    outcome = allocate(claims, slices)
+    assert chosen(outcome) == [
+        [("req-0", DRIVER_A, "pool-1", "device-1")],
+        [("req-0", DRIVER_A, "pool-1", "device-1")],
+    ]
+
+
+# --- node selection of the allocation -----------------------------------------------------
+
+
+def test_network_attached_devices_give_their_selectors_merged() -> None:
+    slices = [
+        slice_("slice-1", device("device-1"), where=labelled("region", "region-1")),
+        slice_("slice-2", device("device-1"), where=ALL_NODES, pool="pool-2"),
+        slice_("slice-3", device("device-1"), where=labelled("planet", "earth"), pool="pool-3"),
+        slice_(
+            "slice-4",
+            device("device-1"),
+            pool="pool-4",
+            where=draobjects.NodeSelection(
+                terms=(
+                    specs.NodeSelectorTerm(
+                        fields=(specs.Requirement("metadata.name", "In", ("node-1",)),)
+                    ),
+                )
+            ),
+        ),
+    ]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A, 4))], slices)
+    assert [r[2] for r in chosen(outcome)[0]] == ["pool-1", "pool-2", "pool-3", "pool-4"]
+    assert fields_selector(outcome) == [
+        (
+            (("region", "In", ("region-1",)), ("planet", "In", ("earth",))),
+            (("metadata.name", "In", ("node-1",)),),
+        )
+    ]
+
+
+def test_a_network_attached_device_for_another_region_is_not_seen() -> None:
+    slices = [slice_("slice-1", device("device-1"), where=labelled("region", "region-1"))]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices, node=NODE_2)
+    assert refused(outcome) == allocator.CANNOT_ALLOCATE
+
+
+def test_one_local_device_makes_the_allocation_local() -> None:
+    slices = [
+        slice_("slice-1", device("device-1"), where=labelled("region", "region-1")),
+        slice_("slice-2", device("device-1"), pool="pool-2"),
+    ]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A, 2))], slices)
+    assert fields_selector(outcome) == [((), LOCAL_1)]
+
+
+def test_a_device_reachable_everywhere_needs_no_selector() -> None:
+    slices = [slice_("slice-1", device("device-1"), where=ALL_NODES)]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices)
+    assert fields_selector(outcome) is None
+
+
+@pytest.mark.parametrize(("minor", "local"), [(35, False), (36, True)])
+def test_a_device_binding_to_the_node_makes_it_local_from_v1_36(minor: int, local: bool) -> None:
+    slices = [
+        slice_("slice-1", device("device-1", binds_to_node=True), where=labelled("planet", "earth"))
+    ]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices, minor=minor)
+    expected = [((), LOCAL_1)] if local else [((("planet", "In", ("earth",)),), ())]
+    assert fields_selector(outcome) == expected
+
+
+# --- constraints ----------------------------------------------------------------------------
+
+ATTRIBUTES = {"driverVersion": draobjects.SemVer("1.0.0"), "numa": 1}
+
+
+def test_match_attribute_of_every_kind() -> None:
+    both = {**ATTRIBUTES, "stringAttribute": "value", "boolAttribute": True}
+    slices = [
+        slice_("slice-1", device("device-1", attributes=both), device("device-2", attributes=both))
+    ]
+    the_claim = claim(
+        "claim-0",
+        req("req-0", CLASS_A),
+        req("req-1", CLASS_A),
+        constraints=tuple(
+            match(f"{DRIVER_A}/{a}")
+            for a in ("numa", "driverVersion", "stringAttribute", "boolAttribute")
+        ),
+    )
+    assert chosen(allocate([the_claim], slices)) == [
+        [("req-0", DRIVER_A, "pool-1", "device-1"), ("req-1", DRIVER_A, "pool-1", "device-2")]
+    ]
+
+
+@pytest.mark.parametrize(
+    ("attribute", "values"),
+    [
+        ("numa", (1, 2)),
+        ("stringAttribute", ("a", "b")),
+        ("boolAttribute", (True, False)),
+        ("driverVersion", (draobjects.SemVer("1.0.0"), draobjects.SemVer("2.0.0"))),
+        ("numa", (1, True)),  # an int and a bool never match
+    ],
+)
+def test_match_attribute_with_different_values_finds_nothing(
+    attribute: str, values: tuple[Any, Any]
+) -> None:
+    slices = [
+        slice_(
+            "slice-1",
+            device("device-1", attributes={attribute: values[0]}),
+            device("device-2", attributes={attribute: values[1]}),
+        )
+    ]
+    the_claim = claim(
+        "claim-0", req("req-0", CLASS_A, 2), constraints=(match(f"{DRIVER_A}/{attribute}"),)
+    )
+    assert refused(allocate([the_claim], slices)) == allocator.CANNOT_ALLOCATE
+
+
+def test_a_missing_attribute_breaks_the_constraint() -> None:
+    the_claim = claim(
+        "claim-0", req("req-0", CLASS_A), constraints=(match(f"{DRIVER_A}/NonExistentAttribute"),)
+    )
+    assert refused(allocate([the_claim], [ONE])) == allocator.CANNOT_ALLOCATE
+
+
+def test_an_attribute_of_another_domain_is_looked_up_as_published() -> None:
+    numa = {"resource.kubernetes.io/numaNode": 0}
+    slices = [
+        slice_("slice-1", device("device-1", attributes=numa), device("device-2", attributes=numa))
+    ]
+    the_claim = claim(
+        "claim-0", req("req-0", CLASS_A, 2), constraints=(match("resource.kubernetes.io/numaNode"),)
+    )
+    assert len(chosen(allocate([the_claim], slices))[0]) == 2
+
+
+def test_a_constraint_for_one_request_leaves_the_others_free() -> None:
+    slices = [
+        slice_(
+            "slice-1",
+            device("device-1", attributes={"driverVersion": draobjects.SemVer("1.0.0")}),
+            device("device-2", attributes={"driverVersion": draobjects.SemVer("2.0.0")}),
+        )
+    ]
+    the_claim = claim(
+        "claim-0",
+        req("req-0", CLASS_A),
+        req("req-1", CLASS_A),
+        constraints=(match(f"{DRIVER_A}/driverVersion", "req-0"),),
+    )
+    assert chosen(allocate([the_claim], slices)) == [
+        [("req-0", DRIVER_A, "pool-1", "device-1"), ("req-1", DRIVER_A, "pool-1", "device-2")]
+    ]
+
+
+def test_a_constraint_makes_the_search_go_back() -> None:
+    def dev(name: str, version: str, text: str) -> draobjects.Device:
+        attrs = {"driverVersion": draobjects.SemVer(version), "stringAttribute": text}
+        return device(name, attributes=attrs)
+
+    slices = [
+        slice_(
+            "slice-1",
+            dev("device-1", "1.0.0", "a"),
+            dev("device-2", "2.0.0", "b"),
+            dev("device-3", "3.0.0", "b"),
+        )
+    ]
+    the_claim = claim(
+        "claim-0",
+        req("req-0", CLASS_A),
+        req("req-1", CLASS_A),
+        constraints=(
+            match(f"{DRIVER_A}/driverVersion", "req-0"),
+            match(f"{DRIVER_A}/stringAttribute"),
+        ),
+    )
+    assert chosen(allocate([the_claim], slices)) == [
+        [("req-0", DRIVER_A, "pool-1", "device-2"), ("req-1", DRIVER_A, "pool-1", "device-3")]
+    ]
+
+
+def test_all_devices_breaking_a_constraint_is_an_error() -> None:
+    slices = [
+        slice_(
+            "slice-1",
+            device("device-1", attributes={"numa": 1}),
+            device("device-2", attributes={"numa": 2}),
+        )
+    ]
+    the_claim = claim("claim-0", every("req-0", CLASS_A), constraints=(match(f"{DRIVER_A}/numa"),))
+    assert failed(allocate([the_claim], slices)) == (
+        "claim claim-0, request req-0: cannot add device driver-a/pool-1/device-2 because a "
+        "claim constraint would not be satisfied"
+    )
+
+
+# --- configs ------------------------------------------------------------------------------
+
+
+def configs(
+    outcome: allocator.AllocationOutcome, c: int = 0
+) -> list[tuple[str, tuple[str, ...], Any]]:
+    assert isinstance(outcome, allocator.Allocated), outcome
+    return [(s, o.requests, o.parameters) for s, o in outcome.allocations[c].config]
+
+
+@pytest.mark.parametrize(("minor", "requests"), [(36, ("req-0",)), (37, ())])
+def test_a_class_config_is_copied_for_its_requests(minor: int, requests: tuple[str, ...]) -> None:
+    outcome = allocate(
+        [claim("claim-0", req("req-0", CLASS_A))],
+        [ONE],
+        [klass(CLASS_A, DRIVER_A, "classAttribute")],
+        minor=minor,
+    )
+    # v1.37 writes a config that is for every request with no requests (meaning all).
+    assert configs(outcome) == [("FromClass", requests, {"classAttribute": "classAttributeValue"})]
+
+
+def test_each_class_config_once_naming_its_requests_then_the_claims() -> None:
+    slices = [
+        slice_("slice-1", device("device-0"), device("device-1")),
+        slice_("slice-2", device("device-1"), driver=DRIVER_B),
+    ]
+    claim_config = draobjects.Opaque(driver=DRIVER_A, parameters={"claim": "x"})
+    the_claim = claim(
+        "claim-0",
+        req("req-0", CLASS_A),
+        req("req-1", CLASS_A),
+        req("req-2", CLASS_B),
+        config=(claim_config,),
+    )
+    classes = [klass(CLASS_A, DRIVER_A, "A"), klass(CLASS_B, DRIVER_B, "B")]
+    outcome = allocate([the_claim], slices, classes)
+    assert chosen(outcome) == [
+        [
+            ("req-0", DRIVER_A, "pool-1", "device-0"),
+            ("req-1", DRIVER_A, "pool-1", "device-1"),
+            ("req-2", DRIVER_B, "pool-1", "device-1"),
+        ]
+    ]
+    assert configs(outcome) == [
+        ("FromClass", ("req-0", "req-1"), {"A": "AValue"}),
+        ("FromClass", ("req-2",), {"B": "BValue"}),
+        ("FromClaim", (), {"claim": "x"}),
+    ]
+
+
+@pytest.mark.parametrize(("minor", "copies"), [(36, 2), (37, 1)])
+def test_a_claim_config_for_two_requests(minor: int, copies: int) -> None:
+    # Before v1.37 the config was added once per request it names.
+    slices = [slice_("slice-1", *(device(f"device-{i}") for i in range(3)))]
+    claim_config = draobjects.Opaque(
+        driver=DRIVER_A, parameters={"deviceAttribute": "v"}, requests=("req-0", "req-1")
+    )
+    the_claim = claim(
+        "claim-0",
+        req("req-0", CLASS_A),
+        req("req-1", CLASS_A),
+        req("req-2", CLASS_A),
+        config=(claim_config,),
+    )
+    outcome = allocate([the_claim], slices, minor=minor)
+    assert (
+        configs(outcome) == [("FromClaim", ("req-0", "req-1"), {"deviceAttribute": "v"})] * copies
+    )
+
+
+@pytest.mark.parametrize(("minor", "requests"), [(36, ("req-0/subReq-1",)), (37, ())])
+def test_configs_follow_the_chosen_subrequest(minor: int, requests: tuple[str, ...]) -> None:
+    slices = [slice_("slice-1", device("device-1"), device("device-2"), driver=DRIVER_B)]
+    the_claim = claim(
+        "claim-0",
+        first("req-0", sub("subReq-0", CLASS_A), sub("subReq-1", CLASS_B, 2)),
+        config=(
+            draobjects.Opaque(driver=DRIVER_A, parameters="foo", requests=("req-0/subReq-0",)),
+            draobjects.Opaque(driver=DRIVER_B, parameters="bar", requests=("req-0/subReq-1",)),
+        ),
+    )
+    classes = [klass(CLASS_A, DRIVER_A, "a"), klass(CLASS_B, DRIVER_B, "b")]
+    outcome = allocate([the_claim], slices, classes, minor=minor)
+    assert chosen(outcome) == [
+        [
+            ("req-0/subReq-1", DRIVER_B, "pool-1", "device-1"),
+            ("req-0/subReq-1", DRIVER_B, "pool-1", "device-2"),
+        ]
+    ]
+    assert (
+        configs(outcome)
+        == [
+            ("FromClass", requests, {"b": "bValue"}),
+            ("FromClaim", ("req-0/subReq-1",), "bar"),
+        ]
+        if minor == 36
+        else [("FromClass", (), {"b": "bValue"}), ("FromClaim", (), "bar")]
+    )
+
+
+def test_a_claim_config_scoped_to_one_request_keeps_its_requests() -> None:
+    slices = [slice_("slice-1", device("device-0"), device("device-1"))]
+    the_claim = claim(
+        "claim-0",
+        first("req-0", sub("subReq-0", CLASS_A), sub("subReq-1", CLASS_B)),
+        req("req-1", CLASS_A),
+        config=(
+            draobjects.Opaque(
+                driver=DRIVER_A, parameters="scoped", requests=("req-0/subReq-0", "req-0/subReq-1")
+            ),
+        ),
+    )
+    classes = [klass(CLASS_A, DRIVER_A), klass(CLASS_B, DRIVER_B)]
+    outcome = allocate([the_claim], slices, classes)
+    assert configs(outcome) == [("FromClaim", ("req-0/subReq-0", "req-0/subReq-1"), "scoped")]
+
+
+# --- prioritized lists (firstAvailable) ---------------------------------------------------
+
+
+def test_the_first_available_subrequest_that_fits_is_taken() -> None:
+    the_claim = claim("claim-0", first("req-0", sub("subReq-0", CLASS_B), sub("subReq-1", CLASS_A)))
+    classes = [klass(CLASS_A, DRIVER_A), klass(CLASS_B, DRIVER_B)]
+    assert chosen(allocate([the_claim], [ONE], classes)) == [
+        [("req-0/subReq-1", DRIVER_A, "pool-1", "device-1")]
+    ]
+
+
+def test_no_subrequest_fits() -> None:
+    slices = [
+        slice_("slice-1", device("device-1")),
+        slice_("slice-2", device("device-1"), driver=DRIVER_B, pool="pool-2"),
+    ]
+    the_claim = claim(
+        "claim-0", first("req-0", sub("subReq-0", CLASS_B, 2), sub("subReq-1", CLASS_A, 2))
+    )
+    classes = [klass(CLASS_A, DRIVER_A), klass(CLASS_B, DRIVER_B)]
+    assert refused(allocate([the_claim], slices, classes)) == allocator.CANNOT_ALLOCATE
+
+
+def test_subrequests_with_selectors_make_the_request_before_go_back() -> None:
+    slices = [
+        slice_(
+            "slice-1",
+            device("device-1", memory="2Gi"),
+            device("device-2", memory="2Gi"),
+            device("device-3", memory="1Gi"),
+        )
+    ]
+    the_claim = claim(
+        "claim-0",
+        req("req-0", CLASS_A, 1, memory_at_least("1Gi")),
+        first(
+            "req-1",
+            sub("subReq-0", CLASS_A, 1, memory_at_least("4Gi")),
+            sub("subReq-1", CLASS_A, 2, memory_at_least("2Gi")),
+        ),
+    )
+    assert chosen(allocate([the_claim], slices)) == [
+        [
+            ("req-0", DRIVER_A, "pool-1", "device-3"),
+            ("req-1/subReq-1", DRIVER_A, "pool-1", "device-1"),
+            ("req-1/subReq-1", DRIVER_A, "pool-1", "device-2"),
+        ]
+    ]
+
+
+@pytest.mark.parametrize("named", ["req-1", "req-1/subReq-0"])
+def test_a_constraint_may_name_a_request_or_one_of_its_subrequests(named: str) -> None:
+    def dev(name: str, memory: str, version: str) -> draobjects.Device:
+        return device(name, memory=memory, attributes={"driverVersion": draobjects.SemVer(version)})
+
+    slices = [
+        slice_("slice-1", dev("device-1", "8Gi", "1.0.0")),
+        slice_(
+            "slice-2",
+            dev("device-2", "2Gi", "2.0.0"),
+            dev("device-3", "1Gi", "1.0.0"),
+            pool="pool-2",
+        ),
+    ]
+    the_claim = claim(
+        "claim-0",
+        req("req-0", CLASS_A, 1, memory_at_least("8Gi")),
+        first(
+            "req-1",
+            sub("subReq-0", CLASS_A, 1, memory_at_least("2Gi")),
+            sub("subReq-1", CLASS_A, 1, memory_at_least("1Gi")),
+        ),
+        constraints=(match(f"{DRIVER_A}/driverVersion", "req-0", named),),
+    )
+    # Naming the request binds both subrequests; naming subReq-0 leaves subReq-1 free.
+    expected = "device-3" if named == "req-1" else "device-2"
+    assert chosen(allocate([the_claim], slices))[0][1][3] == expected
+
+
+def test_a_subrequest_for_all_devices_when_one_is_taken_falls_to_the_next() -> None:
+    slices = [slice_("slice-1", device("device-1"), device("device-2"))]
+    the_claim = claim(
+        "claim-0",
+        first("req-0", sub("subReq-0", CLASS_A, 0, mode=draobjects.ALL), sub("subReq-1", CLASS_A)),
+    )
+    outcome = allocate([the_claim], slices, taken=[(DRIVER_A, "pool-1", "device-1")])
+    assert chosen(outcome) == [[("req-0/subReq-1", DRIVER_A, "pool-1", "device-2")]]
+
+
+def test_a_prioritized_list_goes_back_for_a_later_request() -> None:
+    slices = [
+        slice_("slice-1", device("device-1", memory="8Gi")),
+        slice_("slice-2", device("device-2", memory="4Gi"), pool="pool-2"),
+    ]
+    the_claim = claim(
+        "claim-0",
+        first(
+            "req-0",
+            sub("subReq-0", CLASS_A, 1, memory_at_least("8Gi")),
+            sub("subReq-1", CLASS_A, 1, memory_at_least("4Gi")),
+        ),
+        req("req-1", CLASS_A, 1, memory_at_least("8Gi")),
+    )
+    assert chosen(allocate([the_claim], slices)) == [
+        [
+            ("req-0/subReq-1", DRIVER_A, "pool-2", "device-2"),
+            ("req-1", DRIVER_A, "pool-1", "device-1"),
+        ]
+    ]
+
+
+# --- Score: prioritized lists -------------------------------------------------------------
+
+
+def test_score_rewards_earlier_subrequests() -> None:
+    the_claim = claim(
+        "claim-0",
+        first("req-0", sub("subReq-0", CLASS_A), sub("subReq-1", CLASS_A)),
+        req("req-1", CLASS_A),
+    )
+
+    def allocation(request: str) -> draobjects.Allocation:
+        result = draobjects.AllocatedDevice(
+            request=request, driver=DRIVER_A, pool="pool-1", device="device-1"
+        )
+        return draobjects.Allocation(devices=(result,))
+
+    assert allocator.score([(the_claim, allocation("req-0/subReq-0"))]) == 8
+    assert allocator.score([(the_claim, allocation("req-0/subReq-1"))]) == 7
+    assert allocator.score([(the_claim, allocation("req-1"))]) == 0

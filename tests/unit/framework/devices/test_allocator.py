@@ -1038,3 +1038,307 @@ def test_score_rewards_earlier_subrequests() -> None:
     assert allocator.score([(the_claim, allocation("req-0/subReq-0"))]) == 8
     assert allocator.score([(the_claim, allocation("req-0/subReq-1"))]) == 7
     assert allocator.score([(the_claim, allocation("req-1"))]) == 0
+
+
+# --- partitionable devices (shared counters) ----------------------------------------------
+
+
+def counter_slice(
+    name: str, *sets: draobjects.CounterSet, count: int = 2, **more: Any
+) -> draobjects.ResourceSlice:
+    return slice_(name, shared=sets, count=count, **more)
+
+
+def memory_device(name: str, memory: str, counter_set: str = "counter-set-1") -> draobjects.Device:
+    return device(name, memory=memory, consumes_counters=(uses(counter_set, memory=memory),))
+
+
+def test_devices_share_the_counters_of_their_pool() -> None:
+    slices = [
+        slice_(
+            "slice-1",
+            memory_device("device-1", "4Gi"),
+            memory_device("device-2", "6Gi"),
+            memory_device("device-3", "4Gi"),
+            count=2,
+        ),
+        counter_slice("slice-2", counters("counter-set-1", memory="8Gi")),
+    ]
+    the_claim = claim("claim-0", req("req-0", CLASS_A), req("req-1", CLASS_A))
+    assert chosen(allocate([the_claim], slices)) == [
+        [("req-0", DRIVER_A, "pool-1", "device-1"), ("req-1", DRIVER_A, "pool-1", "device-3")]
+    ]
+
+
+def test_counters_used_by_devices_others_hold_are_not_free() -> None:
+    def dev(name: str, cpus: str, memory: str) -> draobjects.Device:
+        return device(name, consumes_counters=(uses("counter-set-1", cpus=cpus, memory=memory),))
+
+    slices = [
+        slice_(
+            "slice-1",
+            dev("device-1", "6", "4Gi"),
+            dev("device-2", "4", "6Gi"),
+            dev("device-3", "4", "4Gi"),
+            count=2,
+        ),
+        counter_slice("slice-2", counters("counter-set-1", cpus="8", memory="18Gi")),
+        slice_(
+            "slice-3",
+            dev("device-1", "6", "4Gi"),
+            dev("device-2", "1", "7Gi"),
+            dev("device-3", "1", "7Gi"),
+            pool="pool-2",
+            count=2,
+        ),
+        counter_slice("slice-4", counters("counter-set-1", cpus="8", memory="18Gi"), pool="pool-2"),
+    ]
+    taken = [
+        (DRIVER_A, "pool-1", "device-2"),
+        (DRIVER_A, "pool-1", "device-3"),
+        (DRIVER_A, "pool-2", "device-1"),
+    ]
+    the_claim = claim("claim-0", req("req-0", CLASS_A), req("req-1", CLASS_A))
+    assert chosen(allocate([the_claim], slices, taken=taken)) == [
+        [("req-0", DRIVER_A, "pool-2", "device-2"), ("req-1", DRIVER_A, "pool-2", "device-3")]
+    ]
+
+
+def test_an_overdrawn_counter_set_blocks_every_device_of_the_pool() -> None:
+    slices = [
+        slice_(
+            "slice-1", memory_device("device-1", "4Gi"), memory_device("device-2", "20Gi"), count=2
+        ),
+        counter_slice("slice-2", counters("counter-set-1", memory="18Gi")),
+    ]
+    outcome = allocate(
+        [claim("claim-0", req("req-0", CLASS_A))], slices, taken=[(DRIVER_A, "pool-1", "device-2")]
+    )
+    assert refused(outcome) == allocator.CANNOT_ALLOCATE
+
+
+def test_devices_elsewhere_still_use_the_counters() -> None:
+    # The pool spans two nodes; the device node-1 holds draws on the counters node-2 sees.
+    slices = [
+        counter_slice("slice-1", counters("counter-set-1", memory="8Gi"), count=3),
+        slice_("slice-2", memory_device("device-1", "6Gi"), count=3),
+        slice_(
+            "slice-3",
+            memory_device("device-2", "6Gi"),
+            memory_device("device-3", "2Gi"),
+            where=on_node("node-2"),
+            count=3,
+        ),
+    ]
+    outcome = allocate(
+        [claim("claim-0", req("req-0", CLASS_A))],
+        slices,
+        node=NODE_2,
+        taken=[(DRIVER_A, "pool-1", "device-1")],
+    )
+    assert chosen(outcome) == [[("req-0", DRIVER_A, "pool-1", "device-3")]]
+    assert fields_selector(outcome) == [((), (("metadata.name", "In", ("node-2",)),))]
+
+
+@pytest.mark.parametrize(("minor", "device_chosen"), [(35, "device-2"), (36, "device-1")])
+def test_devices_with_counters_wait_for_partitionable_devices(
+    minor: int, device_chosen: str
+) -> None:
+    # v1.35's default refuses a device that uses counters; its counter slice still counts
+    # for the pool being complete (partitionable-devices-disabled-other-device-...).
+    slices = [
+        slice_("slice-1", memory_device("device-1", "4Gi"), device("device-2"), count=2),
+        counter_slice("slice-2", counters("counter-set-1", memory="18Gi")),
+    ]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices, minor=minor)
+    assert chosen(outcome) == [[("req-0", DRIVER_A, "pool-1", device_chosen)]]
+
+
+@pytest.mark.parametrize(
+    "slices",
+    [
+        [
+            slice_(
+                "slice-1", device("device-1", consumes_counters=(uses("counter-set-2"),)), count=2
+            ),
+            counter_slice("slice-2", counters("counter-set-1")),
+        ],
+        [
+            slice_("slice-1", memory_device("device-1", "8Gi"), count=2),
+            counter_slice("slice-2", counters("counter-set-1", **{"other-memory": "8Gi"})),
+        ],
+        [
+            slice_("slice-1", device("device-1"), count=4),
+            counter_slice("slice-2", counters("counter-set-1"), count=4),
+            slice_("slice-3", device("device-2"), count=4),
+            counter_slice("slice-4", counters("counter-set-1"), count=4),
+        ],
+    ],
+    ids=["unknown-counter-set", "unknown-counter", "counter-set-twice"],
+)
+def test_a_pool_whose_counters_do_not_add_up_is_invalid(
+    slices: list[draobjects.ResourceSlice],
+) -> None:
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices)
+    assert refused(outcome) == "invalid resource pools were encountered"
+
+
+def test_per_device_node_selection() -> None:
+    slices = [
+        slice_(
+            "slice-1",
+            dataclasses.replace(memory_device("device-1", "4Gi"), selection=on_node("node-1")),
+            dataclasses.replace(memory_device("device-2", "6Gi"), selection=on_node("node-2")),
+            where=PER_DEVICE,
+            count=2,
+        ),
+        counter_slice("slice-2", counters("counter-set-1", memory="18Gi"), where=PER_DEVICE),
+    ]
+    the_claim = claim(
+        "claim-0",
+        first(
+            "req-0",
+            sub("subReq-0", CLASS_A, 1, memory_at_least("6Gi")),
+            sub("subReq-1", CLASS_A, 1, memory_at_least("4Gi")),
+        ),
+    )
+    outcome = allocate([the_claim], slices)
+    assert chosen(outcome) == [[("req-0/subReq-1", DRIVER_A, "pool-1", "device-1")]]
+    assert fields_selector(outcome) == [((), LOCAL_1)]
+    # Without partitionable devices such a slice is not used at all.
+    assert refused(allocate([the_claim], slices, minor=35)) == allocator.CANNOT_ALLOCATE
+
+
+def test_per_device_node_selectors_merge() -> None:
+    slices = [
+        slice_(
+            "slice-1",
+            dataclasses.replace(
+                memory_device("device-1", "4Gi"), selection=labelled("region", "region-1")
+            ),
+            where=PER_DEVICE,
+            count=2,
+        ),
+        counter_slice("slice-2", counters("counter-set-1", memory="18Gi"), where=PER_DEVICE),
+    ]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices)
+    assert fields_selector(outcome) == [((("region", "In", ("region-1",)),), ())]
+
+
+# --- device taints --------------------------------------------------------------------------
+
+NO_SCHEDULE = draobjects.DeviceTaint(key="taint-key", value="taint-value", effect="NoSchedule")
+NO_EXECUTE = draobjects.DeviceTaint(key="taint-key", value="taint-value-2", effect="NoExecute")
+NO_EFFECT = draobjects.DeviceTaint(key="taint-key", value="taint-value", effect="None")
+TOLERATE_NO_SCHEDULE = draobjects.DeviceToleration(
+    key="taint-key", operator="Exists", effect="NoSchedule"
+)
+TOLERATE_NO_EXECUTE = draobjects.DeviceToleration(
+    key="taint-key", operator="Equal", value="taint-value-2", effect="NoExecute"
+)
+TAINTED = slice_(
+    "slice-1", device("device-1", taints=(NO_SCHEDULE,)), device("device-2", taints=(NO_EXECUTE,))
+)
+
+
+def test_tainted_devices_are_not_allocated() -> None:
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], [TAINTED])
+    assert refused(outcome) == allocator.CANNOT_ALLOCATE
+
+
+def test_a_tolerated_taint_and_the_tolerations_in_the_result() -> None:
+    the_claim = claim("claim-0", req("req-0", CLASS_A, tolerations=(TOLERATE_NO_EXECUTE,)))
+    outcome = allocate([the_claim], [TAINTED])
+    assert chosen(outcome) == [[("req-0", DRIVER_A, "pool-1", "device-2")]]
+    assert isinstance(outcome, allocator.Allocated)
+    assert outcome.allocations[0].devices[0].tolerations == (TOLERATE_NO_EXECUTE,)
+
+
+def test_a_subrequests_tolerations_count_for_it_alone() -> None:
+    the_claim = claim(
+        "claim-0",
+        first(
+            "req-0",
+            sub("subReq-0", CLASS_A),
+            sub("subReq-1", CLASS_A, tolerations=(TOLERATE_NO_EXECUTE,)),
+        ),
+    )
+    assert chosen(allocate([the_claim], [TAINTED])) == [
+        [("req-0/subReq-1", DRIVER_A, "pool-1", "device-2")]
+    ]
+
+
+@pytest.mark.parametrize(("minor", "allocated"), [(34, False), (37, True)])
+def test_a_taint_without_effect(minor: int, allocated: bool) -> None:
+    gates = {"DRADeviceTaints": True} if minor == 34 else None
+    slices = [slice_("slice-1", device("device-1", taints=(NO_EFFECT,)))]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices, minor=minor, gates=gates)
+    assert isinstance(outcome, allocator.Allocated) == allocated
+
+
+@pytest.mark.parametrize(("minor", "allocated"), [(35, True), (36, False)])
+def test_taints_count_from_v1_36(minor: int, allocated: bool) -> None:
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], [TAINTED], minor=minor)
+    assert isinstance(outcome, allocator.Allocated) == allocated
+
+
+def test_admin_access_does_not_override_a_taint() -> None:
+    slices = [slice_("slice-1", device("device-1", taints=(NO_SCHEDULE,)))]
+    the_claim = claim("claim-0", req("req-0", CLASS_A, admin_access=True))
+    assert refused(allocate([the_claim], slices)) == allocator.CANNOT_ALLOCATE
+    assert chosen(allocate([the_claim], slices, minor=35)) == [
+        [("req-0", DRIVER_A, "pool-1", "device-1")]
+    ]
+
+
+def test_all_devices_with_a_taint() -> None:
+    slices = [slice_("slice-1", device("device-1", taints=(NO_SCHEDULE,)))]
+    assert refused(allocate([claim("claim-0", every("req-0", CLASS_A))], slices)) == (
+        allocator.CANNOT_ALLOCATE
+    )
+
+
+@pytest.mark.parametrize(("minor", "kept"), [(34, False), (35, True)])
+def test_results_carry_tolerations_from_v1_35(minor: int, kept: bool) -> None:
+    the_claim = claim("claim-0", req("req-0", CLASS_A, tolerations=(TOLERATE_NO_SCHEDULE,)))
+    outcome = allocate([the_claim], [ONE], minor=minor)
+    assert isinstance(outcome, allocator.Allocated)
+    assert bool(outcome.allocations[0].devices[0].tolerations) == kept
+
+
+# --- binding conditions ---------------------------------------------------------------------
+
+
+def bound(name: str, *conditions: str) -> draobjects.Device:
+    return device(
+        name,
+        binding_conditions=conditions,
+        binding_failure_conditions=tuple(f"{c}Failed" for c in conditions),
+    )
+
+
+def test_binding_conditions_are_copied_into_the_results() -> None:
+    slices = [slice_("slice-1", device("device-1"), bound("device-2", "IsPrepared"))]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A), req("req-1", CLASS_A))], slices)
+    assert isinstance(outcome, allocator.Allocated)
+    results = outcome.allocations[0].devices
+    assert [(r.device, r.binding_conditions, r.binding_failure_conditions) for r in results] == [
+        ("device-1", (), ()),
+        ("device-2", ("IsPrepared",), ("IsPreparedFailed",)),
+    ]
+
+
+@pytest.mark.parametrize("minor", [34, 35])
+def test_devices_with_binding_conditions_wait_for_the_gates(minor: int) -> None:
+    slices = [slice_("slice-1", bound("device-1", "IsPrepared"))]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices, minor=minor)
+    assert refused(outcome) == allocator.CANNOT_ALLOCATE
+
+
+def test_pools_with_binding_conditions_come_last() -> None:
+    slices = [
+        slice_("slice-a", bound("device-1", "IsPrepared"), pool="pool-a"),
+        slice_("slice-b", device("device-1"), pool="pool-b"),
+    ]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices)
+    assert chosen(outcome) == [[("req-0", DRIVER_A, "pool-b", "device-1")]]

@@ -1342,3 +1342,425 @@ def test_pools_with_binding_conditions_come_last() -> None:
     ]
     outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices)
     assert chosen(outcome) == [[("req-0", DRIVER_A, "pool-b", "device-1")]]
+
+
+# --- consumable capacity (allowMultipleAllocations) ---------------------------------------
+
+
+def shareable(
+    name: str, policy: draobjects.CapacityPolicy | None = None, **capacity: str
+) -> draobjects.Device:
+    return device(
+        name,
+        allow_multiple_allocations=True,
+        capacity={k: draobjects.Capacity(q(v), policy) for k, v in capacity.items()},
+    )
+
+
+RANGE_2_2_4 = draobjects.CapacityPolicy(default=q("2"), minimum=q("2"), step=q("2"), maximum=q("4"))
+SHARED_CLASS = draobjects.DeviceClass(
+    name=CLASS_A,
+    selectors=(f'device.driver == "{DRIVER_A}"', "device.allowMultipleAllocations"),
+)
+
+
+def wants(
+    name: str, amount: str | None = None, cls: str = CLASS_A, **fields: Any
+) -> draobjects.DeviceRequest:
+    capacity = {"capacity-0": q(amount)} if amount is not None else {}
+    return req(name, cls, capacity=capacity, **fields)
+
+
+def shares(outcome: allocator.AllocationOutcome) -> list[list[tuple[str, dict[str, str], bool]]]:
+    """Per claim: the device, what it consumes, and whether the result has a share id."""
+    assert isinstance(outcome, allocator.Allocated), outcome
+    return [
+        [
+            (d.device, {k: v.text for k, v in d.consumed_capacity.items()}, bool(d.share_id))
+            for d in a.devices
+        ]
+        for a in outcome.allocations
+    ]
+
+
+def test_two_claims_share_a_device_with_room_for_both() -> None:
+    slices = [slice_("slice-1", shareable("device-1", **{"capacity-0": "2"}))]
+    claims = [claim("claim-0", wants("req-0", "1")), claim("claim-1", wants("req-0", "1"))]
+    assert shares(allocate(claims, slices, [SHARED_CLASS])) == [
+        [("device-1", {"capacity-0": "1"}, True)],
+        [("device-1", {"capacity-0": "1"}, True)],
+    ]
+
+
+def test_a_request_without_an_amount_takes_the_whole_capacity() -> None:
+    slices = [slice_("slice-1", shareable("device-1", **{"capacity-0": "2"}))]
+    claims = [claim("claim-0", wants("req-0")), claim("claim-1", wants("req-0"))]
+    assert refused(allocate(claims, slices, [SHARED_CLASS])) == allocator.CANNOT_ALLOCATE
+
+
+def test_a_device_without_capacities_is_shared_freely() -> None:
+    slices = [slice_("slice-1", shareable("device-1"))]
+    claims = [claim("claim-0", wants("req-0")), claim("claim-1", wants("req-0"))]
+    assert shares(allocate(claims, slices, [SHARED_CLASS])) == [
+        [("device-1", {}, True)],
+        [("device-1", {}, True)],
+    ]
+
+
+def test_the_policy_default_and_its_range_round_requests_up() -> None:
+    slices = [slice_("slice-1", shareable("device-1", RANGE_2_2_4, **{"capacity-0": "4"}))]
+    default = [claim("claim-0", wants("req-0")), claim("claim-1", wants("req-0"))]
+    assert shares(allocate(default, slices, [SHARED_CLASS])) == [
+        [("device-1", {"capacity-0": "2"}, True)],
+        [("device-1", {"capacity-0": "2"}, True)],
+    ]
+    stepped = [claim("claim-0", wants("req-0", "3"))]
+    assert shares(allocate(stepped, slices, [SHARED_CLASS])) == [
+        [("device-1", {"capacity-0": "4"}, True)]
+    ]
+    over_max = [claim("claim-0", wants("req-0", "6"))]
+    wide = [slice_("slice-1", shareable("device-1", RANGE_2_2_4, **{"capacity-0": "10"}))]
+    assert refused(allocate(over_max, wide, [SHARED_CLASS])) == allocator.CANNOT_ALLOCATE
+
+
+def test_valid_values_round_up_to_the_next() -> None:
+    policy = draobjects.CapacityPolicy(default=q("1"), valid_values=(q("1"), q("3")))
+    slices = [slice_("slice-1", shareable("device-1", policy, **{"capacity-0": "3"}))]
+    outcome = allocate([claim("claim-0", wants("req-0", "2"))], slices, [SHARED_CLASS])
+    assert shares(outcome) == [[("device-1", {"capacity-0": "3"}, True)]]
+
+
+def test_capacity_others_consume_is_not_free() -> None:
+    slices = [
+        slice_(
+            "slice-1",
+            shareable("device-1", RANGE_2_2_4, **{"capacity-0": "2"}),
+            shareable("device-2", RANGE_2_2_4, **{"capacity-0": "2"}),
+        )
+    ]
+    outcome = allocate(
+        [claim("claim-0", wants("req-0", "2"))],
+        slices,
+        [SHARED_CLASS],
+        shared=[(DRIVER_A, "pool-1", "device-1", "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa")],
+        consumed={(DRIVER_A, "pool-1", "device-1"): {"capacity-0": "2"}},
+    )
+    assert shares(outcome) == [[("device-2", {"capacity-0": "2"}, True)]]
+
+
+def test_a_shareable_device_serves_two_requests_of_one_claim() -> None:
+    slices = [slice_("slice-1", shareable("device-1", **{"capacity-0": "2"}))]
+    the_claim = claim("claim-0", wants("req-0", "1"), wants("req-1", "1"))
+    assert shares(allocate([the_claim], slices, [SHARED_CLASS])) == [
+        [("device-1", {"capacity-0": "1"}, True), ("device-1", {"capacity-0": "1"}, True)]
+    ]
+
+
+def test_a_dedicated_device_with_a_capacity_request() -> None:
+    slices = [
+        slice_("slice-1", device("device-1", capacity={"capacity-0": draobjects.Capacity(q("1"))}))
+    ]
+    outcome = allocate([claim("claim-0", wants("req-0", "1"))], slices)
+    assert shares(outcome) == [[("device-1", {}, False)]]
+
+
+def test_a_request_for_a_capacity_the_device_lacks() -> None:
+    slices = [slice_("slice-1", shareable("device-1", **{"capacity-1": "1"}))]
+    outcome = allocate([claim("claim-0", wants("req-0", "1"))], slices)
+    assert refused(outcome) == allocator.CANNOT_ALLOCATE
+
+
+@pytest.mark.parametrize(
+    ("amount", "message"),
+    [
+        (
+            "18446744073709551616",
+            'capacity "capacity-0": capacity request cannot be represented in the device\'s '
+            "range arithmetic: request 18446744073709551616 exceeds MaxInt64",
+        ),
+        (
+            "9223372036854775807",
+            'capacity "capacity-0": capacity request cannot be represented in the device\'s '
+            "range arithmetic: rounding request 9223372036854775807 up to the next step passes "
+            "MaxInt64",
+        ),
+    ],
+)
+def test_an_unrepresentable_request_stops_the_cycle_in_v1_37(amount: str, message: str) -> None:
+    slices = [slice_("slice-1", shareable("device-1", RANGE_2_2_4, **{"capacity-0": "4"}))]
+    outcome = allocate([claim("claim-0", wants("req-0", amount))], slices, [SHARED_CLASS])
+    assert failed(outcome) == (
+        f"claim claim-0, request req-0: checking capacity for device driver-a/pool-1/device-1: "
+        f"{message}"
+    )
+    # v1.36 skipped the device.
+    assert (
+        refused(
+            allocate([claim("claim-0", wants("req-0", amount))], slices, [SHARED_CLASS], minor=36)
+        )
+        == allocator.CANNOT_ALLOCATE
+    )
+
+
+def test_a_negative_request_stops_the_cycle() -> None:
+    slices = [slice_("slice-1", shareable("device-1", **{"capacity-0": "10"}))]
+    outcome = allocate([claim("claim-0", wants("req-0", "-5"))], slices, [SHARED_CLASS])
+    assert failed(outcome).endswith('capacity "capacity-0": capacity value is negative')
+
+
+@pytest.mark.parametrize(("minor", "allocated"), [(36, False), (37, True)])
+def test_all_devices_are_picked_by_their_static_capacity_from_v1_37(
+    minor: int, allocated: bool
+) -> None:
+    # device-1 is full: v1.36 leaves it out of "All" and allocates device-2; v1.37 keeps it,
+    # finds no room, and allocates nothing (the claim wanted all matching devices).
+    slices = [
+        slice_(
+            "slice-1",
+            shareable("device-1", **{"capacity-0": "1"}),
+            shareable("device-2", **{"capacity-0": "1"}),
+        )
+    ]
+    outcome = allocate(
+        [claim("claim-0", every("req-0", CLASS_A, capacity={"capacity-0": q("1")}))],
+        slices,
+        minor=minor,
+        shared=[(DRIVER_A, "pool-1", "device-1", "aaaaaaaa-aaaa-aaaa-aaaa-aaaaaaaaaaaa")],
+        consumed={(DRIVER_A, "pool-1", "device-1"): {"capacity-0": "1"}},
+    )
+    if allocated:
+        assert refused(outcome) == allocator.CANNOT_ALLOCATE
+    else:
+        assert shares(outcome) == [[("device-2", {"capacity-0": "1"}, True)]]
+
+
+def test_share_ids_are_uuids_and_differ_per_result() -> None:
+    slices = [slice_("slice-1", shareable("device-1", **{"capacity-0": "2"}))]
+    the_claim = claim("claim-0", wants("req-0", "1"), wants("req-1", "1"))
+    outcome = allocate([the_claim], slices, [SHARED_CLASS])
+    assert isinstance(outcome, allocator.Allocated)
+    ids = [d.share_id for d in outcome.allocations[0].devices]
+    assert len(set(ids)) == 2
+    assert all(len(i) == 36 and i == i.lower() for i in ids)
+
+
+# --- distinctAttribute, per release ---------------------------------------------------------
+
+
+def strings(*values: str) -> draobjects.ResourceSlice:
+    return slice_(
+        "slice-1",
+        *(
+            device(f"device-{i + 1}", attributes={"stringAttribute": v})
+            for i, v in enumerate(values)
+        ),
+    )
+
+
+DISTINCT = (distinct(f"{DRIVER_A}/stringAttribute"),)
+
+
+def test_distinct_attributes_across_requests() -> None:
+    def dev(name: str, version: str, numa: int, flag: bool) -> draobjects.Device:
+        attrs = {"driverVersion": draobjects.SemVer(version), "numa": numa, "boolAttribute": flag}
+        return device(name, attributes=attrs)
+
+    slices = [
+        slice_(
+            "slice-1",
+            dev("device-1", "1.0.0", 0, True),
+            dev("device-2", "1.0.1", 1, False),
+            dev("device-3", "1.0.2", 2, True),
+            dev("device-4", "1.0.0", 3, True),
+        )
+    ]
+    the_claim = claim(
+        "claim-0",
+        *(req(f"req-{i}", CLASS_A) for i in range(4)),
+        constraints=(
+            distinct(f"{DRIVER_A}/boolAttribute", "req-0", "req-1"),
+            distinct(f"{DRIVER_A}/driverVersion", "req-0", "req-1", "req-2"),
+            distinct(f"{DRIVER_A}/numa", "req-0", "req-1", "req-2", "req-3"),
+        ),
+    )
+    assert [r[3] for r in chosen(allocate([the_claim], slices))[0]] == [
+        "device-1",
+        "device-2",
+        "device-3",
+        "device-4",
+    ]
+
+
+@pytest.mark.parametrize(("minor", "allocated"), [(34, True), (36, True), (37, False)])
+def test_distinct_values_within_one_request(minor: int, allocated: bool) -> None:
+    # Up to v1.36 the constraint remembered one value per request, so the third device was
+    # only compared with the second; v1.34 compared no values at all.
+    the_claim = claim("claim-0", req("req-0", CLASS_A, 3), constraints=DISTINCT)
+    outcome = allocate([the_claim], [strings("value1", "value2", "value1")], minor=minor)
+    if allocated:
+        assert [r[3] for r in chosen(outcome)[0]] == ["device-1", "device-2", "device-3"]
+    else:
+        assert refused(outcome) == allocator.CANNOT_ALLOCATE
+    distinct_three = allocate([the_claim], [strings("v1", "v2", "v3")], minor=minor)
+    assert len(chosen(distinct_three)[0]) == 3
+
+
+@pytest.mark.parametrize(("minor", "allocated"), [(34, True), (36, False), (37, False)])
+def test_distinct_values_across_two_requests(minor: int, allocated: bool) -> None:
+    the_claim = claim("claim-0", req("req-0", CLASS_A), req("req-1", CLASS_A), constraints=DISTINCT)
+    outcome = allocate([the_claim], [strings("same", "same")], minor=minor)
+    assert isinstance(outcome, allocator.Allocated) == allocated
+
+
+def test_v1_35_does_not_know_distinct_attribute() -> None:
+    the_claim = claim("claim-0", req("req-0", CLASS_A), constraints=DISTINCT)
+    assert failed(allocate([the_claim], [strings("a")], minor=35)) == (
+        "claim claim-0, constraint #0: empty constraint (unsupported constraint type?)"
+    )
+
+
+def test_distinct_attribute_needs_the_attribute() -> None:
+    the_claim = claim(
+        "claim-0", req("req-0", CLASS_A), constraints=(distinct(f"{DRIVER_A}/boolAttribute"),)
+    )
+    assert refused(allocate([the_claim], [ONE])) == allocator.CANNOT_ALLOCATE
+
+
+# --- pools: incomplete, obsolete, invalid, per release --------------------------------------
+
+
+@pytest.mark.parametrize(("minor", "allocated"), [(34, True), (35, False), (37, False)])
+def test_an_incomplete_pool_is_used_only_by_v1_34(minor: int, allocated: bool) -> None:
+    slices = [slice_("slice-1", device("device-1"), count=2)]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices, minor=minor)
+    if allocated:
+        assert chosen(outcome) == [[("req-0", DRIVER_A, "pool-1", "device-1")]]
+    else:
+        assert refused(outcome) == allocator.CANNOT_ALLOCATE
+
+
+def test_a_pool_spread_over_two_nodes_is_complete() -> None:
+    slices = [
+        slice_("slice-1", device("device-1"), where=on_node("node-2"), count=2),
+        slice_("slice-2", device("device-2"), count=2),
+    ]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices)
+    assert chosen(outcome) == [[("req-0", DRIVER_A, "pool-1", "device-2")]]
+    # All of it, from node-1: only what node-1 reaches.
+    all_of_it = allocate([claim("claim-0", every("req-0", CLASS_A))], slices)
+    assert chosen(all_of_it) == [[("req-0", DRIVER_A, "pool-1", "device-2")]]
+
+
+def test_a_newer_generation_elsewhere_retires_the_pool() -> None:
+    slices = [
+        slice_("slice-1", device("device-1"), count=2, generation=1),
+        slice_("slice-2", device("device-2"), where=on_node("node-2"), count=2, generation=2),
+    ]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices)
+    assert refused(outcome) == allocator.CANNOT_ALLOCATE
+
+
+def test_an_obsolete_slice_is_ignored() -> None:
+    slices = [
+        slice_("slice-1-old", device("device-1"), count=2, generation=1),
+        slice_("slice-1-new", device("device-2"), count=2, generation=2),
+    ]
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], slices)
+    assert refused(outcome) == allocator.CANNOT_ALLOCATE
+
+
+INVALID_AND_GOOD = [
+    slice_("slice-1", device("device-1"), count=2),
+    slice_("slice-2", device("device-1"), count=2),
+    slice_("slice-3", device("device-2"), pool="pool-2"),
+]
+
+
+@RELEASES
+def test_an_invalid_pool_is_fine_when_another_serves(minor: int) -> None:
+    outcome = allocate([claim("claim-0", req("req-0", CLASS_A))], INVALID_AND_GOOD, minor=minor)
+    if minor == 34:
+        # v1.34 walked into the invalid pool (pool-1 comes first) and gave up.
+        assert failed(outcome) == "pool pool-1 is invalid: duplicate device name device-1"
+    else:
+        assert chosen(outcome) == [[("req-0", DRIVER_A, "pool-2", "device-2")]]
+
+
+@pytest.mark.parametrize("minor", [35, 37])
+def test_an_invalid_pool_is_the_reason_when_nothing_else_serves(minor: int) -> None:
+    outcome = allocate(
+        [claim("claim-0", req("req-0", CLASS_A))],
+        INVALID_AND_GOOD,
+        minor=minor,
+        taken=[(DRIVER_A, "pool-2", "device-2")],
+    )
+    assert refused(outcome) == "invalid resource pools were encountered"
+
+
+def test_all_devices_with_an_invalid_pool_is_an_error() -> None:
+    outcome = allocate([claim("claim-0", every("req-0", CLASS_A))], INVALID_AND_GOOD)
+    assert failed(outcome) == (
+        "claim claim-0, request req-0: asks for all devices, but resource pool driver-a/pool-1 "
+        "is currently invalid"
+    )
+
+
+# --- selectors that cannot be evaluated -----------------------------------------------------
+
+
+def test_a_claim_selector_that_does_not_compile() -> None:
+    the_claim = claim("claim-0", req("req-0", CLASS_A, 1, "noSuchVar"))
+    assert failed(allocate([the_claim], [ONE])) == (
+        "claim claim-0: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:1: "
+        "undeclared reference to 'noSuchVar' (in container '')"
+    )
+
+
+def test_a_class_selector_that_does_not_compile() -> None:
+    broken = dataclasses.replace(klass(CLASS_A, DRIVER_A), selectors=("noSuchVar",))
+    outcome = allocate([claim("claim-0", every("req-0", CLASS_A))], [ONE], [broken])
+    assert failed(outcome).startswith("class class-a: selector #0: CEL compile error: ")
+
+
+@pytest.mark.parametrize(
+    ("minor", "message"),
+    [
+        (36, "claim claim-0: selector #0: CEL runtime error: no such key: memory"),
+        (
+            37,
+            "claim claim-0: selector #0 on device driver-a/pool-1/device-1: CEL runtime error: "
+            "no such key: memory. consider using CEL optional chaining (.? followed by "
+            "orValue()) or guarding the check with has() for optional fields",
+        ),
+    ],
+)
+def test_a_runtime_error_per_release(minor: int, message: str) -> None:
+    the_claim = claim("claim-0", req("req-0", CLASS_A, 1, memory_at_least("1Gi")))
+    assert failed(allocate([the_claim], [ONE], minor=minor)) == message
+
+
+def test_a_selector_is_evaluated_once_per_device_and_request() -> None:
+    calls: list[tuple[str, str]] = []
+
+    def counting(
+        expression: str,
+        driver: str,
+        pool: str,
+        slice_: draobjects.ResourceSlice,
+        dev: draobjects.Device,
+    ) -> bool:
+        calls.append((expression, dev.name))
+        return fake_matcher(expression, driver, pool, slice_, dev)
+
+    numa = (0, 1, 1, 1)
+    slices = [
+        slice_(
+            "slice-1", *(device(f"device-{i}", attributes={"numa": n}) for i, n in enumerate(numa))
+        )
+    ]
+    # device-0 is tried first and its partner is looked for among the other three, in vain;
+    # then device-1 and device-2 are found: device-2 is asked about once all the same.
+    the_claim = claim("claim-0", req("req-0", CLASS_A, 2), constraints=(match(f"{DRIVER_A}/numa"),))
+    outcome = allocate([the_claim], slices, matches=counting)
+    assert [r[3] for r in chosen(outcome)[0]] == ["device-1", "device-2"]
+    assert len(calls) == len(set(calls)) == 4

@@ -1348,13 +1348,15 @@ def test_pools_with_binding_conditions_come_last() -> None:
 
 
 def shareable(
-    name: str, policy: draobjects.CapacityPolicy | None = None, **capacity: str
+    name: str,
+    amount: str | None = None,
+    policy: draobjects.CapacityPolicy | None = None,
+    *,
+    capacity: str = "capacity-0",
 ) -> draobjects.Device:
-    return device(
-        name,
-        allow_multiple_allocations=True,
-        capacity={k: draobjects.Capacity(q(v), policy) for k, v in capacity.items()},
-    )
+    """A device allowing multiple allocations, with ``amount`` of one capacity (if any)."""
+    capacities = {capacity: draobjects.Capacity(q(amount), policy)} if amount else {}
+    return device(name, allow_multiple_allocations=True, capacity=capacities)
 
 
 RANGE_2_2_4 = draobjects.CapacityPolicy(default=q("2"), minimum=q("2"), step=q("2"), maximum=q("4"))
@@ -1384,7 +1386,7 @@ def shares(outcome: allocator.AllocationOutcome) -> list[list[tuple[str, dict[st
 
 
 def test_two_claims_share_a_device_with_room_for_both() -> None:
-    slices = [slice_("slice-1", shareable("device-1", **{"capacity-0": "2"}))]
+    slices = [slice_("slice-1", shareable("device-1", "2"))]
     claims = [claim("claim-0", wants("req-0", "1")), claim("claim-1", wants("req-0", "1"))]
     assert shares(allocate(claims, slices, [SHARED_CLASS])) == [
         [("device-1", {"capacity-0": "1"}, True)],
@@ -1393,7 +1395,7 @@ def test_two_claims_share_a_device_with_room_for_both() -> None:
 
 
 def test_a_request_without_an_amount_takes_the_whole_capacity() -> None:
-    slices = [slice_("slice-1", shareable("device-1", **{"capacity-0": "2"}))]
+    slices = [slice_("slice-1", shareable("device-1", "2"))]
     claims = [claim("claim-0", wants("req-0")), claim("claim-1", wants("req-0"))]
     assert refused(allocate(claims, slices, [SHARED_CLASS])) == allocator.CANNOT_ALLOCATE
 
@@ -1408,7 +1410,7 @@ def test_a_device_without_capacities_is_shared_freely() -> None:
 
 
 def test_the_policy_default_and_its_range_round_requests_up() -> None:
-    slices = [slice_("slice-1", shareable("device-1", RANGE_2_2_4, **{"capacity-0": "4"}))]
+    slices = [slice_("slice-1", shareable("device-1", "4", RANGE_2_2_4))]
     default = [claim("claim-0", wants("req-0")), claim("claim-1", wants("req-0"))]
     assert shares(allocate(default, slices, [SHARED_CLASS])) == [
         [("device-1", {"capacity-0": "2"}, True)],
@@ -1419,13 +1421,13 @@ def test_the_policy_default_and_its_range_round_requests_up() -> None:
         [("device-1", {"capacity-0": "4"}, True)]
     ]
     over_max = [claim("claim-0", wants("req-0", "6"))]
-    wide = [slice_("slice-1", shareable("device-1", RANGE_2_2_4, **{"capacity-0": "10"}))]
+    wide = [slice_("slice-1", shareable("device-1", "10", RANGE_2_2_4))]
     assert refused(allocate(over_max, wide, [SHARED_CLASS])) == allocator.CANNOT_ALLOCATE
 
 
 def test_valid_values_round_up_to_the_next() -> None:
     policy = draobjects.CapacityPolicy(default=q("1"), valid_values=(q("1"), q("3")))
-    slices = [slice_("slice-1", shareable("device-1", policy, **{"capacity-0": "3"}))]
+    slices = [slice_("slice-1", shareable("device-1", "3", policy))]
     outcome = allocate([claim("claim-0", wants("req-0", "2"))], slices, [SHARED_CLASS])
     assert shares(outcome) == [[("device-1", {"capacity-0": "3"}, True)]]
 
@@ -1434,8 +1436,8 @@ def test_capacity_others_consume_is_not_free() -> None:
     slices = [
         slice_(
             "slice-1",
-            shareable("device-1", RANGE_2_2_4, **{"capacity-0": "2"}),
-            shareable("device-2", RANGE_2_2_4, **{"capacity-0": "2"}),
+            shareable("device-1", "2", RANGE_2_2_4),
+            shareable("device-2", "2", RANGE_2_2_4),
         )
     ]
     outcome = allocate(
@@ -1449,7 +1451,7 @@ def test_capacity_others_consume_is_not_free() -> None:
 
 
 def test_a_shareable_device_serves_two_requests_of_one_claim() -> None:
-    slices = [slice_("slice-1", shareable("device-1", **{"capacity-0": "2"}))]
+    slices = [slice_("slice-1", shareable("device-1", "2"))]
     the_claim = claim("claim-0", wants("req-0", "1"), wants("req-1", "1"))
     assert shares(allocate([the_claim], slices, [SHARED_CLASS])) == [
         [("device-1", {"capacity-0": "1"}, True), ("device-1", {"capacity-0": "1"}, True)]
@@ -1465,7 +1467,7 @@ def test_a_dedicated_device_with_a_capacity_request() -> None:
 
 
 def test_a_request_for_a_capacity_the_device_lacks() -> None:
-    slices = [slice_("slice-1", shareable("device-1", **{"capacity-1": "1"}))]
+    slices = [slice_("slice-1", shareable("device-1", "1", capacity="capacity-1"))]
     outcome = allocate([claim("claim-0", wants("req-0", "1"))], slices)
     assert refused(outcome) == allocator.CANNOT_ALLOCATE
 
@@ -1487,7 +1489,7 @@ def test_a_request_for_a_capacity_the_device_lacks() -> None:
     ],
 )
 def test_an_unrepresentable_request_stops_the_cycle_in_v1_37(amount: str, message: str) -> None:
-    slices = [slice_("slice-1", shareable("device-1", RANGE_2_2_4, **{"capacity-0": "4"}))]
+    slices = [slice_("slice-1", shareable("device-1", "4", RANGE_2_2_4))]
     outcome = allocate([claim("claim-0", wants("req-0", amount))], slices, [SHARED_CLASS])
     assert failed(outcome) == (
         f"claim claim-0, request req-0: checking capacity for device driver-a/pool-1/device-1: "
@@ -1503,7 +1505,7 @@ def test_an_unrepresentable_request_stops_the_cycle_in_v1_37(amount: str, messag
 
 
 def test_a_negative_request_stops_the_cycle() -> None:
-    slices = [slice_("slice-1", shareable("device-1", **{"capacity-0": "10"}))]
+    slices = [slice_("slice-1", shareable("device-1", "10"))]
     outcome = allocate([claim("claim-0", wants("req-0", "-5"))], slices, [SHARED_CLASS])
     assert failed(outcome).endswith('capacity "capacity-0": capacity value is negative')
 
@@ -1517,8 +1519,8 @@ def test_all_devices_are_picked_by_their_static_capacity_from_v1_37(
     slices = [
         slice_(
             "slice-1",
-            shareable("device-1", **{"capacity-0": "1"}),
-            shareable("device-2", **{"capacity-0": "1"}),
+            shareable("device-1", "1"),
+            shareable("device-2", "1"),
         )
     ]
     outcome = allocate(
@@ -1535,7 +1537,7 @@ def test_all_devices_are_picked_by_their_static_capacity_from_v1_37(
 
 
 def test_share_ids_are_uuids_and_differ_per_result() -> None:
-    slices = [slice_("slice-1", shareable("device-1", **{"capacity-0": "2"}))]
+    slices = [slice_("slice-1", shareable("device-1", "2"))]
     the_claim = claim("claim-0", wants("req-0", "1"), wants("req-1", "1"))
     outcome = allocate([the_claim], slices, [SHARED_CLASS])
     assert isinstance(outcome, allocator.Allocated)

@@ -1766,3 +1766,40 @@ def test_a_selector_is_evaluated_once_per_device_and_request() -> None:
     outcome = allocate([the_claim], slices, matches=counting)
     assert [r[3] for r in chosen(outcome)[0]] == ["device-1", "device-2"]
     assert len(calls) == len(set(calls)) == 4
+
+
+# --- with the real CEL selectors ------------------------------------------------------------
+
+
+def test_the_cel_selectors_plug_in() -> None:
+    from plumb.framework.devices import expressions
+
+    verdicts = expressions.SelectorVerdicts()
+
+    def cel(
+        expression: str,
+        driver: str,
+        pool: str,
+        slice_: draobjects.ResourceSlice,
+        dev: draobjects.Device,
+    ) -> bool:
+        return verdicts.matches(expression, slice_, dev)
+
+    slices = [slice_("slice-1", device("device-1", memory="1Gi"), device("device-2", memory="2Gi"))]
+    the_claim = claim("claim-0", req("req-0", CLASS_A, 1, memory_at_least("2Gi")))
+    assert chosen(allocate([the_claim], slices, matches=cel)) == [
+        [("req-0", DRIVER_A, "pool-1", "device-2")]
+    ]
+    broken = claim("claim-0", req("req-0", CLASS_A, 1, "noSuchVar"))
+    assert failed(allocate([broken], slices, matches=cel)).startswith(
+        "claim claim-0: selector #0: CEL compile error: compilation failed: ERROR: <input>:1:1: "
+        "undeclared reference to 'noSuchVar'"
+    )
+    missing = claim(
+        "claim-0", req("req-0", CLASS_A, 1, f'device.attributes["{DRIVER_A}"].model == "x"')
+    )
+    assert failed(allocate([missing], slices, matches=cel)) == (
+        "claim claim-0: selector #0 on device driver-a/pool-1/device-1: CEL runtime error: "
+        "no such key: model. consider using CEL optional chaining (.? followed by orValue()) "
+        "or guarding the check with has() for optional fields"
+    )

@@ -649,24 +649,34 @@ def _blank_strings(expression: str) -> str:
 def _default_domains(expression: str) -> str:
     """Each ``device.attributes[K]`` and ``device.capacity[K]`` written as a lookup that gives
     an empty map for a domain the device lacks, as kube-scheduler's map does:
-    ``cel.bind(__domain, K, __domain in M ? M[__domain] : {})``."""
+    ``cel.bind(__domain, K, __domain in M ? M[__domain] : {})``; ``[?K]`` (which finds every
+    domain there) as ``optional.of(...)`` of the same."""
     blanked = _blank_strings(expression)
-    spans: list[tuple[int, int, int, str]] = []  # (start, open bracket, close bracket, map)
+    out, done = [], 0
     for found in _DOMAIN_LOOKUP.finditer(blanked):
+        if found.start() < done:
+            continue  # inside a key already taken whole (handled by the recursion below)
         opening = found.end() - 1
-        depth, at = 0, opening
+        depth, closing = 0, -1
         for at in range(opening, len(blanked)):
             depth += {"[": 1, "]": -1}.get(blanked[at], 0)
             if depth == 0:
+                closing = at
                 break
-        if depth == 0 and not blanked[opening + 1 :].lstrip().startswith("?"):
-            spans.append((found.start(), opening, at, f"device.{found.group(1)}"))
-    out = expression
-    for start, opening, closing, mapping in reversed(spans):
-        key = _default_domains(out[opening + 1 : closing])
-        lookup = f"cel.bind(__domain, {key}, __domain in {mapping} ? {mapping}[__domain] : {{}})"
-        out = out[:start] + lookup + out[closing + 1 :]
-    return out
+        if closing < 0:
+            continue  # unbalanced: the compiler has already said so
+        mapping = f"device.{found.group(1)}"
+        key = expression[opening + 1 : closing]
+        optional = key.lstrip().startswith("?")
+        if optional:
+            key = key.lstrip()[1:]
+        lookup = (
+            f"cel.bind(__domain, {_default_domains(key)}, "
+            f"__domain in {mapping} ? {mapping}[__domain] : {{}})"
+        )
+        out += [expression[done : found.start()], f"optional.of({lookup})" if optional else lookup]
+        done = closing + 1
+    return "".join([*out, expression[done:]])
 
 
 def _undefined_field(expression: str) -> str:
@@ -771,7 +781,10 @@ def _runtime_detail(text: str) -> str:
 
 def _run(selector: CompiledSelector, data: Mapping[str, Any]) -> tuple[bool | None, str]:
     """(verdict, "") or (None, the library's error)."""
-    result = selector.program.eval(data={"device": data})
+    try:
+        result = selector.program.eval(data={"device": data})
+    except RuntimeError as error:  # a value the binding cannot carry
+        return None, str(error)
     kind = result.type().name()
     if kind == "BOOL":
         return bool(result.value()), ""

@@ -311,6 +311,12 @@ def test_guards_answer_on_missing_attributes_and_domains() -> None:
     assert not verdict('has(device.attributes["dra.example.com"].memory)', dev)
     assert verdict('device.attributes["gpu.example.com"].?model.orValue("none") == "none"', dev)
     assert verdict('device.attributes["dra.example.com"].?model.orValue("none") == "a100"', dev)
+    # An optional lookup of a domain finds it, empty, as kube-scheduler's map does.
+    assert verdict('device.attributes[?"gpu.example.com"].hasValue()', dev)
+    assert verdict('device.attributes[?"gpu.example.com"].?model.orValue(1) == 1', dev)
+    # A computed domain, and a lookup inside a key.
+    assert verdict('device.attributes[device.driver].model == "a100"', dev)
+    assert not verdict('has(device.attributes[device.attributes["dra.example.com"].model].x)', dev)
     # A missing domain is not "in" the attributes even though a lookup of it gives a map.
     assert verdict(
         '!("gpu.example.com" in device.attributes) && '

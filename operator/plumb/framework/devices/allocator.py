@@ -23,6 +23,7 @@ implements one); results are cached per device and request, as Go does. Pure: no
 from __future__ import annotations
 
 import dataclasses
+import sys
 from collections.abc import Iterable, Mapping, Sequence
 from types import MappingProxyType
 
@@ -94,6 +95,12 @@ def allocate(
     ``pool_rules(features)``), with ``state``'s devices taken by other claims."""
     if not claims:
         return Allocated(())
+    # The search recurses once per device taken (three frames), as Go's allocateOne does: a
+    # pod with many claims of many devices goes deeper than Python's default 1,000 frames.
+    requests = sum(len(c.spec.requests) + 1 for c in claims)
+    depth = 3 * (RESULTS_LIMIT * len(claims) + requests) + 500
+    if sys.getrecursionlimit() < depth:
+        sys.setrecursionlimit(depth)
     search = searching.Search(node, tuple(claims), tuple(pools), classes, state, features, matches)
     try:
         search.prepare()

@@ -1803,3 +1803,13 @@ def test_the_cel_selectors_plug_in() -> None:
         "no such key: model. consider using CEL optional chaining (.? followed by orValue()) "
         "or guarding the check with has() for optional fields"
     )
+
+
+def test_a_pod_with_many_claims_of_many_devices_is_searched_to_the_end() -> None:
+    # The search recurses once per device taken, as Go's does: 12 claims of 32 devices go
+    # deeper than Python's default recursion limit.
+    slices = [slice_("slice-1", *(device(f"device-{i:03}") for i in range(12 * 32)))]
+    claims = [claim(f"claim-{c}", req("req-0", CLASS_A, 32)) for c in range(12)]
+    results = chosen(allocate(claims, slices))
+    assert [len(r) for r in results] == [32] * 12
+    assert results[11][31][3] == "device-383"

@@ -160,8 +160,8 @@ class DeviceFeatures:
     # From v1.35 only NoSchedule and NoExecute taints keep a device from being allocated;
     # v1.34 refused a device with any untolerated taint.
     known_taint_effects_only: bool = True
-    # A device with bindsToNode restricts the allocation to the node (v1.36, and every
-    # experimental variant).
+    # A device with bindsToNode restricts the allocation to the node (the incubating variant
+    # from v1.36, and every experimental one; not the stable ones).
     binds_to_node: bool = True
     # v1.37 (#137063 allocator_incubating.go): a claim config naming several requests is
     # added once (before: once per request it names), and a config whose requests cover
@@ -362,6 +362,8 @@ def _device_features(minor: int, gates: Mapping[str, bool]) -> DeviceFeatures:
         "groups": gates.get("DRADeviceCompatibilityGroups", False),
     }
     variant = _allocator_variant(minor, frozenset(name for name, value in on.items() if value))
+    # What the incubating variant gained in v1.36 and every experimental one has.
+    newer = variant == "experimental" or (variant == "incubating" and minor >= 36)
     return DeviceFeatures(
         admin_access=on["admin"],
         prioritized_list=on["prioritized"],
@@ -373,12 +375,12 @@ def _device_features(minor: int, gates: Mapping[str, bool]) -> DeviceFeatures:
         counter_slices_everywhere=minor == 36,
         compatibility_groups=on["groups"],
         legacy_pools=minor == 34,
-        distinct_attribute=variant == "experimental" or (variant == "incubating" and minor >= 36),
+        distinct_attribute=newer,
         distinct_values=minor >= 35,
         distinct_per_request=minor <= 36,
         tolerations_in_results=minor >= 35,
         known_taint_effects_only=minor >= 35,
-        binds_to_node=variant == "experimental" or minor >= 36,
+        binds_to_node=newer,
         claim_config_once=minor >= 37,
         limit_per_request=minor >= 37,
         cel_error_names_device=minor >= 37,

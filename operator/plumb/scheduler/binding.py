@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import datetime
 import logging
 import time
 from collections.abc import Iterable, Mapping
@@ -27,7 +28,7 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import volumes as volumes_module
 from plumb.backend.records import draobjects, objects
 from plumb.binder import Binder, BindOutcome
-from plumb.framework.devices import allocator
+from plumb.framework.devices import statuses
 from plumb.framework.plugins import dynamicresources
 from plumb.k8s import gates
 from plumb.observability import metrics as metrics_module
@@ -242,9 +243,7 @@ class BindingCycle:
         self._state.tracer.emit(failed, repeat_after=step, level=logging.WARNING)
         return False
 
-    async def _prebind_volumes(
-        self, pod: objects.PodInfo, plan: volumes_module.BindingPlan
-    ) -> str:
+    async def _prebind_volumes(self, pod: objects.PodInfo, plan: volumes_module.BindingPlan) -> str:
         """VolumeBinding's PreBind: "" when done, else the FailedScheduling message."""
         if self._volume_api is None:
             return f"{prebind.PREFIX}no API client for volume bindings"
@@ -269,7 +268,9 @@ class BindingCycle:
         reservations = [
             claimreservations.Reservation(
                 body=claim.body,
-                allocation=None if allocation is None else allocator.allocation_body(allocation),
+                allocation=None
+                if allocation is None
+                else statuses.allocation_body(allocation, timestamp=_now(devices)),
             )
             for claim, allocation in devices.claims
         ]
@@ -371,6 +372,11 @@ NOMINATION_GATE = "NominatedNodeNameForExpectation"
 
 def _labels(node: objects.NodeInfo | None) -> Mapping[str, str] | None:
     return None if node is None else node.labels
+
+
+def _now(devices: dynamicresources.Reserved) -> str:
+    """allocationTimestamp, where the release writes it."""
+    return statuses.timestamp(datetime.datetime.now(datetime.UTC)) if devices.stamped else ""
 
 
 def _pod_ref(pod: objects.PodInfo) -> claimreservations.PodRef:

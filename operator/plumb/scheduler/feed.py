@@ -22,6 +22,7 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import dra
 from plumb.backend.records import draobjects, objects
 from plumb.framework.plugins import (
+    dynamicresources,
     interpodaffinity,
     nodeaffinity,
     nodedeclaredfeatures,
@@ -197,7 +198,9 @@ class ClusterFeed:
             self._claim_changed(before, after, namespace, name)
         elif kind == RESOURCE_SLICE:
             store.on_slice(current, name)
-            if current is not None:  # added or updated: devices may have appeared
+            if current is None:  # its selector verdicts are of no use any more
+                dynamicresources.VERDICTS.forget(name)
+            else:  # added or updated: devices may have appeared
                 self._state.queue.move_all(DRA_HELPS)
         elif kind == DEVICE_CLASS:
             store.on_class(current, name)

@@ -21,8 +21,8 @@ import time
 from collections.abc import Callable, Hashable
 from typing import Any
 
-from plumb import events as events_module
 from plumb import claimreservations, prebind, runs
+from plumb import events as events_module
 from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import journal as journal_module
@@ -486,11 +486,7 @@ class Scheduler:
                 return False
         devices = None
         profile = self.served.get(pod.scheduler_name)
-        if (
-            pod.resource_claims
-            and profile is not None
-            and dynamicresources.NAME in profile.filters
-        ):
+        if pod.resource_claims and profile is not None and dynamicresources.NAME in profile.filters:
             # DynamicResources' Reserve: the claims' allocation on this node, assumed.
             devices = dynamicresources.allocate_on(
                 pod, node, self.cache.dra, profile.kube.devices, dynamicresources.MATCHER

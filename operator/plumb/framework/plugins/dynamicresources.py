@@ -160,10 +160,6 @@ def matcher(verdicts: expressions.SelectorVerdicts) -> Matcher:
     return matches
 
 
-def _node_view(node: objects.NodeInfo) -> allocator.NodeView:
-    return allocator.NodeView(name=node.name, labels=node.labels)
-
-
 def _allocate(
     devices: PodDevices,
     node: objects.NodeInfo,
@@ -172,10 +168,10 @@ def _allocate(
     state: dra.AllocatedState,
     matches: Matcher,
 ) -> allocator.AllocationOutcome:
-    pools = store.pools(node, emulation.pool_rules(features))
+    pools = store.pools(node, allocator.pool_rules(features))
     classes = {c.name: c for c in store.classes()}
     return allocator.allocate(
-        node=_node_view(node),
+        node=node,
         claims=devices.to_allocate,
         pools=pools,
         classes=classes,
@@ -211,7 +207,7 @@ def filter(
     allocated = [c for c in devices.claims if c.allocation is not None]
     for n in np.flatnonzero(visit):
         node = statics.nodes[int(n)]
-        if any(not dra.reaches_allocation(c.allocation, node) for c in allocated):
+        if any(not _reaches(c, node) for c in allocated):
             fail(int(n), NOT_AVAILABLE)
             continue
         if not devices.to_allocate:
@@ -233,6 +229,14 @@ def filter(
     return NodeVerdicts(fails=fails, reason=reason, reasons=tuple(reasons), raw_score=raw)
 
 
+def _reaches(claim: draobjects.ResourceClaim, node: objects.NodeInfo) -> bool:
+    """Whether an allocated claim's devices are reachable from the node (its allocation's
+    node selector; none: every node)."""
+    assert claim.allocation is not None
+    selection = claim.allocation.node_selection
+    return selection is None or dra.reaches(selection, node)
+
+
 def _with_allocations(
     devices: PodDevices, allocations: Sequence[draobjects.Allocation]
 ) -> list[tuple[draobjects.ResourceClaim, draobjects.Allocation]]:
@@ -251,6 +255,9 @@ class Reserved:
 
     node: str
     claims: tuple[tuple[draobjects.ResourceClaim, draobjects.Allocation | None], ...]
+    # DRADeviceBindingConditions and DRAResourceClaimDeviceStatus on: PreBind stamps each
+    # allocation with allocationTimestamp.
+    stamped: bool = False
 
 
 def allocate_on(
@@ -268,10 +275,15 @@ def allocate_on(
     if isinstance(devices, Failure):
         return None
     for claim in devices.claims:
-        if claim.allocation is not None and not dra.reaches_allocation(claim.allocation, node):
+        if claim.allocation is not None and not _reaches(claim, node):
             return None
     outcome = _allocate(
-        devices, node, store, features, store.allocated(consumable=features.consumable_capacity), matches
+        devices,
+        node,
+        store,
+        features,
+        store.allocated(consumable=features.consumable_capacity),
+        matches,
     )
     if not isinstance(outcome, allocator.Allocated):
         return None
@@ -281,6 +293,7 @@ def allocate_on(
     return Reserved(
         node=node.name,
         claims=tuple((claim, found.get(claim.key)) for claim in devices.claims),
+        stamped=features.binding_conditions,
     )
 
 

@@ -33,11 +33,30 @@ _PROBE = "dra-probe-"
 def post_filter(minor: int, histogram: str, preemption: str, dynamic: str = STILL) -> str:
     """The FailedScheduling message of a pod with claims that no node fits: the filters'
     histogram, then the PostFilter plugins' words joined by ", ": DynamicResources' ``dynamic``
-    (by default "still not schedulable": no claim of the pod could be deallocated; v1.37 says
-    nothing then), DefaultPreemption's "preemption: ``preemption``"."""
-    words = [] if minor >= 37 and dynamic == STILL else [dynamic]
+    (by default "still not schedulable": no claim of the pod could be deallocated; "no new
+    claims to deallocate" when PreFilter refused the pod before it kept its claims; v1.37
+    says nothing in either case), DefaultPreemption's "preemption: ``preemption``"."""
+    silent = minor >= 37 and dynamic in (STILL, side_by_side.NO_CLAIMS)
+    words = [] if silent else [dynamic]
     words.append(f"preemption: {preemption}")
     return f"{histogram} {', '.join(words)}"
+
+
+def without_victims(
+    minor: int, histogram: str, total: int, searched: int, dynamic: str = STILL
+) -> str:
+    """``post_filter`` of a pod preemption searched ``searched`` nodes for (those a filter
+    rejected for reasons evicting pods could cure) and found no pod of lower priority on."""
+    reasons = sorted(
+        f"{count} {reason}"
+        for reason, count in (
+            (side_by_side.NO_VICTIMS, searched),
+            (side_by_side.NOT_HELPFUL, total - searched),
+        )
+        if count
+    )
+    preemption = f"0/{total} nodes are available: {', '.join(reasons)}."
+    return post_filter(minor, histogram, preemption, dynamic)
 
 
 def not_helpful(minor: int, histogram: str, total: int, dynamic: str = STILL) -> str:

@@ -173,7 +173,12 @@ def test_a_tainted_device_is_left_to_requests_that_tolerate_it(
     other = roomy if plain == small else small
     assert _settle(kube_client, namespace, "tolerant") == other
     # The allocation result carries the request's tolerations where the feature is on.
-    result = {"request": "gpu", "driver": dra.driver, "pool": other, "device": "gpu-0"}
+    result: dict[str, object] = {
+        "request": "gpu",
+        "driver": dra.driver,
+        "pool": other,
+        "device": "gpu-0",
+    }
     if taints:
         result["tolerations"] = [tolerate]
     allocation = dra.claim("tolerant")["status"]["allocation"]

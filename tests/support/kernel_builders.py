@@ -16,7 +16,7 @@ from plumb.kernel import contract as c
 CPU, MEMORY, PODS, GPU = range(4)
 RESOURCES = 4
 GI = 1 << 30
-DEFAULT_WEIGHTS = (1, 1, 3, 2, 2, 2, 0, 1, 1)
+DEFAULT_WEIGHTS = (1, 1, 3, 2, 2, 2, 0, 1, 1, 2)
 RESULT_FIELDS = ("chosen", "code", "detail", "total", "feasible", "top", "top_scores", "hinted")
 
 
@@ -30,6 +30,7 @@ class _Pod:
     node_affinity: list[int]
     image: list[int] = dataclasses.field(default_factory=list)
     volume: list[int] = dataclasses.field(default_factory=list)
+    dra: list[int] = dataclasses.field(default_factory=list)
     member: dict[str, int] = dataclasses.field(default_factory=dict)
     spread: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     affinity: list[tuple[str, str, bool]] = dataclasses.field(default_factory=list)
@@ -194,6 +195,11 @@ class KernelCase:
         self._pod.volume = list(scores)
         return self
 
+    def dra(self, raw: Sequence[int]) -> Self:
+        """DynamicResources' raw score of the pod per node (0 unless told)."""
+        self._pod.dra = list(raw)
+        return self
+
     def member(self, row: str, value: int = 1) -> Self:
         self._pod.member[row] = value
         return self
@@ -292,6 +298,9 @@ class KernelCase:
             volume_score=np.array(
                 [p.volume or [0] * self.nodes for p in pods], dtype=np.int64
             ).reshape(len(pods), self.nodes),
+            dra_raw=np.array([p.dra or [0] * self.nodes for p in pods], dtype=np.int64).reshape(
+                len(pods), self.nodes
+            ),
             member=np.array(
                 [[p.member.get(r, 0) for r in rows] for p in pods], dtype=np.int32
             ).reshape(len(pods), len(rows)),

@@ -108,6 +108,7 @@ class StaticTable:
     affinities: list[contract.I64] = dataclasses.field(default_factory=list)
     images: list[contract.I64] = dataclasses.field(default_factory=list)
     volumes: list[contract.I64] = dataclasses.field(default_factory=list)
+    dras: list[contract.I64] = dataclasses.field(default_factory=list)
 
     def append(
         self,
@@ -120,6 +121,7 @@ class StaticTable:
         affinity: contract.I64,
         image: contract.I64,
         volume: contract.I64,
+        dra: contract.I64,
     ) -> int:
         u = self.index[spec] = len(self.verdicts)
         self.verdicts.append(verdicts)
@@ -129,6 +131,7 @@ class StaticTable:
         self.affinities.append(affinity)
         self.images.append(image)
         self.volumes.append(volume)
+        self.dras.append(dra)
         return u
 
     def last_codes(self, nodes: int) -> contract.I32 | None:
@@ -152,6 +155,7 @@ class StaticTable:
             "node_affinity_raw": rows_of(self.affinities, np.int64, nodes),
             "image_score": rows_of(self.images, np.int64, nodes),
             "volume_score": rows_of(self.volumes, np.int64, nodes),
+            "dra_raw": rows_of(self.dras, np.int64, nodes),
         }
 
 

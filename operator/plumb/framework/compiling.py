@@ -631,6 +631,7 @@ def _static_row(
         affinity=preferred,
         image=image,
         volume=volume,
+        dra=zeros,
     )
 
 

@@ -59,6 +59,7 @@ DEFAULT_WEIGHTS = (
     0,  # ZoneHealth: not a kube-scheduler plugin; only a policy weighs it
     1,  # ImageLocality
     1,  # VolumeBinding: scores only with StorageCapacityScoring on (v1.37's default)
+    2,  # DynamicResources: scores from v1.35 (prioritized lists); 0 for pods without claims
 )
 """kube-scheduler's default weights, in the kernel's SCORE_PLUGINS order."""
 

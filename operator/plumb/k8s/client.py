@@ -378,6 +378,39 @@ class ApiClient:
         merge = "application/merge-patch+json"
         return await self.request("PATCH", path, body=patch, content_type=merge)
 
+    # ResourceClaims (DynamicResources' PreBind, PostFilter and Unreserve), written the way
+    # kube-scheduler's plugin does: an Update that carries metadata.resourceVersion is refused
+    # with 409 when the claim changed meanwhile.
+
+    async def get_resource_claim(self, *, namespace: str, name: str) -> ApiResponse:
+        return await self.request("GET", _claim_path(namespace, name))
+
+    async def replace_resource_claim(self, *, namespace: str, name: str, body: JSON) -> ApiResponse:
+        """PUT the whole claim (its finalizers)."""
+        return await self.request("PUT", _claim_path(namespace, name), body=body)
+
+    async def replace_resource_claim_status(
+        self, *, namespace: str, name: str, body: JSON
+    ) -> ApiResponse:
+        """PUT the claim's status subresource (allocation, reservedFor)."""
+        return await self.request("PUT", _claim_path(namespace, name) + "/status", body=body)
+
+    async def patch_resource_claim_status(
+        self, *, namespace: str, name: str, patch: JSON
+    ) -> ApiResponse:
+        """A strategic merge patch of the claim's status (one reservedFor entry removed)."""
+        path = _claim_path(namespace, name) + "/status"
+        return await self.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
+
+    async def create_resource_claim(self, *, namespace: str, body: JSON) -> ApiResponse:
+        path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/resourceclaims"
+        return await self.request("POST", path, body=body)
+
+    async def delete_resource_claim(self, *, namespace: str, name: str, uid: str) -> ApiResponse:
+        """DELETE the claim, on the condition that it is still the one with ``uid``."""
+        options = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}}
+        return await self.request("DELETE", _claim_path(namespace, name), body=options)
+
 
 class HttpError(Exception):
     """The server's answer broke HTTP/1.1, or the connection closed before it was whole."""
@@ -659,6 +692,10 @@ def _body(content_type: str, raw: bytes) -> Any:
     if content_type.startswith("application/json") and raw:
         return decode(raw)
     return raw.decode(errors="replace")
+
+
+def _claim_path(namespace: str, name: str) -> str:
+    return f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/resourceclaims/{quote(name)}"
 
 
 def _lease_path(namespace: str, name: str) -> str:

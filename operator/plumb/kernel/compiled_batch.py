@@ -52,6 +52,7 @@ def decide(
     node_affinity_raw: c.I64,
     image_score: c.I64,
     volume_score: c.I64,
+    dra_raw: c.I64,
     member: c.I32,
     spread_pod: c.I32,
     spread_row: c.I32,
@@ -112,7 +113,7 @@ def decide(
         (pods_column, cpu_column, memory_column),
         (pod_hashes, spread_require_all, affinity_self, balanced_skip, static_row, continues),
         (requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, image_score, member),
-        volume_score,
+        (volume_score, dra_raw),
         (spread_pod, spread_row, spread_key, spread_max_skew, spread_min_domains),
         (spread_hard, spread_self, spread_hostname, spread_eligible),
         (affinity_pod, affinity_row, affinity_key, affinity_anti),
@@ -309,14 +310,15 @@ def decide(
                 nodes,
             )
         taint_row, affinity_raw, image_row = taint_raw[u], node_affinity_raw[u], image_score[u]
-        volume_row = volume_score[u]
-        taint_low, taint_high, affinity_low, affinity_high = compiled_scores.gather(
+        volume_row, dra_row = volume_score[u], dra_raw[u]
+        taint_low, taint_high, affinity_low, affinity_high, dra_high = compiled_scores.gather(
             feasible,
             count,
             weighted,
             taint_row,
             affinity_raw,
             (weights[c.IMAGE_LOCALITY], image_row, weights[c.VOLUME_BINDING], volume_row),
+            (weights[c.DYNAMIC_RESOURCES], dra_row),
             slots,
         )
 
@@ -388,6 +390,8 @@ def decide(
             zone_score,
             image_row,
             volume_row,
+            dra_row,
+            dra_high,
         )
         if general:
             kept = compiled_selection.totals_and_best(

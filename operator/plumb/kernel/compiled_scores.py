@@ -331,13 +331,17 @@ def gather(
     taint_raw: c.I64,
     affinity_raw: c.I64,
     image: Any,
+    dra: Any,
     slots: c.I64,
-) -> tuple[int, int, int, int]:
+) -> tuple[int, int, int, int, int]:
     """Each feasible node's weighted resource, zone health, image locality and volume scores
     (``resource_scores``'s ``weighted``, plus ``image``: (ImageLocality's weight, the pod's
     score row, VolumeBinding's weight, the pod's score row)), taint
-    and node-affinity raw scores into ``slots[0]``, ``slots[1]``, ``slots[2]`` by slot.
-    Returns the lowest and highest taint, then node-affinity, raw score."""
+    and node-affinity raw scores into ``slots[0]``, ``slots[1]``, ``slots[2]`` by slot;
+    DynamicResources' (``dra``: its weight, the pod's raw row), normalised by the highest
+    raw score over the feasible nodes (DefaultNormalizeScore), weighted into ``slots[0]`` too.
+    Returns the lowest and highest taint, then node-affinity, raw score, and DynamicResources'
+    highest."""
     slot_weighted, slot_taint, slot_affinity = slots[0], slots[1], slots[2]
     image_weight, image_row, volume_weight, volume_row = image
     for j in range(count):
@@ -351,7 +355,15 @@ def gather(
         taint, affinity = slot_taint[j], slot_affinity[j]
         taint_low, taint_high = min(taint_low, taint), max(taint_high, taint)
         affinity_low, affinity_high = min(affinity_low, affinity), max(affinity_high, affinity)
-    return taint_low, taint_high, affinity_low, affinity_high
+    dra_weight, dra_row = dra
+    dra_high = 0
+    for j in range(count):
+        dra_high = max(dra_high, dra_row[np.uint64(feasible[j])])
+    if dra_high > 0 and dra_weight != 0:  # raw scores are >= 0: floor is Go's truncation
+        for j in range(count):
+            n = np.uint64(feasible[j])
+            slot_weighted[j] += dra_weight * (c.MAX_NODE_SCORE * dra_row[n] // dra_high)
+    return taint_low, taint_high, affinity_low, affinity_high, dra_high
 
 
 @compiled_jit.jit
@@ -555,14 +567,14 @@ def inter_pod_score(raw: int, low: int, high: int) -> int:
 @compiled_jit.inline
 def scores_of(
     j: int, feasible: c.I32, inputs: Any, pod: Any, general: bool
-) -> tuple[int, int, int, int, int, int, int, int, int]:
-    """The nine plugin scores of the j-th feasible node (resource scores cached).
+) -> tuple[int, int, int, int, int, int, int, int, int, int]:
+    """The ten plugin scores of the j-th feasible node (resource scores cached).
 
     ``pod``: BalancedAllocation skipped; the taint and node-affinity raw scores' feasible
     (lowest, highest, reciprocal of the highest); the soft spread's (constraints?, lowest,
     highest, reciprocal of the highest); InterPodAffinity's (terms?, lowest, highest)."""
     fit, balanced, taint_row, affinity_row, scored, spread_raw, inter_raw, zone_score = inputs[:8]
-    image_row, volume_row = inputs[8], inputs[9]
+    image_row, volume_row, dra_row, dra_high = inputs[8], inputs[9], inputs[10], inputs[11]
     skip, _, taint_high, taint_inverse, _, affinity_high, affinity_inverse = pod[:7]
     spread_on, spread_low, spread_high, spread_inverse, inter_on, inter_low, inter_high = pod[7:]
     n = feasible[j]
@@ -579,4 +591,5 @@ def scores_of(
         zone_score[n],
         image_row[n],
         volume_row[n],
+        c.MAX_NODE_SCORE * dra_row[n] // dra_high if dra_high > 0 else 0,
     )

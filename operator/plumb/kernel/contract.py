@@ -45,9 +45,10 @@ EXISTING_ANTI_AFFINITY = 7
 # Score plugins, in the order of ``Batch.weights`` and of the per-plugin score outputs.
 # ZoneHealth is plumb's own (a SchedulingPolicy's zone factors): ``Batch.zone_score``;
 # ImageLocality's and VolumeBinding's scores are the framework's too (``Batch.image_score``,
-# ``Batch.volume_score``), none normalised.
+# ``Batch.volume_score``), none normalised. DynamicResources' raw score (its prioritized lists'
+# preference, ``Batch.dra_raw``) is normalised over the feasible nodes, as NodeAffinity's is.
 FIT, BALANCED, TAINT, NODE_AFFINITY, SPREAD, INTER_POD, ZONE_HEALTH, IMAGE_LOCALITY = range(8)
-VOLUME_BINDING = 8
+VOLUME_BINDING, DYNAMIC_RESOURCES = 8, 9
 SCORE_PLUGINS = (
     "NodeResourcesFit",
     "NodeResourcesBalancedAllocation",
@@ -58,6 +59,7 @@ SCORE_PLUGINS = (
     "ZoneHealth",
     "ImageLocality",
     "VolumeBinding",
+    "DynamicResources",
 )
 
 # NodeResourcesFit's scoring strategy (``Batch.fit_strategy``) over the resources of
@@ -119,6 +121,8 @@ class Batch:
     node_affinity_raw: I64  # (U, N) sum of matched preferred node-affinity weights
     image_score: I64  # (U, N) ImageLocality's score, already 0-100 (not normalised)
     volume_score: I64  # (U, N) VolumeBinding's storage-capacity score, 0-100 (not normalised)
+    dra_raw: I64  # (U, N) DynamicResources' raw score (>= 0), normalised to 0-100 by the
+    #               highest over the feasible nodes (0 everywhere: all score 0)
     member: I32  # (B, T) what placing pod b adds to each count row
 
     # PodTopologySpread constraints (C rows)
@@ -155,7 +159,7 @@ class Batch:
     preferred_key: I32
     preferred_weight: I64
 
-    weights: I64  # (9,) in SCORE_PLUGINS order
+    weights: I64  # (10,) in SCORE_PLUGINS order
     balanced_skip: B1  # (B,) pod requests none of the balanced resources: BalancedAllocation
     #                    skips it (score 0)
     fit_strategy: int  # one of FIT_STRATEGIES
@@ -234,6 +238,7 @@ _SHARED = (
     "node_affinity_raw",
     "image_score",
     "volume_score",
+    "dra_raw",
     "fit_filter",
     "fit_columns",
     "fit_weights",

@@ -427,6 +427,7 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
             {n: int(batch.zone_score[n]) for n in feasible},  # per node, not normalised
             {n: int(batch.image_score[batch.static_row[b]][n]) for n in feasible},  # the same
             {n: int(batch.volume_score[batch.static_row[b]][n]) for n in feasible},  # the same
+            _normalised(batch.dra_raw[batch.static_row[b]], feasible, reverse=False),
         ]
         for n in feasible:
             total[b, n] = sum(

@@ -65,8 +65,11 @@ def test_the_default_profile_is_scorings_default(minor: int) -> None:
     profile = schedconfig.default_profile("default-scheduler", kube)
     # NodeDeclaredFeatures is a default filter from v1.36 (its gate on), none before.
     filters = _CONFIGURED_FILTERS - ({"NodeDeclaredFeatures"} if minor < 36 else set())
-    assert profile == scoring.Profile(name="default-scheduler", filters=filters, kube=kube)
-    assert profile.weights == scoring.DEFAULT_WEIGHTS
+    # DynamicResources scores from v1.35 (weight 2); v1.34's has no Score.
+    weights = scoring.DEFAULT_WEIGHTS if minor >= 35 else (*scoring.DEFAULT_WEIGHTS[:-1], 0)
+    assert profile == scoring.Profile(
+        name="default-scheduler", filters=filters, kube=kube, weights=weights
+    )
     assert len(ORDER) == len(scoring.DEFAULT_WEIGHTS)
 
 
@@ -110,7 +113,7 @@ def test_two_profiles_defaults_and_bin_packing() -> None:
     assert packing.config == parsed.digest
     assert packing.strategy == scoring.MOST_ALLOCATED
     assert packing.fit_resources == (("cpu", 3), ("memory", 1))
-    assert packing.weights == (10, 1, 3, 2, 0, 0, 0, 3, 1)
+    assert packing.weights == (10, 1, 3, 2, 0, 0, 0, 3, 1, 2)
     assert "InterPodAffinity" not in packing.filters
     assert "PodTopologySpread" not in packing.filters
     assert "NodeResourcesFit" in packing.filters
@@ -135,7 +138,7 @@ def test_star_disables_every_default_at_one_point() -> None:
         'profiles: [{schedulerName: a, plugins: {score: {disabled: [{name: "*"}], '
         "enabled: [{name: ImageLocality, weight: 4}]}}}]\n"
     ).profiles[0]
-    assert profile.weights == (0, 0, 0, 0, 0, 0, 0, 4, 0)
+    assert profile.weights == (0, 0, 0, 0, 0, 0, 0, 4, 0, 0)
     assert profile.filters == _CONFIGURED_FILTERS
 
 

@@ -139,7 +139,8 @@ def test_the_built_in_profile_is_a_files_default_profile_of_the_same_release(min
     assert built_in == dataclasses.replace(from_file, config="")
     assert ("NodeDeclaredFeatures" in built_in.filters) == (minor >= 36)
     assert built_in.kube == kube
-    assert built_in.weights == scoring.DEFAULT_WEIGHTS
+    # DynamicResources scores from v1.35 (weight 2).
+    assert built_in.weights == (*scoring.DEFAULT_WEIGHTS[:-1], 2 if minor >= 35 else 0)
 
 
 # What a later release has is refused, naming both releases -------------------------------------

@@ -19,7 +19,7 @@ from plumb.observability import logs, trace, tracing
 from plumb_dev.testing.builders import make_pod
 from tests.support import small_clusters
 
-VALUES = (88, 61, 100, 0, 42, 0, 7, 3, 95)
+VALUES = (88, 61, 100, 0, 42, 0, 7, 3, 95, 50)
 
 
 def _as_dict() -> dict[str, int]:

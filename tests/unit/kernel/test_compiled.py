@@ -184,6 +184,7 @@ def kernel_inputs(
         ),
         image_score=menu((distinct, nodes), (0, 0, 100, 37, 1, 64)),
         volume_score=menu((distinct, nodes), (0, 0, 100, 50, 95, 3)),
+        dra_raw=menu((distinct, nodes), (0, 0, 0, 8, 16, 15)),
         member=ints((pods, rows), 0, 1).astype(i32),
         spread_pod=np.array(spread_pod, dtype=i32),
         spread_row=ints(n_spread, 0, rows - 1).astype(i32),
@@ -440,7 +441,7 @@ def test_quantities_beyond_the_exact_range_go_to_the_reference(
         ),
         (
             lambda cl, b: (cl, dataclasses.replace(b, weights=b.weights[:6])),
-            "weights has shape (6,), not (9,)",
+            "weights has shape (6,), not (10,)",
         ),
     ],
 )

@@ -646,18 +646,23 @@ def test_the_default_weights_add_up(kernel: Kernel) -> None:
         .taints([1, 0])
         .node_affinity([10, 0])
         .spread("web", "zone", hard=False)
+        .dra([1, 4])
         .build()
     )
     result = kernel(*built)
     # Fit 75 and balanced 100 on both; taint 0 / 100; node affinity 100 / 0; spread raw
     # round(log 4) = 1 / 0 -> 0 / 100; no inter-pod terms; ZoneHealth neutral (100) and
-    # weighed 0; no image on either node; no volume. Weights 1, 1, 3, 2, 2, 2, 0, 1, 1.
+    # weighed 0; no image on either node; no volume; DynamicResources raw 1 / 4 -> 25 / 100.
+    # Weights 1, 1, 3, 2, 2, 2, 0, 1, 1, 2.
     assert result.top_scores[0].tolist() == [
-        [75, 100, 100, 0, 100, 0, 100, 0, 0],
-        [75, 100, 0, 100, 0, 0, 100, 0, 0],
-        [0, 0, 0, 0, 0, 0, 0, 0, 0],
+        [75, 100, 100, 0, 100, 0, 100, 0, 0, 100],
+        [75, 100, 0, 100, 0, 0, 100, 0, 0, 25],
+        [0, 0, 0, 0, 0, 0, 0, 0, 0, 0],
     ]
-    assert result.total[0].tolist() == [75 + 100 + 2 * 100, 75 + 100 + 3 * 100 + 2 * 100]
+    assert result.total[0].tolist() == [
+        75 + 100 + 2 * 100 + 2 * 25,
+        75 + 100 + 3 * 100 + 2 * 100 + 2 * 100,
+    ]
     assert result.chosen.tolist() == [1]
 
 

@@ -83,9 +83,9 @@ def test_a_policys_weights_and_strategy_become_the_batch_profile() -> None:
     assert state.active is not None
     profile = engine.profile(state.active, cache.snapshot(), scoring.DEFAULT)
     # SCORE_PLUGINS order: fit, balanced, taints, node affinity, spread, inter-pod affinity,
-    # zone health, image locality and volume binding (the profile's: a policy has no weight
-    # for them).
-    assert profile.weights == (5, 1, 3, 2, 0, 2, 1, 1, 1)
+    # zone health, image locality, volume binding and dynamic resources (the profile's: a
+    # policy has no weight for them).
+    assert profile.weights == (5, 1, 3, 2, 0, 2, 1, 1, 1, 2)
     assert dict(zip(contract.SCORE_PLUGINS, profile.weights, strict=True))["ZoneHealth"] == 1
     assert profile.strategy == "MostAllocated"
 

@@ -210,6 +210,7 @@ def inputs(nodes: int, pods: int) -> tuple[c.Cluster, c.Batch]:
         node_affinity_raw=preferred[np.newaxis],
         image_score=np.zeros((1, nodes), dtype=np.int64),  # the nodes report no images
         volume_score=np.zeros((1, nodes), dtype=np.int64),  # the pods claim no volumes
+        dra_raw=np.zeros((1, nodes), dtype=np.int64),  # nor devices
         member=np.tile(np.array([1, 0, 0, 0], dtype=np.int32), (pods, 1)),
         spread_pod=twice,
         spread_row=np.full(2 * pods, ROW_WEB, dtype=np.int32),
@@ -233,7 +234,7 @@ def inputs(nodes: int, pods: int) -> tuple[c.Cluster, c.Batch]:
         preferred_row=np.full(pods, ROW_API, dtype=np.int32),
         preferred_key=np.full(pods, KEY_ZONE, dtype=np.int32),
         preferred_weight=np.full(pods, API_AFFINITY_WEIGHT, dtype=np.int64),
-        weights=np.array([1, 1, 3, 2, 2, 2, 0, 1, 1], dtype=np.int64),  # the default profile's
+        weights=np.array([1, 1, 3, 2, 2, 2, 0, 1, 1, 2], dtype=np.int64),  # the default profile's
         balanced_skip=per_pod(False, np.bool_),
         continues=per_pod(False, np.bool_),  # the default profile signs no pod
         fit_strategy=c.LEAST_ALLOCATED,

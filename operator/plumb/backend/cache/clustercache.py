@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend.cache import controllers, countrows, nodetable, snapshot, volumes
+from plumb.backend.cache import controllers, countrows, dra, nodetable, snapshot, volumes
 from plumb.backend.cache import journal as journal_module
 from plumb.backend.records import objects, specs
 
@@ -65,6 +65,9 @@ class Cache:
         # PersistentVolumes, claims, StorageClasses and CSINodes, for the volume plugins (not
         # journalled: a replayed pod with claims reads them as they are now).
         self.volumes = volumes.Volumes()
+        # ResourceSlices, DeviceClasses, ResourceClaims and templates, and the allocations
+        # assumed by DynamicResources (journalled: a dump rewinds them with the pods).
+        self.dra = dra.DraStore(self.journal)
         self._ports: dict[str, collections.Counter[specs.HostPort]] = {}
         self._assumed = 0
         self._priorities: collections.Counter[int] = collections.Counter()

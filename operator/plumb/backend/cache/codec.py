@@ -1,16 +1,22 @@
 """Records to JSON and back, by their type hints: how a snapshot dump writes the cache's records.
 
 ``encode`` turns a frozen dataclass (and what it holds: str, int, float, bool, None, enums,
-tuples, frozensets, string-keyed mappings, other dataclasses) into JSON values; ``decode``
+fractions, tuples, frozensets, mappings, other dataclasses) into JSON values; ``decode``
 rebuilds it from the class and those values, reading the annotations of each field, so the
 records need no hand-written (de)serialisers and a field added to one is dumped with it.
 Every field is written, those left out of equality (a pod's resourceVersion) too.
+
+A mapping whose keys are not all strings (a device id, a tuple) is written as a list of
+[key, value] pairs; a Fraction as its text ("3/2"). A union of several types (a device
+attribute's value) is read as the first of them the value fits, in the order the annotation
+names them: an empty list is read as the first tuple type named.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import enum
+import fractions
 import functools
 import types
 import typing
@@ -30,10 +36,14 @@ def encode(value: Any) -> Any:
         return value
     if isinstance(value, enum.Enum):
         return encode(value.value)
+    if isinstance(value, fractions.Fraction):
+        return str(value)
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
     if isinstance(value, Mapping):
-        return {str(key): encode(item) for key, item in value.items()}
+        if all(isinstance(key, str) for key in value):
+            return {key: encode(item) for key, item in value.items()}
+        return [[encode(key), encode(item)] for key, item in value.items()]
     if isinstance(value, frozenset | set):
         return sorted((encode(item) for item in value), key=repr)
     if isinstance(value, tuple | list):
@@ -60,9 +70,14 @@ def _decode(hint: Any, data: Any, where: str) -> Any:
         if data is None and type(None) in args:
             return None
         options = [a for a in args if a is not type(None)]
-        if len(options) != 1:
-            raise CodecError(f"{where}: cannot decode a union of {options}")
-        return _decode(options[0], data, where)
+        if len(options) == 1:
+            return _decode(options[0], data, where)
+        for option in options:
+            try:
+                return _decode(option, data, where)
+            except (CodecError, TypeError):
+                continue
+        raise CodecError(f"{where}: {data!r} is none of {options}")
     if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if not isinstance(data, Mapping):
             raise CodecError(f"{where}: expected an object for {hint.__name__}")
@@ -75,8 +90,16 @@ def _decode(hint: Any, data: Any, where: str) -> Any:
         return hint(**values)
     if isinstance(hint, type) and issubclass(hint, enum.Enum):
         return hint(data)
+    if hint is fractions.Fraction:
+        if not isinstance(data, str):
+            raise CodecError(f"{where}: expected a fraction's text, got {data!r}")
+        try:
+            return fractions.Fraction(data)
+        except ValueError as error:
+            raise CodecError(f"{where}: {error}") from error
     if hint in (str, int, float, bool):
-        if not isinstance(data, hint) and not (hint is float and isinstance(data, int)):
+        fits = isinstance(data, hint) and not (hint is int and isinstance(data, bool))
+        if not fits and not (hint is float and isinstance(data, int)):
             raise CodecError(f"{where}: expected {hint.__name__}, got {data!r}")
         return data
     if origin is tuple:
@@ -88,8 +111,17 @@ def _decode(hint: Any, data: Any, where: str) -> Any:
     if origin is frozenset:
         return frozenset(_decode(args[0], item, f"{where}[]") for item in data)
     if origin in (Mapping, dict):
-        if not isinstance(data, Mapping):
+        decoded: dict[Any, Any]
+        if args and args[0] is not str and isinstance(data, list):
+            decoded = {}
+            for pair in data:
+                if not isinstance(pair, list) or len(pair) != 2:
+                    raise CodecError(f"{where}: expected [key, value] pairs")
+                key = _decode(args[0], pair[0], f"{where}[key]")
+                decoded[key] = _decode(args[1], pair[1], f"{where}[{key!r}]")
+        elif isinstance(data, Mapping):
+            decoded = {str(k): _decode(args[1], v, f"{where}.{k}") for k, v in data.items()}
+        else:
             raise CodecError(f"{where}: expected an object")
-        decoded = {str(k): _decode(args[1], v, f"{where}.{k}") for k, v in data.items()}
         return types.MappingProxyType(decoded) if origin is not dict else decoded
     raise CodecError(f"{where}: cannot decode {hint!r}")

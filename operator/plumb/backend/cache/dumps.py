@@ -1,9 +1,10 @@
 """A cache written as JSON, with its journal, and rebuilt from it as of an earlier state.
 
 ``dump`` writes what the cache holds now (nodes, their resource columns, placed pods with their
-node and state, namespace labels, Service and controller selectors) and the journal's undo
-records; ``Dumped.rewind(seq)`` applies the undos newer than ``seq``, newest first, and builds a
-fresh ``Cache`` holding what the original held when its journal stood at ``seq``.
+node and state, namespace labels, Service and controller selectors, the DRA objects and the
+allocations assumed) and the journal's undo records; ``Dumped.rewind(seq)`` applies the undos
+newer than ``seq``, newest first, and builds a fresh ``Cache`` holding what the original held
+when its journal stood at ``seq``.
 
 ``dump`` is ``capture`` then ``CacheCapture.encode``. The capture copies only the containers, on
 the thread that owns the cache; the records they hold are frozen, so the capture stays the cache
@@ -47,6 +48,7 @@ class CacheCapture:
     namespaces: Mapping[str, Mapping[str, str]]
     workloads: journal_module.Reworkload
     undos: tuple[journal_module.Undo, ...]  # the journal's, oldest (number oldest + 1) first
+    dra: journal_module.DraState = dataclasses.field(default_factory=journal_module.DraState)
 
     def encode(self) -> dict[str, Any]:
         """The dump's JSON values (the expensive part: run it off the event loop)."""
@@ -66,6 +68,7 @@ class CacheCapture:
             "pods": map(codec.encode, sorted(self.pods, key=lambda p: p.pod.uid)),
             "namespaces": codec.encode(self.namespaces),
             "workloads": codec.encode(self.workloads),
+            "dra": codec.encode(self.dra),
             "journal": (
                 {"seq": seq, "undo": type(undo).__name__, **codec.encode(undo)}
                 for seq, undo in enumerate(self.undos, self.oldest + 1)
@@ -99,6 +102,7 @@ def capture(cache: cache_module.Cache) -> CacheCapture:
         namespaces=dict(cache.namespace_labels),
         workloads=cache.workloads.state(),  # copies already
         undos=tuple(undo for _seq, undo in cache.journal.entries()),
+        dra=cache.dra.state(),
     )
 
 
@@ -114,6 +118,7 @@ class Dumped:
     namespaces: Mapping[str, Mapping[str, str]]
     workloads: journal_module.Reworkload
     journal: tuple[tuple[int, journal_module.Undo], ...]
+    dra: journal_module.DraState = dataclasses.field(default_factory=journal_module.DraState)
 
     def rewind(self, seq: int) -> cache_module.Cache:
         """A cache as the dumped one was when its journal stood at ``seq``."""
@@ -126,6 +131,11 @@ class Dumped:
         nodes, pods = dict(self.nodes), dict(self.pods)
         namespaces: dict[str, Mapping[str, str]] = dict(self.namespaces)
         workloads = self.workloads
+        slices = {piece.name: piece for piece in self.dra.slices}
+        classes = {device_class.name: device_class for device_class in self.dra.classes}
+        claims = {claim.key: claim for claim in self.dra.claims}
+        templates = {f"{t.namespace}/{t.name}": t for t in self.dra.templates}
+        pending = {p.claim: p for p in self.dra.pending}
         for at, undo in reversed(self.journal):
             if at <= seq:
                 break
@@ -142,6 +152,16 @@ class Dumped:
                     _put(namespaces, name, labels)
                 case journal_module.Reworkload():
                     workloads = undo
+                case journal_module.Reslice(name=name, slice=piece):
+                    _put(slices, name, piece)
+                case journal_module.Reclass(name=name, device_class=device_class):
+                    _put(classes, name, device_class)
+                case journal_module.Reclaim(key=key, claim=claim):
+                    _put(claims, key, claim)
+                case journal_module.Retemplate(key=key, template=template):
+                    _put(templates, key, template)
+                case journal_module.Repend(key=key, pending=assumed):
+                    _put(pending, key, assumed)
         cache = cache_module.Cache()
         for resource in self.resources:
             cache.nodes.column(resource)
@@ -152,6 +172,15 @@ class Dumped:
             cache.upsert_node(nodes[name])
         for uid in sorted(pods):
             cache.place(pods[uid])
+        cache.dra.restore(
+            journal_module.DraState(
+                slices=tuple(slices[k] for k in sorted(slices)),
+                classes=tuple(classes[k] for k in sorted(classes)),
+                claims=tuple(claims[k] for k in sorted(claims)),
+                templates=tuple(templates[k] for k in sorted(templates)),
+                pending=tuple(pending[k] for k in sorted(pending)),
+            )
+        )
         return cache
 
 
@@ -179,6 +208,8 @@ def load(data: Mapping[str, Any]) -> Dumped:
             namespaces=codec.decode(dict[str, Mapping[str, str]], data["namespaces"]),
             workloads=codec.decode(journal_module.Reworkload, data["workloads"]),
             journal=entries,
+            # A dump from before DRA has none of it.
+            dra=codec.decode(journal_module.DraState, data.get("dra") or {}),
         )
     except (KeyError, TypeError, codec.CodecError) as error:
         raise DumpError(f"a malformed cache dump: {error}") from error

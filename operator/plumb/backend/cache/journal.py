@@ -1,11 +1,12 @@
 """The cache's recent writes, each kept as how to undo it, so a dump can go back in time.
 
 Every write to the cache (a pod placed, unplaced or confirmed, a node upserted or removed, a
-namespace's labels, a Service's or controller's selector) notes its *undo* here with the next
-sequence number. A snapshot dump writes the cache as it is now plus these undos; ``plumb
-replay`` applies them newest first down to the sequence number a decision saw, and so rebuilds
-the cache that decision was made on. The journal keeps the last ``limit`` writes: a decision
-older than that can no longer be replayed from a dump (the dump says so).
+namespace's labels, a Service's or controller's selector, a DRA object or an allocation plumb
+assumed) notes its *undo* here with the next sequence number. A snapshot dump writes the cache
+as it is now plus these undos; ``plumb replay`` applies them newest first down to the sequence
+number a decision saw, and so rebuilds the cache that decision was made on. The journal keeps
+the last ``limit`` writes: a decision older than that can no longer be replayed from a dump
+(the dump says so).
 
 Undo records hold references to the immutable records the cache held, nothing copied. A
 Service's or controller's write is kept as the few selectors it replaced (``Reselect``); the
@@ -21,7 +22,7 @@ import enum
 from collections.abc import Callable, Iterator, Mapping
 from typing import TypeVar
 
-from plumb.backend.records import objects, specs
+from plumb.backend.records import draobjects, objects, specs
 
 DEFAULT_LIMIT = 20_000
 _V = TypeVar("_V")
@@ -128,9 +129,100 @@ def _put(into: dict[str, _V], key: str, value: _V | None) -> None:
         into[key] = value
 
 
-Undo = Unplace | Replace | Restate | Renode | Renamespace | Reworkload
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Pending:
+    """An allocation plumb decided for a claim (DynamicResources' Reserve) that the watch has
+    not shown yet: its devices are taken meanwhile. ``written``: the claim as PreBind's API
+    write returned it (allocation and reservedFor), which stands for the watched one until
+    the watch brings that version or a newer one."""
+
+    claim: str  # namespace/name
+    allocation: draobjects.Allocation
+    pod_uid: str
+    written: draobjects.ResourceClaim | None = None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Reslice:
+    """Undo a ResourceSlice write: it was ``slice`` (None: absent)."""
+
+    name: str
+    slice: draobjects.ResourceSlice | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Reclass:
+    """Undo a DeviceClass write: it was ``device_class`` (None: absent)."""
+
+    name: str
+    device_class: draobjects.DeviceClass | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Reclaim:
+    """Undo a ResourceClaim write (the watch's): it was ``claim`` (None: absent)."""
+
+    key: str
+    claim: draobjects.ResourceClaim | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Retemplate:
+    """Undo a ResourceClaimTemplate write: it was ``template`` (None: absent)."""
+
+    key: str
+    template: draobjects.ClaimTemplate | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Repend:
+    """Undo an assumed allocation's write (assumed, forgotten, written or confirmed): it was
+    ``pending`` (None: none)."""
+
+    key: str
+    pending: Pending | None
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class DraState:
+    """The DRA store's objects and assumed allocations at one instant (a dump's), each kind
+    in name (or namespace/name) order."""
+
+    slices: tuple[draobjects.ResourceSlice, ...] = ()
+    classes: tuple[draobjects.DeviceClass, ...] = ()
+    claims: tuple[draobjects.ResourceClaim, ...] = ()
+    templates: tuple[draobjects.ClaimTemplate, ...] = ()
+    pending: tuple[Pending, ...] = ()
+
+
+Undo = (
+    Unplace
+    | Replace
+    | Restate
+    | Renode
+    | Renamespace
+    | Reworkload
+    | Reslice
+    | Reclass
+    | Reclaim
+    | Retemplate
+    | Repend
+)
 UNDO_KINDS: Mapping[str, type[Undo]] = {
-    kind.__name__: kind for kind in (Unplace, Replace, Restate, Renode, Renamespace, Reworkload)
+    kind.__name__: kind
+    for kind in (
+        Unplace,
+        Replace,
+        Restate,
+        Renode,
+        Renamespace,
+        Reworkload,
+        Reslice,
+        Reclass,
+        Reclaim,
+        Retemplate,
+        Repend,
+    )
 }
 
 

@@ -33,7 +33,6 @@ POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 # A claim kube-scheduler made for extended resources backed by DRA (v1.37) carries this
 # annotation ("true"); its requests are named after the containers' resources.
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
-_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclasses.dataclass(frozen=True, slots=True, order=True)
@@ -116,6 +115,9 @@ class CounterConsumption:
 
     counter_set: str
     counters: Mapping[str, Quantity]
+    # compatibilityGroups (v1.37, gate DRADeviceCompatibilityGroups): a slice whose devices
+    # name any is left out of its pool while the gate is off.
+    compatibility_groups: tuple[str, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -140,8 +142,8 @@ class Device:
     (``model`` or ``gpu.example.com/model``; a name without a domain is in the driver's)."""
 
     name: str
-    attributes: Mapping[str, AttributeValue] = _EMPTY
-    capacity: Mapping[str, Capacity] = _EMPTY
+    attributes: Mapping[str, AttributeValue] = dataclasses.field(default_factory=dict)
+    capacity: Mapping[str, Capacity] = dataclasses.field(default_factory=dict)
     consumes_counters: tuple[CounterConsumption, ...] = ()
     # Set only under perDeviceNodeSelection: the device's own node selection.
     selection: NodeSelection | None = None
@@ -201,7 +203,7 @@ class RequestSpec:
     count: int = 1
     admin_access: bool = False
     tolerations: tuple[DeviceToleration, ...] = ()
-    capacity: Mapping[str, Quantity] = _EMPTY
+    capacity: Mapping[str, Quantity] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -290,6 +292,9 @@ class ResourceClaim:
     )
     problem: str | None = None
     resource_version: str = dataclasses.field(default="", compare=False)
+    # The object as watched: PreBind updates the whole claim, as kube-scheduler updates its
+    # cached copy (claimreservations.py).
+    body: Mapping[str, Any] = dataclasses.field(default_factory=dict, compare=False, repr=False)
 
     @property
     def key(self) -> str:
@@ -428,7 +433,11 @@ def _device(raw: Mapping[str, Any], where: str) -> Device:
         attributes=MappingProxyType(attributes),
         capacity=MappingProxyType(capacity),
         consumes_counters=tuple(
-            CounterConsumption(str(c.get("counterSet", "")), _counters(c.get("counters")))
+            CounterConsumption(
+                str(c.get("counterSet", "")),
+                _counters(c.get("counters")),
+                tuple(str(g) for g in c.get("compatibilityGroups") or ()),
+            )
             for c in raw.get("consumesCounters") or ()
         ),
         selection=selection,
@@ -652,6 +661,7 @@ def parse_claim(body: Mapping[str, Any]) -> ResourceClaim:
         device_conditions=_device_conditions(status.get("devices")),
         problem=problem,
         resource_version=str(metadata.get("resourceVersion", "")),
+        body=body,
     )
 
 
@@ -725,7 +735,13 @@ class Pool:
     """A driver's pool as a node sees it: the slices of its newest generation reachable from
     the node. ``incomplete``: fewer slices of that generation than ``resourceSliceCount``
     (being updated); ``invalid``: why its devices cannot be used (a device name twice), "" if
-    they can."""
+    they can.
+
+    Under partitionable devices (DRAPartitionableDevices), ``slices`` holds the device slices
+    only: the pool's counter sets are in ``counter_sets`` (by name, from its slices that
+    publish sharedCounters), and ``other_slices`` the device slices of the same generation not
+    reachable from the node, whose devices draw on the same counters (GatherPools'
+    DeviceSlicesNotTargetingNode). An incomplete or invalid pool has no slices."""
 
     driver: str
     name: str
@@ -733,3 +749,10 @@ class Pool:
     slices: tuple[ResourceSlice, ...]
     incomplete: bool = False
     invalid: str = ""
+    counter_sets: Mapping[str, CounterSet] = dataclasses.field(default_factory=dict)
+    other_slices: tuple[ResourceSlice, ...] = ()
+
+    @property
+    def key(self) -> tuple[str, str]:
+        """(driver, pool name): the pool's id."""
+        return (self.driver, self.name)

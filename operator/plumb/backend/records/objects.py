@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-from plumb.backend.records import specs
+from plumb.backend.records import draobjects, specs
 from plumb.k8s import quantities
 
 CPU = "cpu"
@@ -36,6 +36,7 @@ PREEMPTION_BY_SCHEDULER = "PreemptionByScheduler"
 RESIZE_PENDING = "PodResizePending"
 RESIZE_INFEASIBLE = "Infeasible"
 _EMPTY_LABELS: Mapping[str, str] = MappingProxyType({})
+_EMPTY_NAMES: Mapping[str, str] = MappingProxyType({})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -133,6 +134,13 @@ class PodInfo:
     preempted: bool = dataclasses.field(default=False, compare=False)
     # The claims of its volumes, in spec order (the volume plugins read them).
     claims: tuple[PodClaim, ...] = ()
+    # Its DRA claims (spec.resourceClaims, in order) and the claims the resourceclaim
+    # controller made for those from templates (status.resourceClaimStatuses: pod claim name
+    # -> claim name, "" when none is needed). The status is compared all the same: a pod waits
+    # until the controller writes it (DynamicResources' PreEnqueue), and that write is the
+    # update that lets it in.
+    resource_claims: tuple[draobjects.PodResourceClaim, ...] = ()
+    claim_statuses: Mapping[str, str] = dataclasses.field(default_factory=lambda: _EMPTY_NAMES)
     # metadata.generation: the API server counts each change of the spec in it, but not a
     # binding (nor a label or status change); 0 where it is not set. Not compared: equal
     # generations mean the spec-derived fields above are equal.
@@ -552,6 +560,8 @@ def parse_pod(
         start_time=str(status.get("startTime") or ""),
         preempted=_preempted(status),
         claims=_claims(spec, str(metadata.get("name", ""))),
+        resource_claims=draobjects.pod_resource_claims(spec),
+        claim_statuses=_claim_statuses(status),
         generation=_generation(metadata),
         status_resources=resources.from_status,
     )
@@ -610,6 +620,7 @@ def _respecified(
         nominated_node=str(status.get("nominatedNodeName") or ""),
         start_time=str(status.get("startTime") or ""),
         preempted=_preempted(status),
+        claim_statuses=_claim_statuses(status),
     )
     if not known.status_resources and not reads_status(status):
         return respecified
@@ -624,6 +635,12 @@ def _respecified(
         nonzero_incoming=resources.incoming,
         status_resources=resources.from_status,
     )
+
+
+def _claim_statuses(status: Mapping[str, Any]) -> Mapping[str, str]:
+    if not status.get("resourceClaimStatuses"):
+        return _EMPTY_NAMES  # most pods: one shared empty mapping
+    return draobjects.pod_claim_statuses(status)
 
 
 def _generation(metadata: Mapping[str, Any]) -> int:

@@ -1,0 +1,1 @@
+"""Dynamic Resource Allocation's device selection: the CEL selectors and the allocator."""

@@ -22,6 +22,7 @@ from plumb_dev.testing import drabuilders as drab
 from tests.support import side_by_side
 from tests.support.dra_stage import CANNOT_ALLOCATE, Stage, dra_fixture, not_helpful  # noqa: F401
 from tests.support.live_cluster import NodeFactory
+from tests.support.pod_watches import NominationWatch
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.dra]
@@ -60,9 +61,14 @@ def test_selectors_of_the_class_and_the_request_on_attributes_pick_the_device(
         "gpu", gpu, selectors=[f'{dra.cel("model")} == "a100"']
     )
     dra.api.create_claim(a100.obj())
-    kube_client.create_pod(_pod(scheduler, namespace, "trainer", "a100"))
-    placed = side_by_side.wait_settled(kube_client, namespace, ["trainer"], cluster_nodes=2)
-    assert placed == {"trainer": small}
+    with NominationWatch(kube_client, namespace, "trainer") as watched:
+        kube_client.create_pod(_pod(scheduler, namespace, "trainer", "a100"))
+        placed = side_by_side.wait_settled(kube_client, namespace, ["trainer"], cluster_nodes=2)
+        assert placed == {"trainer": small}
+        assert watched.bound.wait(timeout=30)
+    # A pod with claims has PreBind work: from v1.35 (NominatedNodeNameForExpectation) it is
+    # nominated to its node before the claim is written; the API server clears it at binding.
+    assert watched.seen == ([None] if kube_minor < 35 else [None, small, None])
 
     # What kube-scheduler writes, before it binds: the finalizer, then status.allocation (the
     # devices, a node selector naming the node of a node-local slice and, where
@@ -269,3 +275,78 @@ def test_devices_in_use_are_not_allocated_again(
     histogram = f"0/2 nodes are available: 2 {CANNOT_ALLOCATE}."
     message = side_by_side.failed_scheduling(kube_client, namespace, "third")
     assert message == not_helpful(kube_minor, histogram, 2)
+
+
+def test_devices_reachable_from_several_nodes_and_the_configuration_they_take(
+    kube_minor: int,
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    scheduler: side_by_side.Runner,
+    dra: Stage,
+) -> None:
+    rack = "plumb.test/rack"
+    roomy = add_node(
+        builders.make_node(f"{namespace}-roomy").capacity(cpu="8", memory="16Gi").label(rack, "b")
+    )
+    small = add_node(
+        builders.make_node(f"{namespace}-small").capacity(cpu="4", memory="16Gi").label(rack, "a")
+    )
+    fpga = drab.make_class(dra.class_name("fpga")).driver(dra.driver)
+    fpga.selector(f'{dra.cel("kind")} == "fpga"').config(dra.driver, {"mode": "exclusive"})
+    dra.api.create_class(fpga.obj())
+    # Rack a's FPGA is reachable from rack a's nodes (a slice with a node selector), the
+    # licence server from every node (allNodes); each is a pool of its own.
+    in_rack_a = drab.make_slice(f"rack-a-{dra.tag}", dra.driver).node_selector(
+        [builders.expr(rack, "In", "a")]
+    )
+    dra.api.create_slice(in_rack_a.devices(drab.device("fpga-0").attr("kind", "fpga")).obj())
+    everywhere = drab.make_slice(f"licences-{dra.tag}", dra.driver).all_nodes()
+    dra.api.create_slice(everywhere.devices(drab.device("seat-0").attr("kind", "licence")).obj())
+    licence = dra.device_class("licence", f'{dra.cel("kind")} == "licence"')
+    dra.in_view(kube_client, scheduler, [roomy, small])
+
+    # The FPGA only from small; the claim's own configuration comes after the class's.
+    accel = drab.make_claim("fpga", namespace).request("fpga", dra.class_name("fpga"))
+    dra.api.create_claim(accel.config(dra.driver, {"clock": "fast"}, "fpga").obj())
+    kube_client.create_pod(_pod(scheduler, namespace, "synth", "fpga"))
+    assert side_by_side.wait_settled(kube_client, namespace, ["synth"], cluster_nodes=2) == {
+        "synth": small
+    }
+    allocation = dra.claim("fpga")["status"]["allocation"]
+    assert draclient.allocated(dra.claim("fpga")) == [
+        draclient.Allocated("fpga", dra.driver, f"rack-a-{dra.tag}", "fpga-0")
+    ]
+    # The allocation is reachable where the slice is: its node selector, as published.
+    assert allocation["nodeSelector"] == {
+        "nodeSelectorTerms": [
+            {"matchExpressions": [{"key": rack, "operator": "In", "values": ["a"]}]}
+        ]
+    }
+    # Class configuration first, then the claim's, each naming the requests it applies to;
+    # from v1.37 a configuration that applies to every request of the claim names none.
+    every = {} if kube_minor >= 37 else {"requests": ["fpga"]}
+    assert allocation["devices"]["config"] == [
+        {
+            "source": "FromClass",
+            **every,
+            "opaque": {"driver": dra.driver, "parameters": {"mode": "exclusive"}},
+        },
+        {
+            "source": "FromClaim",
+            **every,
+            "opaque": {"driver": dra.driver, "parameters": {"clock": "fast"}},
+        },
+    ]
+
+    # The licence from anywhere: the resources choose roomy, and the allocation has no node
+    # selector (every node reaches it).
+    dra.api.create_claim(drab.make_claim("seat", namespace).request("seat", licence).obj())
+    kube_client.create_pod(_pod(scheduler, namespace, "user", "seat"))
+    assert side_by_side.wait_settled(kube_client, namespace, ["user"], cluster_nodes=2) == {
+        "user": roomy
+    }
+    assert draclient.allocated(dra.claim("seat")) == [
+        draclient.Allocated("seat", dra.driver, f"licences-{dra.tag}", "seat-0")
+    ]
+    assert "nodeSelector" not in dra.claim("seat")["status"]["allocation"]

@@ -16,6 +16,7 @@ they fail until it allocates claims.
 from __future__ import annotations
 
 import pytest
+from kubernetes import client as k8s
 
 from plumb_dev.testing import builders, draclient, kube
 from plumb_dev.testing import drabuilders as drab
@@ -183,3 +184,94 @@ def test_a_tainted_device_is_left_to_requests_that_tolerate_it(
         result["tolerations"] = [tolerate]
     allocation = dra.claim("tolerant")["status"]["allocation"]
     assert allocation["devices"]["results"] == [result]
+
+
+def test_admin_access_reaches_a_device_another_claim_holds(
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    scheduler: side_by_side.Runner,
+    dra: Stage,
+) -> None:
+    roomy, small = dra.roomy_and_small(add_node)
+    gpu = dra.device_class("gpu")
+    dra.publish(roomy, drab.device("gpu-0").attr("model", "t4"))
+    dra.publish(small, drab.device("gpu-0").attr("model", "a100"))
+    dra.in_view(kube_client, scheduler, [roomy, small])
+    a100 = f'{dra.cel("model")} == "a100"'
+
+    dra.api.create_claim(
+        drab.make_claim("work", namespace).request("gpu", gpu, selectors=[a100]).obj()
+    )
+    kube_client.create_pod(_pod(scheduler, namespace, "work", "work"))
+    assert _settle(kube_client, namespace, "work") == small
+    # Only a namespace an administrator labelled may ask for admin access (the API server
+    # refuses the claim elsewhere).
+    watch = drab.make_claim("watch", namespace).request("gpu", gpu, selectors=[a100], admin=True)
+    with pytest.raises(k8s.ApiException) as refused:
+        dra.api.create_claim(watch.obj())
+    assert refused.value.status == 422
+    kube_client.core.patch_namespace(
+        namespace, {"metadata": {"labels": {drab.ADMIN_ACCESS_LABEL: "true"}}}
+    )
+    dra.api.create_claim(watch.obj())
+    # The monitor gets the A100 "work" holds: admin access neither needs a free device nor
+    # takes one.
+    kube_client.create_pod(_pod(scheduler, namespace, "monitor", "watch"))
+    assert _settle(kube_client, namespace, "monitor") == small
+    allocation = dra.claim("watch")["status"]["allocation"]
+    assert allocation["devices"]["results"] == [
+        {
+            "request": "gpu",
+            "driver": dra.driver,
+            "pool": small,
+            "device": "gpu-0",
+            "adminAccess": True,
+        }
+    ]
+
+
+def test_partitions_of_a_device_share_its_counters(
+    kube_minor: int,
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    scheduler: side_by_side.Runner,
+    dra: Stage,
+) -> None:
+    if kube_minor < 36:
+        pytest.skip("DRAPartitionableDevices is alpha (off) before v1.36")
+    roomy, small = dra.roomy_and_small(add_node)
+    gpu = dra.device_class("gpu")
+    # Small's GPU as a whole or in halves: one pool of two slices, the counters in one, the
+    # partitions in the other (the API keeps them apart from v1.35).
+    counters = drab.make_slice(f"{small}-counters-{dra.tag}", dra.driver).pool(small, count=2)
+    dra.api.create_slice(counters.node(small).counters("gpu-0", memory="80Gi").obj())
+
+    def part(name: str, memory: str) -> drab.DeviceBuilder:
+        return drab.device(name).attr("size", memory).consumes("gpu-0", memory=memory)
+
+    partitions = drab.make_slice(f"{small}-{dra.tag}", dra.driver).pool(small, count=2)
+    partitions.node(small).devices(
+        part("gpu-0-whole", "80Gi"), part("gpu-0-half-a", "40Gi"), part("gpu-0-half-b", "40Gi")
+    )
+    dra.api.create_slice(partitions.obj())
+    dra.publish(roomy, drab.device("gpu-0").attr("size", "16Gi"))
+    dra.in_view(kube_client, scheduler, [roomy, small])
+
+    def sized(name: str, size: str) -> str | None:
+        selector = f'{dra.cel("size")} == "{size}"'
+        claim = drab.make_claim(name, namespace).request("gpu", gpu, selectors=[selector])
+        dra.api.create_claim(claim.obj())
+        kube_client.create_pod(_pod(scheduler, namespace, name, name))
+        return _settle(kube_client, namespace, name)
+
+    # A half takes 40Gi of the 80Gi: the whole GPU no longer fits, the other half does.
+    assert sized("half", "40Gi") == small
+    assert sized("whole", "80Gi") is None
+    assert sized("other-half", "40Gi") == small
+    assert dra.devices("half") == [(dra.driver, small, "gpu-0-half-a")]
+    assert dra.devices("other-half") == [(dra.driver, small, "gpu-0-half-b")]
+    histogram = f"0/2 nodes are available: 2 {CANNOT_ALLOCATE}."
+    message = side_by_side.failed_scheduling(kube_client, namespace, "whole")
+    assert message == not_helpful(kube_minor, histogram, 2)

@@ -25,15 +25,12 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import urllib3
 from kubernetes import client as k8s
-from kubernetes import watch as k8s_watch
 
 from plumb.backend.cache import volumes
 from plumb.framework import emulation, schedconfig
@@ -42,6 +39,7 @@ from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube, kubescheduler
 from tests.support import side_by_side
 from tests.support.live_cluster import NodeFactory
+from tests.support.pod_watches import NominationWatch
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 from tests.support.storage import Storage, storage_fixture  # noqa: F401
 from tests.support.volume_objects import (
@@ -345,49 +343,6 @@ def test_a_node_without_a_csi_driver_that_opts_in_is_refused(
 
 
 # --- nominatedNodeName through a PreBind that fails ---------------------------------------------
-
-
-class NominationWatch:
-    """A watch of one pod from its creation: each change of its status.nominatedNodeName."""
-
-    def __init__(self, client: kube.Kube, namespace: str, name: str) -> None:
-        self._client = client
-        self._namespace = namespace
-        self._name = name
-        self._watch = k8s_watch.Watch()
-        self.seen: list[str | None] = []
-        self.bound = threading.Event()
-        listed = client.core.list_namespaced_pod(namespace, field_selector=f"metadata.name={name}")
-        self._version = listed.metadata.resource_version
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def __enter__(self) -> NominationWatch:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self._watch.stop()
-        self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        # stop() ends the stream under the reader's feet.
-        with contextlib.suppress(urllib3.exceptions.ProtocolError):
-            self._follow()
-
-    def _follow(self) -> None:
-        for event in self._watch.stream(
-            self._client.core.list_namespaced_pod,
-            self._namespace,
-            field_selector=f"metadata.name={self._name}",
-            resource_version=self._version,
-            timeout_seconds=300,
-        ):
-            pod: Any = event["object"]
-            value = pod.status.nominated_node_name if pod.status else None
-            if not self.seen or self.seen[-1] != value:
-                self.seen.append(value)
-            if pod.spec.node_name:
-                self.bound.set()
 
 
 def test_the_nomination_through_a_failed_prebind_and_the_binding(

@@ -234,6 +234,32 @@ class PodBuilder:
             volumes.append({"name": f"v{len(volumes)}", "persistentVolumeClaim": claim})
         return self
 
+    def resource_claim(
+        self,
+        name: str,
+        *,
+        claim: str | None = None,
+        template: str | None = None,
+        request: str | None = None,
+    ) -> Self:
+        """A DRA claim of the pod (spec.resourceClaims): an existing ResourceClaim (``claim``)
+        or one the resourceclaim controller makes from a ResourceClaimTemplate (``template``);
+        the main container uses it (all its requests, or only ``request``)."""
+        if (claim is None) == (template is None):
+            raise ValueError(f"resource_claim({name!r}): give exactly one of claim, template")
+        entry = {"name": name}
+        if claim is not None:
+            entry["resourceClaimName"] = claim
+        else:
+            entry["resourceClaimTemplateName"] = str(template)
+        self._spec.setdefault("resourceClaims", []).append(entry)
+        used = {"name": name}
+        if request is not None:
+            used["request"] = request
+        resources = self._spec["containers"][0].setdefault("resources", {})
+        resources.setdefault("claims", []).append(used)
+        return self
+
     def ephemeral(self, name: str, *, storage_class: str, size: str = "1Gi") -> Self:
         """A generic ephemeral volume: a ReadWriteOnce claim of ``storage_class`` made for the
         pod (named ``<pod>-<name>``) by the ephemeral volume controller."""

@@ -1,0 +1,277 @@
+"""Claims that bind devices together or to a node, under plumb and under the real kube-scheduler
+on the same control plane: a claim shared by several pods, matchAttribute constraints,
+prioritized lists (firstAvailable) and their score, and device taints with the requests'
+tolerations.
+
+The harness is test_dra_selection.py's: slices published by the test, nodes as API objects,
+"roomy" favoured by the resources for every pod (1 cpu, 1Gi), devices laid out so that one node
+alone can hold each claim, or, where two can, the scores are worked out in the test. Where a
+release differs (DRA's score from v1.35, device taints from v1.36), the expectation is keyed
+by the control plane's minor release.
+
+State (issue 27): every test here passes under kube-scheduler v1.37.2 and v1.34.4; under plumb
+they fail until it allocates claims.
+"""
+
+from __future__ import annotations
+
+import pytest
+from kubernetes import client as k8s
+
+from plumb_dev.testing import builders, draclient, kube
+from plumb_dev.testing import drabuilders as drab
+from tests.support import side_by_side
+from tests.support.dra_stage import CANNOT_ALLOCATE, Stage, dra_fixture, not_helpful  # noqa: F401
+from tests.support.live_cluster import NodeFactory
+from tests.support.side_by_side import scheduler_fixture  # noqa: F401
+
+pytestmark = [pytest.mark.integration, pytest.mark.dra]
+
+
+def _pod(scheduler: side_by_side.Runner, namespace: str, name: str, claim: str) -> kube.JSON:
+    pod = scheduler.pod(name, namespace).req(cpu="1", memory="1Gi")
+    return pod.resource_claim("gpu", claim=claim).obj()
+
+
+def _settle(client: kube.Kube, namespace: str, name: str) -> str | None:
+    return side_by_side.wait_settled(client, namespace, [name], cluster_nodes=2)[name]
+
+
+def test_a_shared_claim_takes_every_pod_that_uses_it_to_its_node(
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    scheduler: side_by_side.Runner,
+    dra: Stage,
+) -> None:
+    roomy, small = dra.roomy_and_small(add_node)
+    gpu = dra.device_class("gpu")
+    dra.publish(roomy, drab.device("gpu-0"))
+    dra.publish(small, drab.device("gpu-0"))
+    dra.in_view(kube_client, scheduler, [roomy, small])
+
+    dra.api.create_claim(drab.make_claim("shared", namespace).request("gpu", gpu).obj())
+    # The first pod, pinned to small, has the claim allocated there; the second, free to go
+    # anywhere and favoured by roomy, follows the allocation's node selector; one device.
+    first = scheduler.pod("first", namespace).req(cpu="1", memory="1Gi")
+    first.node_selector(builders.HOSTNAME_LABEL, small).resource_claim("gpu", claim="shared")
+    kube_client.create_pod(first.obj())
+    assert _settle(kube_client, namespace, "first") == small
+    kube_client.create_pod(_pod(scheduler, namespace, "second", "shared"))
+    assert _settle(kube_client, namespace, "second") == small
+    claim = dra.claim("shared")
+    assert draclient.allocated(claim) == [draclient.Allocated("gpu", dra.driver, small, "gpu-0")]
+    assert draclient.reserved_for(claim) == ["first", "second"]
+
+
+def test_match_attribute_takes_devices_that_share_the_attribute(
+    kube_minor: int,
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    scheduler: side_by_side.Runner,
+    dra: Stage,
+) -> None:
+    roomy, small = dra.roomy_and_small(add_node)
+    gpu = dra.device_class("gpu")
+
+    def on_numa(name: str, numa: int) -> drab.DeviceBuilder:
+        return drab.device(name).attr("numa", numa)
+
+    # Two GPUs on one NUMA node: none on roomy; on small the second and third, found after
+    # the first (NUMA 0) fails to pair with either.
+    dra.publish(roomy, on_numa("gpu-0", 0), on_numa("gpu-1", 1))
+    dra.publish(small, on_numa("gpu-0", 0), on_numa("gpu-1", 1), on_numa("gpu-2", 1))
+    dra.in_view(kube_client, scheduler, [roomy, small])
+
+    pair = drab.make_claim("pair", namespace).request("gpu", gpu, count=2)
+    dra.api.create_claim(pair.match_attribute(dra.attribute("numa")).obj())
+    kube_client.create_pod(_pod(scheduler, namespace, "pair", "pair"))
+    assert _settle(kube_client, namespace, "pair") == small
+    assert dra.devices("pair") == [(dra.driver, small, "gpu-1"), (dra.driver, small, "gpu-2")]
+
+    # Across two requests, one device each on one NUMA node: no node has such a pair free
+    # (roomy's two are on different NUMA nodes, small has one left).
+    split = drab.make_claim("split", namespace).request("a", gpu).request("b", gpu)
+    dra.api.create_claim(split.match_attribute(dra.attribute("numa"), "a", "b").obj())
+    kube_client.create_pod(_pod(scheduler, namespace, "split", "split"))
+    assert _settle(kube_client, namespace, "split") is None
+    assert draclient.allocated(dra.claim("split")) == []
+    histogram = f"0/2 nodes are available: 2 {CANNOT_ALLOCATE}."
+    message = side_by_side.failed_scheduling(kube_client, namespace, "split")
+    assert message == not_helpful(kube_minor, histogram, 2)
+
+
+def test_a_prioritized_list_takes_the_first_subrequest_a_node_can_meet(
+    kube_minor: int,
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    scheduler: side_by_side.Runner,
+    dra: Stage,
+) -> None:
+    roomy, small = dra.roomy_and_small(add_node)
+    gpu = dra.device_class("gpu")
+    dra.publish(roomy, drab.device("gpu-0").capacity("memory", "16Gi"))
+    dra.publish(small, drab.device("gpu-0").capacity("memory", "80Gi"))
+    dra.in_view(kube_client, scheduler, [roomy, small])
+
+    large = f'{dra.capacity_cel("memory")}.compareTo(quantity("64Gi")) >= 0'
+
+    def flexible(name: str) -> None:
+        claim = drab.make_claim(name, namespace).first_available(
+            "gpu",
+            drab.subrequest("large", gpu, selectors=[large]),
+            drab.subrequest("any", gpu),
+        )
+        dra.api.create_claim(claim.obj())
+        kube_client.create_pod(_pod(scheduler, namespace, name, name))
+
+    # Both nodes can hold the claim: roomy with its second choice, small with its first.
+    # Up to v1.34 nothing scores that and roomy wins on resources (by 12). From v1.35
+    # DynamicResources scores the subrequest chosen, 8 - its index (small 8, roomy 7),
+    # normalised to 100 and 87, weight 2: small by 26, against roomy's 12 (9 from v1.36).
+    flexible("first")
+    first = roomy if kube_minor < 35 else small
+    assert _settle(kube_client, namespace, "first") == first
+    # The second pod can only have the device the first left.
+    flexible("second")
+    second = small if first == roomy else roomy
+    assert _settle(kube_client, namespace, "second") == second
+    chosen = {roomy: "gpu/any", small: "gpu/large"}
+    assert dra.requests("first") == [(chosen[first], "gpu-0")]
+    assert dra.requests("second") == [(chosen[second], "gpu-0")]
+    assert dra.devices("first") == [(dra.driver, first, "gpu-0")]
+
+
+def test_a_tainted_device_is_left_to_requests_that_tolerate_it(
+    kube_minor: int,
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    scheduler: side_by_side.Runner,
+    dra: Stage,
+) -> None:
+    roomy, small = dra.roomy_and_small(add_node)
+    gpu = dra.device_class("gpu")
+    published = dra.publish(roomy, drab.device("gpu-0").taint("example.com/unhealthy", "true"))
+    dra.publish(small, drab.device("gpu-0"))
+    dra.in_view(kube_client, scheduler, [roomy, small])
+    # DRADeviceTaints: beta and on from v1.36; before, the API server drops the taints (and
+    # the requests' tolerations), so the device is as good as any.
+    taints = kube_minor >= 36
+    assert ("taints" in published["spec"]["devices"][0]) == taints
+
+    dra.api.create_claim(drab.make_claim("plain", namespace).request("gpu", gpu).obj())
+    kube_client.create_pod(_pod(scheduler, namespace, "plain", "plain"))
+    plain = small if taints else roomy
+    assert _settle(kube_client, namespace, "plain") == plain
+
+    tolerate = drab.toleration("example.com/unhealthy", operator="Exists", effect="NoSchedule")
+    tolerant = drab.make_claim("tolerant", namespace).request("gpu", gpu, tolerations=[tolerate])
+    dra.api.create_claim(tolerant.obj())
+    kube_client.create_pod(_pod(scheduler, namespace, "tolerant", "tolerant"))
+    other = roomy if plain == small else small
+    assert _settle(kube_client, namespace, "tolerant") == other
+    # The allocation result carries the request's tolerations where the feature is on.
+    result: dict[str, object] = {
+        "request": "gpu",
+        "driver": dra.driver,
+        "pool": other,
+        "device": "gpu-0",
+    }
+    if taints:
+        result["tolerations"] = [tolerate]
+    allocation = dra.claim("tolerant")["status"]["allocation"]
+    assert allocation["devices"]["results"] == [result]
+
+
+def test_admin_access_reaches_a_device_another_claim_holds(
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    scheduler: side_by_side.Runner,
+    dra: Stage,
+) -> None:
+    roomy, small = dra.roomy_and_small(add_node)
+    gpu = dra.device_class("gpu")
+    dra.publish(roomy, drab.device("gpu-0").attr("model", "t4"))
+    dra.publish(small, drab.device("gpu-0").attr("model", "a100"))
+    dra.in_view(kube_client, scheduler, [roomy, small])
+    a100 = f'{dra.cel("model")} == "a100"'
+
+    dra.api.create_claim(
+        drab.make_claim("work", namespace).request("gpu", gpu, selectors=[a100]).obj()
+    )
+    kube_client.create_pod(_pod(scheduler, namespace, "work", "work"))
+    assert _settle(kube_client, namespace, "work") == small
+    # Only a namespace an administrator labelled may ask for admin access (the API server
+    # refuses the claim elsewhere).
+    watch = drab.make_claim("watch", namespace).request("gpu", gpu, selectors=[a100], admin=True)
+    with pytest.raises(k8s.ApiException) as refused:
+        dra.api.create_claim(watch.obj())
+    assert refused.value.status == 422
+    kube_client.core.patch_namespace(
+        namespace, {"metadata": {"labels": {drab.ADMIN_ACCESS_LABEL: "true"}}}
+    )
+    dra.api.create_claim(watch.obj())
+    # The monitor gets the A100 "work" holds: admin access neither needs a free device nor
+    # takes one.
+    kube_client.create_pod(_pod(scheduler, namespace, "monitor", "watch"))
+    assert _settle(kube_client, namespace, "monitor") == small
+    allocation = dra.claim("watch")["status"]["allocation"]
+    assert allocation["devices"]["results"] == [
+        {
+            "request": "gpu",
+            "driver": dra.driver,
+            "pool": small,
+            "device": "gpu-0",
+            "adminAccess": True,
+        }
+    ]
+
+
+def test_partitions_of_a_device_share_its_counters(
+    kube_minor: int,
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    scheduler: side_by_side.Runner,
+    dra: Stage,
+) -> None:
+    if kube_minor < 36:
+        pytest.skip("DRAPartitionableDevices is alpha (off) before v1.36")
+    roomy, small = dra.roomy_and_small(add_node)
+    gpu = dra.device_class("gpu")
+    # Small's GPU as a whole or in halves: one pool of two slices, the counters in one, the
+    # partitions in the other (the API keeps them apart from v1.35).
+    counters = drab.make_slice(f"{small}-counters-{dra.tag}", dra.driver).pool(small, count=2)
+    dra.api.create_slice(counters.node(small).counters("gpu-0", memory="80Gi").obj())
+
+    def part(name: str, memory: str) -> drab.DeviceBuilder:
+        return drab.device(name).attr("size", memory).consumes("gpu-0", memory=memory)
+
+    partitions = drab.make_slice(f"{small}-{dra.tag}", dra.driver).pool(small, count=2)
+    partitions.node(small).devices(
+        part("gpu-0-whole", "80Gi"), part("gpu-0-half-a", "40Gi"), part("gpu-0-half-b", "40Gi")
+    )
+    dra.api.create_slice(partitions.obj())
+    dra.publish(roomy, drab.device("gpu-0").attr("size", "16Gi"))
+    dra.in_view(kube_client, scheduler, [roomy, small])
+
+    def sized(name: str, size: str) -> str | None:
+        selector = f'{dra.cel("size")} == "{size}"'
+        claim = drab.make_claim(name, namespace).request("gpu", gpu, selectors=[selector])
+        dra.api.create_claim(claim.obj())
+        kube_client.create_pod(_pod(scheduler, namespace, name, name))
+        return _settle(kube_client, namespace, name)
+
+    # A half takes 40Gi of the 80Gi: the whole GPU no longer fits, the other half does.
+    assert sized("half", "40Gi") == small
+    assert sized("whole", "80Gi") is None
+    assert sized("other-half", "40Gi") == small
+    assert dra.devices("half") == [(dra.driver, small, "gpu-0-half-a")]
+    assert dra.devices("other-half") == [(dra.driver, small, "gpu-0-half-b")]
+    histogram = f"0/2 nodes are available: 2 {CANNOT_ALLOCATE}."
+    message = side_by_side.failed_scheduling(kube_client, namespace, "whole")
+    assert message == not_helpful(kube_minor, histogram, 2)

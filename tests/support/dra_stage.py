@@ -1,0 +1,175 @@
+"""The DRA stage of one side-by-side test: a driver of its own, DeviceClasses and ResourceSlices
+published as API objects (no driver runs, as the scale nodes have no kubelet), deleted
+afterwards, and the claims read back.
+
+A test module takes the ``dra`` fixture by importing it::
+
+    from tests.support.dra_stage import Stage, dra_fixture  # noqa: F401
+
+Each test gets a driver name of its own, so devices that earlier tests' claims still hold
+(their allocations outlive the pods, as on a cluster whose driver is gone) never collide with
+its devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pytest
+
+from plumb_dev.testing import builders, draclient, kube
+from plumb_dev.testing import drabuilders as dra
+from tests.support import side_by_side
+from tests.support.live_cluster import NodeFactory
+
+JSON = draclient.JSON
+STILL = "still not schedulable"
+DEALLOCATED = "deallocation of ResourceClaim completed"
+CANNOT_ALLOCATE = "cannot allocate all claims"
+NOT_AVAILABLE = "resourceclaim not available on the node"
+_PROBE = "dra-probe-"
+
+
+def post_filter(minor: int, histogram: str, preemption: str, dynamic: str = STILL) -> str:
+    """The FailedScheduling message of a pod with claims that no node fits: the filters'
+    histogram, then the PostFilter plugins' words joined by ", ": DynamicResources' ``dynamic``
+    (by default "still not schedulable": no claim of the pod could be deallocated; "no new
+    claims to deallocate" when PreFilter refused the pod before it kept its claims; v1.37
+    says nothing in either case), DefaultPreemption's "preemption: ``preemption``"."""
+    silent = minor >= 37 and dynamic in (STILL, side_by_side.NO_CLAIMS)
+    words = [] if silent else [dynamic]
+    words.append(f"preemption: {preemption}")
+    return f"{histogram} {', '.join(words)}"
+
+
+def without_victims(
+    minor: int, histogram: str, total: int, searched: int, dynamic: str = STILL
+) -> str:
+    """``post_filter`` of a pod preemption searched ``searched`` nodes for (those a filter
+    rejected for reasons evicting pods could cure) and found no pod of lower priority on."""
+    reasons = sorted(
+        f"{count} {reason}"
+        for reason, count in (
+            (side_by_side.NO_VICTIMS, searched),
+            (side_by_side.NOT_HELPFUL, total - searched),
+        )
+        if count
+    )
+    preemption = f"0/{total} nodes are available: {', '.join(reasons)}."
+    return post_filter(minor, histogram, preemption, dynamic)
+
+
+def not_helpful(minor: int, histogram: str, total: int, dynamic: str = STILL) -> str:
+    """``post_filter`` of a pod every node rejected for reasons preemption cannot cure (the
+    DynamicResources filter's verdicts are all unresolvable)."""
+    preemption = f"0/{total} nodes are available: {total} {side_by_side.NOT_HELPFUL}."
+    return post_filter(minor, histogram, preemption, dynamic)
+
+
+class Stage:
+    """The test's driver, classes and slices (cluster objects, deleted by close)."""
+
+    def __init__(self, client: kube.Kube, namespace: str) -> None:
+        self.namespace = namespace
+        self.api = draclient.Dra(client)
+        # The namespace ends in six random hex digits (conftest's namespace fixture).
+        self.tag = namespace.rsplit("-", 1)[-1]
+        self.driver = f"gpu-{self.tag}.example.com"
+
+    def roomy_and_small(self, add_node: NodeFactory) -> tuple[str, str]:
+        """Two nodes alike but for cpu: "roomy" (8) and "small" (4), 16Gi each. For a pod of
+        1 cpu and 1Gi roomy scores 12 more (NodeResourcesFit 90 against 84, BalancedAllocation
+        96 against 90; from v1.36 9 more, BalancedAllocation 73 against 70): a scheduler that
+        ignores claims sends such a pod to roomy."""
+        roomy = add_node(
+            builders.make_node(f"{self.namespace}-roomy").capacity(cpu="8", memory="16Gi")
+        )
+        small = add_node(
+            builders.make_node(f"{self.namespace}-small").capacity(cpu="4", memory="16Gi")
+        )
+        return roomy, small
+
+    def class_name(self, name: str) -> str:
+        return f"{name}-{self.tag}"
+
+    def device_class(self, name: str = "gpu", *selectors: str) -> str:
+        """A class of the test's driver's devices (and ``selectors``); returns its name."""
+        body = dra.make_class(self.class_name(name)).driver(self.driver)
+        for expression in selectors:
+            body.selector(expression)
+        return str(self.api.create_class(body.obj())["metadata"]["name"])
+
+    def publish(self, node: str, *devices: dra.DeviceBuilder) -> JSON:
+        """The node's devices as the driver's kubelet plugin publishes them: one slice, a pool
+        named after the node. Returns the slice as the API server kept it."""
+        body = dra.make_slice(f"{node}-{self.tag}", self.driver).pool(node).node(node)
+        return self.api.create_slice(body.devices(*devices).obj())
+
+    def attribute(self, name: str) -> str:
+        """The fully qualified name of one of the driver's attributes (for constraints)."""
+        return f"{self.driver}/{name}"
+
+    def cel(self, name: str) -> str:
+        """A selector's view of one of the driver's attributes: device.attributes[...].name."""
+        return f'device.attributes["{self.driver}"].{name}'
+
+    def capacity_cel(self, name: str) -> str:
+        return f'device.capacity["{self.driver}"].{name}'
+
+    def claim(self, name: str) -> JSON:
+        return self.api.claim(self.namespace, name)
+
+    def devices(self, name: str) -> list[tuple[str, str, str]]:
+        """(driver, pool, device) of each device the claim's allocation holds."""
+        return [(a.driver, a.pool, a.device) for a in draclient.allocated(self.claim(name))]
+
+    def requests(self, name: str) -> list[tuple[str, str]]:
+        """(request, device) of each result of the claim's allocation."""
+        return [(a.request, a.device) for a in draclient.allocated(self.claim(name))]
+
+    def in_view(
+        self, client: kube.Kube, scheduler: side_by_side.Runner, nodes: Sequence[str]
+    ) -> None:
+        """Waits until the scheduler has every node, class, slice and claim made so far in
+        view. Nodes: ``side_by_side.in_view``. The rest are streams of their own, each ordered:
+        a probe pod, pinned to the last node, claims a device of a probe driver published
+        after everything else, so once it is bound the scheduler has seen every class, slice
+        and claim made before the probe's. The probe is then deleted at once; the pod stream
+        being ordered too, the scheduler forgets it before it sees any pod created later. Its
+        claim stays allocated, on the probe driver's device, which no test claim asks for."""
+        side_by_side.in_view(client, scheduler, self.namespace, list(nodes))
+        taken = sum(
+            c["metadata"]["name"].startswith(_PROBE) for c in self.api.claims(self.namespace)
+        )
+        name = f"{_PROBE}{taken}"
+        driver = f"probe-{self.tag}.example.com"
+        if not taken:
+            self.api.create_class(dra.make_class(self.class_name("probe")).driver(driver).obj())
+        node = nodes[-1]
+        body = dra.make_slice(f"{name}-{self.tag}", driver).node(node)
+        self.api.create_slice(body.devices(dra.device("probe")).obj())
+        claim = dra.make_claim(name, self.namespace).request("probe", self.class_name("probe"))
+        self.api.create_claim(claim.obj())
+        pod = (
+            scheduler.pod(name, self.namespace)
+            .node_selector(builders.HOSTNAME_LABEL, node)
+            .resource_claim("probe", claim=name)
+            .grace(0)
+        )
+        client.create_pod(pod.obj())
+        kube.wait_for(
+            f"{scheduler.name} to bind the DRA probe {name} to {node}",
+            lambda: client.pod(self.namespace, name)["spec"].get("nodeName"),
+            timeout=60,
+        )
+        client.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+
+    def close(self) -> None:
+        self.api.close()
+
+
+@pytest.fixture(name="dra")
+def dra_fixture(kube_client: kube.Kube, namespace: str) -> Iterator[Stage]:
+    stage = Stage(kube_client, namespace)
+    yield stage
+    stage.close()

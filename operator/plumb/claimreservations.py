@@ -16,7 +16,7 @@ deallocateOrDeletePodClaims), with the same words in its errors:
 2. Unreserve: the pod's entry removed from ``reservedFor`` by a strategic merge patch (the
    allocation stays; PostFilter frees a claim no pod uses).
 3. PostFilter: a claim allocated where the pod cannot go, reserved for no other pod, loses its
-   allocation and reservations (``deallocation of ResourceClaim completed``).
+   allocation and reservations.
 
 Failures read as kube-scheduler's FailedScheduling does: ``running PreBind plugin
 "DynamicResources": ...``.
@@ -34,7 +34,6 @@ from plumb.k8s import client as k8s_client
 NAME = "DynamicResources"
 PREFIX = f'running PreBind plugin "{NAME}": '
 RETRIES = 5  # client-go retry.DefaultRetry's steps
-DEALLOCATED = "deallocation of ResourceClaim completed"
 
 
 class ClaimApi(Protocol):

@@ -75,6 +75,9 @@ class Decision:
     # A plugin's error, not a verdict (kube-scheduler's Error status): the attempt ends with
     # reason SchedulerError and a backoff, and no PostFilter runs.
     error: bool = False
+    # DynamicResources' PreFilter rejected every node: PostFilter runs, finding nothing to
+    # deallocate and no node preemption could help.
+    prefiltered: bool = False
 
 
 def unschedulable_as_written(pod: objects.PodInfo, total: int) -> Decision:
@@ -245,7 +248,7 @@ def prepare(
             )
         elif (rejected := _volume_prefilter(pod, snap, cache, profile)) is not None:
             early.append(rejected)
-        elif isinstance(found := _devices(pod, snap, cache, profile), Decision):
+        elif isinstance(found := device_verdicts(pod, snap, cache, profile), Decision):
             early.append(found)
         else:
             if found is not None:
@@ -290,7 +293,7 @@ def _volume_prefilter(
 VOLUME_PREFILTER_POSTFILTER = "not found"
 
 
-def _devices(
+def device_verdicts(
     pod: objects.PodInfo,
     snap: snapshot.Snapshot,
     cache: cache_module.Cache,
@@ -315,6 +318,7 @@ def _devices(
             message=f"{diagnoses.NO_NODES_PREFIX.format(total=total)} {found.message}.",
             unresolvable=True,
             plugins=frozenset({dynamicresources.NAME}),
+            prefiltered=True,
         )
     verdicts = dynamicresources.filter(
         found,

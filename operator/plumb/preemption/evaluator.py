@@ -435,6 +435,11 @@ def preempt(
     )
 
 
+def not_helpful(total: int) -> str:
+    """DefaultPreemption's status when no node could be helped (all unresolvable)."""
+    return PREFIX + _sentence(total, ())
+
+
 def _sentence(total: int, searched: Iterable[tuple[str, ...]]) -> str:
     """ "0/N nodes are available: ..." over the searched nodes' reasons, the rest not helped."""
     counter: Counter[str] = Counter()

@@ -30,26 +30,24 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import countrows, nominations, snapshot
 from plumb.backend.records import objects, specs
 from plumb.framework import compiling, cycle, emulation, scoring
-from plumb.framework.plugins import nodeports
+from plumb.framework.plugins import dynamicresources, nodeports
 from plumb.kernel import contract
 from plumb.preemption import evaluator
 
-# DynamicResources' PostFilter runs before DefaultPreemption in kube-scheduler and, for a pod
-# without resource claims, says this up to v1.36 (Emulation.dra_postfilter_sentence); the
-# FailedScheduling message joins both with ", ".
-NO_CLAIMS = "no new claims to deallocate"
 _MASKED = 1  # a static code that rejects a node the what-if does not ask about
 
 
-def post_filter_words(kube: emulation.Emulation, preemption: str) -> str:
+def post_filter_words(
+    kube: emulation.Emulation, preemption: str, dra: str = dynamicresources.NO_CLAIMS
+) -> str:
     """What kube-scheduler's PostFilter plugins say of a pod they could not help, as the
-    FailedScheduling message goes on after the filters' part: DynamicResources' words up to
-    v1.36, then DefaultPreemption's ``preemption`` ("preemption: ...", or "" when it is
-    disabled), joined by ", "."""
-    words = [NO_CLAIMS] if kube.dra_postfilter_sentence else []
+    FailedScheduling message goes on after the filters' part: DynamicResources' (``dra``, as
+    its release prints it: dynamicresources.post_filter_words), then DefaultPreemption's
+    ``preemption`` ("preemption: ...", or "" when it is disabled), joined by ", "."""
+    words = [dynamicresources.post_filter_words(kube, dra)]
     if preemption:
         words.append(preemption)
-    return ", ".join(words)
+    return ", ".join(w for w in words if w)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -62,13 +60,13 @@ class Search:
     searched: int = 0  # nodes whose victims were looked for
     kube: emulation.Emulation = emulation.NEWEST_EMULATION
 
-    def post_filter_message(self) -> str:
+    def post_filter_message(self, dra: str = dynamicresources.NO_CLAIMS) -> str:
         """The text kube-scheduler appends to the FailedScheduling message: on success only
         DefaultPreemption's (its status alone is returned), from v1.37 the sentence naming the
         node and the number of victims, before that nothing; otherwise ``post_filter_words``."""
         outcome = self.outcome
         if outcome.node is None:
-            return post_filter_words(self.kube, outcome.message)
+            return post_filter_words(self.kube, outcome.message, dra)
         if not self.kube.preemption_sentence:
             return ""
         return evaluator.PREFIX + evaluator.found(outcome.node, len(outcome.victims))
@@ -330,8 +328,16 @@ def prepare(
     ``nominated_node`` the node this pod is nominated to, if any; ``exempt`` tells the pods
     a SchedulingPolicy protects; ``rules`` are the preemptor's policy's.
     """
+    devices = cycle.device_verdicts(pod, snap, cache, profile)
+    if isinstance(devices, cycle.Decision):
+        return None  # DynamicResources' PreFilter rejects every node: nothing to search
     compiled = compiling.compile_batch(
-        [pod], snap, cache, profile=profile, nominated=[(h.pod, h.node) for h in held]
+        [pod],
+        snap,
+        cache,
+        profile=profile,
+        nominated=[(h.pod, h.node) for h in held],
+        devices={} if devices is None else {pod.uid: devices},
     )
     if compiled.deferred or not compiled.pods:
         return None

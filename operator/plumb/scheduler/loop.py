@@ -38,7 +38,7 @@ from plumb.kernel import executor as kernel_executor
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
-from plumb.preemption import search
+from plumb.preemption import evaluator, search
 from plumb.scheduler import binding, feed, meters, postfilter, profiles
 from plumb.scheduler import state as state_module
 
@@ -115,6 +115,7 @@ class Scheduler:
             metrics=self.metrics,
             offload=offload if offload is not None else postfilter.inline,
             runs=self.runs,
+            claim_api=claim_api,
         )
 
     # Read access to the shared state, for the app layer, its probes and tests.
@@ -304,6 +305,8 @@ class Scheduler:
             elif decision.node is None and uid not in early:
                 failed.append(decision)  # a filter rejected every node: PostFilter may help
             else:
+                if decision.prefiltered:
+                    decision = _prefiltered(decision, profile)
                 self._apply(by_uid[uid], decision, records[uid], policy)
         for decision in blocked:
             # After the others are placed, one at a time: each deviation moves the skew.
@@ -570,6 +573,15 @@ class Scheduler:
         await self.binding.drain()
         await self.post_filter.drain()
         await self.state.recorder.drain()
+
+
+def _prefiltered(decision: cycle.Decision, profile: scoring.Profile) -> cycle.Decision:
+    """A pod DynamicResources' PreFilter turned away: its PostFilter finds no claims to
+    deallocate, and preemption no node it could help (every one unresolvable)."""
+    preemption = evaluator.not_helpful(decision.total) if profile.preemption else ""
+    words = search.post_filter_words(profile.kube, preemption)
+    message = f"{decision.message} {words}" if words else decision.message
+    return dataclasses.replace(decision, message=message)
 
 
 def _ref(policy: spec.Policy | None) -> traces.PolicyRef | None:

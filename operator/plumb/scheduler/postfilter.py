@@ -1,6 +1,10 @@
 """PostFilter: when a pod fits nowhere, make room by preemption and carry it out (kube-scheduler).
 
 The story of one failed pod (``PostFilter.run``):
+0. DynamicResources' PostFilter first, for a pod with claims: a claim of the pod allocated
+   where the pod cannot go, reserved for no other pod, is deallocated ("deallocation of
+   ResourceClaim completed"; its watch event moves the pod back), else it says "still not
+   schedulable" (up to v1.36); then DefaultPreemption, as below, either way;
 1. the search (preemption/search.py) is read from the cache on the loop and decided on the
    kernel's thread: every node where evicting lower-priority pods would let the pod fit, the
    fewest and least important victims on each, the best node by kube-scheduler's order;
@@ -29,12 +33,14 @@ import dataclasses
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 
+from plumb import claimreservations
 from plumb import runs as runs_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import nominations
 from plumb.backend.records import objects
 from plumb.events import Recorder
 from plumb.framework import cycle, scoring, traces
+from plumb.framework.plugins import dynamicresources
 from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
@@ -82,8 +88,10 @@ class PostFilter:
         metrics: metrics_module.Metrics,
         offload: Offload,
         runs: runs_module.RunLog | None = None,
+        claim_api: claimreservations.ClaimApi | None = None,
     ) -> None:
         self._cache = cache
+        self._claim_api = claim_api  # DynamicResources' deallocation (None: no claims)
         self._nominations = nominations
         self._budgets = budgets
         self._policies = policies
@@ -103,8 +111,9 @@ class PostFilter:
         """PostFilter for ``decision`` (a pod that fit nowhere)."""
         pod = decision.pod
         kube = profile.kube
+        said = await self._free_claim(decision, profile)
         if pod.uid in self._evicting:
-            return self._failed(decision, search.post_filter_words(kube, _IN_PROGRESS))
+            return self._failed(decision, search.post_filter_words(kube, _IN_PROGRESS, said))
         nominated = self._nominations.node_of(pod.uid) or ""
         snap = self._cache.snapshot()
         held = self._nominations.holding(pod.priority, excluding=(pod.uid,))
@@ -154,14 +163,14 @@ class PostFilter:
             if outcome.clear_nomination and nominated:
                 self.clear(pod)
             return dataclasses.replace(
-                self._failed(decision, found.post_filter_message()), preemption=part
+                self._failed(decision, found.post_filter_message(said)), preemption=part
             )
         if not await self._executor.nominate(pod, outcome.node):
             note = "preemption: the nomination could not be written; retrying after a backoff"
             return dataclasses.replace(self._failed(decision, note), preemption=part)
         self._nominations.nominate(pod, outcome.node)
         self._metrics.preemption_victims(len(found.victims))
-        done = self._failed(decision, found.post_filter_message())
+        done = self._failed(decision, found.post_filter_message(said))
         # From v1.35 a victim already being deleted is left alone; with every victim so, the
         # preemption ends here, lower-priority nominations on the node kept.
         evict = tuple(
@@ -183,6 +192,28 @@ class PostFilter:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return dataclasses.replace(done, preemption=part)
+
+    async def _free_claim(self, decision: cycle.Decision, profile: scoring.Profile) -> str:
+        """DynamicResources' PostFilter (deallocateOrDeletePodClaims): what it says."""
+        pod = decision.pod
+        if not pod.resource_claims or dynamicresources.NAME not in profile.filters:
+            return dynamicresources.NO_CLAIMS
+        store = self._cache.dra
+        devices = dynamicresources.prefilter(pod, store, profile.kube.devices)
+        if not isinstance(devices, dynamicresources.PodDevices):
+            return dynamicresources.NO_CLAIMS
+        nodes = self._cache.snapshot().statics.nodes
+        for claim in dynamicresources.unavailable(devices, nodes):
+            others = [c for c in claim.reserved_for if c.uid != pod.uid]
+            if others or self._claim_api is None:
+                continue
+            error = await claimreservations.deallocate(self._claim_api, claim.body)
+            if error is not None:
+                logger.warning("deallocating %s for %s: %s", claim.key, pod.key, error)
+                return dynamicresources.STILL_NOT_SCHEDULABLE
+            logger.info("deallocated %s: %s cannot use it where it is", claim.key, pod.key)
+            return dynamicresources.DEALLOCATED
+        return dynamicresources.STILL_NOT_SCHEDULABLE
 
     def clear(self, pod: objects.PodInfo) -> None:
         """Drop ``pod``'s nomination here and in its status."""

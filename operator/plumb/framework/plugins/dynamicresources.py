@@ -51,6 +51,21 @@ UNRESOLVABLE = True
 RESERVED_FOR_MAX = 256
 # A Filter error: how kube-scheduler's framework wraps it (runtime/framework.go RunFilterPlugins).
 FILTER_ERROR = 'running "{plugin}" filter plugin: {error}'
+# PostFilter's words, which the FailedScheduling message carries before DefaultPreemption's:
+# for a pod whose PreFilter kept no claims, and for one with claims it could not help (both up
+# to v1.36 only, Emulation.dra_postfilter_sentence), and after freeing an idle claim (every
+# release).
+NO_CLAIMS = "no new claims to deallocate"
+STILL_NOT_SCHEDULABLE = "still not schedulable"
+DEALLOCATED = "deallocation of ResourceClaim completed"
+
+
+def post_filter_words(kube: emulation.Emulation, said: str) -> str:
+    """What DynamicResources' PostFilter ``said`` (one of the three above) as the release
+    prints it ("" when it prints nothing)."""
+    if said == DEALLOCATED or kube.dra_postfilter_sentence:
+        return said
+    return ""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -235,6 +250,17 @@ def _reaches(claim: draobjects.ResourceClaim, node: objects.NodeInfo) -> bool:
     assert claim.allocation is not None
     selection = claim.allocation.node_selection
     return selection is None or dra.reaches(selection, node)
+
+
+def unavailable(
+    devices: PodDevices, nodes: Sequence[objects.NodeInfo]
+) -> list[draobjects.ResourceClaim]:
+    """The pod's allocated claims some node cannot reach (Filter's unavailableClaims)."""
+    return [
+        claim
+        for claim in devices.claims
+        if claim.allocation is not None and any(not _reaches(claim, n) for n in nodes)
+    ]
 
 
 def _with_allocations(

@@ -10,9 +10,10 @@ deallocateOrDeletePodClaims), with the same words in its errors:
    a claim allocated already gets the reservation only. Both writes are conditional on the
    resourceVersion last seen (kube-scheduler updates its cached copy): on a conflict the claim
    is read again and the write tried again, up to five times (client-go's DefaultRetry); a
-   claim deleted or allocated elsewhere meanwhile fails PreBind. plumb writes merge patches that
-   carry the resourceVersion and the whole lists, which the API server applies exactly as those
-   updates.
+   claim deleted or allocated elsewhere meanwhile fails PreBind. plumb writes JSON merge
+   patches that carry the resourceVersion and the whole lists, which the API server applies
+   exactly as those updates (a whole claim sent back would carry its opaque configuration
+   re-encoded, which the API server takes for a change of the immutable spec).
 2. Unreserve: the pod's entry removed from ``reservedFor`` by a strategic merge patch (the
    allocation stays; PostFilter frees a claim no pod uses).
 3. PostFilter: a claim allocated where the pod cannot go, reserved for no other pod, loses its
@@ -41,16 +42,12 @@ class ClaimApi(Protocol):
 
     async def get_resource_claim(self, *, namespace: str, name: str) -> k8s_client.ApiResponse: ...
 
-    async def replace_resource_claim(
-        self, *, namespace: str, name: str, body: k8s_client.JSON
-    ) -> k8s_client.ApiResponse: ...
-
-    async def replace_resource_claim_status(
-        self, *, namespace: str, name: str, body: k8s_client.JSON
+    async def patch_resource_claim(
+        self, *, namespace: str, name: str, patch: k8s_client.JSON
     ) -> k8s_client.ApiResponse: ...
 
     async def patch_resource_claim_status(
-        self, *, namespace: str, name: str, patch: k8s_client.JSON
+        self, *, namespace: str, name: str, patch: k8s_client.JSON, strategic: bool = False
     ) -> k8s_client.ApiResponse: ...
 
 
@@ -126,23 +123,23 @@ async def _reserve_one(
         metadata = _metadata(body)
         if metadata.get("deletionTimestamp") is not None:
             raise _ClaimWriteFailed(f"claim {key} got deleted in the meantime")
-        status = dict(body.get("status") or {})
+        current = body.get("status") or {}
+        status: dict[str, Any] = {}
         if allocation is not None:
-            if status.get("allocation") is not None:
+            if current.get("allocation") is not None:
                 raise _ClaimWriteFailed(f"claim {key} got allocated elsewhere in the meantime")
             finalizers = list(metadata.get("finalizers") or ())
             if draobjects.CLAIM_FINALIZER not in finalizers:
                 if not gate():
                     raise _ClaimWriteFailed("not sent: this replica is not the leader")
-                updated = {
-                    **body,
+                patch = {
                     "metadata": {
-                        **metadata,
+                        "resourceVersion": metadata.get("resourceVersion", ""),
                         "finalizers": [*finalizers, draobjects.CLAIM_FINALIZER],
                     },
                 }
-                response = await api.replace_resource_claim(
-                    namespace=namespace, name=name, body=updated
+                response = await api.patch_resource_claim(
+                    namespace=namespace, name=name, patch=patch
                 )
                 if response.status == 409:
                     continue
@@ -150,19 +147,20 @@ async def _reserve_one(
                     raise _ClaimWriteFailed(f"add finalizer to claim {key}: {response.message()}")
                 body = response.body
             status["allocation"] = dict(allocation)
-        status["reservedFor"] = [*(status.get("reservedFor") or ()), pod.consumer()]
+        status["reservedFor"] = [*(current.get("reservedFor") or ()), pod.consumer()]
         if not gate():
             raise _ClaimWriteFailed("not sent: this replica is not the leader")
-        response = await api.replace_resource_claim_status(
-            namespace=namespace, name=name, body={**body, "status": status}
+        written = {"resourceVersion": _metadata(body).get("resourceVersion", "")}
+        response = await api.patch_resource_claim_status(
+            namespace=namespace, name=name, patch={"metadata": written, "status": status}
         )
         if response.status == 409:
             continue
         if not response.ok:
             what = "allocation and reservation" if allocation is not None else "reservation"
             raise _ClaimWriteFailed(f"add {what} to claim {key}: {response.message()}")
-        written: Mapping[str, Any] = response.body
-        return written
+        answer: Mapping[str, Any] = response.body
+        return answer
     what = "allocation and reservation" if allocation is not None else "reservation"
     raise _ClaimWriteFailed(
         f"add {what} to claim {key}: Operation cannot be fulfilled on "
@@ -216,6 +214,7 @@ async def unreserve(
                 namespace=claim.namespace,
                 name=claim.name,
                 patch=unreserve_patch(claim.uid, pod.uid),
+                strategic=True,
             )
         except k8s_client.TransportError as error:
             errors.append(f"unreserve {claim.key}: {error}")
@@ -229,12 +228,15 @@ async def deallocate(api: ClaimApi, body: Mapping[str, Any]) -> str | None:
     """PostFilter's deallocation of an idle claim (status cleared: allocation, reservedFor,
     devices), conditional on the version seen; None when done, else the error."""
     metadata = _metadata(body)
-    status = {k: v for k, v in (body.get("status") or {}).items() if k not in _CLEARED}
+    patch = {
+        "metadata": {"resourceVersion": metadata.get("resourceVersion", "")},
+        "status": dict.fromkeys(sorted(_CLEARED)),
+    }
     try:
-        response = await api.replace_resource_claim_status(
+        response = await api.patch_resource_claim_status(
             namespace=str(metadata.get("namespace", "")),
             name=str(metadata.get("name", "")),
-            body={**body, "status": status},
+            patch=patch,
         )
     except k8s_client.TransportError as error:
         return str(error)

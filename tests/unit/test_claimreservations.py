@@ -50,7 +50,8 @@ class ClaimServer:
             return k8s_client.ApiResponse(status=404, body={"message": "not found"})
         return k8s_client.ApiResponse(status=status, body=copy.deepcopy(body))
 
-    def _write(self, name: str, body: JSON, part: str) -> k8s_client.ApiResponse:
+    def _merge(self, name: str, patch: JSON, part: str) -> k8s_client.ApiResponse:
+        """A JSON merge patch, applied only to the resourceVersion it names."""
         stored = self.claims.get(name)
         if stored is None:
             return self._answer(None)
@@ -60,7 +61,8 @@ class ClaimServer:
             change(stored)
             self.version += 1
             stored["metadata"]["resourceVersion"] = str(self.version)
-        if body["metadata"].get("resourceVersion") != stored["metadata"]["resourceVersion"]:
+        wanted = patch.get("metadata", {}).get("resourceVersion")
+        if wanted is not None and wanted != stored["metadata"]["resourceVersion"]:
             message = (
                 f'Operation cannot be fulfilled on resourceclaims.resource.k8s.io "{name}": '
                 "the object has been modified; please apply your changes to the latest version "
@@ -68,12 +70,17 @@ class ClaimServer:
             )
             return k8s_client.ApiResponse(status=409, body={"message": message})
         if part == "status":
-            stored["status"] = copy.deepcopy(body.get("status") or {})
+            status = stored.setdefault("status", {})
+            for key, value in (patch.get("status") or {}).items():
+                if value is None:
+                    status.pop(key, None)
+                else:
+                    status[key] = copy.deepcopy(value)
         else:
-            stored["metadata"] = {
-                **copy.deepcopy(body["metadata"]),
-                "resourceVersion": stored["metadata"]["resourceVersion"],
-            }
+            finalizers = patch.get("metadata", {}).get("finalizers")
+            if finalizers is not None:
+                stored["metadata"]["finalizers"] = list(finalizers)
+        assert "spec" not in patch  # a claim's spec is immutable
         self.version += 1
         stored["metadata"]["resourceVersion"] = str(self.version)
         return self._answer(stored)
@@ -82,21 +89,18 @@ class ClaimServer:
         self.calls.append(("get", name))
         return self._answer(self.claims.get(name))
 
-    async def replace_resource_claim(
-        self, *, namespace: str, name: str, body: JSON
-    ) -> k8s_client.ApiResponse:
-        self.calls.append(("update", name))
-        return self._write(name, body, "object")
-
-    async def replace_resource_claim_status(
-        self, *, namespace: str, name: str, body: JSON
-    ) -> k8s_client.ApiResponse:
-        self.calls.append(("update status", name))
-        return self._write(name, body, "status")
-
-    async def patch_resource_claim_status(
+    async def patch_resource_claim(
         self, *, namespace: str, name: str, patch: JSON
     ) -> k8s_client.ApiResponse:
+        self.calls.append(("update", name))
+        return self._merge(name, patch, "object")
+
+    async def patch_resource_claim_status(
+        self, *, namespace: str, name: str, patch: JSON, strategic: bool = False
+    ) -> k8s_client.ApiResponse:
+        if not strategic:
+            self.calls.append(("update status", name))
+            return self._merge(name, patch, "status")
         self.calls.append(("patch status", name))
         stored = self.claims[name]
         gone = {e["uid"] for e in patch["status"]["reservedFor"] if e.get("$patch") == "delete"}

@@ -34,6 +34,7 @@ from plumb.k8s import credentials as credentials_module
 
 JSON = dict[str, Any]
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+MERGE_PATCH = "application/merge-patch+json"
 
 
 class TransportError(RuntimeError):
@@ -378,29 +379,28 @@ class ApiClient:
         merge = "application/merge-patch+json"
         return await self.request("PATCH", path, body=patch, content_type=merge)
 
-    # ResourceClaims (DynamicResources' PreBind, PostFilter and Unreserve), written the way
-    # kube-scheduler's plugin does: an Update that carries metadata.resourceVersion is refused
-    # with 409 when the claim changed meanwhile.
+    # ResourceClaims (DynamicResources' PreBind, PostFilter and Unreserve), written as
+    # kube-scheduler's plugin does: a patch that carries metadata.resourceVersion is applied
+    # only to that version (409 otherwise), as its Update of the cached claim. Patches, not
+    # whole objects: an opaque configuration sent back re-encoded would differ from the stored
+    # bytes, and the API server refuses any change of a claim's spec.
 
     async def get_resource_claim(self, *, namespace: str, name: str) -> ApiResponse:
         return await self.request("GET", _claim_path(namespace, name))
 
-    async def replace_resource_claim(self, *, namespace: str, name: str, body: JSON) -> ApiResponse:
-        """PUT the whole claim (its finalizers)."""
-        return await self.request("PUT", _claim_path(namespace, name), body=body)
-
-    async def replace_resource_claim_status(
-        self, *, namespace: str, name: str, body: JSON
-    ) -> ApiResponse:
-        """PUT the claim's status subresource (allocation, reservedFor)."""
-        return await self.request("PUT", _claim_path(namespace, name) + "/status", body=body)
+    async def patch_resource_claim(self, *, namespace: str, name: str, patch: JSON) -> ApiResponse:
+        """A JSON merge patch of the claim (its finalizers)."""
+        path = _claim_path(namespace, name)
+        return await self.request("PATCH", path, body=patch, content_type=MERGE_PATCH)
 
     async def patch_resource_claim_status(
-        self, *, namespace: str, name: str, patch: JSON
+        self, *, namespace: str, name: str, patch: JSON, strategic: bool = False
     ) -> ApiResponse:
-        """A strategic merge patch of the claim's status (one reservedFor entry removed)."""
+        """A JSON merge patch of the claim's status subresource (allocation, reservedFor);
+        ``strategic``: a strategic merge patch (one reservedFor entry removed by uid)."""
         path = _claim_path(namespace, name) + "/status"
-        return await self.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
+        kind = STRATEGIC_MERGE_PATCH if strategic else MERGE_PATCH
+        return await self.request("PATCH", path, body=patch, content_type=kind)
 
     async def create_resource_claim(self, *, namespace: str, body: JSON) -> ApiResponse:
         path = f"/apis/resource.k8s.io/v1/namespaces/{quote(namespace)}/resourceclaims"

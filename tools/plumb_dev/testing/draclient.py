@@ -15,6 +15,7 @@ from kubernetes import client as k8s
 from plumb_dev.testing import kube
 
 JSON = dict[str, Any]
+_AS_SENT = "application/yaml"  # see Dra._sent
 
 
 @dataclasses.dataclass(frozen=True, order=True)
@@ -60,6 +61,33 @@ class Dra:
         self._slices: list[str] = []
 
     @staticmethod
+    def _sent(body: JSON) -> str:
+        """The body as kubectl and Go controllers send it: compact JSON. An opaque
+        configuration is stored as the bytes it came in; one sent with spaces (the Python
+        client's json.dumps) can never be updated by a JSON client, whose copy the API server
+        re-encodes compactly and then takes for a change of the immutable spec (kube-scheduler
+        writes protobuf and is spared; docs/dra.md, Limits). The API server reads JSON given as
+        YAML as it is, so the body goes as a string under that content type."""
+        return json.dumps(body, separators=(",", ":"))
+
+    def _post(self, path: str, body: JSON) -> JSON:
+        """Create an object from ``body`` sent as ``_sent`` makes it."""
+        client = self.api.api_client
+        method, url, headers, data, post = client.param_serialize(
+            "POST",
+            path,
+            header_params={"Content-Type": _AS_SENT, "Accept": "application/json"},
+            body=self._sent(body),
+            auth_settings=["BearerToken"],
+        )
+        response = client.call_api(method, url, headers, data, post)
+        response.read()
+        if not 200 <= response.status < 300:
+            raise k8s.ApiException(http_resp=response)
+        created: JSON = json.loads(response.data)
+        return created
+
+    @staticmethod
     def _raw(response: Any) -> JSON:
         data: JSON = json.loads(response.data)
         return data
@@ -67,7 +95,7 @@ class Dra:
     # --- cluster objects (deleted by close) ---
 
     def create_class(self, body: JSON) -> JSON:
-        created = self._raw(self.api.create_device_class(body, _preload_content=False))
+        created = self._post("/apis/resource.k8s.io/v1/deviceclasses", body)
         self._classes.append(created["metadata"]["name"])
         return created
 
@@ -96,16 +124,12 @@ class Dra:
 
     def create_claim(self, body: JSON) -> JSON:
         namespace = body["metadata"]["namespace"]
-        return self._raw(
-            self.api.create_namespaced_resource_claim(namespace, body, _preload_content=False)
-        )
+        return self._post(f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaims", body)
 
     def create_template(self, body: JSON) -> JSON:
         namespace = body["metadata"]["namespace"]
-        return self._raw(
-            self.api.create_namespaced_resource_claim_template(
-                namespace, body, _preload_content=False
-            )
+        return self._post(
+            f"/apis/resource.k8s.io/v1/namespaces/{namespace}/resourceclaimtemplates", body
         )
 
     def claim(self, namespace: str, name: str) -> JSON:

@@ -34,6 +34,8 @@ def test_containerd_keeps_its_state_in_the_node_directory() -> None:
     assert cri["sandbox_image"] == "localhost/plumb/pause:1"
     assert cri["restrict_oom_score_adj"] is True
     assert cri["netns_mounts_under_state_dir"] is True
+    # DRA drivers' CDI specs are read from the node's directory, and applied.
+    assert (cri["enable_cdi"], cri["cdi_spec_dirs"]) == (True, ["/c/node/cdi"])
     assert cri["cni"] == {
         "bin_dir": "/usr/lib/cni",
         "conf_dir": "/c/node/cni/net.d",
@@ -158,6 +160,7 @@ def test_the_node_state_file_round_trips(tmp_path: Path) -> None:
         directory=tmp_path,
         bin_dir=Path("/bin"),
         containerd_address=paths.containerd_socket,
+        containerd_binary=Path("/cache/containerd-deb/1.7.24/usr/bin/containerd"),
         containerd_pid=10,
         kubelet_pid=11,
     )

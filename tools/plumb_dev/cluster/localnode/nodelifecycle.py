@@ -3,7 +3,8 @@
 up: record the host → bridge cni0 up → network guard (before anything could start a pod) →
 control plane on the bridge gateway → containerd → pause image → kubelet → kube-proxy → the Node
 is Ready, kube-proxy has synced, the guard is first again. down: the node's pods stopped through
-the API → kube-proxy, kubelet, containerd and every container → control plane → unmount, bridge
+the API → a DRA test driver left running → kube-proxy, kubelet, containerd and every container
+→ control plane → unmount, bridge
 and veths, iptables chains and nfacct counters, sysctls, cgroups, paths, all measured against
 the record. Any failure in up runs down.
 
@@ -25,6 +26,7 @@ from plumb_dev.cluster.localnode import (
     cdiruntime,
     containerd,
     daemons,
+    dratestdriver,
     hostrecord,
     images,
     kubelet,
@@ -241,6 +243,9 @@ def down(directory: Path) -> None:
             d.name == kubelet.KUBELET and d.alive() for d in node.processes()
         ):
             _stop_pods(cp, node.name)
+        # A DRA driver left running (its caller died): after the pods, whose devices it
+        # unprepares, before the kubelet. Its slices go with the control plane.
+        problems += dratestdriver.stop(None, directory)
         problems += _stop_daemons(paths, node)
     if record is not None:
         problems += restoring.kill_pod_processes(record)

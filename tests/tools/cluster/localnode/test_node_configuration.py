@@ -170,6 +170,33 @@ def test_the_node_state_file_round_trips(tmp_path: Path) -> None:
     assert node.processes()[0].identity_arg == f"--config={paths.kubelet_config}"
 
 
+def test_a_state_file_written_before_the_unpacked_containerd_names_bookworms(
+    tmp_path: Path,
+) -> None:
+    paths = layout.NodeLayout(directory=tmp_path)
+    paths.node.mkdir()
+    paths.state.write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "name": "plumb-node",
+                "directory": str(tmp_path),
+                "bin_dir": "/bin",
+                "containerd_address": str(paths.containerd_socket),
+                "containerd_pid": 10,
+                "kubelet_pid": 0,
+                "kube_proxy_pid": 0,
+            }
+        )
+    )
+    node = nodes.load(tmp_path)
+    assert node is not None
+    # down then stops the containerd such a node started, and no other.
+    assert [(d.name, d.binary) for d in node.processes()] == [
+        ("containerd", Path("/usr/bin/containerd"))
+    ]
+
+
 def test_an_unreadable_state_file_says_what_to_do(tmp_path: Path) -> None:
     paths = layout.NodeLayout(directory=tmp_path)
     paths.node.mkdir()

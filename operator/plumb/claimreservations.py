@@ -90,7 +90,7 @@ class Outcome:
     written: tuple[Mapping[str, Any], ...] = ()
 
 
-class _Failed(Exception):
+class _ClaimWriteFailed(Exception):
     """A condition that fails PreBind (the message is kube-scheduler's error text)."""
 
 
@@ -107,7 +107,7 @@ def _reserved_for(body: Mapping[str, Any], uid: str) -> bool:
 async def _read(api: ClaimApi, key: str, namespace: str, name: str) -> Mapping[str, Any]:
     response = await api.get_resource_claim(namespace=namespace, name=name)
     if not response.ok:
-        raise _Failed(f"get updated claim {key} after conflict: {response.message()}")
+        raise _ClaimWriteFailed(f"get updated claim {key} after conflict: {response.message()}")
     body: Mapping[str, Any] = response.body
     return body
 
@@ -126,15 +126,15 @@ async def _reserve_one(
             body = await _read(api, key, namespace, name)
         metadata = _metadata(body)
         if metadata.get("deletionTimestamp") is not None:
-            raise _Failed(f"claim {key} got deleted in the meantime")
+            raise _ClaimWriteFailed(f"claim {key} got deleted in the meantime")
         status = dict(body.get("status") or {})
         if allocation is not None:
             if status.get("allocation") is not None:
-                raise _Failed(f"claim {key} got allocated elsewhere in the meantime")
+                raise _ClaimWriteFailed(f"claim {key} got allocated elsewhere in the meantime")
             finalizers = list(metadata.get("finalizers") or ())
             if draobjects.CLAIM_FINALIZER not in finalizers:
                 if not gate():
-                    raise _Failed("not sent: this replica is not the leader")
+                    raise _ClaimWriteFailed("not sent: this replica is not the leader")
                 updated = {
                     **body,
                     "metadata": {
@@ -148,12 +148,12 @@ async def _reserve_one(
                 if response.status == 409:
                     continue
                 if not response.ok:
-                    raise _Failed(f"add finalizer to claim {key}: {response.message()}")
+                    raise _ClaimWriteFailed(f"add finalizer to claim {key}: {response.message()}")
                 body = response.body
             status["allocation"] = dict(allocation)
         status["reservedFor"] = [*(status.get("reservedFor") or ()), pod.consumer()]
         if not gate():
-            raise _Failed("not sent: this replica is not the leader")
+            raise _ClaimWriteFailed("not sent: this replica is not the leader")
         response = await api.replace_resource_claim_status(
             namespace=namespace, name=name, body={**body, "status": status}
         )
@@ -161,11 +161,11 @@ async def _reserve_one(
             continue
         if not response.ok:
             what = "allocation and reservation" if allocation is not None else "reservation"
-            raise _Failed(f"add {what} to claim {key}: {response.message()}")
+            raise _ClaimWriteFailed(f"add {what} to claim {key}: {response.message()}")
         written: Mapping[str, Any] = response.body
         return written
     what = "allocation and reservation" if allocation is not None else "reservation"
-    raise _Failed(
+    raise _ClaimWriteFailed(
         f"add {what} to claim {key}: Operation cannot be fulfilled on "
         f'resourceclaims.resource.k8s.io "{name}": the object has been modified; please '
         "apply your changes to the latest version and try again"
@@ -188,7 +188,7 @@ async def reserve(
             if _reserved_for(reservation.body, pod.uid):
                 continue
             written.append(await _reserve_one(api, pod, reservation, gate))
-    except _Failed as failure:
+    except _ClaimWriteFailed as failure:
         return Outcome(ok=False, message=PREFIX + str(failure), written=tuple(written))
     except k8s_client.TransportError as error:
         return Outcome(ok=False, message=PREFIX + str(error), written=tuple(written))

@@ -1,11 +1,13 @@
 """The cluster feed: list every collection the scheduler reads once, then watch each from its list's
 resourceVersion, so the loop starts on a full picture and no object is replayed or missed.
 
-Pods, nodes, namespaces, Services, controllers, PodDisruptionBudgets and the volume plugins' objects
-(PersistentVolumes, claims, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities) are watched
-with k8s/reflectors.py rather than kopf's on.event: kopf's per-object machinery cost more CPU and
-memory than the scheduling itself (docs/performance.md#watches-plumbs-own-not-kopfs). kopf runs the
-operator around it.
+Pods, nodes, namespaces, Services, controllers, PodDisruptionBudgets, the volume plugins' objects
+(PersistentVolumes, claims, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities) and
+DynamicResources' (ResourceSlices, DeviceClasses, ResourceClaims, ResourceClaimTemplates of
+resource.k8s.io/v1; an API server that does not serve it is logged once and plumb goes on
+without them) are watched with k8s/reflectors.py rather than kopf's on.event: kopf's per-object
+machinery cost more CPU and memory than the scheduling itself
+(docs/performance.md#watches-plumbs-own-not-kopfs). kopf runs the operator around it.
 
 Each collection has its own task, supervised by reflectors.watch_forever: a handler failing on one
 object re-lists that collection only (counted in ``plumb_watch_restarts_total``), and the others go
@@ -50,6 +52,15 @@ VOLUME_PATHS = (
     ("/apis/storage.k8s.io/v1/csidrivers", scheduler_module.CSI_DRIVER),
     ("/apis/storage.k8s.io/v1/csistoragecapacities", scheduler_module.CSI_STORAGE_CAPACITY),
 )
+# DynamicResources' objects, by kind (claims and templates of every namespace).
+DRA_GROUP = "/apis/resource.k8s.io/v1"
+DRA_PATHS = (
+    (f"{DRA_GROUP}/resourceslices", scheduler_module.RESOURCE_SLICE),
+    (f"{DRA_GROUP}/deviceclasses", scheduler_module.DEVICE_CLASS),
+    (f"{DRA_GROUP}/resourceclaims", scheduler_module.RESOURCE_CLAIM),
+    (f"{DRA_GROUP}/resourceclaimtemplates", scheduler_module.RESOURCE_CLAIM_TEMPLATE),
+)
+NOT_FOUND = 404
 
 
 @dataclasses.dataclass(frozen=True)
@@ -60,6 +71,9 @@ class Feed:
     on_event: Callable[[str, Mapping[str, Any]], None]
     # A full list, and where the scheduler stood before it was requested (see ClusterFeed.mark).
     on_list: Callable[[tuple[int, float], list[JSON]], None]
+    # The API group it belongs to, when the API server may not serve it (a 404 on its list):
+    # plumb then goes on without the group's collections.
+    optional_group: str = ""
 
 
 def feeds(scheduler: scheduler_module.Scheduler) -> list[Feed]:
@@ -81,9 +95,19 @@ def feeds(scheduler: scheduler_module.Scheduler) -> list[Feed]:
             lambda _mark, items: cluster.relist_volumes(kind, items),
         )
 
+    def resource(path: str, kind: str) -> Feed:
+        return Feed(
+            path,
+            lambda event_type, body: cluster.on_dra(kind, event_type, body),
+            lambda _mark, items: cluster.relist_dra(kind, items),
+            optional_group=DRA_GROUP,
+        )
+
     return [
         *(workload(kind) for _path, kind in WORKLOAD_PATHS),
         *(volume(path, kind) for path, kind in VOLUME_PATHS),
+        # Before the pods: a pod listed with its claims made is let in at once.
+        *(resource(path, kind) for path, kind in DRA_PATHS),
         Feed(
             NAMESPACES,
             cluster.on_namespace,
@@ -105,9 +129,26 @@ async def sync_and_watch(
     (``sleep`` waits out their backoffs: tests pass a fake)."""
     versions: dict[str, str] = {}
     lists: dict[str, list[JSON]] = {}
-    every = feeds(scheduler)
-    for feed in every:
-        lists[feed.path], versions[feed.path] = await api.list_all(feed.path)
+    every: list[Feed] = []
+    unserved: set[str] = set()
+    for feed in feeds(scheduler):
+        if feed.optional_group in unserved:
+            continue
+        try:
+            lists[feed.path], versions[feed.path] = await api.list_all(feed.path)
+        except k8s_client.StatusError as error:
+            if not feed.optional_group or error.status != NOT_FOUND:
+                raise
+            unserved.add(feed.optional_group)
+            logger.warning(
+                "the API server does not serve %s (GET %s: HTTP 404); plumb goes on without "
+                "it: pods with resourceClaims wait, as their claims cannot exist",
+                feed.optional_group,
+                feed.path,
+            )
+            continue
+        every.append(feed)
+    every = [feed for feed in every if feed.optional_group not in unserved]
     for feed in every:
         if feed.path not in (NODES, PODS):
             feed.on_list(scheduler.feed.mark(), lists.pop(feed.path))

@@ -13,7 +13,11 @@
   podInitialBackoffSeconds and podMaxBackoffSeconds), then go back to activeQ.
 - the unschedulable pool holds pods no node fits; a cluster event that could help them
   (``move_all``) sends them back, and after 5 minutes they go back regardless.
-- pods with scheduling gates wait, outside the queues, until an update removes the gates.
+- pods with scheduling gates wait, outside the queues, until an update removes the gates; so do
+  pods a PreEnqueue check turns away (``pre_enqueue``: DynamicResources', for a pod whose
+  claims do not exist yet), until an event that may help the plugin that turned them away
+  (``move_all``, ``move_claim_users``) or an update of the pod lets them through. No attempt
+  is made for them, so no FailedScheduling event either, as in kube-scheduler.
 - a pod popped and not yet finished is "in flight": an update arriving meanwhile is kept and,
   if the attempt fails, the pod is retried at once instead of waiting for a cluster event. An
   attempt cut short by the loss of leadership puts its pods back (``recall``).
@@ -42,6 +46,16 @@ from plumb.backend.records import objects
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
 UNSCHEDULABLE_TIMEOUT = 300.0
+SCHEDULING_GATES = "SchedulingGates"
+"""The plugin that holds pods with spec.schedulingGates (``Entry.gated_by``)."""
+
+PreEnqueue = Callable[[objects.PodInfo], str | None]
+"""The PreEnqueue checks other than scheduling gates: the name of the plugin that turns the
+pod away, None when it may be tried."""
+
+
+def _nothing_turned_away(pod: objects.PodInfo) -> str | None:
+    return None
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -89,6 +103,8 @@ class Entry:
     failed_at: str = ""
     # Its place in line among pods of the same time in line: taken on arrival and on a failure.
     line: int = 0
+    # The plugin keeping it gated (SCHEDULING_GATES, or a PreEnqueue plugin's name), "" if none.
+    gated_by: str = ""
 
 
 class SchedulingQueue:
@@ -100,8 +116,11 @@ class SchedulingQueue:
         clock: Callable[[], float] = time.monotonic,
         backoff: Backoff = DEFAULT_BACKOFF,
         wall: Callable[[], float] = time.time,
+        pre_enqueue: PreEnqueue = _nothing_turned_away,
     ) -> None:
         self._clock = clock
+        # Run before a pod may enter activeQ (set by the feed, which knows the cluster).
+        self.pre_enqueue = pre_enqueue
         self._wall = wall  # the failure times activeQ orders by, comparable to creationTimestamp
         self.backoff_policy = backoff  # replaced on a configuration reload
         self._entries: dict[str, Entry] = {}
@@ -115,6 +134,10 @@ class SchedulingQueue:
         self._in_flight: set[str] = set()
         # The newest version the watch reported of pods being bound (see update_assumed).
         self._assumed_updates: dict[str, objects.PodInfo] = {}
+        # Pods a PreEnqueue plugin turned away, and the pods of each DRA claim (namespace/name),
+        # for the events that may let them in.
+        self._turned_away: dict[str, Entry] = {}
+        self._claim_users: dict[str, set[str]] = {}
         self._seq = 0
         self._line = 0  # the last place in line given
         self._wakeup = asyncio.Event()
@@ -129,9 +152,13 @@ class SchedulingQueue:
             entry = Entry(pod=pod, where=Where.GATED, first_enqueued=now, since=now)
             entry.line = self._next_in_line()
             self._entries[pod.uid] = entry
+            self._index_claims(pod, +1)
             self._to_active_or_gated(entry)
             return
         unchanged = entry.pod == pod
+        if pod.resource_claim_names != entry.pod.resource_claim_names:
+            self._index_claims(entry.pod, -1)
+            self._index_claims(pod, +1)
         entry.pod = pod
         if unchanged:
             return  # a status-only change (our own condition patch, say) is not an update
@@ -152,8 +179,11 @@ class SchedulingQueue:
     def delete(self, uid: str) -> None:
         """Forget a pod: deleted, bound elsewhere, or no longer ours. Heap items go stale."""
         self._assumed_updates.pop(uid, None)
-        self._entries.pop(uid, None)
+        entry = self._entries.pop(uid, None)
+        if entry is not None:
+            self._index_claims(entry.pod, -1)
         self._unschedulable.pop(uid, None)
+        self._turned_away.pop(uid, None)
         self._landed(uid)
 
     def move_all(
@@ -183,6 +213,31 @@ class SchedulingQueue:
                 del self._unschedulable[uid]
         for entry in waiting.values():
             self._after_backoff(entry)
+        let_in = [
+            entry
+            for entry in self._turned_away.values()
+            if (plugins is None or entry.gated_by in plugins)
+            and (namespace is None or entry.pod.namespace == namespace)
+        ]
+        for entry in let_in:
+            self._to_active_or_gated(entry)  # asks its PreEnqueue check again
+
+    def move_claim_users(self, namespace: str, name: str, plugins: frozenset[str]) -> None:
+        """A DRA claim was created or its status changed: the pods naming it that ``plugins``
+        rejected or turned away may be tried (kube-scheduler's preQueueingHint: the pods by
+        claim, not every pod)."""
+        self._event_seq += 1
+        if self._in_flight:
+            self._flight_events.append((self._event_seq, plugins))
+        for uid in sorted(self._claim_users.get(f"{namespace}/{name}", ())):
+            entry = self._entries[uid]
+            if entry.where is Where.GATED and entry.gated_by in plugins:
+                self._to_active_or_gated(entry)
+            elif entry.where is Where.UNSCHEDULABLE and (
+                not entry.plugins or entry.plugins & plugins
+            ):
+                del self._unschedulable[uid]
+                self._after_backoff(entry)
 
     # Consuming -----------------------------------------------------------------------------
 
@@ -304,6 +359,7 @@ class SchedulingQueue:
                 return  # its deletion (or end) is on its way; nothing to schedule
             entry.pod = newest
         self._entries[entry.pod.uid] = entry
+        self._index_claims(entry.pod, +1)
         entry.where = Where.IN_FLIGHT
         self._failed(entry)
         self._after_backoff(entry)
@@ -371,12 +427,35 @@ class SchedulingQueue:
             self._flight_events.clear()
 
     def _to_active_or_gated(self, entry: Entry) -> None:
-        self._landed(entry.pod.uid)
-        self._unschedulable.pop(entry.pod.uid, None)
-        if entry.pod.gated:
-            entry.where = Where.GATED
-        else:
+        uid = entry.pod.uid
+        self._landed(uid)
+        self._unschedulable.pop(uid, None)
+        gate = SCHEDULING_GATES if entry.pod.gated else self.pre_enqueue(entry.pod)
+        if gate is None:
+            entry.gated_by = ""
+            self._turned_away.pop(uid, None)
             self._push_active(entry)
+            return
+        entry.where = Where.GATED
+        entry.gated_by = gate
+        self._turned_away.pop(uid, None)
+        if gate != SCHEDULING_GATES:  # spec gates: only an update of the pod lets it in
+            # Asked again after UNSCHEDULABLE_TIMEOUT at the latest, as kube-scheduler's flush
+            # of its unschedulable pool asks its PreEnqueue plugins again: oldest first.
+            entry.since = self._clock()
+            self._turned_away[uid] = entry
+
+    def _index_claims(self, pod: objects.PodInfo, sign: int) -> None:
+        for name in pod.resource_claim_names:
+            key = f"{pod.namespace}/{name}"
+            if sign > 0:
+                self._claim_users.setdefault(key, set()).add(pod.uid)
+                continue
+            users = self._claim_users.get(key)
+            if users is not None:
+                users.discard(pod.uid)
+                if not users:
+                    del self._claim_users[key]
 
     def _push_active(self, entry: Entry) -> None:
         self._seq += 1
@@ -410,7 +489,9 @@ class SchedulingQueue:
         # became unschedulable.
         start = now if entry.where is Where.IN_FLIGHT else entry.since
         entry.ready_at = start + self.backoff_duration(entry.attempts)
-        if entry.ready_at <= now or entry.pod.gated:
+        if entry.ready_at <= now or entry.pod.gated or self.pre_enqueue(entry.pod) is not None:
+            # A pod turned away waits gated rather than in backoffQ (kube-scheduler runs
+            # PreEnqueue on the way into backoffQ under SchedulerPopFromBackoffQ).
             self._to_active_or_gated(entry)
             return
         self._seq += 1
@@ -431,10 +512,16 @@ class SchedulingQueue:
             if now - entry.since < UNSCHEDULABLE_TIMEOUT:
                 break
             self._to_active_or_gated(entry)
+        while self._turned_away:
+            entry = next(iter(self._turned_away.values()))
+            if now - entry.since < UNSCHEDULABLE_TIMEOUT:
+                break
+            self._to_active_or_gated(entry)  # let in, or turned away again (then last)
 
     def _next_deadline(self, now: float) -> float | None:
         deadlines = [self._backoff[0][0]] if self._backoff else []
-        if self._unschedulable:
-            oldest = next(iter(self._unschedulable.values()))
-            deadlines.append(oldest.since + UNSCHEDULABLE_TIMEOUT)
+        for waiting in (self._unschedulable, self._turned_away):
+            if waiting:
+                oldest = next(iter(waiting.values()))
+                deadlines.append(oldest.since + UNSCHEDULABLE_TIMEOUT)
         return max(0.0, min(deadlines) - now) if deadlines else None

@@ -75,9 +75,109 @@ GATES: Mapping[str, FeatureGate] = {
         _gate("DRADeviceBindingConditions", since=34, on=36),
         # The other gate bindingTimeout needs: beta, on since v1.33, GA and locked in v1.37.
         _gate("DRAResourceClaimDeviceStatus", since=34, on=34, locked=37),
+        # The gates DynamicResources hands its allocator (AllocatorFeatures in
+        # dynamicresources.go; framework/devices/allocator.py reads them through
+        # Emulation.devices). Admin access: beta, on in v1.34, GA and locked from v1.36.
+        _gate("DRAAdminAccess", since=34, on=34, locked=36),
+        # firstAvailable (prioritized lists) and their Score: beta, on in v1.34, locked in v1.37.
+        _gate("DRAPrioritizedList", since=34, on=34, locked=37),
+        # Shared counters and per-device node selection: alpha, beta and on in v1.36.
+        _gate("DRAPartitionableDevices", since=34, on=36),
+        # Device taints and request tolerations: alpha, beta and on in v1.36, GA in v1.37.
+        _gate("DRADeviceTaints", since=34, on=36),
+        # DeviceTaintRule objects adding taints to the devices they select (the slices the
+        # allocator sees, ListWithDeviceTaintRules): alpha in v1.35, GA and on in v1.37.
+        _gate("DRADeviceTaintRules", since=35, on=37),
+        # allowMultipleAllocations, capacity requests, shareID, distinctAttribute: alpha,
+        # beta and on in v1.36.
+        _gate("DRAConsumableCapacity", since=34, on=36),
+        # Extended resources backed by DRA (a class's extendedResourceName): alpha, beta and
+        # on in v1.36, GA and locked in v1.37.
+        _gate("DRAExtendedResource", since=34, on=36, locked=37),
+        # Filter gives up on a node after DynamicResourcesArgs.filterTimeout: beta, on.
+        _gate("DRASchedulerFilterTimeout", since=34, on=34),
+        # Fractional capacity ranges (milli-value arithmetic): beta in v1.37, on only with
+        # --min-compatibility-version=1.37 (MinCompatibilityVersion), which kube-scheduler
+        # v1.37 does not have by default (1.36): off.
+        _gate("DRAFractionalCapacityRange", since=37),
+        # Alpha, off: list-typed attributes in constraints (v1.36), devices that skip node
+        # operations, derived attributes and counter compatibility groups (v1.37). plumb's
+        # allocator does not implement them (docs/dra.md, "Allocation").
+        _gate("DRAListTypeAttributes", since=36),
+        _gate("DRAOptionalNodeOperations", since=37),
+        _gate("DRADerivedAttributes", since=37),
+        _gate("DRADeviceCompatibilityGroups", since=37),
     )
 }
 """The gates ``--feature-gates`` takes, by name."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class DeviceFeatures:
+    """What DynamicResources' structured allocator does in the release and gates in force.
+
+    The first seven are the allocator's features as the plugin derives them from the gates
+    (AllocatorFeatures in dynamicresources.go). kube-scheduler then runs the first of three
+    allocator variants (structured/allocator.go: "stable", "incubating", "experimental") that
+    supports every feature on, and the variants of one release behave differently; the rest
+    are those differences, for the release and the variant its gates select
+    (``emulate``, ``_allocator_variant``). Defaults: v1.37 with its default gates.
+    """
+
+    admin_access: bool = True
+    prioritized_list: bool = True
+    partitionable_devices: bool = True
+    device_taints: bool = True
+    # DRADeviceBindingConditions and DRAResourceClaimDeviceStatus both on: devices with
+    # binding conditions may be allocated, the conditions are copied into the results and
+    # PreBind writes allocationTimestamp.
+    binding_conditions: bool = True
+    consumable_capacity: bool = True
+    fractional_capacity_range: bool = False
+    # v1.36 (pools_incubating.go): a slice publishing shared counters belongs to every
+    # node's view of its pool, whatever its node selection.
+    counter_slices_everywhere: bool = False
+    # DRADeviceCompatibilityGroups (alpha, off): without it a slice whose devices name
+    # compatibility groups is left out, which leaves its pool incomplete.
+    compatibility_groups: bool = False
+    # v1.34 (pools_experimental.go): a pool missing slices is still allocated from (only
+    # "All" refuses it), a newer generation elsewhere does not retire it, slices with
+    # sharedCounters are kept without DRAPartitionableDevices, and an invalid pool reached
+    # by the search stops the pod with "pool P is invalid: ...". From v1.35 such pools are
+    # skipped and "invalid resource pools were encountered" is the node's reason.
+    legacy_pools: bool = False
+    # The variant in use knows distinctAttribute (else "empty constraint (unsupported
+    # constraint type?)"): the incubating one from v1.36 and every experimental one.
+    distinct_attribute: bool = True
+    # v1.34 (experimental constraint.go) compared the attributes' pointers, so no two
+    # devices ever counted as equal: the constraint only asked for the attribute.
+    distinct_values: bool = True
+    # v1.34 to v1.36: distinctAttribute remembered one value per request (the latest), so
+    # the devices of one request were only compared with the one before.
+    distinct_per_request: bool = False
+    # From v1.35 each result carries its request's tolerations.
+    tolerations_in_results: bool = True
+    # From v1.35 only NoSchedule and NoExecute taints keep a device from being allocated;
+    # v1.34 refused a device with any untolerated taint.
+    known_taint_effects_only: bool = True
+    # A device with bindsToNode restricts the allocation to the node (the incubating variant
+    # from v1.36, and every experimental one; not the stable ones).
+    binds_to_node: bool = True
+    # v1.37 (#137063 allocator_incubating.go): a claim config naming several requests is
+    # added once (before: once per request it names), and a config whose requests cover
+    # every request of the claim is written with none (meaning all).
+    claim_config_once: bool = True
+    # v1.37: the limit of 32 results per claim is checked per request, "claim C, request R:
+    # adding N devices exceeds the claim limit of 32, with M already accounted for"; before,
+    # per claim: "claim C: number of requested devices N exceeds the claim limit of 32".
+    limit_per_request: bool = True
+    # v1.37: a selector's runtime error names the device ("selector #0 on device D") and a
+    # missing key gets CEL's hint about optional chaining (cel.EnhanceRuntimeError).
+    cel_error_names_device: bool = True
+    # v1.37 (consumable_capacity.go): a capacity request that cannot be represented, or a
+    # negative one, stops the pod; "All" picks devices by their static capacity only. In
+    # v1.36 such devices were skipped and "All" left out devices without room.
+    strict_capacity: bool = True
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -143,6 +243,8 @@ class Emulation:
     # before PreBind (NominatedNodeNameForExpectation); in v1.35 the clear compares with the
     # pod as queued, without it, and sends nothing: the nomination stays until the binding.
     failure_rereads_nomination: bool = True
+    # DynamicResources' allocator: its features and its release's behaviour.
+    devices: DeviceFeatures = DeviceFeatures()
 
     @property
     def version(self) -> str:
@@ -206,6 +308,83 @@ def emulate(
         resize_pod_totals=minor >= 37,
         csi_driver_opt_in=minor >= 36,
         failure_rereads_nomination=minor >= 36,
+        devices=_device_features(minor, values),
+    )
+
+
+# The allocator variants of each release, most stable first, and the features each supports
+# (SupportedFeatures in structured/internal/{stable,incubating,experimental}/allocator_*.go
+# of k8s.io/dynamic-resource-allocation v0.3N); kube-scheduler runs the first that supports
+# every feature on (structured/allocator.go NewAllocator). v1.34 counts DeviceBinding and
+# DeviceStatus apart, so DRAResourceClaimDeviceStatus, on by default, selects experimental.
+_BASIC = frozenset({"admin", "prioritized", "partitionable", "taints"})
+_BOUND = _BASIC | {"binding", "consumable"}
+_VARIANTS: Mapping[int, tuple[tuple[str, frozenset[str]], ...]] = {
+    34: (
+        ("stable", frozenset()),
+        ("incubating", _BASIC),
+        ("experimental", _BASIC | {"binding", "status", "consumable"}),
+    ),
+    35: (("stable", frozenset()), ("incubating", _BASIC), ("experimental", _BOUND)),
+    36: (("stable", _BASIC), ("incubating", _BOUND), ("experimental", _BOUND | {"lists"})),
+    37: (
+        ("stable", _BASIC),
+        ("incubating", _BOUND | {"fractional"}),
+        ("experimental", _BOUND | {"fractional", "lists", "optional", "derived", "groups"}),
+    ),
+}
+
+
+def _allocator_variant(minor: int, features: frozenset[str]) -> str:
+    for name, supported in _VARIANTS[minor]:
+        if features <= supported:
+            return name
+    return "experimental"
+
+
+def _device_features(minor: int, gates: Mapping[str, bool]) -> DeviceFeatures:
+    """AllocatorFeatures (dynamicresources.go) for these gates, and what the allocator variant
+    they select does in this release (k8s.io/dynamic-resource-allocation structured/)."""
+    status = gates.get("DRAResourceClaimDeviceStatus", False)
+    binding = gates.get("DRADeviceBindingConditions", False) and status
+    on = {
+        "admin": gates.get("DRAAdminAccess", False),
+        "prioritized": gates.get("DRAPrioritizedList", False),
+        "partitionable": gates.get("DRAPartitionableDevices", False),
+        "taints": gates.get("DRADeviceTaints", False),
+        "binding": gates.get("DRADeviceBindingConditions", False) if minor == 34 else binding,
+        "status": minor == 34 and status,
+        "consumable": gates.get("DRAConsumableCapacity", False),
+        "fractional": gates.get("DRAFractionalCapacityRange", False),
+        "lists": gates.get("DRAListTypeAttributes", False),
+        "optional": gates.get("DRAOptionalNodeOperations", False),
+        "derived": gates.get("DRADerivedAttributes", False),
+        "groups": gates.get("DRADeviceCompatibilityGroups", False),
+    }
+    variant = _allocator_variant(minor, frozenset(name for name, value in on.items() if value))
+    # What the incubating variant gained in v1.36 and every experimental one has.
+    newer = variant == "experimental" or (variant == "incubating" and minor >= 36)
+    return DeviceFeatures(
+        admin_access=on["admin"],
+        prioritized_list=on["prioritized"],
+        partitionable_devices=on["partitionable"],
+        device_taints=on["taints"],
+        binding_conditions=binding,
+        consumable_capacity=on["consumable"],
+        fractional_capacity_range=on["fractional"],
+        counter_slices_everywhere=minor == 36,
+        compatibility_groups=on["groups"],
+        legacy_pools=minor == 34,
+        distinct_attribute=newer,
+        distinct_values=minor >= 35,
+        distinct_per_request=minor <= 36,
+        tolerations_in_results=minor >= 35,
+        known_taint_effects_only=minor >= 35,
+        binds_to_node=newer,
+        claim_config_once=minor >= 37,
+        limit_per_request=minor >= 37,
+        cel_error_names_device=minor >= 37,
+        strict_capacity=minor >= 37,
     )
 
 

@@ -1,10 +1,12 @@
-"""Cluster events into the scheduler's cache and queue: pods, nodes, namespaces, workloads and
-SchedulingPolicies as the watches report them, full lists, and the sweep after a watch's gap.
+"""Cluster events into the scheduler's cache and queue: pods, nodes, namespaces, workloads, volume
+and DRA objects and SchedulingPolicies as the watches report them, full lists, and the sweep
+after a watch's gap.
 
 ``ClusterFeed`` is what the app layer's watch handlers call (``scheduler.feed``): it writes what
 the cluster told us into the state it shares with the scheduling and binding cycles
 (scheduler/state.py). Which waiting pods an event may help is decided here: a coarse form of
-kube-scheduler's queueing hints, by the filter plugins that rejected them.
+kube-scheduler's queueing hints, by the filter plugins that rejected them. It also runs
+DynamicResources' PreEnqueue for the queue: a pod whose claims do not exist yet waits.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from plumb.backend.cache import clustercache as cache_module
-from plumb.backend.records import objects
+from plumb.backend.cache import dra
+from plumb.backend.records import draobjects, objects
 from plumb.framework.plugins import (
     interpodaffinity,
     nodeaffinity,
@@ -46,6 +49,19 @@ class ClusterFeed:
     def __init__(self, state: state_module.SchedulerState) -> None:
         self._state = state
         self.synced = asyncio.Event()  # set by the first full list
+        # The queue asks this before letting a pod in (it knows no cache of its own).
+        state.queue.pre_enqueue = self.pre_enqueue
+
+    def pre_enqueue(self, pod: objects.PodInfo) -> str | None:
+        """DynamicResources' PreEnqueue: a pod one of whose claims does not exist yet (a
+        template's claim the resourceclaim controller has not made and named in the pod's
+        status, a named claim missing, one being deleted, one not the pod's own) is not tried.
+        Returns the plugin that turns it away, None to let it in."""
+        if not pod.resource_claims:
+            return None
+        if self._state.cache.dra.pod_claims(pod).error:
+            return dra.PLUGIN
+        return None
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A pod was listed, added, modified or deleted."""
@@ -167,6 +183,71 @@ class ClusterFeed:
         }
         resync[kind](bodies)
         self._state.queue.move_all(VOLUME_HELPS)
+
+    def on_dra(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A ResourceSlice, DeviceClass, ResourceClaim or ResourceClaimTemplate (``kind``, one
+        of DRA_KINDS) was listed, added, modified or deleted; the pods it may help are moved
+        as DynamicResources' EventsToRegister and queueing hints say."""
+        metadata = body.get("metadata") or {}
+        name, namespace = str(metadata.get("name", "")), str(metadata.get("namespace", ""))
+        current = None if event_type == "DELETED" else body
+        store = self._state.cache.dra
+        if kind == RESOURCE_CLAIM:
+            before, after = store.on_claim(current, namespace, name)
+            self._claim_changed(before, after, namespace, name)
+        elif kind == RESOURCE_SLICE:
+            store.on_slice(current, name)
+            if current is not None:  # added or updated: devices may have appeared
+                self._state.queue.move_all(DRA_HELPS)
+        elif kind == DEVICE_CLASS:
+            store.on_class(current, name)
+            if current is not None:
+                self._state.queue.move_all(DRA_HELPS)
+        elif kind == RESOURCE_CLAIM_TEMPLATE:
+            store.on_template(current, namespace, name)  # no event kube-scheduler acts on
+        else:
+            raise ValueError(f"{kind!r} is not one of {DRA_KINDS}")
+
+    def relist_dra(self, kind: str, bodies: Iterable[Mapping[str, Any]]) -> None:
+        """Every object of a DRA ``kind`` after a (re)list: the ones missing are gone."""
+        store = self._state.cache.dra
+        if kind == RESOURCE_CLAIM:
+            for before, after in store.resync_claims(bodies):
+                claim = after if after is not None else before
+                assert claim is not None
+                self._claim_changed(before, after, claim.namespace, claim.name)
+            return
+        if kind == RESOURCE_SLICE:
+            store.resync_slices(bodies)
+        elif kind == DEVICE_CLASS:
+            store.resync_classes(bodies)
+        elif kind == RESOURCE_CLAIM_TEMPLATE:
+            store.resync_templates(bodies)
+            return
+        else:
+            raise ValueError(f"{kind!r} is not one of {DRA_KINDS}")
+        self._state.queue.move_all(DRA_HELPS)
+
+    def _claim_changed(
+        self,
+        before: draobjects.ResourceClaim | None,
+        after: draobjects.ResourceClaim | None,
+        namespace: str,
+        name: str,
+    ) -> None:
+        """isSchedulableAfterClaimChange with its preQueueingHint: a claim deallocated (or
+        deleted allocated) frees devices for every pod DynamicResources rejected; a claim
+        created, or whose status changed, concerns the pods that name it; a change of
+        anything else (a finalizer added), or an unallocated claim deleted, none."""
+        queue = self._state.queue
+        allocated = before is not None and before.allocation is not None
+        if allocated and (after is None or after.allocation is None):
+            queue.move_all(DRA_HELPS)
+            return
+        if after is None:
+            return
+        if before is None or _claim_status(before) != _claim_status(after):
+            queue.move_claim_users(namespace, name, DRA_HELPS)
 
     def _committed_late(self, pod: objects.PodInfo) -> None:
         """A binding whose answer was lost turns out committed: its Scheduled event and trace
@@ -336,6 +417,12 @@ VOLUME_KINDS = (
     CSI_STORAGE_CAPACITY,
 )
 
+RESOURCE_SLICE = "ResourceSlice"
+DEVICE_CLASS = "DeviceClass"
+RESOURCE_CLAIM = "ResourceClaim"
+RESOURCE_CLAIM_TEMPLATE = "ResourceClaimTemplate"
+DRA_KINDS = (RESOURCE_SLICE, DEVICE_CLASS, RESOURCE_CLAIM, RESOURCE_CLAIM_TEMPLATE)
+
 # Which unschedulable pods a cluster event may help, by the filter plugins that rejected them
 # (a coarse form of kube-scheduler's queueing hints).
 VOLUME_HELPS = frozenset(
@@ -353,6 +440,16 @@ POD_REMOVED_HELPS = frozenset(
 )
 POD_ADDED_HELPS = frozenset({podtopologyspread.NAME, interpodaffinity.NAME})
 SCALE_DOWN_HELPS = frozenset({noderesourcesfit.NAME})
+# DynamicResources' EventsToRegister: claims, slices and classes (and a node added, or its
+# labels or allocatable changed: node_change_helps). A pod's deletion is not among them: the
+# devices it held are freed when the resourceclaim controller deallocates its claims, and
+# that claim update moves the pods.
+DRA_HELPS = frozenset({dra.PLUGIN})
+
+
+def _claim_status(claim: draobjects.ResourceClaim) -> tuple[Any, ...]:
+    """What a claim's status holds (compared as kube-scheduler compares the whole status)."""
+    return (claim.allocation, claim.reserved_for, claim.device_conditions)
 
 
 def _scaled_down(before: objects.PodInfo, after: objects.PodInfo) -> bool:
@@ -364,7 +461,7 @@ def node_change_helps(before: objects.NodeInfo, after: objects.NodeInfo) -> froz
     """The plugins whose verdict a node update may change."""
     helps: set[str] = set()
     if before.allocatable != after.allocatable:
-        helps.add(noderesourcesfit.NAME)
+        helps |= {noderesourcesfit.NAME, dra.PLUGIN}
     if before.unschedulable != after.unschedulable:
         helps.add(nodeunschedulable.NAME)
     if before.taints != after.taints:
@@ -376,6 +473,7 @@ def node_change_helps(before: objects.NodeInfo, after: objects.NodeInfo) -> froz
             interpodaffinity.NAME,
             volumebinding.NAME,  # a PersistentVolume's node affinity
             volumezone.NAME,
+            dra.PLUGIN,  # a slice's node selector, a device's reach
         }
     if before.declared_features != after.declared_features:
         # NodeDeclaredFeatures' hint: the list changed (slices.Equal, isSchedulableAfterNodeChange).

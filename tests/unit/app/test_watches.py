@@ -23,6 +23,7 @@ from plumb.k8s import reflectors
 from plumb.observability import metrics
 from plumb_dev.testing.builders import make_node, make_pod
 from tests.support import loopback
+from tests.support.dra_bodies import claim_body, device, slice_body
 from tests.support.fakes import FakeApi, ManualClock, make_scheduler
 from tests.support.volume_objects import csidriver_body, storage_capacity_body
 
@@ -56,10 +57,13 @@ class Server:
         self.scripts: dict[str, list[Script]] = defaultdict(list)
         self.listed: list[str] = []
         self.watched: list[tuple[str, str]] = []  # (path, resourceVersion)
+        self.unserved: tuple[str, ...] = ()  # path prefixes answered 404 (an API not served)
         self.done = asyncio.Event()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path
+        if path.startswith(self.unserved or ("\0",)):
+            raise web.HTTPNotFound()
         if request.query.get("watch") != "true":
             self.listed.append(path)
             return web.json_response(
@@ -319,3 +323,59 @@ async def test_csidrivers_and_storage_capacities_are_listed_then_watched_into_th
             task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await asyncio.wait_for(asyncio.gather(*tasks), timeout=2)
+
+
+@contextlib.asynccontextmanager
+async def _watching(
+    scheduler: Any, api: k8s_client.ApiClient
+) -> AsyncIterator[list[asyncio.Task[None]]]:
+    async def sleep(_seconds: float) -> None:
+        await asyncio.sleep(0)
+
+    tasks = await watches.sync_and_watch(scheduler, api, sleep=sleep)
+    try:
+        yield tasks
+    finally:
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.wait_for(asyncio.gather(*tasks), timeout=2)
+
+
+async def test_dra_objects_are_listed_then_watched_into_the_store(
+    server: tuple[Server, k8s_client.ApiClient],
+) -> None:
+    scripted, api = server
+    slices, claims = (f"{watches.DRA_GROUP}/{r}" for r in ("resourceslices", "resourceclaims"))
+    scripted.lists[slices] = [slice_body("node-a-gpus", device("gpu-0"))]
+    scripted.lists[f"{watches.DRA_GROUP}/deviceclasses"] = [{"metadata": {"name": "gpu"}}]
+    scripted.scripts[claims] = [_events(_line("ADDED", claim_body("train-gpu")))]
+    scripted.scripts[slices] = [_events(_line("DELETED", slice_body("node-a-gpus")))]
+    scheduler = make_scheduler(FakeApi(), ManualClock())
+    store = scheduler.cache.dra
+    async with _watching(scheduler, api):
+        assert {path for path, _kind in watches.DRA_PATHS} <= set(scripted.listed)
+        assert store.device_class("gpu") is not None
+        await _until(lambda: store.claim("ml", "train-gpu") is not None)
+        await _until(lambda: store.resource_slice("node-a-gpus") is None)
+        assert {path for path, _version in scripted.watched} >= {slices, claims}
+
+
+async def test_an_api_server_without_resource_k8s_io_is_logged_once_and_plumb_goes_on(
+    server: tuple[Server, k8s_client.ApiClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    scripted, api = server
+    scripted.unserved = (watches.DRA_GROUP,)
+    scripted.lists[NODES] = [make_node("n0").capacity(cpu="4").obj()]
+    scheduler = make_scheduler(FakeApi(), ManualClock())
+    caplog.set_level(logging.WARNING, logger=watches.__name__)
+    async with _watching(scheduler, api) as tasks:
+        assert scheduler.cache.nodes.names() == ["n0"]
+        assert not any(path.startswith(watches.DRA_GROUP) for path, _v in scripted.watched)
+        assert not any(task.done() for task in tasks)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "the API server does not serve /apis/resource.k8s.io/v1 (GET "
+        "/apis/resource.k8s.io/v1/resourceslices: HTTP 404); plumb goes on without it: pods "
+        "with resourceClaims wait, as their claims cannot exist"
+    ]

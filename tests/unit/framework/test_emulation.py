@@ -163,3 +163,67 @@ def test_the_emulated_version_flag_takes_kube_schedulers_forms(text: str, minor:
 def test_an_emulated_version_outside_the_window_is_refused(text: str, message: str) -> None:
     with pytest.raises(emulation.EmulationError, match=re.escape(message)):
         emulation.parse_emulated_version(text)
+
+
+def test_dra_gates_follow_each_releases_features_file() -> None:
+    names = (
+        "DRAAdminAccess",
+        "DRAPrioritizedList",
+        "DRAPartitionableDevices",
+        "DRADeviceTaints",
+        "DRADeviceBindingConditions",
+        "DRAConsumableCapacity",
+        "DRAExtendedResource",
+        "DRAFractionalCapacityRange",
+    )
+    rows = {
+        minor: tuple(emulation.emulate(minor).gates.get(name) for name in names)
+        for minor in emulation.MINORS
+    }
+    assert rows == {
+        34: (True, True, False, False, False, False, False, None),
+        35: (True, True, False, False, False, False, False, None),
+        36: (True, True, True, True, True, True, True, None),
+        # DRAFractionalCapacityRange is on only with --min-compatibility-version=1.37.
+        37: (True, True, True, True, True, True, True, False),
+    }
+    with pytest.raises(emulation.EmulationError, match="locked to true"):
+        emulation.emulate(37, {"DRAPrioritizedList": False})
+
+
+def test_the_allocator_switches_at_its_releases() -> None:
+    rows = {
+        minor: (
+            k.devices.legacy_pools,
+            k.devices.distinct_attribute,
+            k.devices.distinct_per_request,
+            k.devices.tolerations_in_results,
+            k.devices.claim_config_once,
+            k.devices.strict_capacity,
+        )
+        for minor in emulation.MINORS
+        for k in [emulation.emulate(minor)]
+    }
+    assert rows == {
+        34: (True, True, True, False, False, False),
+        35: (False, False, True, True, False, False),
+        36: (False, True, True, True, False, False),
+        37: (False, True, False, True, True, True),
+    }
+
+
+def test_the_gates_pick_the_allocator_variant_as_kube_scheduler_does() -> None:
+    # v1.34 runs the experimental allocator by default (DRAResourceClaimDeviceStatus is on
+    # and only it supports that), which knows distinctAttribute; without that gate, the
+    # incubating one, which does not.
+    assert emulation.emulate(34).devices.distinct_attribute
+    off = emulation.emulate(34, {"DRAResourceClaimDeviceStatus": False})
+    assert not off.devices.distinct_attribute
+    # v1.35 with consumable capacity on runs the experimental one.
+    assert emulation.emulate(35, {"DRAConsumableCapacity": True}).devices.distinct_attribute
+    # v1.37 with consumable capacity and binding conditions off runs the stable one.
+    stable = emulation.emulate(
+        37, {"DRAConsumableCapacity": False, "DRADeviceBindingConditions": False}
+    )
+    assert not stable.devices.distinct_attribute
+    assert not stable.devices.binding_conditions

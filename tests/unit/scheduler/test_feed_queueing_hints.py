@@ -5,6 +5,7 @@ from __future__ import annotations
 from plumb import scheduler as scheduler_module
 from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.cache import dra
 from plumb.backend.records import objects
 from plumb.framework import cycle
 from plumb.framework.plugins import nodeaffinity, noderesourcesfit, tainttoleration
@@ -40,7 +41,11 @@ def test_node_changes_name_the_plugins_they_can_help() -> None:
 
     base = make_node("n").capacity(cpu="2")
     helps = scheduler_module.node_change_helps
-    assert helps(node(base), node(make_node("n").capacity(cpu="4"))) == {noderesourcesfit.NAME}
+    # DynamicResources registers UpdateNodeAllocatable too.
+    assert helps(node(base), node(make_node("n").capacity(cpu="4"))) == {
+        noderesourcesfit.NAME,
+        dra.PLUGIN,
+    }
     assert nodeaffinity.NAME in helps(node(base), node(make_node("n").capacity(cpu="2").zone("a")))
     tainted = make_node("n").capacity(cpu="2").taint("dedicated", "gpu", "NoSchedule")
     assert tainttoleration.NAME in helps(node(tainted), node(base))

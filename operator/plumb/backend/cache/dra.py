@@ -107,18 +107,6 @@ class ClaimLookup:
     error: str = ""
 
 
-def claim_names(pod: objects.PodInfo) -> tuple[str, ...]:
-    """The names of the claims a pod's spec.resourceClaims name, as far as known now
-    (resourceclaim.Name: a template's claim once status.resourceClaimStatuses names it)."""
-    names = []
-    for entry in pod.resource_claims:
-        if entry.claim_name:
-            names.append(entry.claim_name)
-        elif entry.template_name and pod.claim_statuses.get(entry.name):
-            names.append(pod.claim_statuses[entry.name])
-    return tuple(names)
-
-
 def _uses_compatibility_groups(piece: draobjects.ResourceSlice) -> bool:
     return any(c.compatibility_groups for d in piece.devices for c in d.consumes_counters)
 
@@ -222,7 +210,10 @@ class DraStore:
         # Pod uid -> keys of the claims reserved for it (status.reservedFor).
         self._reserved: dict[str, set[str]] = {}
         self._consumers: dict[str, tuple[str, ...]] = {}  # claim key -> those uids
-        self._pool_cache: dict[str, tuple[int, Mapping[str, str], PoolRules, Any]] = {}
+        # Node name -> (slices_generation, its labels, the rules, its pools) when gathered.
+        self._pool_cache: dict[
+            str, tuple[int, Mapping[str, str], PoolRules, tuple[draobjects.Pool, ...]]
+        ] = {}
 
     # Events --------------------------------------------------------------------------------
 
@@ -397,8 +388,7 @@ class DraStore:
             and cached[1] == node.labels
             and cached[2] == rules
         ):
-            result: tuple[draobjects.Pool, ...] = cached[3]
-            return result
+            return cached[3]
         result = self._gather(node, rules)
         self._pool_cache[node.name] = (self.slices_generation, node.labels, rules, result)
         return result
@@ -612,6 +602,7 @@ class DraStore:
         if before != piece:
             self.generation += 1
             self.slices_generation += 1
+            self._pool_cache.clear()
             self._journal.note(journal_module.Reslice(name=name, slice=before))
 
     def _put_class(self, name: str, device_class: draobjects.DeviceClass | None) -> None:

@@ -155,6 +155,20 @@ class PodInfo:
         return f"{self.namespace}/{self.name}"
 
     @property
+    def resource_claim_names(self) -> tuple[str, ...]:
+        """The names of the DRA claims it uses, as far as known (resourceclaim.Name): each
+        named claim, and each template's claim once status.resourceClaimStatuses names it."""
+        if not self.resource_claims:
+            return ()
+        names = []
+        for entry in self.resource_claims:
+            if entry.claim_name:
+                names.append(entry.claim_name)
+            elif entry.template_name and self.claim_statuses.get(entry.name):
+                names.append(self.claim_statuses[entry.name])
+        return tuple(names)
+
+    @property
     def scored_nonzero(self) -> tuple[int, int]:
         """(cpu, memory) NodeResourcesFit's scorers add for this pod when it is scheduled."""
         return self.nonzero if self.nonzero_incoming is None else self.nonzero_incoming

@@ -324,8 +324,8 @@ def test_a_pod_with_its_claims_made_gets_them_in_spec_order() -> None:
 
 
 def test_claim_names_follow_the_status_for_templates() -> None:
-    assert dra.claim_names(pod(TEMPLATED, NAMED)) == ("team-gpus",)
-    assert dra.claim_names(pod(TEMPLATED, NAMED, gpu="x")) == ("x", "team-gpus")
+    assert pod(TEMPLATED, NAMED).resource_claim_names == ("team-gpus",)
+    assert pod(TEMPLATED, NAMED, gpu="x").resource_claim_names == ("x", "team-gpus")
 
 
 # Journal and dumps ---------------------------------------------------------------------------

@@ -39,7 +39,11 @@ def test_stop_ends_a_recorded_driver_and_forgets_it(tmp_path: Path) -> None:
     state.write_text(
         f'{{"pid": {stand_in.pid}, "binary": "{sys.executable}", "log": "{stand_in.log}"}}'
     )
-    assert stand_in.alive()
+    # Right after the spawn /proc may still show the parent's command line, until the exec.
+    deadline = time.monotonic() + 10
+    while not stand_in.alive():
+        assert time.monotonic() < deadline, "the stand-in never started"
+        time.sleep(0.01)
     started = time.monotonic()
     assert dratestdriver.stop(None, tmp_path) == []
     assert not stand_in.alive()

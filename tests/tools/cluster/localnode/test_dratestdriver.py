@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -35,19 +37,25 @@ def test_stop_ends_a_recorded_driver_and_forgets_it(tmp_path: Path) -> None:
         identity_arg=identity,
         log=paths.log(dratestdriver.NAME),
     )
-    state = paths.node / f"{dratestdriver.NAME}.json"
-    state.write_text(
-        f'{{"pid": {stand_in.pid}, "binary": "{sys.executable}", "log": "{stand_in.log}"}}'
-    )
-    # Right after the spawn /proc may still show the parent's command line, until the exec.
-    deadline = time.monotonic() + 10
-    while not stand_in.alive():
-        assert time.monotonic() < deadline, "the stand-in never started"
-        time.sleep(0.01)
-    started = time.monotonic()
-    assert dratestdriver.stop(None, tmp_path) == []
-    assert not stand_in.alive()
-    assert not state.exists()
-    assert time.monotonic() - started < 10
-    # Nothing recorded: nothing to do.
-    assert dratestdriver.stop(None, tmp_path) == []
+    try:
+        state = paths.node / f"{dratestdriver.NAME}.json"
+        state.write_text(
+            f'{{"pid": {stand_in.pid}, "binary": "{sys.executable}", "log": "{stand_in.log}"}}'
+        )
+        # Right after the spawn /proc may still show the parent's command line, until the exec.
+        deadline = time.monotonic() + 10
+        while not stand_in.alive():
+            assert time.monotonic() < deadline, "the stand-in never started"
+            time.sleep(0.01)
+        started = time.monotonic()
+        assert dratestdriver.stop(None, tmp_path) == []
+        assert not stand_in.alive()
+        assert not state.exists()
+        assert time.monotonic() - started < 10
+        # Nothing recorded: nothing to do.
+        assert dratestdriver.stop(None, tmp_path) == []
+    finally:
+        # Whatever failed above, the stand-in does not outlive the test.
+        if stand_in.alive():
+            os.kill(stand_in.pid, signal.SIGKILL)
+            os.waitpid(stand_in.pid, 0)

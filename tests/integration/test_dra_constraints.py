@@ -60,7 +60,7 @@ def test_a_shared_claim_takes_every_pod_that_uses_it_to_its_node(
     kube_client.create_pod(_pod(scheduler, namespace, "second", "shared"))
     assert _settle(kube_client, namespace, "second") == small
     claim = dra.claim("shared")
-    assert draclient.allocated(claim) == [draclient.Allocated("gpu", dra.driver, small, "gpu-0")]
+    assert draclient.allocated(claim) == [draclient.DeviceTaken("gpu", dra.driver, small, "gpu-0")]
     assert draclient.reserved_for(claim) == ["first", "second"]
 
 

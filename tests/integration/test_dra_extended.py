@@ -104,7 +104,9 @@ def test_an_extended_resource_comes_from_a_device_plugin_or_from_devices(
     assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
     exactly = {"deviceClassName": dra.class_name("gpu"), "allocationMode": "ExactCount", "count": 1}
     assert claim["spec"] == {"devices": {"requests": [{"name": request, "exactly": exactly}]}}
-    assert draclient.allocated(claim) == [draclient.Allocated(request, dra.driver, small, "gpu-0")]
+    assert draclient.allocated(claim) == [
+        draclient.DeviceTaken(request, dra.driver, small, "gpu-0")
+    ]
     assert draclient.reserved_for(claim) == ["devices"]
     assert stored["status"]["extendedResourceClaimStatus"] == {
         "requestMappings": [
@@ -152,6 +154,6 @@ def test_a_class_s_implicit_extended_resource_name(
     assert _settle(kube_client, namespace, "pair") == small
     (claim,) = _made_for(dra, "pair")
     assert draclient.allocated(claim) == [
-        draclient.Allocated("container-0-request-1", dra.driver, small, "tpu-0"),
-        draclient.Allocated("container-0-request-1", dra.driver, small, "tpu-1"),
+        draclient.DeviceTaken("container-0-request-1", dra.driver, small, "tpu-0"),
+        draclient.DeviceTaken("container-0-request-1", dra.driver, small, "tpu-1"),
     ]

@@ -269,8 +269,8 @@ def test_devices_in_use_are_not_allocated_again(
         placed = side_by_side.wait_settled(kube_client, namespace, [name], cluster_nodes=2)
         assert placed == {name: node}
     assert dra.api.in_use(namespace, ["first", "second", "third"]) == {
-        "first": [draclient.Allocated("gpu", dra.driver, roomy, "gpu-0")],
-        "second": [draclient.Allocated("gpu", dra.driver, small, "gpu-0")],
+        "first": [draclient.DeviceTaken("gpu", dra.driver, roomy, "gpu-0")],
+        "second": [draclient.DeviceTaken("gpu", dra.driver, small, "gpu-0")],
     }
     histogram = f"0/2 nodes are available: 2 {CANNOT_ALLOCATE}."
     message = side_by_side.failed_scheduling(kube_client, namespace, "third")
@@ -315,7 +315,7 @@ def test_devices_reachable_from_several_nodes_and_the_configuration_they_take(
     }
     allocation = dra.claim("fpga")["status"]["allocation"]
     assert draclient.allocated(dra.claim("fpga")) == [
-        draclient.Allocated("fpga", dra.driver, f"rack-a-{dra.tag}", "fpga-0")
+        draclient.DeviceTaken("fpga", dra.driver, f"rack-a-{dra.tag}", "fpga-0")
     ]
     # The allocation is reachable where the slice is: its node selector, as published.
     assert allocation["nodeSelector"] == {
@@ -347,6 +347,6 @@ def test_devices_reachable_from_several_nodes_and_the_configuration_they_take(
         "user": roomy
     }
     assert draclient.allocated(dra.claim("seat")) == [
-        draclient.Allocated("seat", dra.driver, f"licences-{dra.tag}", "seat-0")
+        draclient.DeviceTaken("seat", dra.driver, f"licences-{dra.tag}", "seat-0")
     ]
     assert "nodeSelector" not in dra.claim("seat")["status"]["allocation"]

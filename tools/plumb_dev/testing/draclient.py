@@ -19,7 +19,7 @@ _AS_SENT = "application/yaml"  # see Dra._sent
 
 
 @dataclasses.dataclass(frozen=True, order=True)
-class Allocated:
+class DeviceTaken:
     """One result of a claim's status.allocation.devices.results."""
 
     request: str
@@ -28,12 +28,12 @@ class Allocated:
     device: str
 
 
-def allocated(claim: JSON) -> list[Allocated]:
+def allocated(claim: JSON) -> list[DeviceTaken]:
     """The devices a claim's allocation holds, in the order the scheduler wrote them; empty
     when it is not allocated."""
     allocation = (claim.get("status") or {}).get("allocation") or {}
     results = (allocation.get("devices") or {}).get("results") or []
-    return [Allocated(r["request"], r["driver"], r["pool"], r["device"]) for r in results]
+    return [DeviceTaken(r["request"], r["driver"], r["pool"], r["device"]) for r in results]
 
 
 def reserved_for(claim: JSON) -> list[str]:
@@ -171,7 +171,7 @@ class Dra:
             timeout=timeout,
         )
 
-    def in_use(self, namespace: str, names: Iterable[str] = ()) -> dict[str, list[Allocated]]:
+    def in_use(self, namespace: str, names: Iterable[str] = ()) -> dict[str, list[DeviceTaken]]:
         """{claim: devices} of the namespace's allocated claims (only ``names`` if given)."""
         wanted = set(names)
         return {

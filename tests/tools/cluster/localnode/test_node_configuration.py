@@ -34,6 +34,8 @@ def test_containerd_keeps_its_state_in_the_node_directory() -> None:
     assert cri["sandbox_image"] == "localhost/plumb/pause:1"
     assert cri["restrict_oom_score_adj"] is True
     assert cri["netns_mounts_under_state_dir"] is True
+    # DRA drivers' CDI specs are read from the node's directory, and applied.
+    assert (cri["enable_cdi"], cri["cdi_spec_dirs"]) == (True, ["/c/node/cdi"])
     assert cri["cni"] == {
         "bin_dir": "/usr/lib/cni",
         "conf_dir": "/c/node/cni/net.d",
@@ -158,6 +160,7 @@ def test_the_node_state_file_round_trips(tmp_path: Path) -> None:
         directory=tmp_path,
         bin_dir=Path("/bin"),
         containerd_address=paths.containerd_socket,
+        containerd_binary=Path("/cache/containerd-deb/1.7.24/usr/bin/containerd"),
         containerd_pid=10,
         kubelet_pid=11,
     )
@@ -165,6 +168,33 @@ def test_the_node_state_file_round_trips(tmp_path: Path) -> None:
     assert nodes.load(tmp_path) == node
     assert [d.name for d in node.processes()] == ["kubelet", "containerd"]
     assert node.processes()[0].identity_arg == f"--config={paths.kubelet_config}"
+
+
+def test_a_state_file_written_before_the_unpacked_containerd_names_bookworms(
+    tmp_path: Path,
+) -> None:
+    paths = layout.NodeLayout(directory=tmp_path)
+    paths.node.mkdir()
+    paths.state.write_text(
+        json.dumps(
+            {
+                "format": 1,
+                "name": "plumb-node",
+                "directory": str(tmp_path),
+                "bin_dir": "/bin",
+                "containerd_address": str(paths.containerd_socket),
+                "containerd_pid": 10,
+                "kubelet_pid": 0,
+                "kube_proxy_pid": 0,
+            }
+        )
+    )
+    node = nodes.load(tmp_path)
+    assert node is not None
+    # down then stops the containerd such a node started, and no other.
+    assert [(d.name, d.binary) for d in node.processes()] == [
+        ("containerd", Path("/usr/bin/containerd"))
+    ]
 
 
 def test_an_unreadable_state_file_says_what_to_do(tmp_path: Path) -> None:

@@ -1,21 +1,22 @@
 """The node's containerd: its configuration, starting it, clearing its containers at the end.
 
-Debian's containerd 1.6 with runc and the CRI plugin, all state in the node's directory (root,
-state, runc's state, the network namespaces' mounts, the socket). No service manager runs it:
-the node starts and stops it. Image pulls are sent to a closed port on loopback, so a pod whose
-image was not loaded fails at once instead of reaching for a registry over the network.
+Debian trixie's containerd 1.7 (``cdiruntime``: unpacked into the cache, not installed) with
+bookworm's runc and the CRI plugin, all state in the node's directory (root, state, runc's
+state, the network namespaces' mounts, the CDI specs DRA drivers write, the socket). No service
+manager runs it: the node starts and stops it. Image pulls are sent to a closed port on
+loopback, so a pod whose image was not loaded fails at once instead of reaching for a registry
+over the network.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 from pathlib import Path
 
-from plumb_dev.cluster.localnode import daemons, layout, network
+from plumb_dev.cluster.localnode import cdiruntime, daemons, layout, network
 
 BINARY = "containerd"
 NAMESPACE = "k8s.io"
@@ -55,6 +56,10 @@ def config_text(paths: layout.NodeLayout, *, sandbox_image: str) -> str:
             '  stream_server_address = "127.0.0.1"',
             '  stream_server_port = "0"',
             "  enable_tls_streaming = false",
+            # A DRA driver's kubelet plugin writes the CDI spec of each device it prepares into
+            # this directory; containerd applies it to the containers that use the device.
+            "  enable_cdi = true",
+            f"  cdi_spec_dirs = [{q(paths.cdi_dir)}]",
             "",
             f"[{cri}.containerd]",
             '  snapshotter = "overlayfs"',
@@ -77,21 +82,22 @@ def config_text(paths: layout.NodeLayout, *, sandbox_image: str) -> str:
     )
 
 
-def executable() -> Path:
-    """Where containerd is installed (Debian's place if it is not, which preflight reports)."""
-    found = shutil.which(BINARY, path="/usr/bin:/usr/sbin:/usr/local/bin")
-    return Path(found or "/usr/bin/containerd")
-
-
-def start(paths: layout.NodeLayout) -> daemons.Daemon:
-    binary = executable()
+def start(paths: layout.NodeLayout, runtime: cdiruntime.Runtime) -> daemons.Daemon:
+    # containerd finds its shim on PATH: the package's own comes first.
+    search = ":".join([str(runtime.bin_dir), os.environ.get("PATH", "/usr/sbin:/usr/bin")])
     return daemons.spawn(
         BINARY,
-        binary,
+        runtime.containerd,
         [paths.identity_arg(BINARY), "--log-level=warn"],
         identity_arg=paths.identity_arg(BINARY),
         log=paths.log(BINARY),
-        env={"HTTP_PROXY": _NOWHERE, "HTTPS_PROXY": _NOWHERE, "NO_PROXY": "", "no_proxy": ""},
+        env={
+            "PATH": search,
+            "HTTP_PROXY": _NOWHERE,
+            "HTTPS_PROXY": _NOWHERE,
+            "NO_PROXY": "",
+            "no_proxy": "",
+        },
     )
 
 

@@ -47,7 +47,7 @@ def kubelet_config(paths: layout.NodeLayout, *, ca_file: Path, serving: pki.Pair
         },
         "authorization": {"mode": "Webhook"},
         "containerRuntimeEndpoint": f"unix://{paths.containerd_socket}",
-        # containerd 1.6 lacks the CRI call that reports its cgroup driver, and there is no
+        # containerd 1.x lacks the CRI call that reports its cgroup driver, and there is no
         # systemd; cgroup v1 is in maintenance mode, which is a warning only.
         "cgroupDriver": "cgroupfs",
         "failCgroupV1": False,

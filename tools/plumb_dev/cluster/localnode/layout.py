@@ -1,10 +1,10 @@
 """Where the real node keeps its state: everything under the cluster directory's node/ folder.
 
-containerd's root, state, socket and runc state, the CNI configuration and address store, the
-kubelet's root directory, pod logs and volume plugins, kube-proxy's configuration, the logs and
-the state and host-record files all live here, so ``down`` knows what to unmount and nothing
-of the node is scattered over the host where the tools allow it. ``NodeError`` lives here, at
-the bottom of the package.
+containerd's root, state, socket, runc state and CDI specs, the CNI configuration and address
+store, the kubelet's root directory (with the plugin sockets of DRA drivers), pod logs and
+volume plugins, kube-proxy's configuration, the logs and the state and host-record files all
+live here, so ``down`` knows what to unmount and nothing of the node is scattered over the host
+where the tools allow it. ``NodeError`` lives here, at the bottom of the package.
 """
 
 from __future__ import annotations
@@ -59,6 +59,11 @@ class NodeLayout:
     @property
     def containerd_socket(self) -> Path:
         return self.containerd / "containerd.sock"
+
+    @property
+    def cdi_dir(self) -> Path:
+        """Where DRA drivers write CDI specs and containerd reads them (``cdi_spec_dirs``)."""
+        return self.node / "cdi"
 
     # CNI ------------------------------------------------------------------------------------------
 

@@ -3,7 +3,8 @@
 up: record the host → bridge cni0 up → network guard (before anything could start a pod) →
 control plane on the bridge gateway → containerd → pause image → kubelet → kube-proxy → the Node
 is Ready, kube-proxy has synced, the guard is first again. down: the node's pods stopped through
-the API → kube-proxy, kubelet, containerd and every container → control plane → unmount, bridge
+the API → a DRA test driver left running → kube-proxy, kubelet, containerd and every container
+→ control plane → unmount, bridge
 and veths, iptables chains and nfacct counters, sysctls, cgroups, paths, all measured against
 the record. Any failure in up runs down.
 
@@ -22,8 +23,10 @@ from pathlib import Path
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.cluster.localnode import (
     api,
+    cdiruntime,
     containerd,
     daemons,
+    dratestdriver,
     hostrecord,
     images,
     kubelet,
@@ -63,8 +66,10 @@ def up(
     if timeout <= 0:
         raise ValueError(f"timeout={timeout} must be positive (seconds to wait for the node)")
     problem = preflighting.preflight(install=False)
-    if problem is not None:
-        raise NodeError(f"this machine cannot run the real node: {problem}")
+    runtime = cdiruntime.cached()
+    if problem is not None or runtime is None:
+        why = problem or preflighting.runtime_missing()
+        raise NodeError(f"this machine cannot run the real node: {why}")
     deadline = time.monotonic() + timeout
     directory = directory.resolve()
     bin_dir = bin_dir.resolve()
@@ -92,6 +97,7 @@ def up(
         directory=directory,
         bin_dir=bin_dir,
         containerd_address=paths.containerd_socket,
+        containerd_binary=runtime.containerd,
     )
     nodes.write_state(paths, node)
     try:
@@ -103,7 +109,7 @@ def up(
             parts=dataclasses.replace(parts, address=GATEWAY),
             timeout=max(1.0, deadline - time.monotonic()),
         )
-        node = _start_node(cp, paths, node, pause, deadline)
+        node = _start_node(cp, paths, node, runtime, pause, deadline)
         return cp, node
     except images.ImageError as error:
         _undo(directory, error)
@@ -124,10 +130,12 @@ def _start_node(
     cp: controlplane.ControlPlane,
     paths: layout.NodeLayout,
     node: Node,
+    runtime: cdiruntime.Runtime,
     pause: images.ImageArchive,
     deadline: float,
 ) -> Node:
-    for folder in (paths.cni_conf_dir, paths.ipam_dir, paths.containerd, paths.pod_logs):
+    folders = (paths.cni_conf_dir, paths.ipam_dir, paths.containerd, paths.pod_logs, paths.cdi_dir)
+    for folder in folders:
         folder.mkdir(parents=True, exist_ok=True)
     (paths.cni_conf_dir / "10-plumb.conflist").write_text(
         network.conflist_text(ipam_dir=paths.ipam_dir), encoding="utf-8"
@@ -135,10 +143,10 @@ def _start_node(
     paths.containerd_config.write_text(
         containerd.config_text(paths, sandbox_image=pause.ref), encoding="utf-8"
     )
-    runtime = containerd.start(paths)
-    node = dataclasses.replace(node, containerd_pid=runtime.pid)
+    daemon = containerd.start(paths, runtime)
+    node = dataclasses.replace(node, containerd_pid=daemon.pid)
     nodes.write_state(paths, node)
-    _wait(lambda: containerd.ready(paths), deadline, [runtime], "containerd's CRI plugin")
+    _wait(lambda: containerd.ready(paths), deadline, [daemon], "containerd's CRI plugin")
     # Before the kubelet: with the sandbox image absent containerd would try to pull it.
     images.load(pause, containerd_address=paths.containerd_socket)
 
@@ -161,7 +169,7 @@ def _start_node(
     )
     node = dataclasses.replace(node, kube_proxy_pid=proxy.pid)
     nodes.write_state(paths, node)
-    running = [runtime, agent, proxy]
+    running = [daemon, agent, proxy]
     _wait(lambda: api.node_ready(cp, node.name), deadline, running, f"Node {node.name} Ready")
     _wait(
         lambda: network.service_programmed(network.SERVICE_IP),
@@ -235,6 +243,9 @@ def down(directory: Path) -> None:
             d.name == kubelet.KUBELET and d.alive() for d in node.processes()
         ):
             _stop_pods(cp, node.name)
+        # A DRA driver left running (its caller died): after the pods, whose devices it
+        # unprepares, before the kubelet. Its slices go with the control plane.
+        problems += dratestdriver.stop(None, directory)
         problems += _stop_daemons(paths, node)
     if record is not None:
         problems += restoring.kill_pod_processes(record)

@@ -13,7 +13,10 @@ from pathlib import Path
 
 from plumb_dev.cluster.localnode import containerd, daemons, kubelet, layout
 
-_STATE_FORMAT = 1
+# 2 adds containerd_binary (the node's containerd is no longer the installed one); a format 1
+# file, from a node started before, ran bookworm's.
+_STATE_FORMAT = 2
+_FORMAT_1_CONTAINERD = Path("/usr/bin/containerd")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -24,6 +27,9 @@ class Node:
     directory: Path
     bin_dir: Path
     containerd_address: Path
+    # The containerd binary started (trixie's, unpacked into the cache): a pid counts as the
+    # node's only while it runs this binary.
+    containerd_binary: Path
     containerd_pid: int = 0
     kubelet_pid: int = 0
     kube_proxy_pid: int = 0
@@ -34,7 +40,7 @@ class Node:
         binaries = {
             kubelet.KUBE_PROXY: (self.kube_proxy_pid, self.bin_dir / kubelet.KUBE_PROXY),
             kubelet.KUBELET: (self.kubelet_pid, self.bin_dir / kubelet.KUBELET),
-            containerd.BINARY: (self.containerd_pid, containerd.executable()),
+            containerd.BINARY: (self.containerd_pid, self.containerd_binary),
         }
         return [
             daemons.Daemon(
@@ -62,13 +68,14 @@ def load(directory: Path) -> Node | None:
             f"kubelet or kube-proxy from it still runs, delete it"
         ) from error
     try:
-        if data.get("format") != _STATE_FORMAT:
+        if data.get("format") not in (1, _STATE_FORMAT):
             raise ValueError(f"format {data.get('format')!r}, expected {_STATE_FORMAT}")
         return Node(
             name=str(data["name"]),
             directory=Path(data["directory"]),
             bin_dir=Path(data["bin_dir"]),
             containerd_address=Path(data["containerd_address"]),
+            containerd_binary=Path(data.get("containerd_binary", _FORMAT_1_CONTAINERD)),
             containerd_pid=int(data["containerd_pid"]),
             kubelet_pid=int(data["kubelet_pid"]),
             kube_proxy_pid=int(data["kube_proxy_pid"]),
@@ -87,6 +94,7 @@ def write_state(paths: layout.NodeLayout, node: Node) -> None:
         "directory": str(node.directory),
         "bin_dir": str(node.bin_dir),
         "containerd_address": str(node.containerd_address),
+        "containerd_binary": str(node.containerd_binary),
         "containerd_pid": node.containerd_pid,
         "kubelet_pid": node.kubelet_pid,
         "kube_proxy_pid": node.kube_proxy_pid,

@@ -1,10 +1,11 @@
 """Whether this machine can run the real node, installing the Debian packages it lacks as root.
 
-The node needs root, cgroups, the overlay filesystem, and from Debian: containerd (with ctr and
-its runc shim), runc, the CNI plugins in /usr/lib/cni, iptables, iproute2, buildah (which
-makes the pause image and the node's other images) and mmdebstrap (their Debian base).
-Missing packages are installed with apt-get when that is possible; otherwise ``preflight``
-names what is missing and how to get it.
+The node needs root, cgroups, the overlay filesystem, and from Debian: containerd (for ctr),
+runc, the CNI plugins in /usr/lib/cni, iptables, iproute2, buildah (which makes the pause image
+and the node's other images) and mmdebstrap (their Debian base); and trixie's containerd
+package unpacked into the cache (``cdiruntime``), the containerd the node runs. Missing
+packages are installed with apt-get, and trixie's containerd fetched, when that is possible;
+otherwise ``preflight`` names what is missing and how to get it.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from plumb_dev.cluster.localnode import network, probing
+from plumb_dev.cluster.localnode import cdiruntime, network, probing
 
 # What the node runs, by name or path, and the Debian package that provides it.
 REQUIRED: dict[str, str] = {
@@ -37,6 +38,14 @@ REQUIRED: dict[str, str] = {
 }
 _SEARCH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 _APT_TIMEOUT_SECONDS = 600
+
+
+def runtime_missing() -> str:
+    return (
+        f"the node's containerd (Debian {cdiruntime.SUITE}'s {cdiruntime.PACKAGE} package, "
+        f"unpacked into {cdiruntime.packages_dir()}) is not there; `plumb cluster up --node` as "
+        f"root fetches it with apt-get download"
+    )
 
 
 def missing_packages() -> list[str]:
@@ -76,6 +85,13 @@ def preflight(*, install: bool = True) -> str | None:
             f"install them; install them with `apt-get install --no-install-recommends "
             f"{' '.join(packages)}`"
         )
+    if cdiruntime.cached() is None:
+        if not install:
+            return runtime_missing()
+        try:
+            cdiruntime.fetch()
+        except cdiruntime.FetchError as error:
+            return f"{runtime_missing()}, and fetching it failed: {error}"
     return None
 
 

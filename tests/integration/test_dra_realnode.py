@@ -17,7 +17,7 @@ from kubernetes import client as k8s
 
 from plumb import DEFAULT_SCHEDULER_NAME
 from plumb_dev.cluster.localnode import dratestdriver, layout
-from plumb_dev.testing import kube
+from plumb_dev.testing import draclient, kube
 from tests.support.live_cluster import NodeCluster, events_of
 
 pytestmark = pytest.mark.integration
@@ -57,7 +57,7 @@ def driver(node_cluster: NodeCluster, resource_api: k8s.ResourceV1Api) -> Iterat
     dratestdriver.start(
         node_cluster.cp, directory, binary=binary, node=node_cluster.node.name, devices=DEVICES
     )
-    resource_api.create_device_class(
+    draclient.Dra(node_cluster.client).create_class(
         {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "DeviceClass",
@@ -102,16 +102,7 @@ def _pod(namespace: str, image: str, scheduler: str) -> dict[str, Any]:
     }
 
 
-# Until plumb allocates claims (issue 27's cycle wiring), it binds such a pod without; strict,
-# so the run that makes it pass says to remove the mark.
-PLUMB_ALLOCATES = pytest.mark.xfail(
-    strict=True, reason="plumb does not allocate ResourceClaims yet: it binds the pod without"
-)
-
-
-@pytest.mark.parametrize(
-    "scheduler", [KUBE_SCHEDULER, pytest.param(DEFAULT_SCHEDULER_NAME, marks=PLUMB_ALLOCATES)]
-)
+@pytest.mark.parametrize("scheduler", [KUBE_SCHEDULER, DEFAULT_SCHEDULER_NAME])
 def test_a_pod_with_a_claim_runs_with_the_drivers_device_on_the_real_node(
     request: pytest.FixtureRequest,
     node_cluster: NodeCluster,
@@ -123,12 +114,11 @@ def test_a_pod_with_a_claim_runs_with_the_drivers_device_on_the_real_node(
     if scheduler == DEFAULT_SCHEDULER_NAME:
         request.getfixturevalue("node_plumb")
     client, node = node_cluster.client, node_cluster.node.name
-    resource_api.create_namespaced_resource_claim_template(
-        node_namespace,
+    draclient.Dra(client).create_template(
         {
             "apiVersion": "resource.k8s.io/v1",
             "kind": "ResourceClaimTemplate",
-            "metadata": {"name": TEMPLATE},
+            "metadata": {"name": TEMPLATE, "namespace": node_namespace},
             "spec": {
                 "spec": {
                     "devices": {

@@ -8,6 +8,7 @@ kube-scheduler's FailedScheduling wording for the pods that fit nowhere.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
@@ -208,6 +209,20 @@ class Prepared:
     early: list[Decision]
     compiled: compiling.Compiled | None
     deferred: tuple[objects.PodInfo, ...] = ()
+    # DynamicResources' verdicts per pod uid (those with claims it filtered), kept to explain
+    # a failure (framework/claimrejections.py), and how long its PreFilter and Filter took.
+    devices: Mapping[str, dynamicresources.NodeVerdicts] = dataclasses.field(default_factory=dict)
+    device_runs: Mapping[str, DeviceRun] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class DeviceRun:
+    """DynamicResources over every node for one pod: the extension point that ended it
+    (PreFilter or Filter), its status in kube-scheduler's words, the seconds it took."""
+
+    point: str
+    status: str
+    seconds: float
 
 
 def prepare(
@@ -223,6 +238,7 @@ def prepare(
     early: list[Decision] = []
     ready = []
     devices: dict[str, dynamicresources.NodeVerdicts] = {}
+    runs: dict[str, DeviceRun] = {}
     for pod in pods:
         extra = len({*pod.requests} - {objects.CPU, objects.MEMORY})
         if pod.problem is not None:
@@ -248,18 +264,53 @@ def prepare(
             )
         elif (rejected := _volume_prefilter(pod, snap, cache, profile)) is not None:
             early.append(rejected)
-        elif isinstance(found := device_verdicts(pod, snap, cache, profile), Decision):
+        elif isinstance(found := _timed_verdicts(pod, snap, cache, profile, runs), Decision):
             early.append(found)
         else:
             if found is not None:
                 devices[pod.uid] = found
             ready.append(pod)
     if not ready:
-        return Prepared(early=early, compiled=None)
+        return Prepared(early=early, compiled=None, devices=devices, device_runs=runs)
     compiled = compiling.compile_batch(
         ready, snap, cache, profile=profile, nominated=nominated, order=pods, devices=devices
     )
-    return Prepared(early=early, compiled=compiled, deferred=compiled.deferred)
+    return Prepared(
+        early=early,
+        compiled=compiled,
+        deferred=compiled.deferred,
+        devices=devices,
+        device_runs=runs,
+    )
+
+
+def _timed_verdicts(
+    pod: objects.PodInfo,
+    snap: snapshot.Snapshot,
+    cache: cache_module.Cache,
+    profile: scoring.Profile,
+    runs: dict[str, DeviceRun],
+) -> Decision | dynamicresources.NodeVerdicts | None:
+    """``device_verdicts``, its time and status kept in ``runs`` (for the metrics)."""
+    started = time.perf_counter()
+    found = device_verdicts(pod, snap, cache, profile)
+    if found is None:
+        return None
+    seconds = time.perf_counter() - started
+    if isinstance(found, Decision):
+        point = PREFILTER if found.prefiltered else FILTER
+        status = ERROR if found.error else UNRESOLVABLE
+    else:
+        point = FILTER
+        status = UNRESOLVABLE if bool(found.fails.all()) else SUCCESS
+    runs[pod.uid] = DeviceRun(point=point, status=status, seconds=seconds)
+    return found
+
+
+# Extension points and statuses, as kube-scheduler's plugin_execution_duration_seconds labels
+# them (fwk.Code's String()).
+PREFILTER, FILTER, RESERVE, PREBIND = "PreFilter", "Filter", "Reserve", "PreBind"
+SUCCESS, ERROR, UNRESOLVABLE = "Success", "Error", "UnschedulableAndUnresolvable"
 
 
 def _volume_prefilter(

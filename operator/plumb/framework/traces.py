@@ -11,10 +11,15 @@ import types
 from collections.abc import Mapping, Sequence
 
 from plumb.backend import queue
-from plumb.backend.cache import snapshot
-from plumb.backend.records import objects
-from plumb.framework import cycle, scoring
-from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopologyspread
+from plumb.backend.cache import dra, snapshot
+from plumb.backend.records import draobjects, objects
+from plumb.framework import claimrejections, cycle, scoring
+from plumb.framework.plugins import (
+    dynamicresources,
+    interpodaffinity,
+    noderesourcesfit,
+    podtopologyspread,
+)
 from plumb.kernel import contract
 from plumb.observability import trace
 
@@ -42,8 +47,10 @@ def build(
     policy: PolicyRef | None,
     prepared: cycle.Prepared,
     kernel_seconds: float | None,
+    store: dra.DraStore | None = None,
 ) -> dict[str, trace.Trace]:
-    """The trace of each decision of one cycle, by pod uid.
+    """The trace of each decision of one cycle, by pod uid; with the DRA ``store``, a failed
+    pod with claims says which claim was rejected where (framework/claimrejections.py).
 
     ``decisions`` come in the order they were made (those needing no kernel, then the kernel's
     in batch order): a pod placed earlier in the kernel run is an input of the later ones."""
@@ -83,8 +90,52 @@ def build(
             kernel_ms=None if not in_kernel or kernel_seconds is None else trace.ms(kernel_seconds),
             batch=len(compiled.pods) if compiled is not None and in_kernel else 0,
             hinted=decision.hinted,
+            claims=()
+            if store is None
+            else claim_rejections(decision, prepared, snap, store, profile),
         )
     return traces
+
+
+def claim_rejections(
+    decision: cycle.Decision,
+    prepared: cycle.Prepared,
+    snap: snapshot.Snapshot,
+    store: dra.DraStore,
+    profile: scoring.Profile,
+) -> tuple[trace.ClaimRejection, ...]:
+    """Which of a failed pod's claims DynamicResources rejected on which nodes, and why."""
+    pod = decision.pod
+    if decision.node is not None or decision.error or not pod.resource_claims:
+        return ()
+    features = profile.kube.devices
+    if decision.prefiltered:
+        return claimrejections.before_nodes(pod, store, features, decision.total)
+    verdicts = prepared.devices.get(pod.uid)
+    if verdicts is None:
+        return ()
+    return claimrejections.on_nodes(
+        pod, verdicts, snap.statics, store, features, dynamicresources.MATCHER
+    )
+
+
+def devices(reserved: dynamicresources.Reserved) -> tuple[trace.DeviceRecord, ...]:
+    """The devices Reserve gave the pod's claims (those allocated already too), in the pod's
+    claim order and each allocation's result order."""
+    return tuple(
+        trace.DeviceRecord(
+            claim=claim.key,
+            request=device.request,
+            driver=device.driver,
+            pool=device.pool,
+            device=device.device,
+        )
+        for claim, allocation in reserved.claims
+        for device in (allocation or claim.allocation or _UNALLOCATED).devices
+    )
+
+
+_UNALLOCATED = draobjects.Allocation()
 
 
 Hashed = tuple[tuple[trace.CandidateRecord, ...], str, str]

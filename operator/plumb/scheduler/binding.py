@@ -28,6 +28,7 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import volumes as volumes_module
 from plumb.backend.records import draobjects, objects
 from plumb.binder import Binder, BindOutcome
+from plumb.framework import traces
 from plumb.framework.devices import statuses
 from plumb.framework.plugins import dynamicresources
 from plumb.k8s import gates
@@ -72,7 +73,10 @@ class BindingCycle:
         charged: spec.Policy | None,
         devices: dynamicresources.Reserved | None = None,
     ) -> None:
-        """Bind an assumed pod to ``node`` in the background."""
+        """Bind an assumed pod to ``node`` in the background; its trace names the devices
+        Reserve gave its claims."""
+        if devices is not None and devices.claims:
+            record = dataclasses.replace(record, devices=traces.devices(devices))
         task = asyncio.get_running_loop().create_task(
             self._bind(entry, node, record, plan, charged, devices)
         )
@@ -265,6 +269,7 @@ class BindingCycle:
         pod (the writes assumed in the store until the watch shows them), else the message."""
         if self._claim_api is None:
             return f"{claimreservations.PREFIX}no API client for resource claims"
+        started = time.perf_counter()
         reservations = [
             claimreservations.Reservation(
                 body=claim.body,
@@ -280,6 +285,7 @@ class BindingCycle:
         store = self._state.cache.dra
         for body in outcome.written:
             store.assume_written(draobjects.parse_claim(body), pod.uid)
+        meters.count_prebind(self._state.metrics, outcome.ok, time.perf_counter() - started)
         return "" if outcome.ok else outcome.message
 
     def _forget_devices(

@@ -292,8 +292,9 @@ class Scheduler:
             decisions.extend(cycle.explain(compiled, result, nominated))
         for pod in prepared.deferred:
             self.queue.requeue(by_uid[pod.uid])
+        meters.count_device_runs(self.metrics, prepared)
         records = traces.build(
-            decisions, by_uid, snap, profile, _ref(policy), prepared, kernel_seconds
+            decisions, by_uid, snap, profile, _ref(policy), prepared, kernel_seconds, self.cache.dra
         )
         early = {decision.pod.uid for decision in prepared.early}
         blocked: list[cycle.Decision] = []
@@ -491,9 +492,11 @@ class Scheduler:
         profile = self.served.get(pod.scheduler_name)
         if pod.resource_claims and profile is not None and dynamicresources.NAME in profile.filters:
             # DynamicResources' Reserve: the claims' allocation on this node, assumed.
+            started = time.perf_counter()
             devices = dynamicresources.allocate_on(
                 pod, node, self.cache.dra, profile.kube.devices, dynamicresources.MATCHER
             )
+            meters.count_reserve(self.metrics, devices is not None, time.perf_counter() - started)
             if devices is None:
                 self.queue.requeue(entry)  # a claim or a device changed while the kernel ran
                 return False

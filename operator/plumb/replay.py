@@ -57,6 +57,15 @@ class PodReplay:
     changed: bool  # the pod given differs from the pod that was decided
     preemption: runs.Replayed | None = None  # the preemption search that followed, made again
 
+    @property
+    def message(self) -> str:
+        """The FailedScheduling message made again: the filters' diagnosis, then what the
+        PostFilter plugins said (DynamicResources', DefaultPreemption's), as the scheduler
+        wrote it ("" for a pod placed)."""
+        message = self.replayed.message
+        tail = "" if self.preemption is None else self.preemption.post_filter
+        return f"{message} {tail}" if tail and message else message
+
     def fields(self) -> dict[str, Any]:
         return {
             "pod": self.replayed.pod,
@@ -67,7 +76,7 @@ class PodReplay:
             "snapshot": self.snapshot,
             "batch": self.batch,
             "changed": self.changed,
-            "message": self.replayed.message,
+            "message": self.message,
             "preemption": None
             if self.preemption is None
             else {
@@ -85,8 +94,8 @@ class PodReplay:
         )
         if self.changed:
             text += "; the pod differs from the pod that was decided: the given pod replayed"
-        if self.replayed.node is None and self.replayed.message:
-            text += f"\n  {self.replayed.message}"
+        if self.replayed.node is None and self.message:
+            text += f"\n  {self.message}"
         searched = self.preemption
         if searched is not None and searched.node is not None:
             victims = ", ".join(searched.victims) or "none (victims already terminating)"
@@ -223,9 +232,10 @@ def check_log(
             continue
         got = (outcome.replayed.node, outcome.replayed.plan_hash)
         preempted = _preemption_differs(record, outcome)
-        if preempted:
+        worded = _message_differs(record, outcome)
+        if preempted or worded:
             differ += 1
-            out.write(f"DIFFERS    {record.pod}: {preempted}\n")
+            out.write(f"DIFFERS    {record.pod}: {preempted or worded}\n")
         elif got == (record.node, record.plan_hash):
             reproduced += 1
             out.write(f"reproduced {record.pod} {record.result} plan {record.plan_hash}\n")
@@ -266,6 +276,20 @@ def _preemption(
     if search.seq not in caches:
         caches[search.seq] = document.cache.rewind(search.seq)
     return runs.replay(search, caches[search.seq], kernel, search.pods)[uid]
+
+
+def _message_differs(record: trace.Trace, outcome: PodReplay) -> str:
+    """How an Unschedulable line's FailedScheduling message differs from the one made again
+    ("" when it does not, or cannot be compared: a SchedulingPolicy's budget sentence, or a
+    preemption search the snapshot does not hold, as when the pod's victims were still being
+    evicted)."""
+    if record.result != trace.UNSCHEDULABLE or record.policy is not None:
+        return ""
+    if outcome.replayed.searched and outcome.preemption is None:
+        return ""
+    if record.message == outcome.message:
+        return ""
+    return f"the line says {record.message!r}, replay gives {outcome.message!r}"
 
 
 def _preemption_differs(record: trace.Trace, outcome: PodReplay) -> str:

@@ -213,6 +213,7 @@ class Prepared:
     # a failure (framework/claimrejections.py), and how long its PreFilter and Filter took.
     devices: Mapping[str, dynamicresources.NodeVerdicts] = dataclasses.field(default_factory=dict)
     device_runs: Mapping[str, DeviceRun] = dataclasses.field(default_factory=dict)
+    devices_generation: int = 0  # the DRA store's, when the batch was prepared
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -271,7 +272,13 @@ def prepare(
                 devices[pod.uid] = found
             ready.append(pod)
     if not ready:
-        return Prepared(early=early, compiled=None, devices=devices, device_runs=runs)
+        return Prepared(
+            early=early,
+            compiled=None,
+            devices=devices,
+            device_runs=runs,
+            devices_generation=cache.dra.generation,
+        )
     compiled = compiling.compile_batch(
         ready, snap, cache, profile=profile, nominated=nominated, order=pods, devices=devices
     )
@@ -281,6 +288,7 @@ def prepare(
         deferred=compiled.deferred,
         devices=devices,
         device_runs=runs,
+        devices_generation=cache.dra.generation,
     )
 
 

@@ -60,7 +60,15 @@ def build(
         plugin_of |= {reason.message: reason.plugin for reason in compiled.static_reasons}
     early = {decision.pod.uid for decision in prepared.early}
     weights = dict(zip(contract.SCORE_PLUGINS, profile.weights, strict=False))
-    hashed = hashes(decisions, prepared, snap.generation, len(snap), profile, policy)
+    hashed = hashes(
+        decisions,
+        prepared,
+        snap.generation,
+        len(snap),
+        profile,
+        policy,
+        devices=prepared.devices_generation,
+    )
     traces = {}
     for decision in decisions:
         pod, entry = decision.pod, entries[decision.pod.uid]
@@ -149,10 +157,13 @@ def hashes(
     nodes: int,
     profile: scoring.Profile,
     policy: PolicyRef | None,
+    *,
+    devices: int = 0,
 ) -> dict[str, Hashed]:
     """Each decision's candidates and hashes (see trace.py), by pod uid: what the trace line
     carries and ``plumb replay`` recomputes. ``decisions`` come in the order they were made, a
-    pod placed earlier in the kernel run being an input of the later ones."""
+    pod placed earlier in the kernel run being an input of the later ones; ``devices`` is the
+    DRA store's generation, an input of the pods with claims."""
     early = {decision.pod.uid for decision in prepared.early}
     in_run = prepared.compiled is not None
     profile_digest = trace.digest(profile)
@@ -171,7 +182,13 @@ def hashes(
         )
         plan = trace.plan_hash(pod.uid, decision.node, candidates)
         inputs = input_hash(
-            pod, generation, nodes, profile_digest, policy, ahead if in_kernel else ()
+            pod,
+            generation,
+            nodes,
+            profile_digest,
+            policy,
+            ahead if in_kernel else (),
+            devices=devices if pod.resource_claims else None,
         )
         hashed[pod.uid] = (candidates, inputs, plan)
         if in_kernel and decision.node is not None:
@@ -223,9 +240,11 @@ def input_hash(
     ahead: Sequence[str],
     *,
     deviation: bool = False,
+    devices: int | None = None,
 ) -> str:
     """``trace.input_hash`` of a pod as compiled, over snapshot ``generation`` of ``nodes``
-    nodes, scored by the profile whose ``trace.digest`` is ``profile`` (see trace.py)."""
+    nodes (and DRA store generation ``devices``), scored by the profile whose
+    ``trace.digest`` is ``profile`` (see trace.py)."""
     return trace.input_hash(
         pod=trace.digest(pod),
         profile=profile,
@@ -234,6 +253,7 @@ def input_hash(
         nodes=nodes,
         ahead=ahead,
         deviation=deviation,
+        devices=devices,
     )
 
 

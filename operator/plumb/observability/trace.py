@@ -25,9 +25,12 @@ are arrays, sets are arrays sorted by their own canonical JSON.
   policy as [namespace, name, generation] or null, the snapshot generation and its node
   count, the plan hashes of the pods placed before it in its kernel run (a batch is decided
   pod after pod, each placement applied before the next), and whether this was a deviation
-  run (the policy's hard spread lifted). Equal hashes mean the kernel saw the same pod over
-  the same snapshot. ``plumb replay`` recomputes it with ``input_hash`` from a snapshot dump
-  (which records its generation), the pod, the profile and the plans ahead of it in its run.
+  run (the policy's hard spread lifted); for a pod with ResourceClaims, ``"devices"`` too:
+  the generation of the DRA store it was decided over (slices, classes, claims and the
+  allocations assumed change it, not the node table). Equal hashes mean the kernel saw the
+  same pod over the same snapshot. ``plumb replay`` recomputes it with ``input_hash`` from a
+  snapshot dump (which records both generations), the pod, the profile and the plans ahead
+  of it in its run.
 - ``plan_hash`` hashes ``{"v": 1, "uid", "node", "candidates"}``: the pod, the node chosen (null
   when none) and the top candidates with their per-plugin scores, all of them, however many
   the log shows. Equal inputs must give an equal plan: that is the determinism promise.
@@ -488,21 +491,24 @@ def input_hash(
     nodes: int,
     ahead: Sequence[str],
     deviation: bool,
+    devices: int | None = None,
 ) -> str:
     """The hash of what the kernel decided a pod from (see the module doc); ``pod`` and
-    ``profile`` are the ``digest`` of the compiled pod and of the scoring profile."""
-    return digest(
-        {
-            "v": _HASH_VERSION,
-            "pod": pod,
-            "profile": profile,
-            "policy": policy,
-            "snapshot": snapshot,
-            "nodes": nodes,
-            "ahead": list(ahead),
-            "deviation": deviation,
-        }
-    )
+    ``profile`` are the ``digest`` of the compiled pod and of the scoring profile; ``devices``
+    the DRA store's generation, for a pod with ResourceClaims (None: the key is left out)."""
+    inputs: dict[str, object] = {
+        "v": _HASH_VERSION,
+        "pod": pod,
+        "profile": profile,
+        "policy": policy,
+        "snapshot": snapshot,
+        "nodes": nodes,
+        "ahead": list(ahead),
+        "deviation": deviation,
+    }
+    if devices is not None:
+        inputs["devices"] = devices
+    return digest(inputs)
 
 
 def plan_hash(uid: str, node: str | None, candidates: Iterable[CandidateRecord]) -> str:

@@ -278,6 +278,7 @@ class Scheduler:
                 policy=_ref(policy),
                 held=tuple(held),
                 nominated=own,
+                devices=self.cache.dra.generation,
             )
         )
         decisions = list(prepared.early)

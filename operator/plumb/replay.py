@@ -2,11 +2,13 @@
 
 The snapshot is what the running scheduler dumps (``GET /debug/snapshot`` on its debug port,
 or SIGUSR1, which writes a file and logs its path): the cache, the journal of its recent
-writes and the recent kernel runs (runs.py). The pod is the pod as the API server
-has it (``kubectl get pod -o json``; a List of pods replays each). For each pod
-replay takes the run that decided it (the latest, or the one whose input hash ``--input-hash``
-names), rewinds the cache to what that run saw, decides the run's pods again with the same
-kernel and prints the node, the input hash and the plan hash: the trace line's, when the
+writes (the DRA store's among them: slices, classes, claims, the allocations assumed) and the
+recent kernel runs (runs.py). The pod is the pod as the API server has it (``kubectl get pod
+-o json``; a List of pods replays each). For each pod replay takes the run that decided it (the
+latest, or the one whose input hash ``--input-hash`` names), rewinds the cache to what that run
+saw, decides the run's pods again with the same kernel and prints the node, the input hash and
+the plan hash, and for a pod no node fits the FailedScheduling message (with what the
+PostFilter plugins said, from the preemption search made again): the trace line's, when the
 decision is reproduced. What the binding wrote is ignored, since the pod was pending when it
 was decided: its spec.nodeName, and the node's topology labels the API server copies onto the
 pod it binds (PodTopologyLabels admission, on by default from Kubernetes v1.35); when the pod
@@ -14,7 +16,8 @@ differs otherwise from the pod that was decided (its labels changed since), repl
 decides the file's pod.
 
 With ``--trace LOG`` replay checks a log instead: every trace line in LOG of a pod in the pod
-file is replayed (by its input hash) and compared with the line's node and plan hash; it prints
+file is replayed (by its input hash) and compared with the line's node and plan hash (and an
+Unschedulable line's message, unless a SchedulingPolicy's budget sentence joined it); it prints
 one verdict per decision and a count, and exits 1 when a decision in the snapshot did not
 reproduce. Lines of decisions the snapshot no longer reaches are counted apart.
 """

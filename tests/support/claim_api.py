@@ -5,6 +5,7 @@ conflicts), and each claim as written, to feed back as the watch would."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Callable
 from typing import Any
 
 from plumb.k8s import client as k8s_client
@@ -13,11 +14,14 @@ JSON = dict[str, Any]
 
 
 class AcceptingClaims:
-    """``claimreservations.ClaimApi`` over a dict of claim bodies; every write succeeds."""
+    """``claimreservations.ClaimApi`` over a dict of claim bodies; every write succeeds.
+    ``echo``, when set, is handed each claim as written before the write returns: a watch
+    event that comes back while the writer still awaits its answer."""
 
     def __init__(self, *claims: JSON) -> None:
         self.claims: dict[str, JSON] = {}
         self.version = 100
+        self.echo: Callable[[JSON], None] | None = None
         for claim in claims:
             self.add(claim)
 
@@ -41,6 +45,11 @@ class AcceptingClaims:
             stored["metadata"]["finalizers"] = list(finalizers)
         self.version += 1
         stored["metadata"]["resourceVersion"] = str(self.version)
+        return self._written(key)
+
+    def _written(self, key: str) -> k8s_client.ApiResponse:
+        if self.echo is not None:
+            self.echo(copy.deepcopy(self.claims[key]))
         return self._answer(key)
 
     async def get_resource_claim(self, *, namespace: str, name: str) -> k8s_client.ApiResponse:
@@ -61,7 +70,7 @@ class AcceptingClaims:
         gone = {e["uid"] for e in patch["status"]["reservedFor"] if e.get("$patch") == "delete"}
         reserved = stored.setdefault("status", {}).get("reservedFor") or []
         stored["status"]["reservedFor"] = [e for e in reserved if e["uid"] not in gone]
-        return self._answer(key)
+        return self._written(key)
 
 
 def _merge_into(target: JSON, patch: JSON) -> None:

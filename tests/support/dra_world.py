@@ -108,6 +108,15 @@ class DraWorld:
                 s.feed.on_dra(scheduler_module.RESOURCE_CLAIM, "MODIFIED", claim)
         raise AssertionError("the queue never emptied: pods kept coming back")
 
+    def echo_writes(self) -> None:
+        """From now on each claim written comes back through the feed before the write
+        returns, as a quick watch event does while the writer awaits its answer."""
+
+        def feed(claim: JSON) -> None:
+            self.scheduler.feed.on_dra(scheduler_module.RESOURCE_CLAIM, "MODIFIED", claim)
+
+        self.api.echo = feed
+
     def traces(self) -> list[trace.Trace]:
         return [r for r in map(trace.from_log_line, self._handler.lines) if r is not None]
 

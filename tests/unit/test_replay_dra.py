@@ -75,10 +75,15 @@ def _reworded(record: trace.Trace) -> trace.Trace:
     return trace.Trace.from_fields(record.fields() | {"message": "x"})
 
 
+@pytest.mark.parametrize("echo", [False, True], ids=["watch-later", "watch-during-the-write"])
 async def test_a_claim_deallocated_by_post_filter_replays_with_its_words(
-    json_lines: tuple[logging.Logger, Lines],
+    echo: bool, json_lines: tuple[logging.Logger, Lines]
 ) -> None:
+    # With the watch event of the deallocation back while PostFilter awaits the write, the
+    # preemption search must still be replayed over the cache it read (before the write).
     world = DraWorld(json_lines)
+    if echo:
+        world.echo_writes()
     world.nodes("node-a", "node-b")
     world.device_class("gpu")
     world.publish("node-a", device("gpu-0"))

@@ -336,8 +336,12 @@ class FaultProxy:
         self._open.set()
         # No connection limit: every watch holds one upstream connection for its whole life.
         # No decompression: bodies are relayed as the API server encoded them.
+        # Python before 3.12.8 leaks the socket under a TLS connection closed mid-stream (the
+        # upstream ends of a client's watches when the client is killed; cpython#118960):
+        # aiohttp's clean-up aborts those, and closes what is left when the session closes.
+        cleanup = bool(getattr(aiohttp.connector, "NEEDS_CLEANUP_CLOSED", False))
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(limit=0),
+            connector=aiohttp.TCPConnector(limit=0, enable_cleanup_closed=cleanup),
             auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None, connect=10.0),
         )

@@ -41,12 +41,14 @@ class DraWorld:
         lines: tuple[logging.Logger, Lines],
         *,
         kube: emulation.Emulation = emulation.NEWEST_EMULATION,
+        bindings: FakeApi | None = None,
     ) -> None:
         log, self._handler = lines
         self.api = AcceptingClaims()
         self.clock = ManualClock()
+        self.bindings = FakeApi() if bindings is None else bindings
         self.scheduler = make_scheduler(
-            FakeApi(), self.clock, log=log, kube=kube, claim_api=self.api
+            self.bindings, self.clock, log=log, kube=kube, claim_api=self.api
         )
         self.pods: dict[str, JSON] = {}
         self._uids = 0
@@ -89,6 +91,13 @@ class DraWorld:
         self.pods[name] = body
         self.scheduler.feed.on_pod("ADDED", body)
         return body
+
+    async def decide(self) -> None:
+        """One batch decided and its binding cycle done, the claims written not fed back
+        (the watch has not delivered them yet)."""
+        s = self.scheduler
+        await s.schedule_batch(await s.queue.pop_batch(8))
+        await s.drain()
 
     async def settle(self) -> None:
         """Decide every active pod, one batch at a time, each claim written fed back; a pod

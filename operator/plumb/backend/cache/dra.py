@@ -544,8 +544,12 @@ class DraStore:
         self._put_pending(claim.key, pending)
 
     def forget(self, key: str) -> None:
-        """Drop the assumed allocation of claim ``key`` (the pod was not bound)."""
-        if key in self._pending:
+        """Drop the allocation assumed for claim ``key`` (the pod was not bound), unless PreBind
+        wrote it: the API server holds it then, and the claim as written stands until the
+        watch brings that version or a newer one, as kube-scheduler's assume cache keeps a
+        claim after its API call (Unreserve restores only an allocation still in flight)."""
+        pending = self._pending.get(key)
+        if pending is not None and pending.written is None:
             self._put_pending(key, None)
 
     # Dumps ---------------------------------------------------------------------------------
@@ -704,13 +708,12 @@ class DraStore:
 
 
 def _confirms(pending: journal_module.Pending, claim: draobjects.ResourceClaim | None) -> bool:
-    """Whether the watch's claim makes an assumed allocation moot: the claim is gone, or it
-    shows an allocation (the version PreBind wrote, or a newer one, once it wrote)."""
+    """Whether the watch's claim makes an assumed allocation moot: the claim is gone; not yet
+    written, it shows an allocation; written, the watch has the version PreBind wrote or a
+    newer one, allocated or not (deallocated since: its devices are free)."""
     if claim is None:
         return True
-    if claim.allocation is None:
-        return False
     if pending.written is None:
-        return True
+        return claim.allocation is not None
     written = _resource_version(pending.written.resource_version)
     return _resource_version(claim.resource_version) >= written

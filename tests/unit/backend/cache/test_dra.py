@@ -253,6 +253,31 @@ def test_a_written_claim_stands_until_the_watch_brings_its_version() -> None:
     assert store.claims_reserved_for("pod-1") == ("ml/c0",)
 
 
+def test_a_written_claim_outlives_a_failed_binding_until_the_watch_brings_it() -> None:
+    # PreBind wrote the allocation, then the binding failed: the API server holds the
+    # allocation, so its device stays taken while the watch has not shown it (a pod decided
+    # meanwhile must not be given the same device), and is free once a newer version shows
+    # the claim deallocated.
+    store = dra.DraStore()
+    store.on_claim(claim_body("c0", version="5"), "ml", "c0")
+    written = draobjects.parse_claim(
+        claim_body("c0", version="7", results=(result("g0"),), reserved=("pod-1",))
+    )
+    store.assume_written(written, "pod-1")
+    store.forget("ml/c0")  # Unreserve after the failed binding
+    assert store.allocated().devices == {(DRIVER, "pool-a", "g0")}
+    assert store.claim("ml", "c0") is written
+    store.on_claim(claim_body("c0", version="7", results=(result("g0"),)), "ml", "c0")
+    assert store.pending("ml", "c0") is None
+    assert store.allocated().devices == {(DRIVER, "pool-a", "g0")}
+    store.assume_written(
+        draobjects.parse_claim(claim_body("c0", version="9", results=(result("g0"),))), "pod-1"
+    )
+    store.on_claim(claim_body("c0", version="10"), "ml", "c0")  # deallocated after the write
+    assert store.pending("ml", "c0") is None
+    assert store.allocated().devices == frozenset()
+
+
 # A pod's claims ------------------------------------------------------------------------------
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import countrows, snapshot
-from plumb.backend.records import objects, specs
+from plumb.backend.records import draobjects, objects, specs
 from plumb.framework import batchtables, scoring, signatures
 from plumb.framework.plugins import (
     dynamicresources,
@@ -460,6 +460,8 @@ def compile_batch(
     row_keys = tuple(tables.rows)
     member = _member(columns.taken, row_keys, cache)
     cluster = _cluster(snap, cache, columns, held, row_keys, tuple(tables.keys))
+    if profile.kube.devices.extended_resources:
+        _leave_to_devices(cluster.allocatable, columns.names, cache)
     if noderesourcesfit.NAME in profile.filters:
         _resources_before_volumes(columns.taken, tables, cluster)
     return Compiled(
@@ -719,6 +721,23 @@ def _cluster(
         cpu_column=column[objects.CPU],
         memory_column=column[objects.MEMORY],
     )
+
+
+# What a node "has" of a resource NodeResourcesFit leaves to DynamicResources: more than any
+# pod asks, yet small enough that a score reading it cannot overflow.
+DEVICE_BACKED = 1 << 40
+
+
+def _leave_to_devices(
+    allocatable: contract.I64, columns: Sequence[str], cache: cache_module.Cache
+) -> None:
+    """NodeResourcesFit's shouldDelegateResourceToDRA (DRAExtendedResource): a resource a
+    DeviceClass maps is not checked on a node whose allocatable has none of it, where
+    DynamicResources allocates it from devices (extendedresources.py)."""
+    for r, name in enumerate(columns):
+        if draobjects.device_backed_name(name) and cache.dra.extended_class(name) is not None:
+            row = allocatable[r]
+            row[row <= 0] = DEVICE_BACKED
 
 
 def _resource_rows(

@@ -302,7 +302,8 @@ def device_verdicts(
     """DynamicResources' PreFilter and Filter for a pod with claims: its verdict per node (the
     compiler makes them reasons checked last), or a decision that needs no kernel (PreFilter
     rejected every node; the allocator met an error)."""
-    if not pod.resource_claims or dynamicresources.NAME not in profile.filters:
+    asks = pod.resource_claims or pod.device_requests
+    if not asks or dynamicresources.NAME not in profile.filters:
         return None
     features = profile.kube.devices
     found = dynamicresources.prefilter(pod, cache.dra, features)

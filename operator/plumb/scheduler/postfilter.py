@@ -40,7 +40,7 @@ from plumb.backend.cache import nominations
 from plumb.backend.records import objects
 from plumb.events import Recorder
 from plumb.framework import cycle, scoring, traces
-from plumb.framework.plugins import dynamicresources
+from plumb.framework.plugins import dynamicresources, extendedresources
 from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
@@ -88,7 +88,7 @@ class PostFilter:
         metrics: metrics_module.Metrics,
         offload: Offload,
         runs: runs_module.RunLog | None = None,
-        claim_api: claimreservations.ClaimApi | None = None,
+        claim_api: claimreservations.ExtendedClaimApi | None = None,
     ) -> None:
         self._cache = cache
         self._claim_api = claim_api  # DynamicResources' deallocation (None: no claims)
@@ -196,7 +196,8 @@ class PostFilter:
     async def _free_claim(self, decision: cycle.Decision, profile: scoring.Profile) -> str:
         """DynamicResources' PostFilter (deallocateOrDeletePodClaims): what it says."""
         pod = decision.pod
-        if not pod.resource_claims or dynamicresources.NAME not in profile.filters:
+        asks = pod.resource_claims or pod.device_requests
+        if not asks or dynamicresources.NAME not in profile.filters:
             return dynamicresources.NO_CLAIMS
         store = self._cache.dra
         devices = dynamicresources.prefilter(pod, store, profile.kube.devices)
@@ -213,6 +214,16 @@ class PostFilter:
                 return dynamicresources.STILL_NOT_SCHEDULABLE
             logger.info("deallocated %s: %s cannot use it where it is", claim.key, pod.key)
             return dynamicresources.DEALLOCATED
+        stale = devices.extended.stale if devices.extended is not None else None
+        if stale is not None and self._claim_api is not None:
+            # A claim an earlier cycle made for the pod's extended resources (its binding
+            # failed, or plumb stopped): deleted, and its deletion moves the pod back.
+            error = await claimreservations.delete_extended(self._claim_api, stale.body)
+            if error is not None:
+                logger.warning("deleting %s for %s: %s", stale.key, pod.key, error)
+                return dynamicresources.STILL_NOT_SCHEDULABLE
+            logger.info("deleted %s, left by an earlier attempt of %s", stale.key, pod.key)
+            return extendedresources.DELETED
         return dynamicresources.STILL_NOT_SCHEDULABLE
 
     def clear(self, pod: objects.PodInfo) -> None:

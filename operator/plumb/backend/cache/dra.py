@@ -312,10 +312,10 @@ class DraStore:
         if self._backing is None:
             backing: dict[str, draobjects.DeviceClass] = {}
             for device_class in self._classes.values():
-                resource = device_class.extended_resource_name
-                held = backing.get(resource) if resource else None
-                if resource and (held is None or _preferred(device_class, held)):
-                    backing[resource] = device_class
+                named = device_class.extended_resource_name
+                held = backing.get(named) if named else None
+                if named and (held is None or _preferred(device_class, held)):
+                    backing[named] = device_class
             for device_class in self._classes.values():
                 implicit = draobjects.IMPLICIT_EXTENDED_PREFIX + device_class.name
                 backing[implicit] = device_class

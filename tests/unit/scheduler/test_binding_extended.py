@@ -122,3 +122,43 @@ async def test_a_binding_that_fails_deletes_the_claim_and_frees_its_device() -> 
     assert copy.deepcopy(made[0]["status"]["reservedFor"]) == [
         {"resource": "pods", "name": "devices", "uid": "uid-devices"}
     ]
+
+
+async def test_a_claim_an_earlier_attempt_left_is_deleted_before_trying_again() -> None:
+    # plumb stopped after making the claim, before binding: the claim is found, every node
+    # refuses the pod while it stands, and PostFilter deletes it.
+    api, clock = Api(), ManualClock()
+    s = scheduler(api, clock)
+    left: dict[str, Any] = {
+        "metadata": {
+            "namespace": "ml",
+            "name": "devices-extended-resources-ab12c",
+            "uid": "left-uid",
+            "resourceVersion": "7",
+            "finalizers": [draobjects.CLAIM_FINALIZER],
+            "annotations": {draobjects.EXTENDED_CLAIM_ANNOTATION: "true"},
+            "ownerReferences": [
+                {"apiVersion": "v1", "kind": "Pod", "name": "devices", "uid": "uid-devices"}
+                | {"controller": True}
+            ],
+        },
+        "spec": {
+            "devices": {
+                "requests": [
+                    {"name": "container-0-request-1", "exactly": {"deviceClassName": "gpu"}}
+                ]
+            }
+        },
+        "status": {},
+    }
+    api.claims.claims[left["metadata"]["name"]] = copy.deepcopy(left)
+    s.feed.on_dra("ResourceClaim", "ADDED", left)
+    await attempt(s)
+    assert api.binds == []
+    assert api.claims.claims == {}
+    (event,) = [e for e in api.events if e["reason"] == "FailedScheduling"]
+    assert event["note"] == (
+        f"0/1 nodes are available: 1 {extendedresources.STALE}. "
+        f"{extendedresources.DELETED}, preemption: 0/1 nodes are available: "
+        "1 Preemption is not helpful for scheduling."
+    )

@@ -162,3 +162,19 @@ async def test_a_claim_an_earlier_attempt_left_is_deleted_before_trying_again() 
         f"{extendedresources.DELETED}, preemption: 0/1 nodes are available: "
         "1 Preemption is not helpful for scheduling."
     )
+
+
+async def test_a_device_plugin_serving_the_resource_makes_no_claim_but_prebind_is_announced() -> (
+    None
+):
+    # kube-scheduler keeps the pod's in-memory claim through the cycle, so its PreBind has
+    # work: from v1.35 the pod is nominated to its node before it, claim or no claim.
+    api, clock = Api(), ManualClock()
+    s = scheduler(api, clock)
+    s.feed.resync(
+        [make_node("small").capacity(cpu="4", memory="16Gi", **{GPU: 1}).obj()], [POD.obj()]
+    )
+    await attempt(s)
+    assert api.binds == [("devices", "small")]
+    assert api.claims.calls == []
+    assert [patch["status"].get("nominatedNodeName") for _, patch in api.patches] == ["small"]

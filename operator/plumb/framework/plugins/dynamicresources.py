@@ -313,11 +313,15 @@ class Reserved:
     stamped: bool = False
     # The claim PreBind makes for the pod's extended resources, and its allocation.
     extended: ExtendedClaim | None = None
+    # The pod asks for extended resources a class backs: kube-scheduler's PreBindPreFlight
+    # counts its in-memory claim even where the node's device plugin serves them all.
+    extended_pod: bool = False
 
     @property
     def writes(self) -> bool:
-        """Whether PreBind has claims to write."""
-        return bool(self.claims) or self.extended is not None
+        """Whether PreBind has work (for kube-scheduler: the plugin keeps claims for the pod,
+        so the nomination is written first where NominatedNodeNameForExpectation is on)."""
+        return bool(self.claims) or self.extended_pod
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -380,6 +384,7 @@ def allocate_on(
         claims=tuple((claim, found.get(claim.key)) for claim in devices.claims),
         stamped=features.binding_conditions,
         extended=extended,
+        extended_pod=devices.extended is not None,
     )
 
 

@@ -4,6 +4,9 @@ init and app containers, the resource's among the container's sorted request nam
 
 from __future__ import annotations
 
+import json
+
+from plumb.backend.cache import codec
 from plumb.backend.records import draobjects, objects
 from plumb_dev.testing.builders import make_pod
 
@@ -38,3 +41,10 @@ def test_each_container_keeps_its_device_requests_and_their_places() -> None:
 
 def test_a_pod_asking_for_no_such_resource_keeps_nothing() -> None:
     assert objects.parse_pod(make_pod("p").req(cpu="1", memory="1Gi").obj()).device_requests == ()
+
+
+def test_they_survive_a_snapshot_dump() -> None:
+    # plumb replay decides a dumped pod again: its claim's requests must be named the same.
+    pod = objects.parse_pod(make_pod("p").req(**{GPU: 2}).init("load", **{GPU: 1}).obj())
+    encoded = json.loads(json.dumps(codec.encode(pod)))
+    assert codec.decode(objects.PodInfo, encoded).device_requests == pod.device_requests

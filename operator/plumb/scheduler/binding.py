@@ -189,7 +189,7 @@ class BindingCycle:
                 message = f"{result.message}; not retried: the watch has settled the pod"
         else:
             message = f"{result.message}; retrying after a backoff"
-            if (plan is not None and not plan.empty) or (devices is not None and devices.writes):
+            if (plan is not None and not plan.empty) or (devices is not None and devices.prebinds):
                 self._clear_nomination(pod)  # written before its PreBind
             step = self._state.queue.backoff_duration(entry.attempts)
             level = logging.WARNING
@@ -217,7 +217,7 @@ class BindingCycle:
         ResourceClaim allocated and reserved for the pod). On failure the assumptions go, the
         pod gets FailedScheduling with kube-scheduler's words and is retried after a backoff."""
         volumes = plan is not None and not plan.empty
-        claims = devices is not None and devices.writes
+        claims = devices is not None and devices.prebinds
         if not volumes and not claims:
             return True
         pod = entry.pod
@@ -324,7 +324,7 @@ class BindingCycle:
         """DynamicResources' Unreserve: the allocations assumed for the pod forgotten, and
         (``unreserve``) its reservations taken off the claims in the background."""
         made = self._made.pop(pod.uid, None)
-        if devices is None or not devices.writes:
+        if devices is None or not devices.prebinds:
             return
         store = self._state.cache.dra
         for claim, allocation in devices.claims:

@@ -318,9 +318,10 @@ class Reserved:
     extended_pod: bool = False
 
     @property
-    def writes(self) -> bool:
-        """Whether PreBind has work (for kube-scheduler: the plugin keeps claims for the pod,
-        so the nomination is written first where NominatedNodeNameForExpectation is on)."""
+    def prebinds(self) -> bool:
+        """Whether PreBind has work (kube-scheduler's PreBindPreFlight: the plugin keeps claims
+        for the pod, so the nomination is written first where NominatedNodeNameForExpectation
+        is on)."""
         return bool(self.claims) or self.extended_pod
 
 

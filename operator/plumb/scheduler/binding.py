@@ -182,6 +182,8 @@ class BindingCycle:
         if not settled:
             self._state.cache.forget(pod.uid)
             self._forget_devices(pod, devices, unreserve=True)
+        else:
+            self._made.pop(pod.uid, None)  # bound after all, or gone with the claims it owns
         if result.outcome is BindOutcome.GONE or settled:
             # Nothing to retry: the pod is gone, or bound (elsewhere, or here after all).
             message, step, level = result.message, 0.0, logging.INFO

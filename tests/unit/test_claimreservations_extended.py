@@ -26,7 +26,7 @@ BODY: JSON = {
 }
 
 
-class Server(ClaimServer):
+class ClaimServerWithPods(ClaimServer):
     """ClaimServer with creation (a name generated), deletion and pod status patches."""
 
     def __init__(self, *, pod_status: int = 200) -> None:
@@ -70,7 +70,7 @@ def status_patch(name: str) -> JSON:
 def test_prebind_creates_allocates_and_reserves_the_claim_then_names_it_in_the_pods_status() -> (
     None
 ):
-    server = Server()
+    server = ClaimServerWithPods()
     outcome = asyncio.run(writes.make_extended(server, POD, BODY, ALLOCATION, status_patch))
     assert outcome.ok, outcome.message
     name = "trainer-extended-resources-x7k2q"
@@ -90,7 +90,7 @@ def test_prebind_creates_allocates_and_reserves_the_claim_then_names_it_in_the_p
 
 
 def test_a_pod_status_refused_fails_prebind_and_says_the_claim_was_made() -> None:
-    server = Server(pod_status=403)
+    server = ClaimServerWithPods(pod_status=403)
     outcome = asyncio.run(writes.make_extended(server, POD, BODY, ALLOCATION, status_patch))
     assert not outcome.ok
     assert outcome.message == (
@@ -101,7 +101,7 @@ def test_a_pod_status_refused_fails_prebind_and_says_the_claim_was_made() -> Non
 
 
 def test_a_replica_that_may_not_act_creates_nothing() -> None:
-    server = Server()
+    server = ClaimServerWithPods()
     outcome = asyncio.run(
         writes.make_extended(server, POD, BODY, ALLOCATION, status_patch, gate=lambda: False)
     )
@@ -111,7 +111,7 @@ def test_a_replica_that_may_not_act_creates_nothing() -> None:
 
 
 def test_deletion_takes_the_finalizer_off_first_and_a_claim_gone_is_fine() -> None:
-    server = Server()
+    server = ClaimServerWithPods()
     outcome = asyncio.run(writes.make_extended(server, POD, BODY, ALLOCATION, status_patch))
     assert outcome.made is not None
     name = outcome.made["metadata"]["name"]

@@ -32,7 +32,7 @@ import numpy as np
 from plumb.backend.cache import dra, snapshot
 from plumb.backend.records import draobjects, objects
 from plumb.framework import emulation
-from plumb.framework.devices import allocator, expressions
+from plumb.framework.devices import allocator, availability, expressions
 
 NAME = "DynamicResources"
 # Filter's and PreFilter's words (dynamicresources.go).
@@ -158,6 +158,8 @@ Matcher = allocator.DeviceMatcher
 # Selector verdicts, each kept until its device's slice changes (the feed forgets a deleted
 # slice's): one cache for the process, as kube-scheduler's plugin keeps one.
 VERDICTS = expressions.SelectorVerdicts()
+# The node-local devices as arrays, with the match of each request kept per device.
+AVAILABILITY = availability.Availability()
 
 
 def matcher(verdicts: expressions.SelectorVerdicts) -> Matcher:
@@ -205,9 +207,12 @@ def filter(
     matches: Matcher,
     *,
     scored: bool,
+    fast: bool = True,
 ) -> NodeVerdicts:
     """Filter (and Score, when ``scored``) on the nodes ``visit`` marks (those the filters
-    before it pass); the others pass here, as kube-scheduler never asks this plugin of them."""
+    before it pass); the others pass here, as kube-scheduler never asks this plugin of them.
+    ``fast``: nodes where counting devices decides (framework/devices/availability.py) are
+    decided so, the allocator runs on the others (off: the allocator on every node)."""
     total = len(statics)
     fails = np.zeros(total, dtype=np.bool_)
     reason = np.full(total, -1, dtype=np.int32)
@@ -220,7 +225,31 @@ def filter(
         reason[n] = reasons.setdefault(message, len(reasons))
 
     allocated = [c for c in devices.claims if c.allocation is not None]
-    for n in np.flatnonzero(visit):
+    todo = visit
+    counted = (
+        AVAILABILITY.verdict(devices.to_allocate, statics, store, features, matches)
+        if fast and devices.to_allocate
+        else None
+    )
+    if counted is not None:
+        # Nodes where counting free matching devices is the allocator's answer (availability.py).
+        decided = visit & counted.decided
+        if allocated:
+            decided &= np.fromiter(
+                (all(_reaches(c, node) for c in allocated) for node in statics.nodes),
+                dtype=np.bool_,
+                count=total,
+            )
+        failing = decided & ~counted.passes
+        if failing.any():
+            fails[failing] = True
+            reason[failing] = reasons.setdefault(allocator.CANNOT_ALLOCATE, len(reasons))
+        if scored and allocated:
+            raw[decided & counted.passes] = allocator.score(
+                (c, c.allocation) for c in allocated if c.allocation is not None
+            )
+        todo = visit & ~decided
+    for n in np.flatnonzero(todo):
         node = statics.nodes[int(n)]
         if any(not _reaches(c, node) for c in allocated):
             fail(int(n), NOT_AVAILABLE)

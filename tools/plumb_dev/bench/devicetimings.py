@@ -1,0 +1,199 @@
+"""The DRA micro-benchmark: µs per pod of DynamicResources' Filter (PreFilter included) and
+Reserve over every node, on a cluster of node-local GPUs.
+
+``python -m plumb_dev.bench.devicetimings --nodes 500 --devices 8 --pods 200`` prints one JSON
+object. The cluster: ``nodes`` nodes, each publishing one ResourceSlice (a pool of its own) of
+``devices`` GPUs of driver gpu.example.com; the first half of each node's GPUs have 80Gi of
+memory, the others 20Gi. The DeviceClass ``gpu`` selects the driver; every pod has one claim
+made from the template ``big-gpu``, whose request asks for one device with at least 40Gi
+(a CEL selector on the capacity), as the resourceclaim controller makes it (owned by the pod,
+named in its status).
+
+How it measures: pods are decided in order, each on the devices the earlier ones took. For
+each, PreFilter and Filter over every node are timed together with ``time.perf_counter``
+(``filter``), then Reserve on the chosen node (``reserve``: the allocation found again); the
+chosen node is the passing node the pod's number picks (spread over the cluster, as a scorer
+spreads), and the allocation is assumed in the store untimed, as the scheduler's Reserve
+holds it. The selector verdicts are evaluated once before anything is timed (the cache is
+warm, as it is in a scheduler that has run a while). ``--check`` also runs the structured
+allocator on every node for every pod (untimed) and fails if any node's verdict differs
+from Filter's: a fast wrong Filter fails here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from plumb.backend.cache import dra, snapshot
+from plumb.backend.records import objects
+from plumb.framework import emulation
+from plumb.framework.plugins import dynamicresources
+from plumb_dev.testing import drabuilders
+
+DRIVER = "gpu.example.com"
+NAMESPACE = "bench"
+TEMPLATE = "big-gpu"
+SELECTOR = f'device.capacity["{DRIVER}"].memory.compareTo(quantity("40Gi")) >= 0'
+
+
+def node_name(i: int) -> str:
+    return f"node-{i:04d}"
+
+
+def cluster(nodes: int, devices: int) -> tuple[dra.DraStore, snapshot.NodeStatics]:
+    """The store with every node's slice and the class; the nodes' statics."""
+    store = dra.DraStore()
+    store.on_class(drabuilders.make_class("gpu").driver(DRIVER).obj(), "gpu")
+    infos = []
+    for i in range(nodes):
+        name = node_name(i)
+        gpus = [
+            drabuilders.device(f"gpu-{d}")
+            .attr("model", "a100" if d < devices // 2 else "t4")
+            .capacity("memory", "80Gi" if d < devices // 2 else "20Gi")
+            for d in range(devices)
+        ]
+        body = drabuilders.make_slice(f"{name}-gpus", DRIVER).node(name).devices(*gpus).obj()
+        body["metadata"]["resourceVersion"] = "1"
+        store.on_slice(body, f"{name}-gpus")
+        infos.append(objects.NodeInfo(name=name, allocatable={}, labels={}))
+    statics = snapshot.NodeStatics(
+        infos, np.zeros(nodes, dtype=np.uint64), np.zeros((nodes, 1), dtype=np.int64)
+    )
+    return store, statics
+
+
+def claim_pod(store: dra.DraStore, k: int) -> objects.PodInfo:
+    """Pod ``k`` with its claim made from the template (the claim added to the store)."""
+    name, uid = f"train-{k}", f"uid-train-{k}"
+    spec = drabuilders.make_template(TEMPLATE, NAMESPACE).request(
+        "gpu", "gpu", selectors=[SELECTOR]
+    )
+    claim = f"{name}-gpu"
+    owner = {"apiVersion": "v1", "kind": "Pod", "name": name, "uid": uid, "controller": True}
+    body = {
+        "apiVersion": drabuilders.API_VERSION,
+        "kind": "ResourceClaim",
+        "metadata": {
+            "name": claim,
+            "namespace": NAMESPACE,
+            "uid": f"uid-{claim}",
+            "resourceVersion": "1",
+            "annotations": {drabuilders.POD_CLAIM_NAME_ANNOTATION: "gpu"},
+            "ownerReferences": [owner],
+        },
+        "spec": spec.spec(),
+    }
+    store.on_claim(body, NAMESPACE, claim)
+    return objects.parse_pod(
+        {
+            "metadata": {"name": name, "namespace": NAMESPACE, "uid": uid},
+            "spec": {
+                "schedulerName": "plumb",
+                "containers": [{"name": "c", "image": "x"}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": TEMPLATE}],
+            },
+            "status": {
+                "phase": "Pending",
+                "resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim}],
+            },
+        }
+    )
+
+
+def _filter(
+    pod: objects.PodInfo,
+    store: dra.DraStore,
+    statics: snapshot.NodeStatics,
+    features: emulation.DeviceFeatures,
+    **options: Any,
+) -> dynamicresources.NodeVerdicts:
+    devices = dynamicresources.prefilter(pod, store, features)
+    assert isinstance(devices, dynamicresources.PodDevices), devices
+    return dynamicresources.filter(
+        devices,
+        statics,
+        np.ones(len(statics), dtype=np.bool_),
+        store,
+        features,
+        dynamicresources.MATCHER,
+        scored=False,
+        **options,
+    )
+
+
+def measure(
+    nodes: int, devices: int, pods: int, *, minor: int = emulation.NEWEST, check: bool = False
+) -> dict[str, Any]:
+    features = emulation.emulate(minor).devices
+    store, statics = cluster(nodes, devices)
+    pod_infos = [claim_pod(store, k) for k in range(pods)]
+    _filter(pod_infos[0], store, statics, features)  # the selector verdicts, evaluated once
+    filters: list[float] = []
+    reserves: list[float] = []
+    placed = 0
+    gc.disable()
+    try:
+        for k, pod in enumerate(pod_infos):
+            start = time.perf_counter()
+            verdicts = _filter(pod, store, statics, features)
+            filters.append(time.perf_counter() - start)
+            assert verdicts.error is None, verdicts.error
+            if check:
+                slow = _filter(pod, store, statics, features, fast=False)
+                if not np.array_equal(slow.fails, verdicts.fails):
+                    raise AssertionError(f"pod {k}: Filter's verdicts differ from the allocator's")
+            passing = np.flatnonzero(~verdicts.fails)
+            if not len(passing):
+                continue
+            chosen = statics.nodes[int(passing[(k * 7919) % len(passing)])]
+            start = time.perf_counter()
+            reserved = dynamicresources.allocate_on(
+                pod, chosen, store, features, dynamicresources.MATCHER
+            )
+            reserves.append(time.perf_counter() - start)
+            assert reserved is not None
+            for claim, allocation in reserved.claims:
+                assert allocation is not None
+                store.assume(claim.key, allocation, pod.uid)
+            placed += 1
+    finally:
+        gc.enable()
+    return {
+        "nodes": nodes,
+        "devices": devices,
+        "pods": pods,
+        "placed": placed,
+        "release": f"v1.{minor}",
+        "filter_us_mean": round(statistics.fmean(filters) * 1e6, 1),
+        "filter_us_median": round(statistics.median(filters) * 1e6, 1),
+        "filter_us_max": round(max(filters) * 1e6, 1),
+        "reserve_us_mean": round(statistics.fmean(reserves) * 1e6, 1) if reserves else None,
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nodes", type=int, default=500)
+    parser.add_argument("--devices", type=int, default=8)
+    parser.add_argument("--pods", type=int, default=200)
+    parser.add_argument("--minor", type=int, default=emulation.NEWEST)
+    parser.add_argument("--check", action="store_true")
+    args = parser.parse_args(argv)
+    result = measure(args.nodes, args.devices, args.pods, minor=args.minor, check=args.check)
+    json.dump(result, sys.stdout)
+    sys.stdout.write("\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -115,10 +115,51 @@ def _plain(device: draobjects.Device, features: emulation.DeviceFeatures) -> boo
         return False
 
 
+class _SliceDevices:
+    """What is known of one slice's devices, kept until the slice changes: whether each is
+    plain, and per request whether each matches it (and whether evaluating failed)."""
+
+    __slots__ = ("_matched", "piece", "plain")
+
+    def __init__(self, piece: draobjects.ResourceSlice, features: emulation.DeviceFeatures) -> None:
+        self.piece = piece
+        self.plain = all(_plain(device, features) for device in piece.devices)
+        self._matched: dict[RequestKey, tuple[snapshot.BoolArray, snapshot.BoolArray]] = {}
+
+    def same(self, piece: draobjects.ResourceSlice) -> bool:
+        kept = self.piece
+        return kept is piece or (
+            bool(piece.resource_version) and kept.resource_version == piece.resource_version
+        )
+
+    def matched(
+        self, request: _Request, matches: allocator.DeviceMatcher
+    ) -> tuple[snapshot.BoolArray, snapshot.BoolArray]:
+        found = self._matched.get(request.key)
+        if found is not None:
+            return found
+        piece = self.piece
+        expressions = (*request.device_class.selectors, *request.key[2])
+        ok = np.zeros(len(piece.devices), dtype=np.bool_)
+        bad = np.zeros(len(piece.devices), dtype=np.bool_)
+        for i, device in enumerate(piece.devices):
+            try:
+                # The class's selectors, then the request's, each stopping at the first no.
+                ok[i] = all(
+                    matches(e, piece.driver, piece.pool, piece, device) for e in expressions
+                )
+            except Exception:  # the matcher's errors: the allocator's to word
+                bad[i] = True
+        self._matched[request.key] = (ok, bad)
+        return ok, bad
+
+
 class DeviceTable:
     """The node-local devices of the store's pools as the nodes of one ``statics`` see them
     (built for one slices generation, release and matcher): arrays per device, the match
-    arrays per request, and the free array for the latest allocated state."""
+    arrays per request, and the free array for the latest allocated state. What it knows of
+    each slice (``kept``, by name) is reused from the table before while the slice is the
+    same, so a slice that changes costs its own devices only."""
 
     def __init__(
         self,
@@ -126,14 +167,16 @@ class DeviceTable:
         store: dra.DraStore,
         features: emulation.DeviceFeatures,
         matches: allocator.DeviceMatcher,
+        kept: dict[str, _SliceDevices],
     ) -> None:
         self.statics, self.store, self.features, self.matches = statics, store, features, matches
         self.generation = store.slices_generation
         total = len(statics)
         rules = allocator.pool_rules(features)
         nodes: list[int] = []
-        self.devices: list[tuple[draobjects.ResourceSlice, draobjects.Device]] = []
+        self.slices: list[_SliceDevices] = []
         self.ids: dict[dra.DeviceId, int] = {}
+        self.kept: dict[str, _SliceDevices] = {}
         plain = np.ones(total, dtype=np.bool_)
         for n, node in enumerate(statics.nodes):
             for pool in store.pools(node, rules):
@@ -148,22 +191,25 @@ class DeviceTable:
                     if not local:
                         plain[n] = False
                         continue
+                    known = kept.get(piece.name)
+                    if known is None or not known.same(piece):
+                        known = _SliceDevices(piece, features)
+                    self.kept[piece.name] = known
+                    self.slices.append(known)
+                    plain[n] &= known.plain
                     for device in piece.devices:
-                        if not _plain(device, features):
-                            plain[n] = False
                         device_id = (pool.driver, pool.name, device.name)
                         seen = self.ids.get(device_id)
                         if seen is not None:  # one pool published for two nodes
                             plain[n] = plain[nodes[seen]] = False
-                            continue
-                        self.ids[device_id] = len(self.devices)
-                        self.devices.append((piece, device))
+                        else:
+                            self.ids[device_id] = len(nodes)
                         nodes.append(n)
         self.node = np.array(nodes, dtype=np.intp)
         self.plain = plain
         self._matched: dict[RequestKey, tuple[snapshot.BoolArray, snapshot.BoolArray]] = {}
         self._state: dra.AllocatedState | None = None
-        self._free = np.ones(len(self.devices), dtype=np.bool_)
+        self._free = np.ones(len(nodes), dtype=np.bool_)
         self._odd = np.zeros(total, dtype=np.bool_)
 
     def current(
@@ -193,18 +239,9 @@ class DeviceTable:
         found = self._matched.get(request.key)
         if found is not None:
             return found
-        expressions = (*request.device_class.selectors, *request.key[2])
-        ok = np.zeros(len(self.devices), dtype=np.bool_)
-        bad = np.zeros(len(self.devices), dtype=np.bool_)
-        matches = self.matches
-        for i, (piece, device) in enumerate(self.devices):
-            try:
-                # The class's selectors, then the request's, each stopping at the first no.
-                ok[i] = all(
-                    matches(e, piece.driver, piece.pool, piece, device) for e in expressions
-                )
-            except Exception:  # the matcher's errors: the allocator's to word
-                bad[i] = True
+        pieces = [kept.matched(request, self.matches) for kept in self.slices]
+        ok = np.concatenate([p[0] for p in pieces]) if pieces else np.zeros(0, dtype=np.bool_)
+        bad = np.concatenate([p[1] for p in pieces]) if pieces else np.zeros(0, dtype=np.bool_)
         ok.flags.writeable = bad.flags.writeable = False
         self._matched[request.key] = (ok, bad)
         return ok, bad
@@ -248,7 +285,9 @@ class Availability:
     ) -> DeviceTable:
         table = self._table
         if table is None or not table.current(statics, store, features, matches):
-            table = self._table = DeviceTable(statics, store, features, matches)
+            same = table is not None and table.features == features and table.matches is matches
+            kept = table.kept if table is not None and same else {}
+            table = self._table = DeviceTable(statics, store, features, matches, kept)
         return table
 
     def verdict(

@@ -387,6 +387,25 @@ def test_a_selector_is_evaluated_once_per_device_until_its_slice_changes() -> No
     assert selectors.evaluations == 2 * 6 + 2 * 2  # node-1's two devices again
 
 
+def test_a_slice_republished_with_a_taint_goes_to_the_allocator() -> None:
+    store = store_of([local(n, gpu("g0")) for n in NODES[:2]])
+    statics = statics_of(NODES[:2])
+    claims = pod_claims(b.ClaimSpecBuilder().request("gpu", "gpu"))
+    table = availability.Availability()
+    features = emulation.emulate(37).devices
+    matcher = dynamicresources.matcher(expressions.SelectorVerdicts())
+    first = table.verdict(claims, statics, store, features, matcher)
+    assert first is not None
+    assert first.decided.tolist() == [True, True]
+    tainted = local("node-1", gpu("g0").taint("broken", effect="NoExecute"))
+    tainted["metadata"]["resourceVersion"] = "2"
+    store.on_slice(tainted, tainted["metadata"]["name"])
+    again = table.verdict(claims, statics, store, features, matcher)
+    assert again is not None
+    assert again.decided.tolist() == [True, False]
+    assert words(verdicts(claims, store, statics)) == ["", "cannot allocate all claims"]
+
+
 def test_a_device_freed_or_taken_shows_at_once() -> None:
     store = store_of([local("node-0", gpu("g0"))])
     statics = statics_of(NODES[:1])

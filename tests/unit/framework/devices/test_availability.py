@@ -243,6 +243,56 @@ def test_requests_whose_free_devices_overlap_are_left_to_the_allocator() -> None
     assert words(verdicts(claims, store, statics)) == ["cannot allocate all claims", ""]
 
 
+def test_a_claim_allocated_already_keeps_its_nodes_and_its_score() -> None:
+    # The pod's first claim was allocated for node-0 and node-2 (its prioritized list's first
+    # choice); the second is counted: node-1 cannot reach the first, node-2 has no GPU free.
+    store = store_of(
+        [local(n, gpu("g0"), gpu("g1")) for n in NODES],
+        [
+            held(
+                "other",
+                (GPU, "node-2-gpu.example.com", "g0"),
+                (GPU, "node-2-gpu.example.com", "g1"),
+            )
+        ],
+    )
+    first = b.ClaimSpecBuilder().first_available("gpu", b.subrequest("big", "gpu", selectors=[BIG]))
+    on_node_0 = {
+        "devices": {
+            "results": [
+                {
+                    "request": "gpu/big",
+                    "driver": GPU,
+                    "pool": "node-0-gpu.example.com",
+                    "device": "g0",
+                }
+            ]
+        },
+        "nodeSelector": {
+            "nodeSelectorTerms": [
+                {
+                    "matchFields": [
+                        {"key": "metadata.name", "operator": "In", "values": ["node-0", "node-2"]}
+                    ]
+                }
+            ]
+        },
+    }
+    allocated = draobjects.parse_claim(claim_body("done", first, allocation=on_node_0))
+    claims = [allocated, *pod_claims(b.ClaimSpecBuilder().request("gpu", "gpu"))]
+    statics = statics_of()
+    found = verdicts(claims, store, statics)
+    slow = verdicts(claims, store, statics, fast=False)
+    assert words(found) == words(slow)
+    assert words(found) == [
+        "",
+        "resourceclaim not available on the node",
+        "cannot allocate all claims",
+    ]
+    assert found.raw_score.tolist() == slow.raw_score.tolist()
+    assert found.raw_score.tolist() == [allocator.SUBREQUESTS_LIMIT, 0, 0]
+
+
 # --- what counting leaves to the allocator ---------------------------------------------------
 
 

@@ -549,13 +549,10 @@ class Scheduler:
         # A pod with volume claims too: two pods of a batch could pick the same volume.
         # A pod the resource scorers count otherwise while scheduled than once placed (a
         # corner of pod-level requests) too: the kernel adds what it was scored with.
+        # Pods with resource claims share batches: cycle.prepare defers those whose devices
+        # an earlier pod of the batch could take (framework/devices/availability.py Sharing).
         return (
-            bool(
-                pod.scheduling.host_ports
-                or pod.claims
-                or pod.resource_claims
-                or pod.nonzero_incoming
-            )
+            bool(pod.scheduling.host_ports or pod.claims or pod.nonzero_incoming)
             or pod.uid in self.state.nominations
         )
 

@@ -20,6 +20,9 @@ allocator on every node for every pod (untimed) and fails if any node's verdict 
 from Filter's: a fast wrong Filter fails here. ``--allocator-only`` measures Filter as it was
 before counting (the allocator on every node). ``filter_after_slice_change_us``: the first
 Filter after one node's slice is republished (what Filter derives from the slices rebuilt).
+
+``--cycle BATCH`` measures the whole scheduling cycle instead (``measure_cycle``): claim pods
+popped BATCH at a time (1: each alone, as before they shared batches), the numba kernel.
 """
 
 from __future__ import annotations
@@ -35,11 +38,12 @@ from typing import Any
 
 import numpy as np
 
-from plumb.backend.cache import dra, snapshot
+from plumb.backend.cache import clustercache, dra, snapshot
 from plumb.backend.records import objects
-from plumb.framework import emulation
+from plumb.framework import cycle, emulation
 from plumb.framework.plugins import dynamicresources
-from plumb_dev.testing import drabuilders
+from plumb.kernel import compiled
+from plumb_dev.testing import builders, drabuilders
 
 DRIVER = "gpu.example.com"
 NAMESPACE = "bench"
@@ -208,6 +212,62 @@ def measure(
     }
 
 
+def measure_cycle(nodes: int, devices: int, pods: int, batch: int) -> dict[str, Any]:
+    """µs per pod of the scheduling cycle (PreFilter, Filter, compile, the numba kernel,
+    explain: ``cycle.schedule_batch``) for claim pods popped ``batch`` at a time, each batch's
+    deferred pods first in the next; Reserve (devices and pod assumed) untimed after each."""
+    cache = clustercache.Cache()
+    for i in range(nodes):
+        node = builders.make_node(node_name(i)).capacity(cpu="64", memory="256Gi")
+        cache.upsert_node(objects.parse_node(node.obj()))
+    store = cache.dra
+    store.on_class(drabuilders.make_class("gpu").driver(DRIVER).obj(), "gpu")
+    for i in range(nodes):
+        store.on_slice(node_slice(i, devices), f"{node_name(i)}-gpus")
+    features = emulation.emulate(emulation.NEWEST).devices
+    waiting = [claim_pod(store, k) for k in range(pods)]
+    warm = [claim_pod(store, pods + k) for k in range(2)]
+    cycle.schedule_batch(warm, cache.snapshot(), cache, kernel=compiled.run)  # numba, verdicts
+    seconds = 0.0
+    decided = batches = placed = 0
+    gc.disable()
+    try:
+        while waiting:
+            popped, waiting = waiting[:batch], waiting[batch:]
+            snap = cache.snapshot()
+            start = time.perf_counter()
+            decisions, deferred = cycle.schedule_batch(popped, snap, cache, kernel=compiled.run)
+            seconds += time.perf_counter() - start
+            batches += 1
+            decided += len(decisions)
+            for decision in decisions:
+                if decision.node is None:
+                    continue
+                info = cache.nodes.info(decision.node)
+                assert info is not None
+                reserved = dynamicresources.allocate_on(
+                    decision.pod, info, store, features, dynamicresources.MATCHER
+                )
+                assert reserved is not None, decision.pod.name
+                for claim, allocation in reserved.claims:
+                    assert allocation is not None
+                    store.assume(claim.key, allocation, decision.pod.uid)
+                cache.assume(decision.pod, decision.node)
+                placed += 1
+            waiting = [*deferred, *waiting]
+    finally:
+        gc.enable()
+    return {
+        "nodes": nodes,
+        "devices": devices,
+        "pods": pods,
+        "batch": batch,
+        "kernel runs": batches,
+        "placed": placed,
+        "cycle_us_per_pod": round(seconds / decided * 1e6, 1),
+    }
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=500)
@@ -218,7 +278,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--allocator-only", action="store_true", help="Filter without counting (as before)"
     )
+    parser.add_argument(
+        "--cycle",
+        type=int,
+        metavar="BATCH",
+        help="measure the whole scheduling cycle, pods popped BATCH at a time, instead",
+    )
     args = parser.parse_args(argv)
+    if args.cycle:
+        json.dump(measure_cycle(args.nodes, args.devices, args.pods, args.cycle), sys.stdout)
+        sys.stdout.write("\n")
+        return 0
     result = measure(
         args.nodes,
         args.devices,

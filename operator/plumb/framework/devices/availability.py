@@ -43,12 +43,26 @@ _EMPTY: Mapping[str, Fraction] = MappingProxyType({})
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
+class DeviceGroup:
+    """The pod's requests that match one set of devices (same class and selectors): how many
+    devices they take together (``every``: all of them), the devices free and matching in
+    the table (``available``), and how many of those each node has (``have``)."""
+
+    key: RequestKey
+    count: int
+    every: bool
+    available: snapshot.BoolArray
+    have: snapshot.Int64Array
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
 class FastVerdict:
     """Per node: ``decided`` where the count is the allocator's answer, and there ``passes``
-    whether the claims fit (elsewhere ``passes`` means nothing)."""
+    whether the claims fit (elsewhere ``passes`` means nothing); the pod's device groups."""
 
     decided: snapshot.BoolArray
     passes: snapshot.BoolArray
+    groups: tuple[DeviceGroup, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -285,7 +299,12 @@ class Availability:
     ) -> DeviceTable:
         table = self._table
         if table is None or not table.current(statics, store, features, matches):
-            same = table is not None and table.features == features and table.matches is matches
+            same = (
+                table is not None
+                and table.store is store
+                and table.features == features
+                and table.matches is matches
+            )
             kept = table.kept if table is not None and same else {}
             table = self._table = DeviceTable(statics, store, features, matches, kept)
         return table
@@ -330,17 +349,82 @@ class Availability:
                 # "All" on a node with too many matches: an error there, the allocator's.
                 undecided |= results > allocator.RESULTS_LIMIT
         passes = np.ones(len(statics), dtype=np.bool_)
-        taken: list[snapshot.BoolArray] = []
-        for ok, count, every in groups.values():
+        found: list[DeviceGroup] = []
+        for key, (ok, count, every) in groups.items():
             available = ok & free
-            for other in taken:
-                overlap = available & other
+            for other in found:
+                overlap = available & other.available
                 if overlap.any():
                     undecided |= table.per_node(overlap) > 0
-            taken.append(available)
             have = table.per_node(available)
+            found.append(DeviceGroup(key, count, every, available, have))
             if every:
                 passes &= (have == table.per_node(ok)) & (have > 0)
             else:
                 passes &= have >= count
-        return FastVerdict(decided=~undecided, passes=passes)
+        return FastVerdict(decided=~undecided, passes=passes, groups=tuple(found))
+
+
+STATIC, COLUMNS, DEFER = "static", "columns", "defer"
+
+
+class Sharing:
+    """Which claim pods of one batch are decided together, and how, so that the batch decides
+    as the same pods one at a time (cycle.prepare asks, pod after pod in queue order).
+
+    A pod whose claims counting decides on every node (``FastVerdict.decided`` everywhere)
+    has known devices: its groups' ``available`` devices. Such a pod is decided with
+    ``COLUMNS`` when its caller allows it: each group a column of the kernel's resources,
+    ``have`` devices per node, the pod asking for ``count`` of them, so each placement takes
+    them from the pods after it (they ask for the same set, or a set apart). Otherwise it keeps
+    its Filter verdict (``STATIC``), which holds only while no pod before it in the batch can
+    take a device it could. Any other pod with claims (the allocator decides it somewhere, a
+    claim allocated already) has unknown devices: it is decided only first among the batch's
+    claim pods, and every claim pod after it waits. So does a pod that shares a claim with an
+    earlier one, or whose devices an earlier pod may take otherwise than through its column
+    (``DEFER``: the next batch)."""
+
+    def __init__(self) -> None:
+        self._claim_pods = 0
+        self._opaque = False
+        self._claims: set[str] = set()
+        self._static: list[snapshot.BoolArray] = []
+        self._columns: dict[RequestKey, snapshot.BoolArray] = {}
+        self.have: dict[RequestKey, snapshot.Int64Array] = {}
+        """Per column (in the order they came), the devices each node has at the start."""
+
+    def admit(
+        self, claims: Sequence[str], counted: FastVerdict | None, columns: bool
+    ) -> tuple[str, tuple[tuple[RequestKey, int], ...]]:
+        """How a pod with these claims (keys) and this count is decided (STATIC, COLUMNS or
+        DEFER), and with COLUMNS what it asks of each column; ``columns``: the pod may be."""
+        if self._opaque or self._claims.intersection(claims):
+            return DEFER, ()
+        if counted is None or not counted.decided.all():
+            if self._claim_pods:
+                return DEFER, ()
+            self._opaque = True
+            return self._admitted(claims, STATIC, ())
+        columns = columns and not any(g.every for g in counted.groups)
+        for group in counted.groups:
+            if any((group.available & taken).any() for taken in self._static):
+                return DEFER, ()
+            for key, taken in self._columns.items():
+                same = columns and key == group.key
+                if not same and (group.available & taken).any():
+                    return DEFER, ()
+        if not columns:
+            self._static.extend(g.available for g in counted.groups)
+            return self._admitted(claims, STATIC, ())
+        for group in counted.groups:
+            self._columns.setdefault(group.key, group.available)
+            self.have.setdefault(group.key, group.have)
+        asked = tuple((g.key, g.count) for g in counted.groups)
+        return self._admitted(claims, COLUMNS, asked)
+
+    def _admitted(
+        self, claims: Sequence[str], how: str, asked: tuple[tuple[RequestKey, int], ...]
+    ) -> tuple[str, tuple[tuple[RequestKey, int], ...]]:
+        self._claim_pods += 1
+        self._claims.update(claims)
+        return how, asked

@@ -152,6 +152,8 @@ class NodeVerdicts:
     reasons: tuple[str, ...]
     raw_score: np.ndarray  # int64 per node
     error: str | None = None
+    # Counting's verdict for a pod whose claims are all still to allocate (availability.py).
+    counted: availability.FastVerdict | None = None
 
 
 Matcher = allocator.DeviceMatcher
@@ -270,7 +272,13 @@ def filter(
             continue
         if scored:
             raw[n] = allocator.score(_with_allocations(devices, outcome.allocations))
-    return NodeVerdicts(fails=fails, reason=reason, reasons=tuple(reasons), raw_score=raw)
+    return NodeVerdicts(
+        fails=fails,
+        reason=reason,
+        reasons=tuple(reasons),
+        raw_score=raw,
+        counted=None if allocated else counted,
+    )
 
 
 def _reaches(claim: draobjects.ResourceClaim, node: objects.NodeInfo) -> bool:

@@ -642,14 +642,15 @@ def _static_row(
     devices: dynamicresources.NodeVerdicts | None = None,
 ) -> int:
     """The pod's row of the static table, evaluated for the first pod of its spec."""
-    # Replicas share a row, unless they claim volumes or devices (each its own claims).
+    # Replicas share a row, unless they claim volumes or devices (each its own claims; the
+    # pods decided by device columns keep no verdict of their own here).
     spec = (
         pod.scheduling,
         pod.node_name,
         pod.images,
         pod.image_volumes,
         pod.needed_features,
-        pod.uid if pod.claims or pod.resource_claims else "",
+        pod.uid if pod.claims or devices is not None else "",
     )
     u = tables.statics.index.get(spec)
     if u is not None:

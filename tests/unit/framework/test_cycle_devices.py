@@ -16,6 +16,7 @@ from plumb.backend.records import objects
 from plumb.framework import cycle, emulation, scoring
 from plumb.framework.devices import availability
 from plumb.framework.plugins import dynamicresources
+from plumb.kernel import reference
 from plumb_dev.testing import drabuilders as b
 from plumb_dev.testing.builders import make_node, make_pod
 
@@ -90,14 +91,28 @@ def claim_pod(
     return objects.parse_pod(body)
 
 
-def reserve(cache: cache_module.Cache, decision: cycle.Decision) -> tuple[str, ...]:
+def decide(
+    pods: Sequence[objects.PodInfo], cache: cache_module.Cache, profile: scoring.Profile
+) -> tuple[list[cycle.Decision], tuple[objects.PodInfo, ...]]:
+    """cycle.schedule_batch under ``profile``: the decisions, and the pods deferred."""
+    prepared = cycle.prepare(pods, cache.snapshot(), cache, profile)
+    decisions = list(prepared.early)
+    if prepared.compiled is not None:
+        result = reference.run(prepared.compiled.cluster, prepared.compiled.batch)
+        decisions.extend(cycle.explain(prepared.compiled, result))
+    return decisions, prepared.deferred
+
+
+def reserve(
+    cache: cache_module.Cache, decision: cycle.Decision, features: Any = FEATURES
+) -> tuple[str, ...]:
     """The scheduler's Reserve for a placed pod (its devices assumed, the pod assumed)."""
     if decision.node is None:
         return ()
     node = cache.nodes.info(decision.node)
     assert node is not None
     reserved = dynamicresources.allocate_on(
-        decision.pod, node, cache.dra, FEATURES, dynamicresources.MATCHER
+        decision.pod, node, cache.dra, features, dynamicresources.MATCHER
     )
     assert reserved is not None, decision.pod.name
     taken = []
@@ -112,28 +127,37 @@ def reserve(cache: cache_module.Cache, decision: cycle.Decision) -> tuple[str, .
 Outcome = tuple[str, str | None, str, tuple[str, ...]]
 
 
-def in_batches(cache: cache_module.Cache, pods: Sequence[objects.PodInfo]) -> list[Outcome]:
+def in_batches(
+    cache: cache_module.Cache,
+    pods: Sequence[objects.PodInfo],
+    profile: scoring.Profile = scoring.DEFAULT,
+) -> list[Outcome]:
     """Decide the pods in batches (deferred ones first in the next), Reserve after each batch
     as the scheduler does; (pod, node, message, devices) in the order decided."""
     out: list[Outcome] = []
     waiting = list(pods)
     while waiting:
         batch, waiting = waiting[:32], waiting[32:]
-        decisions, deferred = cycle.schedule_batch(batch, cache.snapshot(), cache)
+        decisions, deferred = decide(batch, cache, profile)
         assert len(deferred) < len(batch)  # a batch always decides its first pod
         for decision in decisions:
-            out.append(
-                (decision.pod.name, decision.node, decision.message, reserve(cache, decision))
-            )
+            taken = reserve(cache, decision, profile.kube.devices)
+            out.append((decision.pod.name, decision.node, decision.message, taken))
         waiting = [*deferred, *waiting]
     return out
 
 
-def one_at_a_time(cache: cache_module.Cache, pods: Sequence[objects.PodInfo]) -> list[Outcome]:
+def one_at_a_time(
+    cache: cache_module.Cache,
+    pods: Sequence[objects.PodInfo],
+    profile: scoring.Profile = scoring.DEFAULT,
+) -> list[Outcome]:
     out: list[Outcome] = []
     for pod in pods:
-        decision = cycle.schedule(pod, cache.snapshot(), cache)
-        out.append((pod.name, decision.node, decision.message, reserve(cache, decision)))
+        (decision,), deferred = decide([pod], cache, profile)
+        assert not deferred
+        taken = reserve(cache, decision, profile.kube.devices)
+        out.append((pod.name, decision.node, decision.message, taken))
     return out
 
 
@@ -143,15 +167,17 @@ def decided_together(cache: cache_module.Cache, pods: Sequence[objects.PodInfo])
     return 0 if prepared.compiled is None else len(prepared.compiled.pods)
 
 
-def same_as_one_at_a_time(build: Any, names: Sequence[str]) -> list[Outcome]:
+def same_as_one_at_a_time(
+    build: Any, names: Sequence[str], profile: scoring.Profile = scoring.DEFAULT
+) -> list[Outcome]:
     """Build the cluster and pods twice; decide one copy in batches, the other one at a time
     in the order the batches decided; both must agree."""
     cache, pods = build()
-    batched = in_batches(cache, pods)
+    batched = in_batches(cache, pods, profile)
     order = [name for name, *_ in batched]
     cache, pods = build()
     by_name = {pod.name: pod for pod in pods}
-    single = one_at_a_time(cache, [by_name[name] for name in order])
+    single = one_at_a_time(cache, [by_name[name] for name in order], profile)
     assert batched == single
     assert sorted(order) == sorted(names)
     return batched
@@ -302,8 +328,9 @@ GPU_KINDS = st.sampled_from([("80Gi", "a100"), ("80Gi", "t4"), ("20Gi", "a100"),
 SELECTORS = st.sampled_from([(BIG,), (SMALL,), (A100,), (BIG, A100), ()])
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
+    minor=st.sampled_from(sorted(emulation.MINORS)),
     gpus=st.lists(st.lists(GPU_KINDS, max_size=4), min_size=1, max_size=4),
     cpu=st.lists(st.sampled_from(["1", "2", "4"]), min_size=4, max_size=4),
     asks=st.lists(
@@ -319,6 +346,7 @@ SELECTORS = st.sampled_from([(BIG,), (SMALL,), (A100,), (BIG, A100), ()])
     ),
 )
 def test_batches_with_claims_decide_as_one_at_a_time(
+    minor: int,
     gpus: list[list[tuple[str, str]]],
     cpu: list[str],
     asks: list[tuple[tuple[str, ...], int, str, str, str]],
@@ -345,7 +373,8 @@ def test_batches_with_claims_decide_as_one_at_a_time(
             )
         return cache, pods
 
-    same_as_one_at_a_time(build, [f"p{k}" for k in range(len(asks))])
+    profile = scoring.Profile(kube=emulation.emulate(minor))
+    same_as_one_at_a_time(build, [f"p{k}" for k in range(len(asks))], profile)
 
 
 def test_sharing_admits_the_first_claim_pod_whatever_it_is() -> None:

@@ -313,10 +313,13 @@ def _device_columns_allowed(
     nominated: Sequence[tuple[objects.PodInfo, str]],
 ) -> bool:
     """Whether pods with claims may be decided by device columns in this batch: the kernel
-    checks the columns with the resources (NodeResourcesFit's filter runs), and no pod
-    carries a required anti-affinity term (InterPodAffinity's filter could then fail a
-    node after the resources, before DynamicResources)."""
+    checks the columns with the resources (NodeResourcesFit's filter runs), no pod carries
+    a required anti-affinity term (InterPodAffinity's filter could then fail a node after
+    the resources, before DynamicResources), and the profile gives no pod hard default spread
+    constraints (PodTopologySpread's, likewise)."""
     if noderesourcesfit.NAME not in profile.filters:
+        return False
+    if any(c.hard for c in profile.spread_defaults):
         return False
     if any(pod.scheduling.required_anti_affinity for pod in (*pods, *(p for p, _ in nominated))):
         return False

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from plumb.backend.cache import clustercache as cache_module
-from plumb.backend.records import objects
+from plumb.backend.records import objects, specs
 from plumb.framework import cycle, emulation, scoring
 from plumb.framework.devices import availability
 from plumb.framework.plugins import dynamicresources
@@ -306,6 +306,17 @@ def test_without_noderesourcesfit_pods_keep_their_verdicts() -> None:
     )
     prepared = cycle.prepare(pods, cache.snapshot(), cache, no_fit)
     assert [p.name for p in prepared.deferred] == ["train-1", "train-2"]
+
+
+def test_hard_default_spread_constraints_keep_the_verdicts() -> None:
+    cache = cluster([[("80Gi", "a100"), ("80Gi", "a100")]] * 2)
+    pods = [claim_pod(cache, f"train-{k}", BIG) for k in range(3)]
+    hard = specs.SpreadConstraint(1, "kubernetes.io/hostname", "DoNotSchedule", None)
+    listed = scoring.Profile(spread_defaulting="List", spread_defaults=(hard,))
+    prepared = cycle.prepare(pods, cache.snapshot(), cache, listed)
+    assert [p.name for p in prepared.deferred] == ["train-1", "train-2"]
+    prepared = cycle.prepare(pods, cache.snapshot(), cache)
+    assert prepared.deferred == ()
 
 
 def test_device_columns_are_named_dynamicresources_in_the_trace_reasons() -> None:

@@ -553,14 +553,12 @@ class Scheduler:
         # A pod with volume claims too: two pods of a batch could pick the same volume.
         # A pod the resource scorers count otherwise while scheduled than once placed (a
         # corner of pod-level requests) too: the kernel adds what it was scored with.
-        # A pod whose extended resources a DeviceClass may back too: devices, like claims.
+        # A pod whose extended resources a DeviceClass may back too (devices the batch's
+        # device columns do not count). Pods with resource claims share batches: cycle.prepare
+        # defers those whose devices an earlier pod of the batch could take
+        # (framework/devices/availability.py Sharing).
         return (
-            bool(
-                pod.scheduling.host_ports
-                or pod.claims
-                or pod.resource_claims
-                or pod.nonzero_incoming
-            )
+            bool(pod.scheduling.host_ports or pod.claims or pod.nonzero_incoming)
             or pod.uid in self.state.nominations
             or any(self.cache.dra.extended_class(name) for name in _device_backed(pod))
         )

@@ -16,7 +16,7 @@ from plumb.k8s import client as k8s_client
 from plumb_dev.testing import drabuilders as drab
 from plumb_dev.testing.builders import make_node, make_pod
 from tests.support.fakes import Answer, FakeApi, ManualClock, reference_kernel
-from tests.unit.test_claimreservations_extended import Server
+from tests.unit.test_claimreservations_extended import ClaimServerWithPods
 
 GPU = "example.com/gpu"
 DRIVER = "gpu.example.com"
@@ -25,11 +25,12 @@ NODES = [make_node("small").capacity(cpu="4", memory="16Gi").obj()]
 
 
 class Api(FakeApi):
-    """Bindings and events as FakeApi answers them; claims and the pod's status as Server."""
+    """Bindings and events as FakeApi answers them; claims and the pod's status as
+    ClaimServerWithPods."""
 
     def __init__(self, *script: Answer) -> None:
         super().__init__(*script)
-        self.claims = Server()
+        self.claims = ClaimServerWithPods()
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.claims, name)

@@ -34,7 +34,7 @@ import numpy as np
 from plumb.backend.cache import dra, snapshot
 from plumb.backend.records import draobjects, objects
 from plumb.framework import emulation
-from plumb.framework.devices import allocator, expressions
+from plumb.framework.devices import allocator, availability, expressions
 from plumb.framework.plugins import extendedresources
 
 NAME = "DynamicResources"
@@ -162,12 +162,16 @@ class NodeVerdicts:
     reasons: tuple[str, ...]
     raw_score: np.ndarray  # int64 per node
     error: str | None = None
+    # Counting's verdict for a pod whose claims are all still to allocate (availability.py).
+    counted: availability.FastVerdict | None = None
 
 
 Matcher = allocator.DeviceMatcher
 # Selector verdicts, each kept until its device's slice changes (the feed forgets a deleted
 # slice's): one cache for the process, as kube-scheduler's plugin keeps one.
 VERDICTS = expressions.SelectorVerdicts()
+# The node-local devices as arrays, with the match of each request kept per device.
+AVAILABILITY = availability.Availability()
 
 
 def matcher(verdicts: expressions.SelectorVerdicts) -> Matcher:
@@ -215,9 +219,12 @@ def filter(
     matches: Matcher,
     *,
     scored: bool,
+    fast: bool = True,
 ) -> NodeVerdicts:
     """Filter (and Score, when ``scored``) on the nodes ``visit`` marks (those the filters
-    before it pass); the others pass here, as kube-scheduler never asks this plugin of them."""
+    before it pass); the others pass here, as kube-scheduler never asks this plugin of them.
+    ``fast``: nodes where counting devices decides (framework/devices/availability.py) are
+    decided so, the allocator runs on the others (off: the allocator on every node)."""
     total = len(statics)
     fails = np.zeros(total, dtype=np.bool_)
     reason = np.full(total, -1, dtype=np.int32)
@@ -230,7 +237,31 @@ def filter(
         reason[n] = reasons.setdefault(message, len(reasons))
 
     allocated = [c for c in devices.claims if c.allocation is not None]
-    for n in np.flatnonzero(visit):
+    todo = visit
+    counted = (
+        AVAILABILITY.verdict(devices.to_allocate, statics, store, features, matches)
+        if fast and devices.to_allocate and devices.extended is None
+        else None
+    )
+    if counted is not None:
+        # Nodes where counting free matching devices is the allocator's answer (availability.py).
+        decided = visit & counted.decided
+        if allocated:
+            decided &= np.fromiter(
+                (all(_reaches(c, node) for c in allocated) for node in statics.nodes),
+                dtype=np.bool_,
+                count=total,
+            )
+        failing = decided & ~counted.passes
+        if failing.any():
+            fails[failing] = True
+            reason[failing] = reasons.setdefault(allocator.CANNOT_ALLOCATE, len(reasons))
+        if scored and allocated:
+            raw[decided & counted.passes] = allocator.score(
+                (c, c.allocation) for c in allocated if c.allocation is not None
+            )
+        todo = visit & ~decided
+    for n in np.flatnonzero(todo):
         node = statics.nodes[int(n)]
         to_allocate = _to_allocate(devices, node)
         if isinstance(to_allocate, str):
@@ -255,7 +286,13 @@ def filter(
             continue
         if scored:
             raw[n] = allocator.score(_with_allocations(devices, outcome.allocations))
-    return NodeVerdicts(fails=fails, reason=reason, reasons=tuple(reasons), raw_score=raw)
+    return NodeVerdicts(
+        fails=fails,
+        reason=reason,
+        reasons=tuple(reasons),
+        raw_score=raw,
+        counted=None if allocated else counted,
+    )
 
 
 def _to_allocate(

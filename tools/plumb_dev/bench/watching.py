@@ -31,11 +31,17 @@ class PodWatch:
     pending[name] = uid of each pod seen without one (a drain waits for all its pods there)."""
 
     def __init__(
-        self, api: k8s_client.ApiClient, namespace: str, *, on_added: OnAdded | None = None
+        self,
+        api: k8s_client.ApiClient,
+        namespace: str,
+        *,
+        on_added: OnAdded | None = None,
+        on_modified: OnAdded | None = None,
     ) -> None:
         self._api = api
         self._namespace = namespace
         self._on_added = on_added
+        self._on_modified = on_modified
         self.bound: dict[str, float] = {}
         self.pending: dict[str, str] = {}
         self.events = 0
@@ -106,3 +112,5 @@ class PodWatch:
                     self._see(pod)
                     if event["type"] == "ADDED" and self._on_added is not None:
                         await self._on_added(pod)
+                    elif event["type"] == "MODIFIED" and self._on_modified is not None:
+                        await self._on_modified(pod)

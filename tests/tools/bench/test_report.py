@@ -464,6 +464,69 @@ def test_issue_4_targets_stay_on_issue_4s_workloads() -> None:
     assert "xlarge: placement at least as good as kube-scheduler's, no violations" not in verdicts
 
 
+DRA_PLACED = "dra: every pod placed, no violations (devices included)"
+DRA_VERSUS = "dra: throughput at least kube-scheduler's"
+DRA_P99 = "dra: p99 latency at most kube-scheduler's"
+DRA_CPU = "dra: scheduler CPU ms per bound pod lower than kube-scheduler's"
+
+
+def _dra(scheduler: str, throughput: float, **changes: Any) -> dict[str, Any]:
+    devices = {"allocatable": 0, "spread": 0, "anti-affinity": 0, "devices": 0}
+    changes.setdefault("quality__violations", devices)
+    return _with(
+        _result(scheduler, throughput), workload="dra", controller_cpu_seconds=0.7, **changes
+    )
+
+
+def test_the_dra_targets() -> None:
+    verdicts = _verdicts(
+        _sections(
+            _dra("plumb", 200.0, usage__cpu_seconds=1.2, timing__latency_p99=0.3),
+            _dra("kube-scheduler", 150.0),
+        )
+    )
+    expected = {
+        DRA_PLACED: "placed 3 of 3; violations 0 (devices 0)",
+        DRA_VERSUS: "200.0 vs 150.0 pods/s",
+        DRA_P99: "300 vs 400 ms",
+        DRA_CPU: "400.00 vs 500.00 ms",
+    }
+    for target, figures in expected.items():
+        assert (verdicts[target].status, verdicts[target].figures) == (report.MET, figures)
+        assert verdicts[target].issue == 27
+    # Issue 16's "every workload" was its workloads: dra is judged by its own targets.
+    assert "dra" not in verdicts[EVERY_CPU].figures
+
+
+@pytest.mark.parametrize(
+    ("change", "target"),
+    [
+        ({"quality__placed": 2}, DRA_PLACED),
+        ({"quality__violations": {"devices": 1}}, DRA_PLACED),
+        ({"timing__throughput": 149.9}, DRA_VERSUS),
+        ({"timing__latency_p99": 0.401}, DRA_P99),
+        ({"usage__cpu_seconds": 1.5}, DRA_CPU),  # equal is not lower
+    ],
+)
+def test_each_dra_target_can_fail(change: dict[str, Any], target: str) -> None:
+    ours = _dra("plumb", 150.0, **{"usage__cpu_seconds": 1.2, **change})
+    verdicts = _verdicts(_sections(ours, _dra("kube-scheduler", 150.0)))
+    assert verdicts[target].status == report.NOT_MET
+    others = {DRA_PLACED, DRA_VERSUS, DRA_P99, DRA_CPU} - {target}
+    assert all(verdicts[other].status == report.MET for other in others)
+
+
+def test_without_dra_its_targets_are_not_measured_and_its_controller_is_tabulated() -> None:
+    verdicts = _verdicts(_sections(_result("plumb", 1.0), _result("kube-scheduler", 1.0)))
+    for target in (DRA_PLACED, DRA_VERSUS, DRA_P99, DRA_CPU):
+        assert verdicts[target].status == report.NOT_MEASURED
+    rows = report.table(
+        {"plumb": _dra("plumb", 1.0), "kube-scheduler": _dra("kube-scheduler", 1.0)}
+    )
+    assert "| resourceclaim controller CPU seconds | 0.70 | 0.70 | 1.00x | - |" in rows
+    assert not any("resourceclaim" in row for row in report.table({"plumb": _result("plumb", 1.0)}))
+
+
 def _xlarge(scheduler: str, throughput: float, **changes: Any) -> dict[str, Any]:
     return _with(_result(scheduler, throughput), workload="xlarge", **changes)
 

@@ -524,6 +524,10 @@ def test_without_dra_its_targets_are_not_measured_and_its_controller_is_tabulate
         {"plumb": _dra("plumb", 1.0), "kube-scheduler": _dra("kube-scheduler", 1.0)}
     )
     assert "| resourceclaim controller CPU seconds | 0.70 | 0.70 | 1.00x | - |" in rows
+    ceiling = _dra("ceiling", 1.0, claim_made={"p50": 0.25, "p99": 1.5})
+    rows = report.table({"ceiling": ceiling})
+    assert "| claim made by the controller, p50 after create (ms) | - | - | - | 250 |" in rows
+    assert "| claim made by the controller, p99 after create (ms) | - | - | - | 1500 |" in rows
     assert not any("resourceclaim" in row for row in report.table({"plumb": _result("plumb", 1.0)}))
 
 

@@ -107,6 +107,10 @@ class RunResult:
     wall_seconds: float
     controller_cpu_seconds: float | None = None
     """The resourceclaim controller's CPU over the measured phase (dra workloads only)."""
+    claim_made: dict[str, float] | None = None
+    """p50 and p99 (seconds) from a measured pod's create to its claim recorded in its status by
+    the resourceclaim controller: the wait every scheduler has before it can take the pod (dra
+    workloads only)."""
 
 
 def main(settings: Settings) -> int:
@@ -432,6 +436,13 @@ async def _run_one(
         timed = measuring.timing(sent, bound, answered)
         curve = measuring.bound_curve(sent, bound)
         latencies = measuring.latencies(sent, bound)
+    claim_made = None
+    if dra is not None:
+        claimed = measuring.latencies(sent, watch.claimed)
+        claim_made = {
+            "p50": measuring.percentile(claimed, 0.5),
+            "p99": measuring.percentile(claimed, 0.99),
+        }
     _status(f"{label} cleaning up")
     await populating.delete_run(api, namespace, node_selector)
     if dra is not None:
@@ -455,6 +466,7 @@ async def _run_one(
         log=log,
         wall_seconds=round(time.monotonic() - began, 1),
         controller_cpu_seconds=controller_cpu,
+        claim_made=claim_made,
     )
 
 

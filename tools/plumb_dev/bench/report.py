@@ -130,6 +130,10 @@ def cpu_ms_per_pod(result: JSON) -> float | None:
     return measuring.cpu_ms_per_pod(usage.get("cpu_seconds"), result["timing"]["bound"])
 
 
+def _claim_made(key: str) -> Getter:
+    return lambda r: _scaled((r.get("claim_made") or {}).get(key), 1000)
+
+
 def _timing_optional(key: str, scale: float = 1.0) -> Getter:
     return lambda r: _scaled(r["timing"].get(key), scale)
 
@@ -145,6 +149,8 @@ ROWS: list[tuple[str, Getter, str]] = [
     ("latency p90 (ms)", _timing("latency_p90", 1000), "{:.0f}"),
     ("latency p99 (ms)", _timing("latency_p99", 1000), "{:.0f}"),
     ("pod creation rate (pods/s)", _timing("creation_rate"), "{:.0f}"),
+    ("claim made by the controller, p50 after create (ms)", _claim_made("p50"), "{:.0f}"),
+    ("claim made by the controller, p99 after create (ms)", _claim_made("p99"), "{:.0f}"),
     ("max spread skew", _max_skew, "{:.0f}"),
     ("nodes used by measured pods (%)", _quality("nodes_used_share", 100), "{:.1f}"),
     ("stddev of cpu utilisation across nodes", _quality("cpu_utilisation_stddev"), "{:.4f}"),

@@ -631,3 +631,16 @@ def test_plumbs_kernel_start_up_is_read_from_its_log() -> None:
     plumb = _with(_result("plumb", 1.0), log={"kernel_ready_seconds": 1.25})
     rows = report.table({"plumb": plumb, "kube-scheduler": _result("kube-scheduler", 1.0)})
     assert "| plumb: kernel ready after its start (s) | 1.2 | - | - | - |" in rows
+
+
+def test_a_dra_section_says_how_its_devices_and_claims_were_made(tmp_path: Path) -> None:
+    runs = [_dra(s, 1.0, dra=True) for s in report.SCHEDULERS]
+    context = {**_context(), "dra": {"devices": 8, "matching": 6}}
+    report.write(tmp_path, [*runs, _result("plumb", 1.0)], context)
+    markdown = (tmp_path / "benchmarks.md").read_text()
+    dra = markdown[markdown.index("## dra") : markdown.index("## basic")]
+    assert "each node publishes 8 devices in a ResourceSlice of its own" in dra
+    assert "6 of each node's devices qualify" in dra
+    assert "resourceclaim controller" in dra
+    basic = markdown[markdown.index("## basic") :]
+    assert "ResourceSlice" not in basic

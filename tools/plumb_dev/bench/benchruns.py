@@ -90,6 +90,8 @@ class RunResult:
     initial_pods: int
     drain: bool
     """The measured pods were pending before the scheduler started; times run from its start."""
+    dra: bool
+    """The nodes published devices and each pod claimed one (draload)."""
     timing: measuring.Timing
     quality: quality.Quality
     usage: measuring.ProcessUsage | None
@@ -143,6 +145,7 @@ def main(settings: Settings) -> int:
         "at_end": round(os.getloadavg()[0], 2),
     }
     context["creators"] = populating.CREATORS
+    context["dra"] = {"devices": len(draload.DEVICES), "matching": len(draload.MATCHING)}
     context["binder_concurrency"] = ceiling.CONCURRENCY
     context["event_concurrency"] = ceiling.EVENT_CONCURRENCY
     context["total_seconds"] = round(time.monotonic() - started, 1)
@@ -455,6 +458,7 @@ async def _run_one(
         nodes=workload.nodes,
         initial_pods=workload.initial_pods,
         drain=workload.drain,
+        dra=workload.dra,
         timing=timed,
         quality=assessed,
         usage=usage,

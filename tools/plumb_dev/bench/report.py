@@ -316,6 +316,20 @@ _DRAIN = (
 )
 
 
+_DRA = (
+    "Devices: each node publishes {devices} devices in a ResourceSlice of its own (API objects "
+    "only: no driver runs, as no kubelet does), and every pod claims one device through a "
+    "request whose CEL selector picks by attribute (the model) and capacity (the memory): "
+    "{matching} of each node's devices qualify. Each initial pod's claim is allocated (and "
+    "reserved for it) before the scheduler starts; each measured pod names a "
+    "ResourceClaimTemplate, from which kube-controller-manager's resourceclaim controller, run "
+    "alone beside each scheduler (client QPS and burst 5000), makes its claim. A scheduler can "
+    "take a pod only once its claim exists, so the claim rows are a floor under every latency. "
+    "The ceiling waits for the claim too, then writes what PreBind writes (the claim's "
+    "finalizer, then its allocation and reservation) before the binding."
+)
+
+
 def _load_line(machine: JSON) -> str:
     load = machine.get("load_average") or {}
     return (
@@ -374,6 +388,8 @@ def render(
         ]
         if any_result.get("drain"):
             lines += [_DRAIN, ""]
+        if any_result.get("dra"):
+            lines += [_DRA.format(**ctx.get("dra", {"devices": "?", "matching": "?"})), ""]
         lines += [
             *table(by_scheduler),
             "",

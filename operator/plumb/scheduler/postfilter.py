@@ -37,7 +37,7 @@ from plumb import claimreservations
 from plumb import runs as runs_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import nominations
-from plumb.backend.records import objects
+from plumb.backend.records import draobjects, objects
 from plumb.events import Recorder
 from plumb.framework import cycle, scoring, traces
 from plumb.framework.plugins import dynamicresources
@@ -111,8 +111,12 @@ class PostFilter:
         """PostFilter for ``decision`` (a pod that fit nowhere)."""
         pod = decision.pod
         kube = profile.kube
-        said = await self._free_claim(decision, profile)
+        # DynamicResources' PostFilter picks its claim, and preemption reads the cache, before
+        # anything is written: both judge the cluster as the cycle saw it (the deallocation's
+        # watch event, which may come back at once, moves the pod for its next attempt).
+        idle = self._idle_claim(decision, profile)
         if pod.uid in self._evicting:
+            said = await self._free_claim(pod, idle)
             return self._failed(decision, search.post_filter_words(kube, _IN_PROGRESS, said))
         nominated = self._nominations.node_of(pod.uid) or ""
         snap = self._cache.snapshot()
@@ -130,6 +134,7 @@ class PostFilter:
             exempt=self._exempt,
             nominated_node=nominated,
         )
+        said = await self._free_claim(pod, idle)
         if plan is None:
             # It cannot be compiled alone: nothing to search.
             return PostFilterResult(decision=decision)
@@ -193,8 +198,12 @@ class PostFilter:
         task.add_done_callback(self.tasks.discard)
         return dataclasses.replace(done, preemption=part)
 
-    async def _free_claim(self, decision: cycle.Decision, profile: scoring.Profile) -> str:
-        """DynamicResources' PostFilter (deallocateOrDeletePodClaims): what it says."""
+    def _idle_claim(
+        self, decision: cycle.Decision, profile: scoring.Profile
+    ) -> draobjects.ResourceClaim | str:
+        """DynamicResources' PostFilter (deallocateOrDeletePodClaims), its choice: a claim of
+        the pod allocated where the pod cannot go and reserved for no other pod, or, when there
+        is none, what the plugin says."""
         pod = decision.pod
         if not pod.resource_claims or dynamicresources.NAME not in profile.filters:
             return dynamicresources.NO_CLAIMS
@@ -204,16 +213,20 @@ class PostFilter:
             return dynamicresources.NO_CLAIMS
         nodes = self._cache.snapshot().statics.nodes
         for claim in dynamicresources.unavailable(devices, nodes):
-            others = [c for c in claim.reserved_for if c.uid != pod.uid]
-            if others or self._claim_api is None:
-                continue
-            error = await claimreservations.deallocate(self._claim_api, claim.body)
-            if error is not None:
-                logger.warning("deallocating %s for %s: %s", claim.key, pod.key, error)
-                return dynamicresources.STILL_NOT_SCHEDULABLE
-            logger.info("deallocated %s: %s cannot use it where it is", claim.key, pod.key)
-            return dynamicresources.DEALLOCATED
+            if self._claim_api is not None and all(c.uid == pod.uid for c in claim.reserved_for):
+                return claim
         return dynamicresources.STILL_NOT_SCHEDULABLE
+
+    async def _free_claim(self, pod: objects.PodInfo, idle: draobjects.ResourceClaim | str) -> str:
+        """The deallocation ``_idle_claim`` chose, written; what the plugin says."""
+        if isinstance(idle, str) or self._claim_api is None:
+            return idle if isinstance(idle, str) else dynamicresources.STILL_NOT_SCHEDULABLE
+        error = await claimreservations.deallocate(self._claim_api, idle.body)
+        if error is not None:
+            logger.warning("deallocating %s for %s: %s", idle.key, pod.key, error)
+            return dynamicresources.STILL_NOT_SCHEDULABLE
+        logger.info("deallocated %s: %s cannot use it where it is", idle.key, pod.key)
+        return dynamicresources.DEALLOCATED
 
     def clear(self, pod: objects.PodInfo) -> None:
         """Drop ``pod``'s nomination here and in its status."""

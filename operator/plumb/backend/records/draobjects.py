@@ -100,13 +100,15 @@ class DeviceToleration:
     toleration_seconds: int | None = None
 
     def tolerates(self, taint: DeviceTaint) -> bool:
+        """resourceclaim.ToleratesTaint: effect, key, then Equal (or none) compares the
+        values and Exists matches; any other operator matches nothing."""
         if self.effect and self.effect != taint.effect:
             return False
         if self.key and self.key != taint.key:
             return False
-        if self.operator == "Exists":
-            return True
-        return self.value == taint.value
+        if self.operator in ("", "Equal"):
+            return self.value == taint.value
+        return self.operator == "Exists"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -166,18 +166,6 @@ def taint_prevents(
             draobjects.NO_EXECUTE,
         ):
             continue
-        if not any(_tolerates(t, taint) for t in spec.tolerations):
+        if not any(t.tolerates(taint) for t in spec.tolerations):
             return True
     return False
-
-
-def _tolerates(toleration: draobjects.DeviceToleration, taint: draobjects.DeviceTaint) -> bool:
-    """resourceclaim.ToleratesTaint: effect, key, then Equal (or none) compares the values and
-    Exists matches; any other operator matches nothing."""
-    if toleration.effect and toleration.effect != taint.effect:
-        return False
-    if toleration.key and toleration.key != taint.key:
-        return False
-    if toleration.operator in ("", "Equal"):
-        return toleration.value == taint.value
-    return toleration.operator == "Exists"

@@ -139,8 +139,9 @@ def _error_text(error: urllib.error.HTTPError) -> str:
 
 
 def render(record: trace.Trace) -> str:
-    """The record for a person: verdict, node, policy, filters, candidates, hashes, timing,
-    and what preemption did when the pod fit nowhere."""
+    """The record for a person: verdict, node, policy, filters, the claims rejected (a claim
+    pod that fit nowhere), candidates, the devices allocated, hashes, timing, and what
+    preemption did when the pod fit nowhere."""
     lines = [_verdict(record)]
     if record.message:
         lines.append(f"  {record.message}")
@@ -153,7 +154,9 @@ def render(record: trace.Trace) -> str:
             reasons = ", ".join(f"{count} {reason}" for reason, count in rejection.reasons.items())
             noun = "node" if rejection.nodes == 1 else "nodes"
             lines.append(f"  {plugin} rejected {rejection.nodes} {noun}: {reasons}")
+    lines.extend(_claims(record))
     lines.extend(_candidates(record))
+    lines.extend(_devices(record))
     lines.append(
         _row(
             "decided",
@@ -235,6 +238,36 @@ def _candidates(record: trace.Trace) -> list[str]:
             f"  {', '.join(tied)} tie at {record.candidates[0].score}: a stable hash of the "
             "pod's uid and the node's name breaks it"
         )
+    return lines
+
+
+def _claims(record: trace.Trace) -> list[str]:
+    if not record.claims:
+        return []
+    lines = ["claims (DynamicResources' verdict on each node it rejected):"]
+    for rejection in record.claims:
+        claim = rejection.claim or "the pod's claims together (each fits alone)"
+        if rejection.nodes == record.total and not rejection.examples:
+            where = f"every node ({rejection.nodes})"
+        else:
+            where = _count(rejection.nodes, "node")
+            named = ", ".join(rejection.examples)
+            more = rejection.nodes - len(rejection.examples)
+            if named:
+                where += f" ({named}{f' and {more} more' if more > 0 else ''})"
+        lines.append(f"  {claim} rejected on {where}: {rejection.reason}")
+    return lines
+
+
+def _devices(record: trace.Trace) -> list[str]:
+    if not record.devices:
+        return []
+    held = "allocated" if record.result == trace.SCHEDULED else "it was to be given"
+    lines = [f"devices {held} on {record.node}:"]
+    lines.extend(
+        f"  {d.claim} request {d.request}: {d.device} (driver {d.driver}, pool {d.pool})"
+        for d in record.devices
+    )
     return lines
 
 

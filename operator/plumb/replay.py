@@ -2,11 +2,13 @@
 
 The snapshot is what the running scheduler dumps (``GET /debug/snapshot`` on its debug port,
 or SIGUSR1, which writes a file and logs its path): the cache, the journal of its recent
-writes and the recent kernel runs (runs.py). The pod is the pod as the API server
-has it (``kubectl get pod -o json``; a List of pods replays each). For each pod
-replay takes the run that decided it (the latest, or the one whose input hash ``--input-hash``
-names), rewinds the cache to what that run saw, decides the run's pods again with the same
-kernel and prints the node, the input hash and the plan hash: the trace line's, when the
+writes (the DRA store's among them: slices, classes, claims, the allocations assumed) and the
+recent kernel runs (runs.py). The pod is the pod as the API server has it (``kubectl get pod
+-o json``; a List of pods replays each). For each pod replay takes the run that decided it (the
+latest, or the one whose input hash ``--input-hash`` names), rewinds the cache to what that run
+saw, decides the run's pods again with the same kernel and prints the node, the input hash and
+the plan hash, and for a pod no node fits the FailedScheduling message (with what the
+PostFilter plugins said, from the preemption search made again): the trace line's, when the
 decision is reproduced. What the binding wrote is ignored, since the pod was pending when it
 was decided: its spec.nodeName, and the node's topology labels the API server copies onto the
 pod it binds (PodTopologyLabels admission, on by default from Kubernetes v1.35); when the pod
@@ -14,7 +16,8 @@ differs otherwise from the pod that was decided (its labels changed since), repl
 decides the file's pod.
 
 With ``--trace LOG`` replay checks a log instead: every trace line in LOG of a pod in the pod
-file is replayed (by its input hash) and compared with the line's node and plan hash; it prints
+file is replayed (by its input hash) and compared with the line's node and plan hash (and an
+Unschedulable line's message, unless a SchedulingPolicy's budget sentence joined it); it prints
 one verdict per decision and a count, and exits 1 when a decision in the snapshot did not
 reproduce. Lines of decisions the snapshot no longer reaches are counted apart.
 """
@@ -57,6 +60,15 @@ class PodReplay:
     changed: bool  # the pod given differs from the pod that was decided
     preemption: runs.Replayed | None = None  # the preemption search that followed, made again
 
+    @property
+    def message(self) -> str:
+        """The FailedScheduling message made again: the filters' diagnosis, then what the
+        PostFilter plugins said (DynamicResources', DefaultPreemption's), as the scheduler
+        wrote it ("" for a pod placed)."""
+        message = self.replayed.message
+        tail = "" if self.preemption is None else self.preemption.post_filter
+        return f"{message} {tail}" if tail and message else message
+
     def fields(self) -> dict[str, Any]:
         return {
             "pod": self.replayed.pod,
@@ -67,7 +79,7 @@ class PodReplay:
             "snapshot": self.snapshot,
             "batch": self.batch,
             "changed": self.changed,
-            "message": self.replayed.message,
+            "message": self.message,
             "preemption": None
             if self.preemption is None
             else {
@@ -85,8 +97,8 @@ class PodReplay:
         )
         if self.changed:
             text += "; the pod differs from the pod that was decided: the given pod replayed"
-        if self.replayed.node is None and self.replayed.message:
-            text += f"\n  {self.replayed.message}"
+        if self.replayed.node is None and self.message:
+            text += f"\n  {self.message}"
         searched = self.preemption
         if searched is not None and searched.node is not None:
             victims = ", ".join(searched.victims) or "none (victims already terminating)"
@@ -223,9 +235,10 @@ def check_log(
             continue
         got = (outcome.replayed.node, outcome.replayed.plan_hash)
         preempted = _preemption_differs(record, outcome)
-        if preempted:
+        worded = _message_differs(record, outcome)
+        if preempted or worded:
             differ += 1
-            out.write(f"DIFFERS    {record.pod}: {preempted}\n")
+            out.write(f"DIFFERS    {record.pod}: {preempted or worded}\n")
         elif got == (record.node, record.plan_hash):
             reproduced += 1
             out.write(f"reproduced {record.pod} {record.result} plan {record.plan_hash}\n")
@@ -266,6 +279,20 @@ def _preemption(
     if search.seq not in caches:
         caches[search.seq] = document.cache.rewind(search.seq)
     return runs.replay(search, caches[search.seq], kernel, search.pods)[uid]
+
+
+def _message_differs(record: trace.Trace, outcome: PodReplay) -> str:
+    """How an Unschedulable line's FailedScheduling message differs from the one made again
+    ("" when it does not, or cannot be compared: a SchedulingPolicy's budget sentence, or a
+    preemption search the snapshot does not hold, as when the pod's victims were still being
+    evicted)."""
+    if record.result != trace.UNSCHEDULABLE or record.policy is not None:
+        return ""
+    if outcome.replayed.searched and outcome.preemption is None:
+        return ""
+    if record.message == outcome.message:
+        return ""
+    return f"the line says {record.message!r}, replay gives {outcome.message!r}"
 
 
 def _preemption_differs(record: trace.Trace, outcome: PodReplay) -> str:

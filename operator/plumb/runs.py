@@ -22,7 +22,7 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import codec, dumps, nominations
 from plumb.backend.records import objects, specs
 from plumb.framework import cycle, deviation, scoring, traces
-from plumb.framework.plugins import podtopologyspread
+from plumb.framework.plugins import dynamicresources, podtopologyspread
 from plumb.kernel import contract
 from plumb.preemption import evaluator, search
 
@@ -50,6 +50,8 @@ class Run:
     nominated: tuple[nominations.Nomination, ...] = ()
     # A preemption search (PostFilter) for the run's one pod, already governed.
     preemption: PreemptionInputs | None = None
+    # The DRA store's generation (an input hash's "devices" for the pods with claims).
+    devices: int = 0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -71,8 +73,17 @@ class Replayed:
     node: str | None
     input_hash: str
     plan_hash: str
+    # The FailedScheduling message as far as the run makes it: the filters' diagnosis, with
+    # the PostFilter plugins' words where no preemption search follows (PreFilter rejected
+    # every node, or preemption is disabled); a preemption run's: its outcome's sentence.
     message: str
     victims: tuple[str, ...] = ()  # a preemption run's: namespace/name, most important first
+    # A preemption run's: what the PostFilter plugins add to the FailedScheduling message
+    # (DynamicResources' words, then DefaultPreemption's), as the scheduler wrote it.
+    post_filter: str = ""
+    # A decision's: no node fits and a preemption search followed (its run's ``post_filter``
+    # ends the message).
+    searched: bool = False
 
 
 class RunLog:
@@ -190,7 +201,16 @@ def replay(
         own = {h.pod.uid: h.node for h in run.nominated}
         result = kernel(compiled.cluster, compiled.batch)
         decisions.extend(cycle.explain(compiled, result, own))
-    hashed = traces.hashes(decisions, prepared, run.generation, run.nodes, run.profile, run.policy)
+    hashed = traces.hashes(
+        decisions,
+        prepared,
+        run.generation,
+        run.nodes,
+        run.profile,
+        run.policy,
+        devices=run.devices,
+    )
+    early = {d.pod.uid for d in prepared.early}
     return {
         d.pod.uid: Replayed(
             uid=d.pod.uid,
@@ -198,10 +218,28 @@ def replay(
             node=d.node,
             input_hash=hashed[d.pod.uid][1],
             plan_hash=hashed[d.pod.uid][2],
-            message=d.message,
+            message=_message(d, run.profile, d.pod.uid in early),
+            searched=d.node is None and d.pod.uid not in early and run.profile.preemption,
         )
         for d in decisions
     }
+
+
+def _message(decision: cycle.Decision, profile: scoring.Profile, early: bool) -> str:
+    """The FailedScheduling message as the scheduling loop (scheduler/loop.py) writes it
+    before any preemption search: a PreFilter rejection gets DynamicResources' PostFilter
+    words and DefaultPreemption's "not helpful" sentence; a pod the kernel found no node for,
+    under a profile without preemption, DynamicResources' words alone."""
+    if decision.node is not None or decision.error:
+        return decision.message
+    if decision.prefiltered:
+        preemption = evaluator.not_helpful(decision.total) if profile.preemption else ""
+    elif not early and not profile.preemption:
+        preemption = ""
+    else:
+        return decision.message  # complete, or a preemption search (its run) follows
+    words = search.post_filter_words(profile.kube, preemption)
+    return f"{decision.message} {words}" if words else decision.message
 
 
 def _replay_deviation(
@@ -259,5 +297,24 @@ def _replay_preemption(
             plan_hash="",
             message="" if found is None else found.outcome.message,
             victims=() if found is None else tuple(v.key for v in found.victims),
+            post_filter=""
+            if found is None
+            else found.post_filter_message(_claims_said(pod, cache, run.profile)),
         )
     }
+
+
+def _claims_said(pod: objects.PodInfo, cache: cache_module.Cache, profile: scoring.Profile) -> str:
+    """What DynamicResources' PostFilter said before the search (scheduler/postfilter.py):
+    a claim of the pod allocated where some node cannot reach it and reserved for no other
+    pod was deallocated (its write taken to have succeeded), else the pod's claims could not
+    help, or it has none."""
+    if not pod.resource_claims or dynamicresources.NAME not in profile.filters:
+        return dynamicresources.NO_CLAIMS
+    devices = dynamicresources.prefilter(pod, cache.dra, profile.kube.devices)
+    if not isinstance(devices, dynamicresources.PodDevices):
+        return dynamicresources.NO_CLAIMS
+    for claim in dynamicresources.unavailable(devices, cache.snapshot().statics.nodes):
+        if not any(c.uid != pod.uid for c in claim.reserved_for):
+            return dynamicresources.DEALLOCATED
+    return dynamicresources.STILL_NOT_SCHEDULABLE

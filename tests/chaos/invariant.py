@@ -15,6 +15,10 @@
 5. plumb's cache, read from its debug snapshot, equals a fresh LIST of nodes and pods within
    ``SETTLE`` seconds of the fault ending: the same nodes (allocatable, cordon), the same bound
    pods on the same nodes, no ghost.
+6. Devices (``devices``, from the API objects alone): no device (driver, pool, device) is in
+   two ResourceClaims' allocations, unless every one takes it with admin access or as a share
+   (consumable capacity); every bound pod's claims exist, are allocated, are reachable from
+   its node (the allocation's nodeSelector matches the node) and are reserved for the pod.
 
 ``check`` returns the violations found (a scenario asserts there are none) with the figures
 docs/reliability.md reports: pods bound and pending, and how long the cache took to match.
@@ -29,8 +33,10 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kubernetes import client as k8s
+
 from plumb.k8s import quantities
-from plumb_dev.testing import kube
+from plumb_dev.testing import draclient, kube
 from tests.chaos import harness
 
 JSON = dict[str, Any]
@@ -122,6 +128,7 @@ def check(
     violations += _bound_once(plumb, bound)
     violations += _overcommit(nodes, every_bound)
     violations += _constraints(plumb, bound, nodes, history)
+    violations += devices(client, namespaces)
     matched, problems = _cache_matches(client, plumb, settle)
     violations += problems
     return InvariantVerdict(
@@ -385,3 +392,143 @@ def _differences(client: kube.Kube, document: JSON) -> list[str]:
         if cached_pods[uid] != listed_pods[uid]
     ]
     return found
+
+
+# Devices --------------------------------------------------------------------------------------
+
+
+def devices(client: kube.Kube, namespaces: Iterable[str]) -> list[str]:
+    """Item 6 of the invariant: what the ResourceClaims, the pods and the nodes the API server
+    has say of the devices (no ResourceClaim API: nothing to say)."""
+    try:
+        listed = client._raw(
+            k8s.ResourceV1Api(client.api).list_resource_claim_for_all_namespaces(
+                _preload_content=False
+            )
+        )
+    except k8s.ApiException as error:
+        if error.status == 404:
+            return []
+        raise
+    pods = [pod for namespace in namespaces for pod in client.pods(namespace)]
+    return device_violations(listed["items"], pods, client.nodes())
+
+
+def device_violations(
+    claims: Iterable[JSON], pods: Iterable[JSON], nodes: Iterable[JSON]
+) -> list[str]:
+    """``devices`` over listed objects: every claim of the cluster, the pods to check (their
+    bound ones) and the nodes."""
+    by_key = {f"{c['metadata']['namespace']}/{c['metadata']['name']}": c for c in claims}
+    by_name = {n["metadata"]["name"]: n for n in nodes}
+    problems = _taken_twice(by_key)
+    for pod in pods:
+        node = pod["spec"].get("nodeName")
+        if not node or pod.get("status", {}).get("phase") in TERMINAL:
+            continue
+        for key in _claims_of(pod):
+            problems += [
+                f"{_name(pod)} on {node}: claim {key} {why}"
+                for why in _claim_holds(by_key.get(key), pod, by_name.get(node))
+            ]
+    return problems
+
+
+def _taken_twice(claims: Mapping[str, JSON]) -> list[str]:
+    """Devices in more than one claim's allocation, each taken whole (not with admin access,
+    not as a share of a device that allows several)."""
+    holders: dict[tuple[str, str, str], set[str]] = defaultdict(set)
+    for key, claim in claims.items():
+        allocation = (claim.get("status") or {}).get("allocation") or {}
+        for result in (allocation.get("devices") or {}).get("results") or []:
+            if result.get("adminAccess") or result.get("shareID"):
+                continue
+            holders[(result["driver"], result["pool"], result["device"])].add(key)
+    return [
+        f"device {'/'.join(device)} allocated to {len(keys)} claims: {', '.join(sorted(keys))}"
+        for device, keys in sorted(holders.items())
+        if len(keys) > 1
+    ]
+
+
+def _claims_of(pod: JSON) -> list[str]:
+    """namespace/name of each claim a pod uses: named, made from a template (as its status
+    records it; a missing record is reported as an unknown claim), or made by the scheduler
+    for extended resources backed by devices."""
+    namespace = pod["metadata"]["namespace"]
+    status = pod.get("status") or {}
+    keys = []
+    for entry in pod["spec"].get("resourceClaims") or []:
+        name = entry.get("resourceClaimName")
+        if not name and entry.get("resourceClaimTemplateName"):
+            name = draclient.generated_claim(pod, entry["name"])
+            if name is None and not _recorded(pod, entry["name"]):
+                name = f"<not made from template {entry['resourceClaimTemplateName']}>"
+        if name:
+            keys.append(f"{namespace}/{name}")
+    extended = (status.get("extendedResourceClaimStatus") or {}).get("resourceClaimName")
+    if extended:
+        keys.append(f"{namespace}/{extended}")
+    return keys
+
+
+def _recorded(pod: JSON, name: str) -> bool:
+    """Whether the pod's status says the controller decided on its claim ``name`` (a null
+    claim name: none was needed)."""
+    entries = (pod.get("status") or {}).get("resourceClaimStatuses") or []
+    return any(entry.get("name") == name for entry in entries)
+
+
+def _claim_holds(claim: JSON | None, pod: JSON, node: JSON | None) -> list[str]:
+    if claim is None:
+        return ["does not exist"]
+    status = claim.get("status") or {}
+    allocation = status.get("allocation")
+    why = []
+    if not allocation:
+        why.append("is not allocated")
+    elif node is not None and not _reaches(allocation.get("nodeSelector"), node):
+        why.append(f"is allocated where the node cannot reach it: {allocation['nodeSelector']}")
+    reserved = {entry.get("uid") for entry in status.get("reservedFor") or []}
+    if pod["metadata"]["uid"] not in reserved:
+        why.append("is not reserved for the pod")
+    return why
+
+
+def _reaches(selector: JSON | None, node: JSON) -> bool:
+    """Whether a NodeSelector (an allocation's: None, every node) matches the node: any term,
+    each of its expressions on labels and fields."""
+    if not selector:
+        return True
+    labels: Mapping[str, str] = node["metadata"].get("labels") or {}
+    fields = {"metadata.name": str(node["metadata"]["name"])}
+    for term in selector.get("nodeSelectorTerms") or []:
+        expressions = term.get("matchExpressions") or []
+        field_expressions = term.get("matchFields") or []
+        if not expressions and not field_expressions:
+            continue  # an empty term matches nothing
+        if all(_requirement(e, labels) for e in expressions) and all(
+            _requirement(e, fields) for e in field_expressions
+        ):
+            return True
+    return False
+
+
+def _requirement(expression: JSON, values: Mapping[str, str]) -> bool:
+    key, operator = expression["key"], expression["operator"]
+    wanted = expression.get("values") or []
+    if operator == "In":
+        return values.get(key) in wanted
+    if operator == "NotIn":
+        return values.get(key) not in wanted
+    if operator == "Exists":
+        return key in values
+    if operator == "DoesNotExist":
+        return key not in values
+    if operator in ("Gt", "Lt") and key in values:
+        try:
+            have, bound = int(values[key]), int(wanted[0])
+        except (ValueError, IndexError):
+            return False
+        return have > bound if operator == "Gt" else have < bound
+    return False

@@ -18,6 +18,7 @@ BEGIN = "<!-- chaos:begin -->"
 END = "<!-- chaos:end -->"
 ORDER = (
     "sigkill",
+    "sigkill-dra",
     "restart-kube-apiserver",
     "restart-etcd",
     "watch-expiry",

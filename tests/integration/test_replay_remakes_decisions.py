@@ -21,7 +21,9 @@ from plumb.backend.records import objects
 from plumb.kernel import compiled
 from plumb.observability import trace
 from plumb_dev.testing import builders, crds, kube
+from plumb_dev.testing import drabuilders as drab
 from tests.support import plumb_process
+from tests.support.dra_stage import Stage, dra_fixture  # noqa: F401
 from tests.support.live_cluster import NodeFactory
 from tests.support.plumb_process import Plumb, PlumbFactory, free_port
 
@@ -158,6 +160,75 @@ def test_a_dumped_snapshot_replays_every_recorded_decision_of_a_mixed_workload(
     assert all(line.startswith("reproduced ") for line in verdicts)
     summary = checked.splitlines()[-1]
     assert summary.startswith(f"{len(decisions)} of {len(decisions)} decisions reproduced")
+
+
+def test_claim_pods_replay_from_a_dump_to_their_node_and_failure_message(
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    start_plumb: PlumbFactory,
+    dra: Stage,
+    tmp_path: Path,
+) -> None:
+    # Three devices on two of three nodes, five pods whose claims the resourceclaim controller
+    # makes from one template: three are bound, two wait ("cannot allocate all claims").
+    names = [add_node(builders.make_node(f"{namespace}-n{i}").capacity(cpu="4")) for i in range(3)]
+    gpu = dra.device_class("gpu")
+    dra.publish(names[0], drab.device("gpu-0"), drab.device("gpu-1"))
+    dra.publish(names[1], drab.device("gpu-0"))
+    dra.api.create_template(drab.make_template("one-gpu", namespace).request("gpu", gpu).obj())
+    port = free_port()
+    plumb = start_plumb("--debug-port", str(port))
+    for i in range(5):
+        pod = builders.make_pod(f"c{i}", namespace).scheduler("plumb").req(cpu="200m")
+        kube_client.create_pod(pod.resource_claim("gpu", template="one-gpu").obj())
+    kube.wait_for(
+        "three claim pods bound and two refused",
+        functools.partial(_claim_pods_decided, plumb, namespace),
+        timeout=120,
+    )
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/debug/snapshot", timeout=60) as page:
+        snapshot_file = tmp_path / "snapshot.json"
+        snapshot_file.write_bytes(page.read())
+    listed = kube_client.pods(namespace)
+    pods_file = tmp_path / "pods.json"
+    pods_file.write_text(json.dumps({"kind": "List", "items": listed}))
+
+    lines = [r for r in plumb_process.all_traces(plumb) if r.pod.startswith(f"{namespace}/")]
+    failed = [r for r in lines if r.result == trace.UNSCHEDULABLE]
+    assert failed
+    assert all("cannot allocate all claims" in r.message for r in failed)
+    assert all(r.devices for r in lines if r.result == trace.SCHEDULED)
+    # Every decision of the log made again: node, plan hash and, for those refused, the
+    # FailedScheduling message, word for word.
+    checked = _replay(
+        "--snapshot", str(snapshot_file), "--pod", str(pods_file), "--trace", str(plumb.log)
+    )
+    verdicts = checked.splitlines()[:-1]
+    assert verdicts, checked
+    assert all(line.startswith("reproduced ") for line in verdicts), checked
+    answers = [
+        json.loads(line)
+        for line in _replay(
+            "--snapshot", str(snapshot_file), "--pod", str(pods_file), "-o", "json"
+        ).splitlines()
+    ]
+    last = _last_lines(plumb)
+    for answer in answers:
+        record = last[answer["pod"]]
+        assert (answer["node"], answer["plan_hash"]) == (record.node, record.plan_hash)
+        if record.result == trace.UNSCHEDULABLE:
+            assert answer["message"] == record.message
+
+
+def _claim_pods_decided(plumb: Plumb, namespace: str) -> bool:
+    results = [r.result for p, r in _last_lines(plumb).items() if p.startswith(f"{namespace}/")]
+    return sorted(results) == [trace.SCHEDULED] * 3 + [trace.UNSCHEDULABLE] * 2
+
+
+def _last_lines(plumb: Plumb) -> dict[str, trace.Trace]:
+    """Each pod's last trace line, by namespace/name."""
+    return {r.pod: r for r in plumb_process.all_traces(plumb)}
 
 
 def _replay(*args: str) -> str:

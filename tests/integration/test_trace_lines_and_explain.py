@@ -15,7 +15,9 @@ import pytest
 
 from plumb.observability import trace
 from plumb_dev.testing import builders, crds, kube
+from plumb_dev.testing import drabuilders as drab
 from tests.support import plumb_process, side_by_side
+from tests.support.dra_stage import Stage, dra_fixture  # noqa: F401
 from tests.support.live_cluster import NodeFactory, events_of
 from tests.support.plumb_process import Plumb, PlumbFactory, free_port
 
@@ -108,6 +110,69 @@ def test_trace_lines_say_what_happened_and_explain_reads_them_alike(
     text = plumb_process.explained_alike(plumb, port, f"{namespace}/huge")
     assert f"  {message}\n" in text
     assert "  NodeResourcesFit rejected 3 nodes: 3 Insufficient cpu\n" in text
+    print(text)
+
+
+def test_a_claim_pods_line_names_its_devices_and_explain_says_which_claim_failed_where(
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    start_plumb: PlumbFactory,
+    dra: Stage,
+) -> None:
+    with_gpu = add_node(builders.make_node(f"{namespace}-a").capacity(cpu="4"))
+    without = add_node(builders.make_node(f"{namespace}-b").capacity(cpu="4"))
+    gpu = dra.device_class("gpu")
+    dra.publish(with_gpu, drab.device("gpu-0"))
+    for name in ("first", "second"):
+        dra.api.create_claim(drab.make_claim(name, namespace).request("gpu", gpu).obj())
+    port = free_port()
+    plumb = start_plumb("--debug-port", str(port))
+
+    def claim_pod(name: str, claim: str) -> dict[str, Any]:
+        pod = builders.make_pod(name, namespace).scheduler("plumb").req(cpu="500m")
+        return pod.resource_claim("gpu", claim=claim).obj()
+
+    kube_client.create_pod(claim_pod("trainer", "first"))
+    assert _node_of(kube_client, namespace, "trainer") == with_gpu
+    scheduled = plumb_process.last_trace(plumb, f"{namespace}/trainer", trace.SCHEDULED)
+    assert scheduled.devices == (
+        trace.DeviceRecord(
+            claim=f"{namespace}/first",
+            request="gpu",
+            driver=dra.driver,
+            pool=with_gpu,
+            device="gpu-0",
+        ),
+    )
+    # The line's devices are those the claim's allocation holds on the API server.
+    assert [(d.driver, d.pool, d.device) for d in scheduled.devices] == dra.devices("first")
+
+    kube_client.create_pod(claim_pod("waiting", "second"))
+    failed = plumb_process.last_trace(plumb, f"{namespace}/waiting", trace.UNSCHEDULABLE)
+    assert failed.message.startswith("0/2 nodes are available: 2 cannot allocate all claims.")
+    _failed_scheduling(kube_client, namespace, "waiting", failed.message)
+    assert failed.claims == (
+        trace.ClaimRejection(
+            claim=f"{namespace}/second",
+            reason="cannot allocate all claims",
+            nodes=2,
+            examples=(with_gpu, without),
+        ),
+    )
+
+    text = plumb_process.explained_alike(plumb, port, f"{namespace}/trainer")
+    assert (
+        f"devices allocated on {with_gpu}:\n"
+        f"  {namespace}/first request gpu: gpu-0 (driver {dra.driver}, pool {with_gpu})\n"
+    ) in text
+    text = plumb_process.explained_alike(plumb, port, f"{namespace}/waiting")
+    assert "  DynamicResources rejected 2 nodes: 2 cannot allocate all claims\n" in text
+    assert (
+        "claims (DynamicResources' verdict on each node it rejected):\n"
+        f"  {namespace}/second rejected on 2 nodes ({with_gpu}, {without}): cannot allocate all "
+        "claims\n"
+    ) in text
     print(text)
 
 

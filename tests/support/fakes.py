@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from plumb import binder, events
+from plumb import binder, claimreservations, events
 from plumb import scheduler as scheduler_module
 from plumb.backend import queue as queue_module
 from plumb.framework import emulation
@@ -83,9 +83,10 @@ def make_scheduler(
     batch_size: int = scheduler_module.DEFAULT_BATCH,
     metrics: metrics_module.Metrics | None = None,
     kube: emulation.Emulation = emulation.NEWEST_EMULATION,
+    claim_api: claimreservations.ClaimApi | None = None,
 ) -> scheduler_module.Scheduler:
     """A scheduler over ``api`` on ``clock``, deciding as the release ``kube``; its trace lines
-    go to ``log`` when given."""
+    go to ``log`` when given; its ResourceClaim writes go to ``claim_api``."""
     return scheduler_module.Scheduler(
         served=scheduler_module.defaults("plumb", kube),
         binder=binder.Binder(api),
@@ -95,4 +96,5 @@ def make_scheduler(
         queue=queue_module.SchedulingQueue(clock=clock),
         tracer=None if log is None else tracing.Tracer(log=log, clock=clock),
         metrics=metrics,
+        claim_api=claim_api,
     )

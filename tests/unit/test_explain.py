@@ -363,3 +363,91 @@ async def test_the_endpoint_answers_only_requests_for_the_loopback(host: str, st
             assert await asyncio.to_thread(get, path) == status, path
     finally:
         await debug.stop(runner, tracer)
+
+
+def test_a_claim_pod_reads_the_devices_each_claim_was_given() -> None:
+    placed = dataclasses.replace(
+        SCHEDULED,
+        devices=(
+            trace.DeviceRecord(
+                claim="shop/web-7-gpu-x2k", request="gpu", driver="gpu.example.com",
+                pool="shop-b1", device="gpu-3",
+            ),
+            trace.DeviceRecord(
+                claim="shop/shared-nic", request="nic/fast", driver="nic.example.com",
+                pool="rack-2", device="nic-0",
+            ),
+        ),
+    )  # fmt: skip
+    lines = explain.render(placed).splitlines()
+    at = lines.index("devices allocated on shop-b1:")
+    assert lines[at + 1 : at + 3] == [
+        "  shop/web-7-gpu-x2k request gpu: gpu-3 (driver gpu.example.com, pool shop-b1)",
+        "  shop/shared-nic request nic/fast: nic-0 (driver nic.example.com, pool rack-2)",
+    ]
+    assert (
+        lines.index("top candidates (score: the plugins' 0-100 scores, weighted and summed):") < at
+    )
+    failed = dataclasses.replace(placed, result=trace.BIND_FAILED, message="claim write refused")
+    assert "devices it was to be given on shop-b1:" in explain.render(failed).splitlines()
+    assert "devices" not in explain.render(SCHEDULED)
+
+
+def test_a_claim_pod_no_node_fits_reads_which_claim_failed_on_which_nodes_and_why() -> None:
+    message = (
+        "0/6 nodes are available: 1 node(s) had untolerated taint(s), 2 cannot allocate all "
+        "claims, 3 resourceclaim not available on the node."
+    )
+    failed = dataclasses.replace(
+        UNSCHEDULABLE,
+        message=message,
+        rejected={
+            "DynamicResources": trace.Rejection(
+                nodes=5,
+                reasons={
+                    "cannot allocate all claims": 2,
+                    "resourceclaim not available on the node": 3,
+                },
+            ),
+            "TaintToleration": trace.Rejection(
+                nodes=1, reasons={"node(s) had untolerated taint(s)": 1}
+            ),
+        },
+        claims=(
+            trace.ClaimRejection(
+                claim="shop/shared-gpu",
+                reason="resourceclaim not available on the node",
+                nodes=3,
+                examples=("shop-a1", "shop-a2", "shop-c1"),
+            ),
+            trace.ClaimRejection(
+                claim="shop/too-big-gpu",
+                reason="cannot allocate all claims",
+                nodes=8,
+                examples=("n1", "n2", "n3", "n4", "n5"),
+            ),
+            trace.ClaimRejection(
+                claim="", reason="cannot allocate all claims", nodes=1, examples=("shop-b1",)
+            ),
+        ),
+    )
+    lines = explain.render(failed).splitlines()
+    at = lines.index("claims (DynamicResources' verdict on each node it rejected):")
+    assert lines[at + 1 : at + 4] == [
+        "  shop/shared-gpu rejected on 3 nodes (shop-a1, shop-a2, shop-c1): resourceclaim not "
+        "available on the node",
+        "  shop/too-big-gpu rejected on 8 nodes (n1, n2, n3, n4, n5 and 3 more): cannot "
+        "allocate all claims",
+        "  the pod's claims together (each fits alone) rejected on 1 node (shop-b1): cannot "
+        "allocate all claims",
+    ]
+    assert lines[at - 1].startswith("  TaintToleration rejected 1 node")
+    # A PreFilter rejection names the claim, on every node.
+    turned_away = dataclasses.replace(
+        UNSCHEDULABLE,
+        message="0/6 nodes are available: resourceclaim in use.",
+        claims=(trace.ClaimRejection(claim="shop/db", reason="resourceclaim in use", nodes=6),),
+    )
+    assert "  shop/db rejected on every node (6): resourceclaim in use" in (
+        explain.render(turned_away).splitlines()
+    )

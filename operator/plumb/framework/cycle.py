@@ -8,6 +8,7 @@ kube-scheduler's FailedScheduling wording for the pods that fit nowhere.
 from __future__ import annotations
 
 import dataclasses
+import time
 from collections.abc import Mapping, Sequence
 from types import MappingProxyType
 
@@ -221,6 +222,21 @@ class Prepared:
     early: list[Decision]
     compiled: compiling.Compiled | None
     deferred: tuple[objects.PodInfo, ...] = ()
+    # DynamicResources' verdicts per pod uid (those with claims it filtered), kept to explain
+    # a failure (framework/claimrejections.py), and how long its PreFilter and Filter took.
+    devices: Mapping[str, dynamicresources.NodeVerdicts] = dataclasses.field(default_factory=dict)
+    device_runs: Mapping[str, DeviceRun] = dataclasses.field(default_factory=dict)
+    devices_generation: int = 0  # the DRA store's, when the batch was prepared
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class DeviceRun:
+    """DynamicResources over every node for one pod: the extension point that ended it
+    (PreFilter or Filter), its status in kube-scheduler's words, the seconds it took."""
+
+    point: str
+    status: str
+    seconds: float
 
 
 def prepare(
@@ -242,6 +258,7 @@ def prepare(
     columned: dict[str, dynamicresources.NodeVerdicts] = {}
     waiting: list[objects.PodInfo] = []
     columns_allowed: bool | None = None
+    runs: dict[str, DeviceRun] = {}
     for pod in pods:
         extra = len({*pod.requests} - {objects.CPU, objects.MEMORY})
         if pod.problem is not None:
@@ -267,7 +284,7 @@ def prepare(
             )
         elif (rejected := _volume_prefilter(pod, snap, cache, profile)) is not None:
             early.append(rejected)
-        elif isinstance(found := device_verdicts(pod, snap, cache, profile), Decision):
+        elif isinstance(found := _timed_verdicts(pod, snap, cache, profile, runs), Decision):
             early.append(found)
         else:
             if found is not None:
@@ -291,7 +308,14 @@ def prepare(
         devices.update(columned)
         device_columns.clear()
     if not ready:
-        return Prepared(early=early, compiled=None, deferred=tuple(waiting))
+        return Prepared(
+            early=early,
+            compiled=None,
+            deferred=tuple(waiting),
+            devices={**devices, **columned},
+            device_runs=runs,
+            devices_generation=cache.dra.generation,
+        )
     compiled = compiling.compile_batch(
         ready,
         snap,
@@ -303,7 +327,14 @@ def prepare(
         device_columns=device_columns,
         device_have=sharing.have if device_columns else {},
     )
-    return Prepared(early=early, compiled=compiled, deferred=(*waiting, *compiled.deferred))
+    return Prepared(
+        early=early,
+        compiled=compiled,
+        deferred=(*waiting, *compiled.deferred),
+        devices={**devices, **columned},
+        device_runs=runs,
+        devices_generation=cache.dra.generation,
+    )
 
 
 def _device_columns_allowed(
@@ -332,6 +363,35 @@ def _orders_as_alone(pod: objects.PodInfo) -> bool:
     NodeResourcesFit and DynamicResources (hard spread constraints, required pod affinity)."""
     s = pod.scheduling
     return not (any(c.hard for c in s.spread) or s.required_affinity or s.required_anti_affinity)
+
+
+def _timed_verdicts(
+    pod: objects.PodInfo,
+    snap: snapshot.Snapshot,
+    cache: cache_module.Cache,
+    profile: scoring.Profile,
+    runs: dict[str, DeviceRun],
+) -> Decision | dynamicresources.NodeVerdicts | None:
+    """``device_verdicts``, its time and status kept in ``runs`` (for the metrics)."""
+    started = time.perf_counter()
+    found = device_verdicts(pod, snap, cache, profile)
+    if found is None:
+        return None
+    seconds = time.perf_counter() - started
+    if isinstance(found, Decision):
+        point = PREFILTER if found.prefiltered else FILTER
+        status = ERROR if found.error else UNRESOLVABLE
+    else:
+        point = FILTER
+        status = UNRESOLVABLE if bool(found.fails.all()) else SUCCESS
+    runs[pod.uid] = DeviceRun(point=point, status=status, seconds=seconds)
+    return found
+
+
+# Extension points and statuses, as kube-scheduler's plugin_execution_duration_seconds labels
+# them (fwk.Code's String()).
+PREFILTER, FILTER, RESERVE, PREBIND = "PreFilter", "Filter", "Reserve", "PreBind"
+SUCCESS, ERROR, UNRESOLVABLE = "Success", "Error", "UnschedulableAndUnresolvable"
 
 
 def _volume_prefilter(

@@ -11,10 +11,15 @@ import types
 from collections.abc import Mapping, Sequence
 
 from plumb.backend import queue
-from plumb.backend.cache import snapshot
-from plumb.backend.records import objects
-from plumb.framework import cycle, scoring
-from plumb.framework.plugins import interpodaffinity, noderesourcesfit, podtopologyspread
+from plumb.backend.cache import dra, snapshot
+from plumb.backend.records import draobjects, objects
+from plumb.framework import claimrejections, cycle, scoring
+from plumb.framework.plugins import (
+    dynamicresources,
+    interpodaffinity,
+    noderesourcesfit,
+    podtopologyspread,
+)
 from plumb.kernel import contract
 from plumb.observability import trace
 
@@ -42,8 +47,10 @@ def build(
     policy: PolicyRef | None,
     prepared: cycle.Prepared,
     kernel_seconds: float | None,
+    store: dra.DraStore | None = None,
 ) -> dict[str, trace.Trace]:
-    """The trace of each decision of one cycle, by pod uid.
+    """The trace of each decision of one cycle, by pod uid; with the DRA ``store``, a failed
+    pod with claims says which claim was rejected where (framework/claimrejections.py).
 
     ``decisions`` come in the order they were made (those needing no kernel, then the kernel's
     in batch order): a pod placed earlier in the kernel run is an input of the later ones."""
@@ -53,7 +60,15 @@ def build(
         plugin_of |= {reason.message: reason.plugin for reason in compiled.static_reasons}
     early = {decision.pod.uid for decision in prepared.early}
     weights = dict(zip(contract.SCORE_PLUGINS, profile.weights, strict=False))
-    hashed = hashes(decisions, prepared, snap.generation, len(snap), profile, policy)
+    hashed = hashes(
+        decisions,
+        prepared,
+        snap.generation,
+        len(snap),
+        profile,
+        policy,
+        devices=prepared.devices_generation,
+    )
     traces = {}
     for decision in decisions:
         pod, entry = decision.pod, entries[decision.pod.uid]
@@ -83,8 +98,52 @@ def build(
             kernel_ms=None if not in_kernel or kernel_seconds is None else trace.ms(kernel_seconds),
             batch=len(compiled.pods) if compiled is not None and in_kernel else 0,
             hinted=decision.hinted,
+            claims=()
+            if store is None
+            else claim_rejections(decision, prepared, snap, store, profile),
         )
     return traces
+
+
+def claim_rejections(
+    decision: cycle.Decision,
+    prepared: cycle.Prepared,
+    snap: snapshot.Snapshot,
+    store: dra.DraStore,
+    profile: scoring.Profile,
+) -> tuple[trace.ClaimRejection, ...]:
+    """Which of a failed pod's claims DynamicResources rejected on which nodes, and why."""
+    pod = decision.pod
+    if decision.node is not None or decision.error or not pod.resource_claims:
+        return ()
+    features = profile.kube.devices
+    if decision.prefiltered:
+        return claimrejections.before_nodes(pod, store, features, decision.total)
+    verdicts = prepared.devices.get(pod.uid)
+    if verdicts is None:
+        return ()
+    return claimrejections.on_nodes(
+        pod, verdicts, snap.statics, store, features, dynamicresources.MATCHER
+    )
+
+
+def devices(reserved: dynamicresources.Reserved) -> tuple[trace.DeviceRecord, ...]:
+    """The devices Reserve gave the pod's claims (those allocated already too), in the pod's
+    claim order and each allocation's result order."""
+    return tuple(
+        trace.DeviceRecord(
+            claim=claim.key,
+            request=device.request,
+            driver=device.driver,
+            pool=device.pool,
+            device=device.device,
+        )
+        for claim, allocation in reserved.claims
+        for device in (allocation or claim.allocation or _UNALLOCATED).devices
+    )
+
+
+_UNALLOCATED = draobjects.Allocation()
 
 
 Hashed = tuple[tuple[trace.CandidateRecord, ...], str, str]
@@ -98,10 +157,13 @@ def hashes(
     nodes: int,
     profile: scoring.Profile,
     policy: PolicyRef | None,
+    *,
+    devices: int = 0,
 ) -> dict[str, Hashed]:
     """Each decision's candidates and hashes (see trace.py), by pod uid: what the trace line
     carries and ``plumb replay`` recomputes. ``decisions`` come in the order they were made, a
-    pod placed earlier in the kernel run being an input of the later ones."""
+    pod placed earlier in the kernel run being an input of the later ones; ``devices`` is the
+    DRA store's generation, an input of the pods with claims."""
     early = {decision.pod.uid for decision in prepared.early}
     in_run = prepared.compiled is not None
     profile_digest = trace.digest(profile)
@@ -120,7 +182,13 @@ def hashes(
         )
         plan = trace.plan_hash(pod.uid, decision.node, candidates)
         inputs = input_hash(
-            pod, generation, nodes, profile_digest, policy, ahead if in_kernel else ()
+            pod,
+            generation,
+            nodes,
+            profile_digest,
+            policy,
+            ahead if in_kernel else (),
+            devices=devices if pod.resource_claims else None,
         )
         hashed[pod.uid] = (candidates, inputs, plan)
         if in_kernel and decision.node is not None:
@@ -172,9 +240,11 @@ def input_hash(
     ahead: Sequence[str],
     *,
     deviation: bool = False,
+    devices: int | None = None,
 ) -> str:
     """``trace.input_hash`` of a pod as compiled, over snapshot ``generation`` of ``nodes``
-    nodes, scored by the profile whose ``trace.digest`` is ``profile`` (see trace.py)."""
+    nodes (and DRA store generation ``devices``), scored by the profile whose
+    ``trace.digest`` is ``profile`` (see trace.py)."""
     return trace.input_hash(
         pod=trace.digest(pod),
         profile=profile,
@@ -183,6 +253,7 @@ def input_hash(
         nodes=nodes,
         ahead=ahead,
         deviation=deviation,
+        devices=devices,
     )
 
 

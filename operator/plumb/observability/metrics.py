@@ -4,7 +4,7 @@ Two kinds, so that scheduling pays only for what must be counted as it happens:
 
 - recorded as things happen (``Metrics.attempt``, ``pod_scheduled``, ``kernel_run``,
   ``binding``, ``set_leader``, ``preemption_attempt``, ``preemption_victims``,
-  ``watch_restart``):
+  ``watch_restart``, ``plugin_execution``):
   prometheus_client counters and histograms whose labelled children are looked up once, here,
   so the scheduler's hot path only increments and observes;
 - read from the scheduler's state at scrape time (``gauge_from``, ``counter_from``): pending
@@ -49,6 +49,7 @@ CONFIG_RELOADS = "plumb_config_reloads_total"
 WATCH_RESTARTS = "plumb_watch_restarts_total"
 ASYNCIO_TASKS = "plumb_asyncio_tasks"
 BUILD_INFO = "plumb_build_info"
+PLUGIN_EXECUTION = "plumb_plugin_execution_duration_seconds"
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 KINDS: Mapping[str, str] = {
@@ -70,6 +71,7 @@ KINDS: Mapping[str, str] = {
     WATCH_RESTARTS: COUNTER,
     ASYNCIO_TASKS: GAUGE,
     BUILD_INFO: GAUGE,
+    PLUGIN_EXECUTION: HISTOGRAM,
 }
 """Every metric plumb exports, by kind."""
 
@@ -92,6 +94,7 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     WATCH_RESTARTS: ("resource",),
     ASYNCIO_TASKS: (),
     BUILD_INFO: ("version", "emulated_version", "server_version"),
+    PLUGIN_EXECUTION: ("plugin", "extension_point", "status"),
 }
 """Each metric's labels (histograms add ``le`` to their buckets)."""
 
@@ -133,6 +136,8 @@ SLI_BUCKETS = exponential(0.01, 2, 20)
 """10 ms doubling to ~87 min: kube-scheduler's SLI buckets (a pod may wait minutes)."""
 VICTIM_BUCKETS = exponential(1, 2, 7)
 """1 doubling to 64 victims: kube-scheduler's (more than 64 is rare: one bucket, +Inf)."""
+PLUGIN_BUCKETS = exponential(0.00001, 1.5, 20)
+"""10 µs growing by half to ~22 ms: kube-scheduler's plugin execution buckets."""
 
 
 def attempts_label(attempts: int) -> str:
@@ -262,6 +267,17 @@ class Metrics:
             registry=self.registry,
         )
         self._reloads = {result: reloads.labels(result) for result in RELOAD_RESULTS}
+        # kube-scheduler's name, labels and buckets; plumb observes only DynamicResources'
+        # extension points, each run, where kube-scheduler samples one cycle in ten of every
+        # plugin (docs/observability.md says how plumb's runs compare).
+        self._plugin_execution = prometheus_client.Histogram(
+            PLUGIN_EXECUTION,
+            "Duration for running a plugin at a specific extension point.",
+            LABELS[PLUGIN_EXECUTION],
+            buckets=PLUGIN_BUCKETS,
+            registry=self.registry,
+        )
+        self._plugin_children: dict[tuple[str, str, str], prometheus_client.Histogram] = {}
         self._watch_restarts = prometheus_client.Counter(
             WATCH_RESTARTS,
             "Watches restarted from a fresh list after an unexpected error (a bug handling an "
@@ -306,6 +322,15 @@ class Metrics:
     def binding(self, result: str, seconds: float) -> None:
         """A binding request ended with ``result`` (one of ``BIND_RESULTS``)."""
         self._bindings[result].observe(seconds)
+
+    def plugin_execution(self, plugin: str, point: str, status: str, seconds: float) -> None:
+        """``plugin`` ran at extension point ``point`` ("Filter") for one pod, ending with
+        ``status`` (kube-scheduler's code: "Success", "Error", "UnschedulableAndUnresolvable")."""
+        key = (plugin, point, status)
+        child = self._plugin_children.get(key)
+        if child is None:
+            child = self._plugin_children[key] = self._plugin_execution.labels(*key)
+        child.observe(seconds)
 
     def set_build_info(self, *, version: str, emulated_version: str, server_version: str) -> None:
         """1 under plumb's version, the kube-scheduler release it decides as ("1.37") and the

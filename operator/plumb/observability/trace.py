@@ -6,10 +6,12 @@ filter plugin rejected (with the reasons that add up to the message's histogram)
 candidates with their per-plugin scores and the weights that summed them, the SchedulingPolicy
 and generation in force, whether the pod was placed beyond it (deviation) and its budget, what
 preemption did when the pod fit nowhere (the node it was nominated to and the victims, or why
-none), the snapshot generation, two hashes and the latencies (queue wait, kernel, bind). The
-scheduler builds it from its decision; this module never imports the scheduler's layers. The
-hashes cover what the kernel decided from and what it decided, never the preemption that
-followed (an outcome, not an input).
+none), for a pod with ResourceClaims the devices its claims were given (or, when it fit
+nowhere, which claim DynamicResources rejected on which nodes and why), the snapshot
+generation, two hashes and the latencies (queue wait, kernel, bind). The scheduler builds it
+from its decision; this module never imports the scheduler's layers. The hashes cover what the
+kernel decided from and what it decided, never what followed (preemption, the devices Reserve
+allocated: outcomes, not inputs).
 
 Hashes (blake2b, 16 bytes, hex) over *canonical JSON*: keys sorted, no spaces, UTF-8; a
 dataclass is the object of its fields that take part in equality (``compare=True``: a pod's
@@ -23,9 +25,12 @@ are arrays, sets are arrays sorted by their own canonical JSON.
   policy as [namespace, name, generation] or null, the snapshot generation and its node
   count, the plan hashes of the pods placed before it in its kernel run (a batch is decided
   pod after pod, each placement applied before the next), and whether this was a deviation
-  run (the policy's hard spread lifted). Equal hashes mean the kernel saw the same pod over
-  the same snapshot. ``plumb replay`` recomputes it with ``input_hash`` from a snapshot dump
-  (which records its generation), the pod, the profile and the plans ahead of it in its run.
+  run (the policy's hard spread lifted); for a pod with ResourceClaims, ``"devices"`` too:
+  the generation of the DRA store it was decided over (slices, classes, claims and the
+  allocations assumed change it, not the node table). Equal hashes mean the kernel saw the
+  same pod over the same snapshot. ``plumb replay`` recomputes it with ``input_hash`` from a
+  snapshot dump (which records both generations), the pod, the profile and the plans ahead
+  of it in its run.
 - ``plan_hash`` hashes ``{"v": 1, "uid", "node", "candidates"}``: the pod, the node chosen (null
   when none) and the top candidates with their per-plugin scores, all of them, however many
   the log shows. Equal inputs must give an equal plan: that is the determinism promise.
@@ -182,6 +187,72 @@ class PreemptionRecord:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class DeviceRecord:
+    """One device a pod's claim was given (one result of the claim's allocation).
+
+    An outcome of Reserve, not a kernel input nor its plan: it takes no part in the hashes."""
+
+    claim: str  # namespace/name
+    request: str  # the request it meets ("gpu", or "gpu/large" for a firstAvailable subrequest)
+    driver: str
+    pool: str
+    device: str
+
+    def fields(self) -> dict[str, str]:
+        return {
+            "claim": self.claim,
+            "request": self.request,
+            "driver": self.driver,
+            "pool": self.pool,
+            "device": self.device,
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Any) -> DeviceRecord:
+        record = _mapping(fields)
+        return cls(
+            claim=_text(record["claim"]),
+            request=_text(record["request"]),
+            driver=_text(record["driver"]),
+            pool=_text(record["pool"]),
+            device=_text(record["device"]),
+        )
+
+
+EXAMPLE_NODES = 5  # node names a claim rejection lists at most
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ClaimRejection:
+    """Which of a failed pod's ResourceClaims DynamicResources could not satisfy, on how many
+    nodes, and why (its Filter's or PreFilter's words); ``claim`` "" stands for the pod's claims
+    together (each would fit alone, not all at once). ``examples``: the first nodes, by name."""
+
+    claim: str  # namespace/name, or "" for the claims together
+    reason: str
+    nodes: int
+    examples: tuple[str, ...] = ()
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "claim": self.claim,
+            "reason": self.reason,
+            "nodes": self.nodes,
+            "examples": list(self.examples),
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Any) -> ClaimRejection:
+        record = _mapping(fields)
+        return cls(
+            claim=_text(record["claim"]),
+            reason=_text(record["reason"]),
+            nodes=_integer(record["nodes"]),
+            examples=tuple(_text(n) for n in _sequence(record.get("examples", []))),
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Trace:
     """One decision, as its log line and the debug endpoint show it (see the module doc)."""
 
@@ -204,6 +275,10 @@ class Trace:
     deviation: bool = False
     budget: BudgetRecord | None = None
     preemption: PreemptionRecord | None = None  # set when PostFilter ran (the pod fit nowhere)
+    # The devices the pod's claims hold on ``node`` (set once Reserve allocated them), and, for
+    # a pod no node fits, which claim DynamicResources rejected where and why.
+    devices: tuple[DeviceRecord, ...] = ()
+    claims: tuple[ClaimRejection, ...] = ()
     snapshot: int = 0
     input_hash: str = ""
     plan_hash: str = ""
@@ -222,8 +297,9 @@ class Trace:
         return f"{self.result} {self.pod}"
 
     def fields(self) -> dict[str, Any]:
-        """The record as JSON-ready fields, in a fixed order (the log line, the endpoint)."""
-        return {
+        """The record as JSON-ready fields, in a fixed order (the log line, the endpoint);
+        ``devices`` and ``claims`` only when they hold something (a pod with claims)."""
+        fields: dict[str, Any] = {
             "pod": self.pod,
             "uid": self.uid,
             "result": self.result,
@@ -258,6 +334,11 @@ class Trace:
             "batch": self.batch,
             "hinted": self.hinted,
         }
+        if self.devices:
+            fields["devices"] = [d.fields() for d in self.devices]
+        if self.claims:
+            fields["claims"] = [c.fields() for c in self.claims]
+        return fields
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, Any]) -> Trace:
@@ -306,6 +387,13 @@ class Trace:
                     text=_text(budget["text"]),
                 ),
                 preemption=None if preemption is None else PreemptionRecord.from_fields(preemption),
+                # Both absent when empty, and from lines before DRA.
+                devices=tuple(
+                    DeviceRecord.from_fields(d) for d in _sequence(fields.get("devices", []))
+                ),
+                claims=tuple(
+                    ClaimRejection.from_fields(c) for c in _sequence(fields.get("claims", []))
+                ),
                 snapshot=_integer(fields.get("snapshot", 0)),
                 input_hash=_text(fields.get("input_hash", "")),
                 plan_hash=_text(fields.get("plan_hash", "")),
@@ -403,21 +491,24 @@ def input_hash(
     nodes: int,
     ahead: Sequence[str],
     deviation: bool,
+    devices: int | None = None,
 ) -> str:
     """The hash of what the kernel decided a pod from (see the module doc); ``pod`` and
-    ``profile`` are the ``digest`` of the compiled pod and of the scoring profile."""
-    return digest(
-        {
-            "v": _HASH_VERSION,
-            "pod": pod,
-            "profile": profile,
-            "policy": policy,
-            "snapshot": snapshot,
-            "nodes": nodes,
-            "ahead": list(ahead),
-            "deviation": deviation,
-        }
-    )
+    ``profile`` are the ``digest`` of the compiled pod and of the scoring profile; ``devices``
+    the DRA store's generation, for a pod with ResourceClaims (None: the key is left out)."""
+    inputs: dict[str, object] = {
+        "v": _HASH_VERSION,
+        "pod": pod,
+        "profile": profile,
+        "policy": policy,
+        "snapshot": snapshot,
+        "nodes": nodes,
+        "ahead": list(ahead),
+        "deviation": deviation,
+    }
+    if devices is not None:
+        inputs["devices"] = devices
+    return digest(inputs)
 
 
 def plan_hash(uid: str, node: str | None, candidates: Iterable[CandidateRecord]) -> str:

@@ -30,6 +30,7 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import volumes as volumes_module
 from plumb.backend.records import draobjects, objects
 from plumb.binder import Binder, BindOutcome
+from plumb.framework import traces
 from plumb.framework.devices import statuses
 from plumb.framework.plugins import dynamicresources, extendedresources
 from plumb.k8s import gates
@@ -77,7 +78,10 @@ class BindingCycle:
         charged: spec.Policy | None,
         devices: dynamicresources.Reserved | None = None,
     ) -> None:
-        """Bind an assumed pod to ``node`` in the background."""
+        """Bind an assumed pod to ``node`` in the background; its trace names the devices
+        Reserve gave its claims."""
+        if devices is not None and devices.claims:
+            record = dataclasses.replace(record, devices=traces.devices(devices))
         task = asyncio.get_running_loop().create_task(
             self._bind(entry, node, record, plan, charged, devices)
         )
@@ -273,6 +277,7 @@ class BindingCycle:
         pod (the writes assumed in the store until the watch shows them), else the message."""
         if self._claim_api is None:
             return f"{claimreservations.PREFIX}no API client for resource claims"
+        started = time.perf_counter()
         reservations = [
             claimreservations.Reservation(
                 body=claim.body,
@@ -290,6 +295,7 @@ class BindingCycle:
             store.assume_written(draobjects.parse_claim(body), pod.uid)
         if outcome.ok and devices.extended is not None:
             outcome = await self._make_extended(pod, devices.extended, timestamp=_now(devices))
+        meters.count_prebind(self._state.metrics, outcome.ok, time.perf_counter() - started)
         return "" if outcome.ok else outcome.message
 
     async def _make_extended(

@@ -278,6 +278,7 @@ class Scheduler:
                 policy=_ref(policy),
                 held=tuple(held),
                 nominated=own,
+                devices=self.cache.dra.generation,
             )
         )
         decisions = list(prepared.early)
@@ -292,8 +293,9 @@ class Scheduler:
             decisions.extend(cycle.explain(compiled, result, nominated))
         for pod in prepared.deferred:
             self.queue.requeue(by_uid[pod.uid])
+        meters.count_device_runs(self.metrics, prepared)
         records = traces.build(
-            decisions, by_uid, snap, profile, _ref(policy), prepared, kernel_seconds
+            decisions, by_uid, snap, profile, _ref(policy), prepared, kernel_seconds, self.cache.dra
         )
         early = {decision.pod.uid for decision in prepared.early}
         blocked: list[cycle.Decision] = []
@@ -492,9 +494,11 @@ class Scheduler:
         asks = pod.resource_claims or pod.device_requests
         if asks and profile is not None and dynamicresources.NAME in profile.filters:
             # DynamicResources' Reserve: the claims' allocation on this node, assumed.
+            started = time.perf_counter()
             devices = dynamicresources.allocate_on(
                 pod, node, self.cache.dra, profile.kube.devices, dynamicresources.MATCHER
             )
+            meters.count_reserve(self.metrics, devices is not None, time.perf_counter() - started)
             if devices is None:
                 self.queue.requeue(entry)  # a claim or a device changed while the kernel ran
                 return False

@@ -1,5 +1,6 @@
-"""The scheduler's metrics as it goes: kernel runs, bindings and attempts. An attempt runs from
-its pop to its result: the binding's answer when the pod was placed."""
+"""The scheduler's metrics as it goes: kernel runs, bindings, attempts and DynamicResources'
+extension points. An attempt runs from its pop to its result: the binding's answer when the pod
+was placed."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import time
 
 from plumb.backend import queue as queue_module
 from plumb.binder import BindOutcome
+from plumb.framework import cycle
+from plumb.framework.plugins import dynamicresources
 from plumb.kernel import contract
 from plumb.observability import metrics as metrics_module
 
@@ -58,3 +61,22 @@ def count_errors(
     for entry in entries:
         if queue.where(entry.pod.uid) is queue_module.Where.IN_FLIGHT:
             metrics.attempt(metrics_module.ERROR, now - entry.popped_at)
+
+
+def count_device_runs(metrics: metrics_module.Metrics, prepared: cycle.Prepared) -> None:
+    """DynamicResources' PreFilter and Filter over every node, once per pod with claims."""
+    for run in prepared.device_runs.values():
+        metrics.plugin_execution(dynamicresources.NAME, run.point, run.status, run.seconds)
+
+
+def count_reserve(metrics: metrics_module.Metrics, reserved: bool, seconds: float) -> None:
+    """DynamicResources' Reserve: the claims allocated on the chosen node, or not any more
+    (a claim or a device changed while the kernel ran: the pod is tried again)."""
+    status = cycle.SUCCESS if reserved else cycle.ERROR
+    metrics.plugin_execution(dynamicresources.NAME, cycle.RESERVE, status, seconds)
+
+
+def count_prebind(metrics: metrics_module.Metrics, written: bool, seconds: float) -> None:
+    """DynamicResources' PreBind: the claims' allocation and reservation written, or not."""
+    status = cycle.SUCCESS if written else cycle.ERROR
+    metrics.plugin_execution(dynamicresources.NAME, cycle.PREBIND, status, seconds)

@@ -134,6 +134,7 @@ class PostFilter:
             exempt=self._exempt,
             nominated_node=nominated,
         )
+        read = self._cache.journal.seq  # the cache the search reads, before any write
         said = await self._free_claim(pod, idle)
         if plan is None:
             # It cannot be compiled alone: nothing to search.
@@ -142,7 +143,7 @@ class PostFilter:
             # For replay: the search's inputs besides the cache, where the cache stood.
             self._runs.record(
                 runs_module.Run(
-                    seq=self._cache.journal.seq,
+                    seq=read,
                     generation=snap.generation,
                     nodes=len(snap),
                     pods=(pod,),

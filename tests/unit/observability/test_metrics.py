@@ -124,6 +124,7 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
     m.config_reload(success=False)
     m.watch_restart("pods")
     m.set_build_info(version="0.1.0", emulated_version="1.37", server_version="v1.37.2")
+    m.plugin_execution("DynamicResources", "Filter", "Success", 0.002)
     families = {f.name: f for f in parser.text_string_to_metric_families(m.render().decode())}
     recorded = {
         metrics.SCHEDULE_ATTEMPTS,
@@ -138,6 +139,7 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
         metrics.CONFIG_RELOADS,
         metrics.WATCH_RESTARTS,
         metrics.BUILD_INFO,
+        metrics.PLUGIN_EXECUTION,
     }
     # The parser names a counter's family without _total.
     assert {f if f in metrics.KINDS else f"{f}_total" for f in families} == recorded

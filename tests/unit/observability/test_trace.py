@@ -88,6 +88,55 @@ def test_a_plain_line_reads_as_key_values_and_back_as_the_same_record(
     assert trace.from_log_line(f"[pod/plumb-7d9/plumb] {line}") == RECORD  # kubectl --prefix
 
 
+def test_a_claim_pods_devices_and_claims_read_back_from_either_format(
+    json_lines: tuple[logging.Logger, Lines], plain_lines: tuple[logging.Logger, Lines]
+) -> None:
+    placed = dataclasses.replace(
+        RECORD,
+        devices=(
+            trace.DeviceRecord(
+                claim="shop/web-3-gpu", request="gpu/large", driver="gpu.example.com",
+                pool="node-b", device="gpu-1",
+            ),
+        ),
+    )  # fmt: skip
+    failed = dataclasses.replace(
+        RECORD,
+        result=trace.UNSCHEDULABLE,
+        node=None,
+        claims=(
+            trace.ClaimRejection(
+                claim="shop/web-3-gpu",
+                reason="cannot allocate all claims",
+                nodes=7,
+                examples=("node-a", "node-b"),
+            ),
+            trace.ClaimRejection(claim="", reason="resourceclaim in use", nodes=1),
+        ),
+    )
+    for log, handler in (json_lines, plain_lines):
+        for record in (placed, failed):
+            tracing.Tracer(log=log).emit(record)
+            assert trace.from_log_line(handler.lines[-1]) == record
+    entry = json.loads(json_lines[1].lines[0])
+    assert entry["devices"] == [
+        {
+            "claim": "shop/web-3-gpu",
+            "request": "gpu/large",
+            "driver": "gpu.example.com",
+            "pool": "node-b",
+            "device": "gpu-1",
+        }
+    ]
+    assert "claims" not in entry  # written only when there are some
+    assert json.loads(json_lines[1].lines[1])["claims"][0] == {
+        "claim": "shop/web-3-gpu",
+        "reason": "cannot allocate all claims",
+        "nodes": 7,
+        "examples": ["node-a", "node-b"],
+    }
+
+
 def test_every_json_line_is_json_and_a_traceback_stays_in_its_line() -> None:
     formatter = logs.JsonFormatter()
     try:

@@ -50,7 +50,7 @@ def scheduler(api: Api, clock: ManualClock) -> scheduler_module.Scheduler:
         recorder=events.Recorder(api, instance="test", clock=clock),
         kernel=reference_kernel,
         queue=queue_module.SchedulingQueue(clock=clock),
-        claim_api=api,  # type: ignore[arg-type]
+        claim_api=api,
     )
     s.feed.on_dra(
         "DeviceClass", "ADDED", drab.make_class("gpu").driver(DRIVER).extended_resource(GPU).obj()

@@ -5,10 +5,17 @@ init and app containers, the resource's among the container's sorted request nam
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from plumb.backend.cache import codec
 from plumb.backend.records import draobjects, objects
 from plumb_dev.testing.builders import make_pod
+
+
+def _asks(requests: dict[str, int]) -> dict[str, Any]:
+    """Requests for PodBuilder.init (typed apart from its keyword flags)."""
+    return requests
+
 
 GPU = "example.com/gpu"
 TPU = f"{draobjects.IMPLICIT_EXTENDED_PREFIX}tpu"
@@ -25,8 +32,8 @@ def test_each_container_keeps_its_device_requests_and_their_places() -> None:
     body = (
         make_pod("p")
         .req(cpu="1", memory="1Gi", **{GPU: 2})
-        .init("load", **{GPU: 1})
-        .init("proxy", sidecar=True, **{TPU: 1})
+        .init("load", **_asks({GPU: 1}))
+        .init("proxy", sidecar=True, **_asks({TPU: 1}))
         .container("plain", cpu="1")
         .obj()
     )
@@ -45,6 +52,6 @@ def test_a_pod_asking_for_no_such_resource_keeps_nothing() -> None:
 
 def test_they_survive_a_snapshot_dump() -> None:
     # plumb replay decides a dumped pod again: its claim's requests must be named the same.
-    pod = objects.parse_pod(make_pod("p").req(**{GPU: 2}).init("load", **{GPU: 1}).obj())
+    pod = objects.parse_pod(make_pod("p").req(**{GPU: 2}).init("load", **_asks({GPU: 1})).obj())
     encoded = json.loads(json.dumps(codec.encode(pod)))
     assert codec.decode(objects.PodInfo, encoded).device_requests == pod.device_requests

@@ -4,12 +4,20 @@ extendeddynamicresources.go), which nodes need it, and what PreBind sends."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from plumb.backend.cache import dra
 from plumb.backend.records import draobjects, objects
 from plumb.framework.plugins import extendedresources as extended
 from plumb_dev.testing import drabuilders as drab
 from plumb_dev.testing.builders import PodBuilder, make_pod
 from tests.support.dra_bodies import claim_body
+
+
+def _asks(requests: dict[str, int]) -> dict[str, Any]:
+    """Requests for PodBuilder.init (typed apart from its keyword flags)."""
+    return requests
+
 
 GPU = "example.com/gpu"
 NIC = "example.com/nic"
@@ -67,7 +75,7 @@ def test_each_long_running_container_has_a_request_of_its_own() -> None:
         make_pod("pair")
         .req(**{GPU: 1})
         .container("helper", cpu="1", **{GPU: 2})
-        .init("proxy", sidecar=True, **{GPU: 1})
+        .init("proxy", sidecar=True, **_asks({GPU: 1}))
     )
     # The sidecar is container 0, main 1, helper 2 (init containers first).
     assert plan(builder, GPU) == [
@@ -79,13 +87,13 @@ def test_each_long_running_container_has_a_request_of_its_own() -> None:
 
 def test_an_init_container_uses_the_devices_of_the_containers_after_it_first() -> None:
     # The init container needs 3; main, which runs after it, has 2: it asks for 1 more.
-    builder = make_pod("warm").req(**{GPU: 2}).init("load", **{GPU: 3})
+    builder = make_pod("warm").req(**{GPU: 2}).init("load", **_asks({GPU: 3}))
     assert plan(builder, GPU) == [
         ("container-0-request-0", "gpu", 1, ["load=" + GPU]),
         ("container-1-request-0", "gpu", 2, ["main=" + GPU, "load=" + GPU]),
     ]
     # Covered whole by main's: no request of its own.
-    builder = make_pod("warm").req(**{GPU: 2}).init("load", **{GPU: 2})
+    builder = make_pod("warm").req(**{GPU: 2}).init("load", **_asks({GPU: 2}))
     assert plan(builder, GPU) == [
         ("container-1-request-0", "gpu", 2, ["main=" + GPU, "load=" + GPU]),
     ]
@@ -93,7 +101,7 @@ def test_an_init_container_uses_the_devices_of_the_containers_after_it_first() -
 
 def test_of_several_init_containers_the_largest_request_serves_them_all() -> None:
     # They run one after the other: one request of the largest count, every one mapped to it.
-    builder = make_pod("steps").init("one", **{GPU: 1}).init("two", **{GPU: 3})
+    builder = make_pod("steps").init("one", **_asks({GPU: 1})).init("two", **_asks({GPU: 3}))
     assert plan(builder, GPU) == [
         ("container-1-request-0", "gpu", 3, ["one=" + GPU, "two=" + GPU]),
     ]

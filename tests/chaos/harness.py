@@ -197,7 +197,7 @@ class Burst:
                     await asyncio.sleep(0.5)
                 raise AssertionError(f"pod {body['metadata']['name']} could not be created")
 
-            await populating._many(len(self.bodies), create, concurrency=8)
+            await populating.many(len(self.bodies), create, concurrency=8)
         finally:
             await api.close()
 

@@ -37,6 +37,7 @@ def _settle(client: kube.Kube, namespace: str, name: str) -> str | None:
     return side_by_side.wait_settled(client, namespace, [name], cluster_nodes=2)[name]
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_shared_claim_takes_every_pod_that_uses_it_to_its_node(
     kube_client: kube.Kube,
     namespace: str,
@@ -64,6 +65,7 @@ def test_a_shared_claim_takes_every_pod_that_uses_it_to_its_node(
     assert draclient.reserved_for(claim) == ["first", "second"]
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_match_attribute_takes_devices_that_share_the_attribute(
     kube_minor: int,
     kube_client: kube.Kube,
@@ -144,6 +146,7 @@ def test_a_prioritized_list_takes_the_first_subrequest_a_node_can_meet(
     assert dra.devices("first") == [(dra.driver, first, "gpu-0")]
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_tainted_device_is_left_to_requests_that_tolerate_it(
     kube_minor: int,
     kube_client: kube.Kube,
@@ -186,6 +189,7 @@ def test_a_tainted_device_is_left_to_requests_that_tolerate_it(
     assert allocation["devices"]["results"] == [result]
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_admin_access_reaches_a_device_another_claim_holds(
     kube_client: kube.Kube,
     namespace: str,
@@ -231,6 +235,7 @@ def test_admin_access_reaches_a_device_another_claim_holds(
     ]
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_partitions_of_a_device_share_its_counters(
     kube_minor: int,
     kube_client: kube.Kube,

@@ -125,6 +125,7 @@ def test_an_extended_resource_comes_from_a_device_plugin_or_from_devices(
     assert _made_for(dra, "more") == []
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_class_s_implicit_extended_resource_name(
     kube_minor: int,
     kube_client: kube.Kube,

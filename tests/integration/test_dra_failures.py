@@ -79,6 +79,7 @@ def test_the_only_node_with_the_device_lacks_cpu(
     assert message == not_helpful(kube_minor, histogram, 2)
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_request_for_a_missing_class_waits_until_the_class_exists(
     kube_minor: int,
     kube_client: kube.Kube,
@@ -113,6 +114,7 @@ def test_a_request_for_a_missing_class_waits_until_the_class_exists(
     assert dra.devices("a100") == [(dra.driver, small, "gpu-0")]
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_selector_that_fails_on_a_device_stops_the_attempt(
     kube_minor: int,
     kube_client: kube.Kube,

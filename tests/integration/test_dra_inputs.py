@@ -59,6 +59,7 @@ def kubectl(policy_crd: crds.Kubectl, namespace: str) -> Iterator[crds.Kubectl]:
             policy_crd.check("delete", "--ignore-not-found", *mine)
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_plumb_sees_dra_objects_and_a_pod_waits_for_its_claim(
     kube_client: kube.Kube,
     namespace: str,

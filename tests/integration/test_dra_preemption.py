@@ -89,6 +89,7 @@ def test_an_idle_claim_allocated_elsewhere_is_deallocated_before_preemption(
     assert _messages(kube_client, namespace, "pinned") == [first]
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_claim_pod_preempts_for_cpu_on_the_node_of_its_device(
     kube_client: kube.Kube,
     namespace: str,
@@ -118,6 +119,7 @@ def test_a_claim_pod_preempts_for_cpu_on_the_node_of_its_device(
     assert draclient.reserved_for(dra.claim("a100")) == ["preemptor"]
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_no_pod_is_preempted_for_the_devices_it_holds(
     kube_minor: int,
     kube_client: kube.Kube,

@@ -72,6 +72,30 @@ class AcceptingClaims:
         stored["status"]["reservedFor"] = [e for e in reserved if e["uid"] not in gone]
         return self._written(key)
 
+    async def create_resource_claim(self, *, namespace: str, body: JSON) -> k8s_client.ApiResponse:
+        """An extended-resource claim: named from its generateName, as the API server does."""
+        created = copy.deepcopy(body)
+        metadata = created.setdefault("metadata", {})
+        name = (
+            metadata.get("name")
+            or f"{metadata.get('generateName', 'claim-')}{len(self.claims):05d}"
+        )
+        metadata.update(name=name, namespace=namespace, resourceVersion="1")
+        metadata.setdefault("uid", f"{namespace}-{name}-uid")
+        self.claims[f"{namespace}/{name}"] = created
+        return k8s_client.ApiResponse(status=201, body=copy.deepcopy(created))
+
+    async def delete_resource_claim(
+        self, *, namespace: str, name: str, uid: str
+    ) -> k8s_client.ApiResponse:
+        gone = self.claims.pop(f"{namespace}/{name}", None)
+        return k8s_client.ApiResponse(status=404 if gone is None else 200, body=gone or {})
+
+    async def patch_pod_status(
+        self, *, namespace: str, name: str, patch: JSON
+    ) -> k8s_client.ApiResponse:
+        return k8s_client.ApiResponse(status=200, body={})
+
 
 def _merge_into(target: JSON, patch: JSON) -> None:
     """RFC 7386: null deletes, an object merges, anything else replaces."""

@@ -83,7 +83,7 @@ def make_scheduler(
     batch_size: int = scheduler_module.DEFAULT_BATCH,
     metrics: metrics_module.Metrics | None = None,
     kube: emulation.Emulation = emulation.NEWEST_EMULATION,
-    claim_api: claimreservations.ClaimApi | None = None,
+    claim_api: claimreservations.ExtendedClaimApi | None = None,
 ) -> scheduler_module.Scheduler:
     """A scheduler over ``api`` on ``clock``, deciding as the release ``kube``; its trace lines
     go to ``log`` when given; its ResourceClaim writes go to ``claim_api``."""

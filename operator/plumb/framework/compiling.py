@@ -29,8 +29,9 @@ import numpy as np
 
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import countrows, snapshot
-from plumb.backend.records import objects, specs
+from plumb.backend.records import draobjects, objects, specs
 from plumb.framework import batchtables, scoring, signatures
+from plumb.framework.devices import allocator, availability
 from plumb.framework.plugins import (
     dynamicresources,
     imagelocality,
@@ -53,6 +54,11 @@ from plumb.kernel import contract
 # The kernel reports insufficient resources as one bit per column of an int64.
 MAX_COLUMNS = 63
 _NO_DEVICES: Mapping[str, dynamicresources.NodeVerdicts] = {}
+_NO_DEVICE_COLUMNS: Mapping[str, tuple[tuple[availability.RequestKey, int], ...]] = {}
+_NO_HAVE: Mapping[availability.RequestKey, contract.I64] = {}
+# The name of a device column (availability.Sharing): a set of devices some pods of the batch
+# ask for, as a resource each node has so many of; no resource is named so.
+DEVICE_COLUMN = "<" + dynamicresources.NAME + " devices #{}>"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -71,6 +77,9 @@ class Compiled:
     # there (NodeDeclaredFeatures'), 0 where none does (None: none anywhere); batch.static_code
     # holds it negated only where no static filter checked first fails.
     last_codes: contract.I32 | None = None
+    # The resource columns that are device columns (a bit per column, as the kernel's
+    # RESOURCES details): a node short there fails DynamicResources, not NodeResourcesFit.
+    device_bits: int = 0
 
     @property
     def index(self) -> Mapping[str, int]:
@@ -448,18 +457,38 @@ def compile_batch(
     nominated: Sequence[tuple[objects.PodInfo, str]] = (),
     order: Sequence[objects.PodInfo] | None = None,
     devices: Mapping[str, dynamicresources.NodeVerdicts] = _NO_DEVICES,
+    device_columns: Mapping[str, tuple[tuple[availability.RequestKey, int], ...]] = (
+        _NO_DEVICE_COLUMNS
+    ),
+    device_have: Mapping[availability.RequestKey, contract.I64] = _NO_HAVE,
 ) -> Compiled:
     """Compile ``pods`` (in queue order) for the kernel against ``snap``, scored by
     ``profile``. ``nominated`` pods count as placed on their node (room held for them).
     ``order``: the batch as it was popped, pods decided without the kernel among them (which
-    pods follow one another, for OpportunisticBatching); ``pods`` by default."""
-    columns = _Columns.of(pods, profile)
+    pods follow one another, for OpportunisticBatching); ``pods`` by default.
+    ``devices``: DynamicResources' verdicts of the pods that keep them (reasons checked
+    last); ``device_columns``: what the pods decided by device columns ask of each
+    (availability.Sharing), ``device_have``: each column's devices per node."""
+    names = {key: DEVICE_COLUMN.format(i) for i, key in enumerate(device_have)}
+    columns = _Columns.of(pods, profile, tuple(names.values()))
     held = [(pod, node) for pod, node in nominated if node in snap.statics.index]
     carriers = _carriers(cache, held, columns.taken)
     tables = _fill(columns, snap.statics, cache, profile, carriers, devices)
+    if names:
+        for b, pod in enumerate(columns.taken):
+            for key, count in device_columns.get(pod.uid, ()):
+                tables.pods.requests[b, columns.index[names[key]]] = count
+        # Named among the batch's reasons, so traces know whose words these are.
+        tables.reason(
+            dynamicresources.NAME, allocator.CANNOT_ALLOCATE, dynamicresources.UNRESOLVABLE
+        )
     row_keys = tuple(tables.rows)
     member = _member(columns.taken, row_keys, cache)
     cluster = _cluster(snap, cache, columns, held, row_keys, tuple(tables.keys))
+    if profile.kube.devices.extended_resources:
+        _leave_to_devices(cluster.allocatable, columns.names, cache)
+    for key, name in names.items():
+        cluster.allocatable[columns.index[name]] = device_have[key]
     if noderesourcesfit.NAME in profile.filters:
         _resources_before_volumes(columns.taken, tables, cluster)
     return Compiled(
@@ -479,6 +508,7 @@ def compile_batch(
         deferred=columns.deferred,
         row_keys=row_keys,
         last_codes=tables.statics.last_codes(len(snap.statics)),
+        device_bits=sum(1 << columns.index[name] for name in names.values()),
     )
 
 
@@ -493,7 +523,9 @@ class _Columns:
     deferred: tuple[objects.PodInfo, ...]
 
     @classmethod
-    def of(cls, pods: Sequence[objects.PodInfo], profile: scoring.Profile) -> _Columns:
+    def of(
+        cls, pods: Sequence[objects.PodInfo], profile: scoring.Profile, reserved: Sequence[str] = ()
+    ) -> _Columns:
         columns = [objects.CPU, objects.MEMORY, objects.PODS]
         # The resources the profile scores are columns whatever the pods request (a node's
         # ephemeral-storage is scored for a pod asking for none).
@@ -502,6 +534,7 @@ class _Columns:
         ):
             if name not in columns:
                 columns.append(name)
+        columns.extend(reserved)  # device columns (compile_batch)
         taken: list[objects.PodInfo] = []
         deferred: list[objects.PodInfo] = []
         for pod in pods:
@@ -611,14 +644,15 @@ def _static_row(
     devices: dynamicresources.NodeVerdicts | None = None,
 ) -> int:
     """The pod's row of the static table, evaluated for the first pod of its spec."""
-    # Replicas share a row, unless they claim volumes or devices (each its own claims).
+    # Replicas share a row, unless they claim volumes or devices (each its own claims; the
+    # pods decided by device columns keep no verdict of their own here).
     spec = (
         pod.scheduling,
         pod.node_name,
         pod.images,
         pod.image_volumes,
         pod.needed_features,
-        pod.uid if pod.claims or pod.resource_claims else "",
+        pod.uid if pod.claims or devices is not None else "",
     )
     u = tables.statics.index.get(spec)
     if u is not None:
@@ -719,6 +753,23 @@ def _cluster(
         cpu_column=column[objects.CPU],
         memory_column=column[objects.MEMORY],
     )
+
+
+# What a node "has" of a resource NodeResourcesFit leaves to DynamicResources: more than any
+# pod asks, yet small enough that a score reading it cannot overflow.
+DEVICE_BACKED = 1 << 40
+
+
+def _leave_to_devices(
+    allocatable: contract.I64, columns: Sequence[str], cache: cache_module.Cache
+) -> None:
+    """NodeResourcesFit's shouldDelegateResourceToDRA (DRAExtendedResource): a resource a
+    DeviceClass maps is not checked on a node whose allocatable has none of it, where
+    DynamicResources allocates it from devices (extendedresources.py)."""
+    for r, name in enumerate(columns):
+        if draobjects.device_backed_name(name) and cache.dra.extended_class(name) is not None:
+            row = allocatable[r]
+            row[row <= 0] = DEVICE_BACKED
 
 
 def _resource_rows(

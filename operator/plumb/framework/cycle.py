@@ -15,9 +15,10 @@ from types import MappingProxyType
 import numpy as np
 
 from plumb.backend.cache import clustercache as cache_module
-from plumb.backend.cache import snapshot
+from plumb.backend.cache import countrows, snapshot
 from plumb.backend.records import objects
 from plumb.framework import compiling, diagnoses, scoring
+from plumb.framework.devices import allocator, availability
 from plumb.framework.plugins import (
     dynamicresources,
     interpodaffinity,
@@ -92,7 +93,10 @@ def node_reasons(compiled: compiling.Compiled, code: int, detail: int) -> list[s
     if code == contract.STATIC:
         return [compiled.static_reasons[detail - 1].message]
     if code == contract.RESOURCES:
-        return list(noderesourcesfit.reasons(detail, compiled.resources))
+        if detail & compiled.device_bits and not detail & ~compiled.device_bits:
+            # Only a device column short: NodeResourcesFit passed, DynamicResources did not.
+            return [allocator.CANNOT_ALLOCATE]
+        return list(noderesourcesfit.reasons(detail & ~compiled.device_bits, compiled.resources))
     return [_DYNAMIC_REASONS[code]]
 
 
@@ -164,6 +168,12 @@ def _rejecting_plugins(
     plugins = {
         _DYNAMIC_PLUGINS[int(code)] for code in np.unique(codes) if int(code) in _DYNAMIC_PLUGINS
     }
+    if compiled.device_bits:
+        short = details[codes == contract.RESOURCES]
+        if not (short & ~compiled.device_bits).all():
+            plugins.add(dynamicresources.NAME)
+        if not (short & ~compiled.device_bits).any():
+            plugins.discard(noderesourcesfit.NAME)
     static = np.unique(details[codes == contract.STATIC])
     plugins |= {compiled.static_reasons[int(d) - 1].plugin for d in static}
     return frozenset(plugins)
@@ -175,6 +185,9 @@ def beyond_allocatable(compiled: compiling.Compiled, b: int, n: int, bits: int) 
     pod count is never such a resource."""
     cluster = compiled.cluster
     wanted = compiled.batch.requests[b]
+    if bits & compiled.device_bits and not bits & ~compiled.device_bits:
+        return dynamicresources.UNRESOLVABLE  # DynamicResources' verdict: no eviction helps
+    bits &= ~compiled.device_bits
     for r in range(wanted.shape[0]):
         if r == cluster.pods_column or not bits & (1 << r):
             continue
@@ -239,6 +252,12 @@ def prepare(
     early: list[Decision] = []
     ready = []
     devices: dict[str, dynamicresources.NodeVerdicts] = {}
+    # Pods with claims share the batch as availability.Sharing lets them.
+    sharing = availability.Sharing()
+    device_columns: dict[str, tuple[tuple[availability.RequestKey, int], ...]] = {}
+    columned: dict[str, dynamicresources.NodeVerdicts] = {}
+    waiting: list[objects.PodInfo] = []
+    columns_allowed: bool | None = None
     runs: dict[str, DeviceRun] = {}
     for pod in pods:
         extra = len({*pod.requests} - {objects.CPU, objects.MEMORY})
@@ -269,27 +288,81 @@ def prepare(
             early.append(found)
         else:
             if found is not None:
-                devices[pod.uid] = found
+                if columns_allowed is None:
+                    columns_allowed = _device_columns_allowed(pods, cache, profile, nominated)
+                claims = [claim.key for _, claim in cache.dra.pod_claims(pod).claims]
+                how, asked = sharing.admit(
+                    claims, found.counted, columns_allowed and _orders_as_alone(pod)
+                )
+                if how == availability.DEFER:
+                    waiting.append(pod)
+                    continue
+                if how == availability.COLUMNS:
+                    device_columns[pod.uid] = asked
+                    columned[pod.uid] = found
+                else:
+                    devices[pod.uid] = found
             ready.append(pod)
+    if len(device_columns) == 1:
+        # One pod alone in its columns: its own verdict is as exact and costs no column.
+        devices.update(columned)
+        device_columns.clear()
     if not ready:
         return Prepared(
             early=early,
             compiled=None,
-            devices=devices,
+            deferred=tuple(waiting),
+            devices={**devices, **columned},
             device_runs=runs,
             devices_generation=cache.dra.generation,
         )
     compiled = compiling.compile_batch(
-        ready, snap, cache, profile=profile, nominated=nominated, order=pods, devices=devices
+        ready,
+        snap,
+        cache,
+        profile=profile,
+        nominated=nominated,
+        order=pods,
+        devices=devices,
+        device_columns=device_columns,
+        device_have=sharing.have if device_columns else {},
     )
     return Prepared(
         early=early,
         compiled=compiled,
-        deferred=compiled.deferred,
-        devices=devices,
+        deferred=(*waiting, *compiled.deferred),
+        devices={**devices, **columned},
         device_runs=runs,
         devices_generation=cache.dra.generation,
     )
+
+
+def _device_columns_allowed(
+    pods: Sequence[objects.PodInfo],
+    cache: cache_module.Cache,
+    profile: scoring.Profile,
+    nominated: Sequence[tuple[objects.PodInfo, str]],
+) -> bool:
+    """Whether pods with claims may be decided by device columns in this batch: the kernel
+    checks the columns with the resources (NodeResourcesFit's filter runs), no pod carries
+    a required anti-affinity term (InterPodAffinity's filter could then fail a node after
+    the resources, before DynamicResources), and the profile gives no pod hard default spread
+    constraints (PodTopologySpread's, likewise)."""
+    if noderesourcesfit.NAME not in profile.filters:
+        return False
+    if any(c.hard for c in profile.spread_defaults):
+        return False
+    if any(pod.scheduling.required_anti_affinity for pod in (*pods, *(p for p, _ in nominated))):
+        return False
+    return not any(c.kind == countrows.REQUIRED_ANTI_AFFINITY for c in cache.carriers())
+
+
+def _orders_as_alone(pod: objects.PodInfo) -> bool:
+    """Whether the kernel's first failing check on a node is the one kube-scheduler reports
+    for this pod when a device column is short: no filter of the pod's own runs between
+    NodeResourcesFit and DynamicResources (hard spread constraints, required pod affinity)."""
+    s = pod.scheduling
+    return not (any(c.hard for c in s.spread) or s.required_affinity or s.required_anti_affinity)
 
 
 def _timed_verdicts(
@@ -361,7 +434,8 @@ def device_verdicts(
     """DynamicResources' PreFilter and Filter for a pod with claims: its verdict per node (the
     compiler makes them reasons checked last), or a decision that needs no kernel (PreFilter
     rejected every node; the allocator met an error)."""
-    if not pod.resource_claims or dynamicresources.NAME not in profile.filters:
+    asks = pod.resource_claims or pod.device_requests
+    if not asks or dynamicresources.NAME not in profile.filters:
         return None
     features = profile.kube.devices
     found = dynamicresources.prefilter(pod, cache.dra, features)

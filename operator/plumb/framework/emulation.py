@@ -178,6 +178,11 @@ class DeviceFeatures:
     # negative one, stops the pod; "All" picks devices by their static capacity only. In
     # v1.36 such devices were skipped and "All" left out devices without room.
     strict_capacity: bool = True
+    # DRAExtendedResource (on from v1.36, GA in v1.37): a pod's extended resource that a
+    # DeviceClass maps (its extendedResourceName, or deviceclass.resource.kubernetes.io/<class>)
+    # is allocated from devices, in a claim the scheduler makes, on a node whose allocatable
+    # has none of it; NodeResourcesFit leaves it to DynamicResources there.
+    extended_resources: bool = True
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -385,6 +390,7 @@ def _device_features(minor: int, gates: Mapping[str, bool]) -> DeviceFeatures:
         limit_per_request=minor >= 37,
         cel_error_names_device=minor >= 37,
         strict_capacity=minor >= 37,
+        extended_resources=gates.get("DRAExtendedResource", False),
     )
 
 

@@ -10,16 +10,17 @@ stale where a plugin normalised over the node that is now full (docs/versions.md
 (kernel/contract.py ``Batch.continues``), its batch standing for the 500 ms the list is kept.
 
 A signature (framework.go SignPod) joins, for each plugin the profile runs at PreFilter,
-Filter, PreScore or Score, what that plugin reads of the pod (each plugin's SignPod). Two
+Filter, PreScore or Score, what that plugin reads of the pod (each plugin's SignPod). Three
 plugins refuse to sign some pods, which then never continue a batch nor start one:
 
 - PodTopologySpread: any pod while the profile has default constraints (the System defaulting
   included, so the default profile signs no pod), and a pod with constraints of its own (a
   SchedulingPolicy's topology rules are some);
-- InterPodAffinity: a pod with pod affinity or anti-affinity terms.
+- InterPodAffinity: a pod with pod affinity or anti-affinity terms;
+- DynamicResources: a pod with resource claims.
 
-What plumb leaves out: volumes other than PersistentVolumeClaims and DynamicResources' claims
-(plumb keeps neither; a pod with claims is decided alone anyway), tolerationSeconds, and the
+What plumb leaves out: volumes other than PersistentVolumeClaims (plumb keeps none; a pod with
+volume claims is decided alone anyway), tolerationSeconds, and the
 order of node-affinity terms and values (kube-scheduler sorts them: pods that differ only in
 that order are the same to it, not to plumb).
 """
@@ -33,6 +34,7 @@ import numpy as np
 from plumb.backend.records import objects
 from plumb.framework import scoring
 from plumb.framework.plugins import (
+    dynamicresources,
     interpodaffinity,
     nodeaffinity,
     nodedeclaredfeatures,
@@ -96,6 +98,8 @@ def signature(pod: objects.PodInfo, profile: scoring.Profile) -> Signature | Non
     volumes = profile.weights[contract.VOLUME_BINDING] != 0
     if volumes or any(_runs(profile, name) for name in volume_plugins.PLUGINS):
         parts.append(("claims", pod.claims))
+    if _runs(profile, dynamicresources.NAME, contract.DYNAMIC_RESOURCES) and pod.resource_claims:
+        return None  # "pods with dra resource claims are not signable"
     if _runs(profile, nodedeclaredfeatures.NAME) and profile.kube.gate(nodedeclaredfeatures.NAME):
         needed = nodedeclaredfeatures.required(pod, profile.kube.declared_features)
         parts.append(("features", tuple(sorted(needed))))

@@ -3,7 +3,8 @@ scheduling cycle (scheduler/loop.py) has assumed the pod on its node, as kube-sc
 "asynchronously (we can do this b/c of the assumption step above)".
 
 For each pod: PreBind (its volume claims bound, then its ResourceClaims allocated and reserved
-for it), then the binding POST; the outcome reported
+for it, and the claim for its extended resources backed by DRA made), then the binding POST;
+the outcome reported
 (a Scheduled event and trace line, or a retry after a backoff); and on failure or cancellation
 a step back (the assumption forgotten, the pod back in the queue). A PreBind with work to do is
 announced first where NominatedNodeNameForExpectation is on (v1.35+): the pod's
@@ -21,6 +22,7 @@ import datetime
 import logging
 import time
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from plumb import claimreservations, prebind
 from plumb.backend import queue as queue_module
@@ -30,7 +32,7 @@ from plumb.backend.records import draobjects, objects
 from plumb.binder import Binder, BindOutcome
 from plumb.framework import traces
 from plumb.framework.devices import statuses
-from plumb.framework.plugins import dynamicresources
+from plumb.framework.plugins import dynamicresources, extendedresources
 from plumb.k8s import gates
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
@@ -52,7 +54,7 @@ class BindingCycle:
         binder: Binder,
         may_act: gates.Gate,
         volume_api: prebind.VolumeApi | None = None,
-        claim_api: claimreservations.ClaimApi | None = None,
+        claim_api: claimreservations.ExtendedClaimApi | None = None,
     ) -> None:
         self._state = state
         self._binder = binder
@@ -61,6 +63,9 @@ class BindingCycle:
         self._claim_api = claim_api  # DynamicResources' writes (None: no claims)
         self._unreserves: set[asyncio.Task[None]] = set()
         self._binds: set[asyncio.Task[None]] = set()
+        # Pod uid -> the claim PreBind made for its extended resources, until the pod is bound
+        # (Unreserve deletes it otherwise).
+        self._made: dict[str, Mapping[str, Any]] = {}
         # The nomination written before a PreBind (kube-scheduler's updatePod in bindingCycle).
         self._nominations = execution.Executor(state.recorder)
 
@@ -161,6 +166,7 @@ class BindingCycle:
             if committed:
                 return True  # an earlier try to this node stood, and the watch reported it
         if bound:
+            self._made.pop(pod.uid, None)  # the pod's now: the resourceclaim controller's care
             self._state.uncertain.pop(pod.uid, None)  # this try stands; an earlier one cannot
             self._state.tracer.emit(
                 dataclasses.replace(record, result=trace.SCHEDULED, bind_ms=trace.ms(latency))
@@ -180,6 +186,8 @@ class BindingCycle:
         if not settled:
             self._state.cache.forget(pod.uid)
             self._forget_devices(pod, devices, unreserve=True)
+        else:
+            self._made.pop(pod.uid, None)  # bound after all, or gone with the claims it owns
         if result.outcome is BindOutcome.GONE or settled:
             # Nothing to retry: the pod is gone, or bound (elsewhere, or here after all).
             message, step, level = result.message, 0.0, logging.INFO
@@ -187,7 +195,7 @@ class BindingCycle:
                 message = f"{result.message}; not retried: the watch has settled the pod"
         else:
             message = f"{result.message}; retrying after a backoff"
-            if (plan is not None and not plan.empty) or (devices is not None and devices.claims):
+            if (plan is not None and not plan.empty) or (devices is not None and devices.prebinds):
                 self._clear_nomination(pod)  # written before its PreBind
             step = self._state.queue.backoff_duration(entry.attempts)
             level = logging.WARNING
@@ -215,7 +223,7 @@ class BindingCycle:
         ResourceClaim allocated and reserved for the pod). On failure the assumptions go, the
         pod gets FailedScheduling with kube-scheduler's words and is retried after a backoff."""
         volumes = plan is not None and not plan.empty
-        claims = devices is not None and bool(devices.claims)
+        claims = devices is not None and devices.prebinds
         if not volumes and not claims:
             return True
         pod = entry.pod
@@ -285,8 +293,34 @@ class BindingCycle:
         store = self._state.cache.dra
         for body in outcome.written:
             store.assume_written(draobjects.parse_claim(body), pod.uid)
+        if outcome.ok and devices.extended is not None:
+            outcome = await self._make_extended(pod, devices.extended, timestamp=_now(devices))
         meters.count_prebind(self._state.metrics, outcome.ok, time.perf_counter() - started)
         return "" if outcome.ok else outcome.message
+
+    async def _make_extended(
+        self, pod: objects.PodInfo, extended: dynamicresources.ExtendedClaim, *, timestamp: str
+    ) -> claimreservations.Outcome:
+        """The claim for the pod's extended resources created, allocated and reserved, and
+        named in the pod's status; what was written assumed in the store in place of the
+        allocation Reserve assumed."""
+        assert self._claim_api is not None
+        made = extended.made
+        outcome = await claimreservations.make_extended(
+            self._claim_api,
+            _pod_ref(pod),
+            extendedresources.creation_body(pod, made.claim),
+            statuses.allocation_body(extended.allocation, timestamp=timestamp),
+            lambda name: extendedresources.status_patch(made.mappings, name),
+            gate=self._may_act,
+        )
+        if outcome.made is not None:
+            self._made[pod.uid] = outcome.made
+        store = self._state.cache.dra
+        for body in outcome.written:
+            store.assume_written(draobjects.parse_claim(body), pod.uid)
+            store.forget(extended.pending)  # its devices are the written claim's now
+        return outcome
 
     def _forget_devices(
         self,
@@ -297,12 +331,15 @@ class BindingCycle:
     ) -> None:
         """DynamicResources' Unreserve: the allocations assumed for the pod forgotten, and
         (``unreserve``) its reservations taken off the claims in the background."""
-        if devices is None or not devices.claims:
+        made = self._made.pop(pod.uid, None)
+        if devices is None or not devices.prebinds:
             return
         store = self._state.cache.dra
         for claim, allocation in devices.claims:
             if allocation is not None:
                 store.forget(claim.key)
+        if devices.extended is not None:
+            store.forget(devices.extended.pending)
         if not unreserve or self._claim_api is None:
             return
         claims = [
@@ -310,20 +347,30 @@ class BindingCycle:
             for claim, _ in devices.claims
             if (current := store.claim(claim.namespace, claim.name)) is not None
         ]
+        if made is not None:
+            # The claim as last written (finalizer on), if the store holds it.
+            metadata = made.get("metadata") or {}
+            written = store.claim(str(metadata.get("namespace")), str(metadata.get("name")))
+            made = made if written is None else written.body or made
         task = asyncio.get_running_loop().create_task(
-            self._unreserve(self._claim_api, _pod_ref(pod), claims)
+            self._unreserve(self._claim_api, _pod_ref(pod), claims, made)
         )
         self._unreserves.add(task)
         task.add_done_callback(self._unreserves.discard)
 
     @staticmethod
     async def _unreserve(
-        api: claimreservations.ClaimApi,
+        api: claimreservations.ExtendedClaimApi,
         pod: claimreservations.PodRef,
         claims: list[draobjects.ResourceClaim],
+        made: Mapping[str, Any] | None = None,
     ) -> None:
         for error in await claimreservations.unreserve(api, pod, claims):
             logger.warning("%s", error)
+        if made is not None:
+            failed = await claimreservations.delete_extended(api, made)
+            if failed is not None:
+                logger.warning("deleting the claim made for %s: %s", pod.name, failed)
 
     async def _nominate(self, pod: objects.PodInfo, node: str) -> bool:
         """Where NominatedNodeNameForExpectation is on, tell other components (the cluster

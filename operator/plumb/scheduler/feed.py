@@ -203,13 +203,27 @@ class ClusterFeed:
             else:  # added or updated: devices may have appeared
                 self._state.queue.move_all(DRA_HELPS)
         elif kind == DEVICE_CLASS:
+            held = store.device_class(name)
             store.on_class(current, name)
-            if current is not None:
-                self._state.queue.move_all(DRA_HELPS)
+            device_class = store.device_class(name)
+            if device_class is not None:
+                helps = self._class_helps_fit(held, device_class)
+                self._state.queue.move_all(DRA_HELPS | helps)
         elif kind == RESOURCE_CLAIM_TEMPLATE:
             store.on_template(current, namespace, name)  # no event kube-scheduler acts on
         else:
             raise ValueError(f"{kind!r} is not one of {DRA_KINDS}")
+
+    def _class_helps_fit(
+        self, before: draobjects.DeviceClass | None, after: draobjects.DeviceClass
+    ) -> frozenset[str]:
+        """NodeResourcesFit's DeviceClass hint (DRAExtendedResource): a class added, or its
+        extendedResourceName changed, may back what the pods it rejected ask for."""
+        if not self._state.served.kube.devices.extended_resources:
+            return frozenset()
+        if before is not None and before.extended_resource_name == after.extended_resource_name:
+            return frozenset()
+        return CLASS_HELPS_FIT
 
     def relist_dra(self, kind: str, bodies: Iterable[Mapping[str, Any]]) -> None:
         """Every object of a DRA ``kind`` after a (re)list: the ones missing are gone."""
@@ -224,6 +238,9 @@ class ClusterFeed:
             store.resync_slices(bodies)
         elif kind == DEVICE_CLASS:
             store.resync_classes(bodies)
+            if self._state.served.kube.devices.extended_resources:
+                self._state.queue.move_all(DRA_HELPS | CLASS_HELPS_FIT)
+                return
         elif kind == RESOURCE_CLAIM_TEMPLATE:
             store.resync_templates(bodies)
             return
@@ -448,6 +465,9 @@ SCALE_DOWN_HELPS = frozenset({noderesourcesfit.NAME})
 # devices it held are freed when the resourceclaim controller deallocates its claims, and
 # that claim update moves the pods.
 DRA_HELPS = frozenset({dra.PLUGIN})
+# NodeResourcesFit's DeviceClass events (DRAExtendedResource): a class that now backs an
+# extended resource lets that plugin leave it to DynamicResources.
+CLASS_HELPS_FIT = frozenset({noderesourcesfit.NAME})
 
 
 def _claim_status(claim: draobjects.ResourceClaim) -> tuple[Any, ...]:

@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
 from plumb import claimreservations, prebind, runs
@@ -70,7 +70,7 @@ class Scheduler:
         clock: Callable[[], float] = time.monotonic,
         offload: postfilter.Offload | None = None,
         volume_api: prebind.VolumeApi | None = None,
-        claim_api: claimreservations.ClaimApi | None = None,
+        claim_api: claimreservations.ExtendedClaimApi | None = None,
     ) -> None:
         cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
         self.state = state_module.SchedulerState(
@@ -491,7 +491,8 @@ class Scheduler:
                 return False
         devices = None
         profile = self.served.get(pod.scheduler_name)
-        if pod.resource_claims and profile is not None and dynamicresources.NAME in profile.filters:
+        asks = pod.resource_claims or pod.device_requests
+        if asks and profile is not None and dynamicresources.NAME in profile.filters:
             # DynamicResources' Reserve: the claims' allocation on this node, assumed.
             started = time.perf_counter()
             devices = dynamicresources.allocate_on(
@@ -504,6 +505,9 @@ class Scheduler:
             for claim, allocation in devices.claims:
                 if allocation is not None:
                     self.cache.dra.assume(claim.key, allocation, pod.uid)
+            if devices.extended is not None:
+                extended = devices.extended
+                self.cache.dra.assume(extended.pending, extended.allocation, pod.uid)
         if plan is not None:
             self.cache.volumes.assume(plan)
         self.cache.assume(pod, decision.node)
@@ -553,14 +557,14 @@ class Scheduler:
         # A pod with volume claims too: two pods of a batch could pick the same volume.
         # A pod the resource scorers count otherwise while scheduled than once placed (a
         # corner of pod-level requests) too: the kernel adds what it was scored with.
+        # A pod whose extended resources a DeviceClass may back too (devices the batch's
+        # device columns do not count). Pods with resource claims share batches: cycle.prepare
+        # defers those whose devices an earlier pod of the batch could take
+        # (framework/devices/availability.py Sharing).
         return (
-            bool(
-                pod.scheduling.host_ports
-                or pod.claims
-                or pod.resource_claims
-                or pod.nonzero_incoming
-            )
+            bool(pod.scheduling.host_ports or pod.claims or pod.nonzero_incoming)
             or pod.uid in self.state.nominations
+            or any(self.cache.dra.extended_class(name) for name in _device_backed(pod))
         )
 
     def _group(self, pod: objects.PodInfo) -> Hashable:
@@ -586,6 +590,13 @@ def _prefiltered(decision: cycle.Decision, profile: scoring.Profile) -> cycle.De
     words = search.post_filter_words(profile.kube, preemption)
     message = f"{decision.message} {words}" if words else decision.message
     return dataclasses.replace(decision, message=message)
+
+
+def _device_backed(pod: objects.PodInfo) -> Iterator[str]:
+    """The resources the pod's containers ask for that a DeviceClass may back."""
+    for container in pod.device_requests:
+        for name, _place, _count in container.requests:
+            yield name
 
 
 def _ref(policy: spec.Policy | None) -> traces.PolicyRef | None:

@@ -40,7 +40,7 @@ from plumb.backend.cache import nominations
 from plumb.backend.records import draobjects, objects
 from plumb.events import Recorder
 from plumb.framework import cycle, scoring, traces
-from plumb.framework.plugins import dynamicresources
+from plumb.framework.plugins import dynamicresources, extendedresources
 from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
@@ -88,7 +88,7 @@ class PostFilter:
         metrics: metrics_module.Metrics,
         offload: Offload,
         runs: runs_module.RunLog | None = None,
-        claim_api: claimreservations.ClaimApi | None = None,
+        claim_api: claimreservations.ExtendedClaimApi | None = None,
     ) -> None:
         self._cache = cache
         self._claim_api = claim_api  # DynamicResources' deallocation (None: no claims)
@@ -203,10 +203,12 @@ class PostFilter:
         self, decision: cycle.Decision, profile: scoring.Profile
     ) -> draobjects.ResourceClaim | str:
         """DynamicResources' PostFilter (deallocateOrDeletePodClaims), its choice: a claim of
-        the pod allocated where the pod cannot go and reserved for no other pod, or, when there
-        is none, what the plugin says."""
+        the pod allocated where the pod cannot go and reserved for no other pod (deallocated),
+        else the claim an earlier attempt made for its extended resources (deleted), or, when
+        there is neither, what the plugin says."""
         pod = decision.pod
-        if not pod.resource_claims or dynamicresources.NAME not in profile.filters:
+        asks = pod.resource_claims or pod.device_requests
+        if not asks or dynamicresources.NAME not in profile.filters:
             return dynamicresources.NO_CLAIMS
         store = self._cache.dra
         devices = dynamicresources.prefilter(pod, store, profile.kube.devices)
@@ -216,12 +218,25 @@ class PostFilter:
         for claim in dynamicresources.unavailable(devices, nodes):
             if self._claim_api is not None and all(c.uid == pod.uid for c in claim.reserved_for):
                 return claim
+        stale = devices.extended.stale if devices.extended is not None else None
+        if stale is not None and self._claim_api is not None:
+            # A claim an earlier cycle made for the pod's extended resources (its binding
+            # failed, or plumb stopped): deleted, and its deletion moves the pod back.
+            return stale
         return dynamicresources.STILL_NOT_SCHEDULABLE
 
     async def _free_claim(self, pod: objects.PodInfo, idle: draobjects.ResourceClaim | str) -> str:
-        """The deallocation ``_idle_claim`` chose, written; what the plugin says."""
+        """The deallocation (or deletion) ``_idle_claim`` chose, written; what the plugin
+        says."""
         if isinstance(idle, str) or self._claim_api is None:
             return idle if isinstance(idle, str) else dynamicresources.STILL_NOT_SCHEDULABLE
+        if idle.extended and idle.owner_uid == pod.uid:
+            failed = await claimreservations.delete_extended(self._claim_api, idle.body)
+            if failed is not None:
+                logger.warning("deleting %s for %s: %s", idle.key, pod.key, failed)
+                return dynamicresources.STILL_NOT_SCHEDULABLE
+            logger.info("deleted %s, left by an earlier attempt of %s", idle.key, pod.key)
+            return extendedresources.DELETED
         error = await claimreservations.deallocate(self._claim_api, idle.body)
         if error is not None:
             logger.warning("deallocating %s for %s: %s", idle.key, pod.key, error)

@@ -94,3 +94,47 @@ async def test_the_raw_binder_binds_then_posts_the_event() -> None:
     assert events == ["pod-0", "pod-1", "pod-3"]
     assert binder.events_posted == 3
     assert binder.failures == ["pod-2 -> node-of-pod-2: HTTP 409"]
+
+
+def _claimed(name: str, claim: str | None) -> dict[str, Any]:
+    """A pending pod with a claim from a template; ``claim``: the one the controller made."""
+    body = builders.make_pod(name, "ns").uid(f"uid-{name}").obj()
+    body["spec"]["resourceClaims"] = [{"name": "gpu", "resourceClaimTemplateName": "gpu"}]
+    if claim is not None:
+        body["status"] = {"resourceClaimStatuses": [{"name": "gpu", "resourceClaimName": claim}]}
+    return body
+
+
+async def test_a_pod_with_claims_is_bound_once_they_exist_and_after_they_are_written() -> None:
+    api = CeilingApi(expect=4)  # 2 bindings, 2 events
+    reserved: list[tuple[str, str, int]] = []
+
+    async def reserve(pod: dict[str, Any], node: str) -> str | None:
+        claim = pod["status"]["resourceClaimStatuses"][0]["resourceClaimName"]
+        reserved.append((claim, node, len([c for c in api.calls if c[0] == "bind"])))
+        return "HTTP 409: conflict" if claim == "c-refused" else None
+
+    binder = ceiling.RawBinder(
+        cast(k8s_client.ApiClient, api),
+        "ns",
+        lambda name: f"node-of-{name}",
+        concurrency=1,
+        reserve=reserve,
+        ready=lambda pod: bool((pod.get("status") or {}).get("resourceClaimStatuses")),
+    )
+    await binder.on_added(_claimed("a", None))  # its claim not made yet: left
+    await binder.on_added(_claimed("b", "c-b"))
+    await binder.on_modified(_claimed("a", "c-a"))  # the controller recorded it
+    await binder.on_modified(_claimed("a", "c-a"))  # seen again: taken once
+    await binder.on_added(_claimed("c", "c-refused"))
+    await asyncio.wait_for(api.done.wait(), timeout=10)
+    await binder.stop()
+    binds = [args[1] for kind, args in api.calls if kind == "bind"]
+    assert binds == ["b", "a"]
+    # Each claim written before its pod's binding; the refused one's pod is not bound.
+    assert reserved == [
+        ("c-b", "node-of-b", 0),
+        ("c-a", "node-of-a", 1),
+        ("c-refused", "node-of-c", 2),
+    ]
+    assert binder.failures == ["c -> node-of-c: HTTP 409: conflict"]

@@ -337,8 +337,8 @@ def test_the_report_states_the_targets_and_the_kernel_figures(tmp_path: Path) ->
     assert f"| {MEMORY} | - | not measured in this run |" in markdown
     # Issue 4: 4 met, 2 not met, 1 not measured; issue 16 on basic alone: RSS and p99 met, CPU
     # (1.5 s for 3 pods, the same for both) not met, the drain, xlarge and 15,000-node kernel
-    # targets not measured.
-    assert "(6 met, 3 not met, 7 not measured)" in markdown
+    # targets not measured; issue 27's four (no dra workload) not measured.
+    assert "(6 met, 3 not met, 11 not measured)" in markdown
     assert f"| 4 | {THROUGHPUT} |" in markdown
     assert f"| 16 | {EVERY_CPU} |" in markdown
     assert "smoke-test sizes" in markdown  # the context says quick
@@ -464,6 +464,73 @@ def test_issue_4_targets_stay_on_issue_4s_workloads() -> None:
     assert "xlarge: placement at least as good as kube-scheduler's, no violations" not in verdicts
 
 
+DRA_PLACED = "dra: every pod placed, no violations (devices included)"
+DRA_VERSUS = "dra: throughput at least kube-scheduler's"
+DRA_P99 = "dra: p99 latency at most kube-scheduler's"
+DRA_CPU = "dra: scheduler CPU ms per bound pod lower than kube-scheduler's"
+
+
+def _dra(scheduler: str, throughput: float, **changes: Any) -> dict[str, Any]:
+    devices = {"allocatable": 0, "spread": 0, "anti-affinity": 0, "devices": 0}
+    changes.setdefault("quality__violations", devices)
+    return _with(
+        _result(scheduler, throughput), workload="dra", controller_cpu_seconds=0.7, **changes
+    )
+
+
+def test_the_dra_targets() -> None:
+    verdicts = _verdicts(
+        _sections(
+            _dra("plumb", 200.0, usage__cpu_seconds=1.2, timing__latency_p99=0.3),
+            _dra("kube-scheduler", 150.0),
+        )
+    )
+    expected = {
+        DRA_PLACED: "placed 3 of 3; violations 0 (devices 0)",
+        DRA_VERSUS: "200.0 vs 150.0 pods/s",
+        DRA_P99: "300 vs 400 ms",
+        DRA_CPU: "400.00 vs 500.00 ms",
+    }
+    for target, figures in expected.items():
+        assert (verdicts[target].status, verdicts[target].figures) == (report.MET, figures)
+        assert verdicts[target].issue == 27
+    # Issue 16's "every workload" was its workloads: dra is judged by its own targets.
+    assert "dra" not in verdicts[EVERY_CPU].figures
+
+
+@pytest.mark.parametrize(
+    ("change", "target"),
+    [
+        ({"quality__placed": 2}, DRA_PLACED),
+        ({"quality__violations": {"devices": 1}}, DRA_PLACED),
+        ({"timing__throughput": 149.9}, DRA_VERSUS),
+        ({"timing__latency_p99": 0.401}, DRA_P99),
+        ({"usage__cpu_seconds": 1.5}, DRA_CPU),  # equal is not lower
+    ],
+)
+def test_each_dra_target_can_fail(change: dict[str, Any], target: str) -> None:
+    ours = _dra("plumb", 150.0, **{"usage__cpu_seconds": 1.2, **change})
+    verdicts = _verdicts(_sections(ours, _dra("kube-scheduler", 150.0)))
+    assert verdicts[target].status == report.NOT_MET
+    others = {DRA_PLACED, DRA_VERSUS, DRA_P99, DRA_CPU} - {target}
+    assert all(verdicts[other].status == report.MET for other in others)
+
+
+def test_without_dra_its_targets_are_not_measured_and_its_controller_is_tabulated() -> None:
+    verdicts = _verdicts(_sections(_result("plumb", 1.0), _result("kube-scheduler", 1.0)))
+    for target in (DRA_PLACED, DRA_VERSUS, DRA_P99, DRA_CPU):
+        assert verdicts[target].status == report.NOT_MEASURED
+    rows = report.table(
+        {"plumb": _dra("plumb", 1.0), "kube-scheduler": _dra("kube-scheduler", 1.0)}
+    )
+    assert "| resourceclaim controller CPU seconds | 0.70 | 0.70 | 1.00x | - |" in rows
+    ceiling = _dra("ceiling", 1.0, claim_made={"p50": 0.25, "p99": 1.5})
+    rows = report.table({"ceiling": ceiling})
+    assert "| claim made by the controller, p50 after create (ms) | - | - | - | 250 |" in rows
+    assert "| claim made by the controller, p99 after create (ms) | - | - | - | 1500 |" in rows
+    assert not any("resourceclaim" in row for row in report.table({"plumb": _result("plumb", 1.0)}))
+
+
 def _xlarge(scheduler: str, throughput: float, **changes: Any) -> dict[str, Any]:
     return _with(_result(scheduler, throughput), workload="xlarge", **changes)
 
@@ -564,3 +631,16 @@ def test_plumbs_kernel_start_up_is_read_from_its_log() -> None:
     plumb = _with(_result("plumb", 1.0), log={"kernel_ready_seconds": 1.25})
     rows = report.table({"plumb": plumb, "kube-scheduler": _result("kube-scheduler", 1.0)})
     assert "| plumb: kernel ready after its start (s) | 1.2 | - | - | - |" in rows
+
+
+def test_a_dra_section_says_how_its_devices_and_claims_were_made(tmp_path: Path) -> None:
+    runs = [_dra(s, 1.0, dra=True) for s in report.SCHEDULERS]
+    context = {**_context(), "dra": {"devices": 8, "matching": 6}}
+    report.write(tmp_path, [*runs, _result("plumb", 1.0)], context)
+    markdown = (tmp_path / "benchmarks.md").read_text()
+    dra = markdown[markdown.index("## dra") : markdown.index("## basic")]
+    assert "each node publishes 8 devices in a ResourceSlice of its own" in dra
+    assert "6 of each node's devices qualify" in dra
+    assert "resourceclaim controller" in dra
+    basic = markdown[markdown.index("## basic") :]
+    assert "ResourceSlice" not in basic

@@ -4,13 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from plumb_dev.bench import quality, workloads
+from plumb_dev.bench import draload, quality, workloads
 from plumb_dev.testing import builders
 
 
 def test_default_selection_leaves_the_large_workloads_out() -> None:
     chosen = [w.name for w in workloads.select(None, quick=False, large=False)]
-    assert chosen == ["basic", "drain", "zone-spread", "anti-affinity", "preferred-affinity"]
+    assert chosen == [
+        "basic",
+        "drain",
+        "zone-spread",
+        "anti-affinity",
+        "preferred-affinity",
+        "dra",
+    ]
     with_large = [w.name for w in workloads.select(None, quick=False, large=True)]
     assert with_large[-1] == "large"
     with_xlarge = [w.name for w in workloads.select(None, quick=False, large=False, xlarge=True)]
@@ -145,3 +152,45 @@ def test_the_raw_binders_xlarge_placement_breaks_no_constraint() -> None:
     assert assessed.classes["plain"].measured_pods == xlarge.measured_pods // 3
     # Round-robin ignores the preference: a fifth of the preferring pods land in zone-0.
     assert assessed.classes["preferred-affinity"].preferred_share == pytest.approx(0.2)
+
+
+def test_dra_is_500_nodes_of_8_devices_and_pods_claiming_one_each() -> None:
+    (dra,) = workloads.select(["dra"], quick=False, large=False)
+    assert (dra.nodes, dra.initial_pods, dra.measured_pods) == (500, 500, 2000)
+    assert dra.dra
+    assert not dra.drain
+    assert len(draload.DEVICES) == 8
+    # 2,500 pods of 3,000 matching devices: the cluster ends 5/6 full, never short.
+    assert dra.initial_pods + dra.measured_pods <= draload.capacity(dra.nodes) == 3000
+    (quick,) = workloads.select(["dra"], quick=True, large=False)
+    assert (quick.nodes, quick.initial_pods, quick.measured_pods) == (200, 100, 300)
+    assert not workloads.select(["basic"], quick=False, large=False)[0].dra
+
+
+def test_a_dra_workload_with_more_pods_than_devices_is_refused() -> None:
+    with pytest.raises(
+        ValueError, match="601 measured pods need a device each; 100 nodes have 600"
+    ):
+        workloads.Workload(
+            name="x", description="", nodes=100, initial_pods=0, measured_pods=601, dra=True
+        )
+    with pytest.raises(ValueError, match="2 nodes have 12"):
+        workloads.Workload(
+            name="x",
+            description="",
+            nodes=100,
+            initial_pods=0,
+            measured_pods=10,
+            dra=True,
+            quick=(2, 2, 11),
+        )
+    with pytest.raises(ValueError, match="dra and drain do not go together"):
+        workloads.Workload(
+            name="x",
+            description="",
+            nodes=100,
+            initial_pods=0,
+            measured_pods=1,
+            dra=True,
+            drain=True,
+        )

@@ -227,3 +227,17 @@ def test_the_gates_pick_the_allocator_variant_as_kube_scheduler_does() -> None:
     )
     assert not stable.devices.distinct_attribute
     assert not stable.devices.binding_conditions
+
+
+def test_extended_resources_backed_by_dra_follow_their_gate() -> None:
+    # DRAExtendedResource: alpha in v1.34 and v1.35, beta and on in v1.36, GA and locked.
+    assert [emulation.emulate(m).devices.extended_resources for m in emulation.MINORS] == [
+        False,
+        False,
+        True,
+        True,
+    ]
+    assert emulation.emulate(35, {"DRAExtendedResource": True}).devices.extended_resources
+    assert not emulation.emulate(36, {"DRAExtendedResource": False}).devices.extended_resources
+    with pytest.raises(emulation.EmulationError, match="locked to true"):
+        emulation.emulate(37, {"DRAExtendedResource": False})

@@ -8,6 +8,11 @@ measured pods created by many concurrent creators while the watch timestamps eac
 scheduler's CPU and peak RSS read; the scheduler stopped; the placement assessed; everything the
 run created deleted, so the next scheduler sees none of it.
 
+A dra run also publishes the nodes' devices and allocates the initial pods' claims before the
+scheduler starts, and runs kube-controller-manager's resourceclaim controller beside it
+(``claimcontroller``), which makes the measured pods' claims from their template; its CPU is
+reported apart.
+
 A drain run turns the middle round: our watch starts, the measured pods are created and seen
 pending, and only then does the scheduler (or the raw binder) start; its time, CPU included,
 runs from that start.
@@ -34,6 +39,8 @@ from plumb.k8s import client as k8s_client
 from plumb.k8s import credentials as credentials_module
 from plumb_dev.bench import (
     ceiling,
+    claimcontroller,
+    draload,
     kernelbench,
     measuring,
     populating,
@@ -47,6 +54,7 @@ from plumb_dev.cluster.controlplane import building
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders
 
+JSON = dict[str, Any]
 PLUMB = schedulers.PLUMB
 KUBE_SCHEDULER = schedulers.KUBE_SCHEDULER
 CEILING = "ceiling"
@@ -82,6 +90,8 @@ class RunResult:
     initial_pods: int
     drain: bool
     """The measured pods were pending before the scheduler started; times run from its start."""
+    dra: bool
+    """The nodes published devices and each pod claimed one (draload)."""
     timing: measuring.Timing
     quality: quality.Quality
     usage: measuring.ProcessUsage | None
@@ -97,6 +107,12 @@ class RunResult:
     log: dict[str, Any]
     """What the scheduler's log said: counts of warnings and errors, a few samples."""
     wall_seconds: float
+    controller_cpu_seconds: float | None = None
+    """The resourceclaim controller's CPU over the measured phase (dra workloads only)."""
+    claim_made: dict[str, float] | None = None
+    """p50 and p99 (seconds) from a measured pod's create to its claim recorded in its status by
+    the resourceclaim controller: the wait every scheduler has before it can take the pod (dra
+    workloads only)."""
 
 
 def main(settings: Settings) -> int:
@@ -129,6 +145,7 @@ def main(settings: Settings) -> int:
         "at_end": round(os.getloadavg()[0], 2),
     }
     context["creators"] = populating.CREATORS
+    context["dra"] = {"devices": len(draload.DEVICES), "matching": len(draload.MATCHING)}
     context["binder_concurrency"] = ceiling.CONCURRENCY
     context["event_concurrency"] = ceiling.EVENT_CONCURRENCY
     context["total_seconds"] = round(time.monotonic() - started, 1)
@@ -266,33 +283,72 @@ async def _run_one(
             for i, name in enumerate(node_names)
         ],
     )
-    await populating.create_pods(
-        api,
-        namespace,
-        [
-            pod(f"init-{i:05d}", i).node(node_names[workload.ceiling_node(i)]).obj()
-            for i in range(workload.initial_pods)
-        ],
-    )
-    measured = [
-        pod(f"pod-{i:05d}", workload.initial_pods + i).obj() for i in range(workload.measured_pods)
+    dra = None
+    if workload.dra:
+        dra = draload.DraRun(namespace=namespace, run_id=run_id, node_names=node_names)
+        await draload.create_devices(api, dra)
+        await draload.create_initial_claims(api, dra, workload.initial_pods)
+    initial = [
+        pod(f"init-{i:05d}", i).node(node_names[workload.ceiling_node(i)])
+        for i in range(workload.initial_pods)
     ]
-    measured_names = [body["metadata"]["name"] for body in measured]
+    if dra is not None:
+        initial = [draload.initial_pod(body, dra) for body in initial]
+    await populating.create_pods(api, namespace, [body.obj() for body in initial])
+    if dra is not None:
+        created = await populating.list_pods(api, namespace)
+        index_of = {f"init-{i:05d}": i for i in range(workload.initial_pods)}
+        await draload.allocate_initial(api, dra, created, index_of)
+    measured = [
+        pod(f"pod-{i:05d}", workload.initial_pods + i) for i in range(workload.measured_pods)
+    ]
+    if dra is not None:
+        measured = [draload.measured_pod(body) for body in measured]
+    measured_bodies = [body.obj() for body in measured]
+    measured_names = [body["metadata"]["name"] for body in measured_bodies]
     measured_set = set(measured_names)
 
+    def index_of_pod(name: str) -> int:
+        return workload.initial_pods + int(name.split("-")[1])
+
     def node_for(name: str) -> str:
-        index = workload.initial_pods + int(name.split("-")[1])
-        return node_names[workload.ceiling_node(index)]
+        return node_names[workload.ceiling_node(index_of_pod(name))]
+
+    async def reserve(body: JSON, node: str) -> str | None:
+        """The ceiling's PreBind: the pod's claim given the device round-robin gives it."""
+        assert dra is not None
+        name, uid = body["metadata"]["name"], body["metadata"]["uid"]
+        claim = draload.claim_of(body)
+        if claim is None:
+            return "no claim yet"
+        allocation = dra.allocation(node, dra.device_of(index_of_pod(name)))
+        return await draload.reserve(
+            api, namespace, claim, pod=name, uid=uid, allocation=allocation
+        )
+
+    def new_binder() -> ceiling.RawBinder:
+        if dra is None:
+            return ceiling.RawBinder(api, namespace, node_for)
+
+        def has_claim(body: JSON) -> bool:
+            return draload.claim_of(body) is not None
+
+        return ceiling.RawBinder(api, namespace, node_for, reserve=reserve, ready=has_claim)
 
     directory = work / f"{workload.name}-{scheduler}"
     directory.mkdir()
     process: schedulers.SchedulerProcess | None = None
+    controller: claimcontroller.ClaimController | None = None
+    controller_meter: measuring.ProcessMeter | None = None
     binder: ceiling.RawBinder | None = None
     sent: dict[str, float] = {}
     answered: dict[str, float] = {}
     started = math.nan
     creating: asyncio.Task[None] | None = None
     try:
+        if dra is not None:
+            _status(f"{label} starting the resourceclaim controller")
+            controller = await claimcontroller.start(plane, directory)
         if workload.drain:
             # The backlog first: every measured pod created and seen pending by our watch, then
             # the scheduler (or the raw binder) starts, and time runs from there.
@@ -300,16 +356,19 @@ async def _run_one(
             await watch.start()
             _status(f"{label} creating the backlog of {workload.measured_pods} pending pods")
             try:
-                await populating.create_pods(api, namespace, measured, sent=sent, answered=answered)
+                await populating.create_pods(
+                    api, namespace, measured_bodies, sent=sent, answered=answered
+                )
                 await _wait_pending(label, watch, measured_set)
             except BaseException:
                 await watch.stop()
                 raise
             _status(f"{label} starting {scheduler}")
             api_meters, harness = _side_meters(plane)
+            controller_meter = measuring.ProcessMeter(controller.pid) if controller else None
             started = time.monotonic()
             if scheduler == CEILING:
-                binder = ceiling.RawBinder(api, namespace, node_for)
+                binder = new_binder()
                 await binder.warm_up()
                 for name in measured_names:
                     binder.submit(name, watch.pending[name])
@@ -319,21 +378,27 @@ async def _run_one(
         else:
             _status(f"{label} starting {scheduler}")
             on_added: watching.OnAdded | None = None
+            on_modified: watching.OnAdded | None = None
             if scheduler == CEILING:
-                binder = ceiling.RawBinder(api, namespace, node_for)
+                binder = new_binder()
                 await binder.warm_up()
-                on_added = binder.on_added
+                on_added, on_modified = binder.on_added, binder.on_modified
             else:
                 process = await _start(plane, directory, scheduler, scheduler_name, workload)
-            watch = watching.PodWatch(api, namespace, on_added=on_added)
+            watch = watching.PodWatch(
+                api, namespace, on_added=on_added, on_modified=on_modified if dra else None
+            )
             await watch.start()
             meter = measuring.ProcessMeter(process.pid) if process else None
             api_meters, harness = _side_meters(plane)
+            controller_meter = measuring.ProcessMeter(controller.pid) if controller else None
             creating = asyncio.create_task(
-                populating.create_pods(api, namespace, measured, sent=sent, answered=answered)
+                populating.create_pods(
+                    api, namespace, measured_bodies, sent=sent, answered=answered
+                )
             )
         try:
-            await _wait_bound(label, watch, measured_set, creating, process)
+            await _wait_bound(label, watch, measured_set, creating, process, controller)
         finally:
             if creating is not None and not creating.done():
                 creating.cancel()
@@ -341,6 +406,7 @@ async def _run_one(
         usage = meter.usage() if meter else None
         api_cpu = sum(m.usage().cpu_seconds for m in api_meters)
         harness_cpu = harness.usage().cpu_seconds
+        controller_cpu = controller_meter.usage().cpu_seconds if controller_meter else None
         # Let the scheduler flush the events of its last bindings before it is stopped, so its
         # log shows no shutdown noise; none of this is in the figures above.
         await asyncio.sleep(SETTLE_SECONDS)
@@ -350,13 +416,22 @@ async def _run_one(
         log = process.stop() if process else {}
         if process is not None and scheduler == PLUMB:
             log["kernel_ready_seconds"] = kernel_ready_seconds(process.log.read_text("utf-8"))
+        controller_log = controller.stop() if controller else None
     if binder is not None and binder.failures:
         log = {"bind_failures": len(binder.failures), "samples": binder.failures[:5]}
+    if controller_log is not None:
+        log["resourceclaim_controller"] = controller_log
     bound = {name: at for name, at in watch.bound.items() if name in measured_set}
     pods = await populating.list_pods(api, namespace)
     nodes = await populating.list_nodes(api, node_selector)
     class_label = workloads.CLASS_LABEL if workload.mix else None
     assessed = quality.assess(nodes, pods, measured_set, class_label=class_label)
+    if dra is not None:
+        problems = draload.device_violations(nodes, pods, await draload.list_claims(api, namespace))
+        for problem in problems[:5]:
+            _status(f"{label} device violation: {problem}")
+        violations = {**assessed.violations, "devices": len(problems)}
+        assessed = dataclasses.replace(assessed, violations=violations)
     if workload.drain:
         timed = measuring.drain_timing(started, len(measured), bound)
         curve = latencies = sorted(at - started for at in bound.values())
@@ -364,8 +439,17 @@ async def _run_one(
         timed = measuring.timing(sent, bound, answered)
         curve = measuring.bound_curve(sent, bound)
         latencies = measuring.latencies(sent, bound)
+    claim_made = None
+    if dra is not None:
+        claimed = measuring.latencies(sent, watch.claimed)
+        claim_made = {
+            "p50": measuring.percentile(claimed, 0.5),
+            "p99": measuring.percentile(claimed, 0.99),
+        }
     _status(f"{label} cleaning up")
     await populating.delete_run(api, namespace, node_selector)
+    if dra is not None:
+        await draload.delete_devices(api, dra)
     _finish(label, timed, assessed)
     return RunResult(
         workload=workload.name,
@@ -374,6 +458,7 @@ async def _run_one(
         nodes=workload.nodes,
         initial_pods=workload.initial_pods,
         drain=workload.drain,
+        dra=workload.dra,
         timing=timed,
         quality=assessed,
         usage=usage,
@@ -384,6 +469,8 @@ async def _run_one(
         latencies=latencies,
         log=log,
         wall_seconds=round(time.monotonic() - began, 1),
+        controller_cpu_seconds=controller_cpu,
+        claim_made=claim_made,
     )
 
 
@@ -433,6 +520,7 @@ async def _wait_bound(
     measured: set[str],
     creating: asyncio.Task[None] | None,
     process: schedulers.SchedulerProcess | None,
+    controller: claimcontroller.ClaimController | None = None,
 ) -> None:
     """Until every measured pod is bound, or none was for STALL_SECONDS after the last create
     (creating: the creators' task; None when the pods were all created beforehand)."""
@@ -448,6 +536,8 @@ async def _wait_bound(
         watch.check()
         if process is not None:
             process.check()
+        if controller is not None:
+            controller.check()
         bound = sum(1 for name in watch.bound if name in measured)
         now = time.monotonic()
         if bound != seen:

@@ -2,7 +2,9 @@
 nothing else: it binds each pod to a precomputed node the moment it is handed the pod, then
 posts the ``Scheduled`` event plumb posts, with plumb's concurrency for both. No filtering, no
 scoring, no cache: what is left is the API server's own cost, the physical limit any
-scheduler's throughput is read against.
+scheduler's throughput is read against. For pods that claim devices it first waits, as a
+scheduler must, for their claims to exist, and writes each claim's allocation (``reserve``)
+before the binding, as PreBind does.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import asyncio
 import contextlib
 import datetime
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from plumb.k8s import client as k8s_client
@@ -23,6 +25,11 @@ holds them equal, since the bench may not import the scheduler's layers)."""
 EVENT_CONCURRENCY = 32
 """Events in flight: plumb's events.Recorder default (a unit test holds them equal)."""
 REPORTING_CONTROLLER = "bench-ceiling"
+Reserve = Callable[[JSON, str], Awaitable[str | None]]
+"""(the pod as last seen, its node) → None once the pod's claims are allocated and reserved for
+it there, else what went wrong."""
+Ready = Callable[[JSON], bool]
+"""Whether a pending pod as seen can be bound (its claims exist)."""
 
 
 class CeilingError(RuntimeError):
@@ -55,7 +62,10 @@ def scheduled_event(*, namespace: str, name: str, uid: str, node: str, instance:
 
 class RawBinder:
     """Binds pods by name to the node node_for(name) chooses, then posts their Scheduled
-    events; feed it with on_added (a watch) or submit (a drain's backlog)."""
+    events; feed it with on_added and on_modified (a watch) or submit (a drain's backlog).
+
+    With ``reserve``, a pod is taken once ``ready`` says so (its claims made), and its claims
+    are written before its binding."""
 
     def __init__(
         self,
@@ -66,12 +76,17 @@ class RawBinder:
         concurrency: int = CONCURRENCY,
         event_concurrency: int = EVENT_CONCURRENCY,
         instance: str = "bench-ceiling",
+        reserve: Reserve | None = None,
+        ready: Ready | None = None,
     ) -> None:
         self._api = api
         self._namespace = namespace
         self._node_for = node_for
         self._instance = instance
-        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._reserve = reserve
+        self._ready = ready
+        self._submitted: set[str] = set()
+        self._queue: asyncio.Queue[tuple[str, str, JSON | None]] = asyncio.Queue()
         self._workers = [asyncio.create_task(self._work()) for _ in range(concurrency)]
         self._event_slots = asyncio.Semaphore(event_concurrency)
         self._events: set[asyncio.Task[None]] = set()
@@ -85,23 +100,33 @@ class RawBinder:
             *(self._api.request("GET", "/readyz") for _ in range(len(self._workers)))
         )
 
-    def submit(self, name: str, uid: str) -> None:
-        """Queues one pending pod for binding."""
-        self._queue.put_nowait((name, uid))
+    def submit(self, name: str, uid: str, pod: JSON | None = None) -> None:
+        """Queues one pending pod for binding (``pod``: as seen, for ``reserve``)."""
+        self._submitted.add(name)
+        self._queue.put_nowait((name, uid, pod))
 
-    async def on_added(self, pod: dict[str, object]) -> None:
-        metadata = pod["metadata"]
-        spec = pod.get("spec")
-        assert isinstance(metadata, dict)
-        assert isinstance(spec, dict)
-        if not spec.get("nodeName"):
-            self.submit(str(metadata["name"]), str(metadata["uid"]))
+    async def on_added(self, pod: JSON) -> None:
+        metadata, spec = pod["metadata"], pod.get("spec") or {}
+        name = str(metadata["name"])
+        if spec.get("nodeName") or name in self._submitted:
+            return
+        if self._ready is None or self._ready(pod):
+            self.submit(name, str(metadata["uid"]), pod)
+
+    async def on_modified(self, pod: JSON) -> None:
+        """A pod not ready when added is taken when an update makes it so."""
+        await self.on_added(pod)
 
     async def _work(self) -> None:
         while True:
-            name, uid = await self._queue.get()
+            name, uid, pod = await self._queue.get()
             node = self._node_for(name)
             try:
+                if self._reserve is not None:
+                    problem = await self._reserve(pod or {}, node)
+                    if problem:
+                        self.failures.append(f"{name} -> {node}: {problem}")
+                        continue
                 response = await self._api.bind(
                     namespace=self._namespace, name=name, uid=uid, node=node
                 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 from urllib.parse import quote
 
@@ -44,7 +44,7 @@ async def _checked(api: k8s_client.ApiClient, method: str, path: str, **kwargs: 
     return body
 
 
-async def _delete_collection(
+async def delete_collection(
     api: k8s_client.ApiClient, path: str, params: Mapping[str, str]
 ) -> None:
     """DELETE a collection, asked again while the API server answers 504: its own request
@@ -70,7 +70,7 @@ async def create_namespace(api: k8s_client.ApiClient, name: str) -> None:
     await _checked(api, "POST", "/api/v1/namespaces", body=body)
 
 
-async def _many(count: int, create: Callable[[int], Any], concurrency: int = CREATORS) -> None:
+async def many(count: int, create: Callable[[int], Any], concurrency: int = CREATORS) -> None:
     """Runs create(i) for i in range(count) with at most concurrency running at once."""
     indices = iter(range(count))
 
@@ -85,7 +85,7 @@ async def create_nodes(api: k8s_client.ApiClient, bodies: Sequence[JSON]) -> Non
     async def create(index: int) -> None:
         await _checked(api, "POST", "/api/v1/nodes", body=bodies[index])
 
-    await _many(len(bodies), create)
+    await many(len(bodies), create)
 
 
 async def create_pods(
@@ -109,7 +109,7 @@ async def create_pods(
         if answered is not None:
             answered[name] = time.monotonic()
 
-    await _many(len(bodies), create)
+    await many(len(bodies), create)
 
 
 async def list_pods(api: k8s_client.ApiClient, namespace: str) -> list[JSON]:
@@ -128,17 +128,28 @@ async def delete_run(api: k8s_client.ApiClient, namespace: str, node_selector: s
 
     The namespace itself stays: without kube-controller-manager nothing would finish deleting it.
     """
-    await _delete_collection(api, f"/api/v1/namespaces/{quote(namespace)}/pods", {})
-    await _delete_collection(api, "/api/v1/nodes", {"labelSelector": node_selector})
-    deadline = time.monotonic() + 120
+    await delete_collection(api, f"/api/v1/namespaces/{quote(namespace)}/pods", {})
+    await delete_collection(api, "/api/v1/nodes", {"labelSelector": node_selector})
+
+    async def remaining() -> int:
+        return len(await list_pods(api, namespace)) + len(await list_nodes(api, node_selector))
+
+    await wait_gone(f"pods in {namespace} and nodes ({node_selector})", remaining)
+
+
+GONE_SECONDS = 120.0
+
+
+async def wait_gone(what: str, remaining: Callable[[], Awaitable[int]]) -> None:
+    """Until remaining() counts none of what was deleted; raises after GONE_SECONDS."""
+    deadline = time.monotonic() + GONE_SECONDS
     while True:
-        pods = await list_pods(api, namespace)
-        nodes = await list_nodes(api, node_selector)
-        if not pods and not nodes:
+        left = await remaining()
+        if not left:
             return
         if time.monotonic() > deadline:
             raise PopulateError(
-                f"{len(pods)} pods in {namespace} and {len(nodes)} nodes ({node_selector}) are "
-                f"still there 120 s after deleting them; look for finalizers on them"
+                f"{left} {what} are still there {GONE_SECONDS:.0f} s after deleting them; look "
+                f"for finalizers on them"
             )
         await asyncio.sleep(0.2)

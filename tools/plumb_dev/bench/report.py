@@ -1,5 +1,5 @@
 """docs/benchmarks.md from the results: the machine, the versions, the exact command, whether
-each target of issues 4 and 16 is met, a table of every figure for each workload with the ratio
+each target of issues 4, 16 and 27 is met, a table of every figure for each workload with the ratio
 plumb / kube-scheduler, plots (pods bound over time, latency CDF), the cost growth with the
 cluster's size and the kernel micro-benchmark; the raw results go to benchmarks.json beside it.
 """
@@ -130,6 +130,10 @@ def cpu_ms_per_pod(result: JSON) -> float | None:
     return measuring.cpu_ms_per_pod(usage.get("cpu_seconds"), result["timing"]["bound"])
 
 
+def _claim_made(key: str) -> Getter:
+    return lambda r: _scaled((r.get("claim_made") or {}).get(key), 1000)
+
+
 def _timing_optional(key: str, scale: float = 1.0) -> Getter:
     return lambda r: _scaled(r["timing"].get(key), scale)
 
@@ -145,6 +149,8 @@ ROWS: list[tuple[str, Getter, str]] = [
     ("latency p90 (ms)", _timing("latency_p90", 1000), "{:.0f}"),
     ("latency p99 (ms)", _timing("latency_p99", 1000), "{:.0f}"),
     ("pod creation rate (pods/s)", _timing("creation_rate"), "{:.0f}"),
+    ("claim made by the controller, p50 after create (ms)", _claim_made("p50"), "{:.0f}"),
+    ("claim made by the controller, p99 after create (ms)", _claim_made("p99"), "{:.0f}"),
     ("max spread skew", _max_skew, "{:.0f}"),
     ("nodes used by measured pods (%)", _quality("nodes_used_share", 100), "{:.1f}"),
     ("stddev of cpu utilisation across nodes", _quality("cpu_utilisation_stddev"), "{:.4f}"),
@@ -159,6 +165,11 @@ ROWS: list[tuple[str, Getter, str]] = [
         "{:.1f}",
     ),
     ("kube-apiserver + etcd CPU seconds", lambda r: r.get("api_cpu_seconds"), "{:.2f}"),
+    (
+        "resourceclaim controller CPU seconds",
+        lambda r: r.get("controller_cpu_seconds"),
+        "{:.2f}",
+    ),
     ("bench harness CPU seconds", lambda r: r.get("harness_cpu_seconds"), "{:.2f}"),
     ("share of the ceiling's throughput (%)", lambda r: r.get("ceiling_share"), "{:.1f}"),
     (
@@ -305,6 +316,20 @@ _DRAIN = (
 )
 
 
+_DRA = (
+    "Devices: each node publishes {devices} devices in a ResourceSlice of its own (API objects "
+    "only: no driver runs, as no kubelet does), and every pod claims one device through a "
+    "request whose CEL selector picks by attribute (the model) and capacity (the memory): "
+    "{matching} of each node's devices qualify. Each initial pod's claim is allocated (and "
+    "reserved for it) before the scheduler starts; each measured pod names a "
+    "ResourceClaimTemplate, from which kube-controller-manager's resourceclaim controller, run "
+    "alone beside each scheduler (client QPS and burst 5000), makes its claim. A scheduler can "
+    "take a pod only once its claim exists, so the claim rows are a floor under every latency. "
+    "The ceiling waits for the claim too, then writes what PreBind writes (the claim's "
+    "finalizer, then its allocation and reservation) before the binding."
+)
+
+
 def _load_line(machine: JSON) -> str:
     load = machine.get("load_average") or {}
     return (
@@ -363,6 +388,8 @@ def render(
         ]
         if any_result.get("drain"):
             lines += [_DRAIN, ""]
+        if any_result.get("dra"):
+            lines += [_DRA.format(**ctx.get("dra", {"devices": "?", "matching": "?"})), ""]
         lines += [
             *table(by_scheduler),
             "",
@@ -445,7 +472,7 @@ def _kernel_section(kernel: Sequence[JSON]) -> list[str]:
     return lines
 
 
-# --- the targets of issues 4 and 16 ---------------------------------------------------------------
+# --- the targets of issues 4, 16 and 27 ----------------------------------------------------------
 
 MET = "met"
 NOT_MET = "not met"
@@ -466,7 +493,10 @@ EVERY_WORKLOAD = (
     "large",
     "xlarge",
 )
-"""What issue 16's "on every workload" covers: a full `make bench` runs all of them."""
+"""What issue 16's "on every workload" covers (the workloads there were then): a full `make
+bench` runs all of them."""
+DRA_WORKLOAD = "dra"
+"""Issue 27's workload, judged by its own targets."""
 DRAIN_VERSUS = 1.5
 DRAIN_CEILING_PERCENT = 90.0
 CPU_RATIO = 0.5
@@ -499,7 +529,7 @@ def targets(
     """Every target, judged from these figures (each compared as the report prints it, so a
     verdict never contradicts the numbers beside it); missing figures are not measured.
 
-    Issue 4's first, on its own workloads; then issue 16's."""
+    Issue 4's first, on its own workloads; then issue 16's; then issue 27's."""
     workloads = dict(sections)
     old = [(name, by) for name, by in sections if name in ISSUE_4_WORKLOADS]
     verdicts = _throughput(workloads.get("basic", {}))
@@ -507,7 +537,7 @@ def targets(
     verdicts += [_placement(name, by_scheduler) for name, by_scheduler in old]
     verdicts += _kernel(next((k for k in kernel if k["nodes"] == KERNEL_NODES), None))
     verdicts.append(_memory(workloads.get("large", {})))
-    return verdicts + _issue_16(sections, kernel)
+    return verdicts + _issue_16(sections, kernel) + _issue_27(workloads.get(DRA_WORKLOAD, {}))
 
 
 def _issue_16(
@@ -592,6 +622,8 @@ def _every(
     compared as printed; the workloads a full run has and this one lacks are named."""
     parts, failed = [], []
     for name, by_scheduler in sections:
+        if name not in EVERY_WORKLOAD:
+            continue
         runs = [by_scheduler.get(s) for s in SCHEDULERS[:2]]
         ours, theirs = (get(r) if r is not None else None for r in runs)
         if not (_finite(ours) and _finite(theirs)):
@@ -609,6 +641,43 @@ def _every(
     if missing:
         figures += f" (not run: {', '.join(missing)})"
     return _check(target, figures, not failed, issue=16)
+
+
+def _issue_27(dra: dict[str, JSON]) -> list[TargetVerdict]:
+    """The dra workload: every pod placed with its device, throughput and p99 at least as good
+    as kube-scheduler's, less CPU per pod (each compared as printed)."""
+    name = DRA_WORKLOAD
+    placed = f"{name}: every pod placed, no violations (devices included)"
+    versus = f"{name}: throughput at least kube-scheduler's"
+    latency = f"{name}: p99 latency at most kube-scheduler's"
+    cpu = f"{name}: scheduler CPU ms per bound pod lower than kube-scheduler's"
+    ours, theirs = dra.get("plumb"), dra.get("kube-scheduler")
+    verdicts = [_unmeasured(t, issue=27) for t in (placed, versus, latency, cpu)]
+    if ours is not None:
+        q = ours["quality"]
+        violations = _violations(ours)
+        devices = q["violations"].get("devices", 0)
+        figures = (
+            f"placed {q['placed']} of {q['measured_pods']}; violations {violations:.0f} "
+            f"(devices {devices})"
+        )
+        ok = q["placed"] == q["measured_pods"] and violations == 0
+        verdicts[0] = _check(placed, figures, ok, issue=27)
+    if ours is None or theirs is None:
+        return verdicts
+    mine, other = f"{ours['timing']['throughput']:.1f}", f"{theirs['timing']['throughput']:.1f}"
+    verdicts[1] = _check(versus, f"{mine} vs {other} pods/s", float(mine) >= float(other), issue=27)
+    p99 = [_p99_ms(ours), _p99_ms(theirs)]
+    if _finite(p99[0]) and _finite(p99[1]):
+        mine, other = f"{p99[0]:.0f}", f"{p99[1]:.0f}"
+        verdicts[2] = _check(
+            latency, f"{mine} vs {other} ms", float(mine) <= float(other), issue=27
+        )
+    per_pod = [cpu_ms_per_pod(ours), cpu_ms_per_pod(theirs)]
+    if _finite(per_pod[0]) and _finite(per_pod[1]):
+        mine, other = f"{per_pod[0]:.2f}", f"{per_pod[1]:.2f}"
+        verdicts[3] = _check(cpu, f"{mine} vs {other} ms", float(mine) < float(other), issue=27)
+    return verdicts
 
 
 def _xlarge(xlarge: dict[str, JSON]) -> list[TargetVerdict]:
@@ -762,7 +831,7 @@ def _targets_section(verdicts: Sequence[TargetVerdict], *, quick: bool) -> list[
     lines = [
         "## Targets",
         "",
-        "Each target of issues 4 and 16, judged from this run's figures below "
+        "Each target of issues 4, 16 and 27, judged from this run's figures below "
         f"({counts[MET]} met, {counts[NOT_MET]} not met, {counts[NOT_MEASURED]} not measured).",
         "",
     ]

@@ -27,17 +27,26 @@ class WatchError(RuntimeError):
 
 
 class PodWatch:
-    """Records bound[name] = monotonic time spec.nodeName was first seen on each pod, and
-    pending[name] = uid of each pod seen without one (a drain waits for all its pods there)."""
+    """Records bound[name] = monotonic time spec.nodeName was first seen on each pod,
+    pending[name] = uid of each pod seen without one (a drain waits for all its pods there), and
+    claimed[name] = the time the claims made from its templates were first seen recorded in its
+    status (by the resourceclaim controller)."""
 
     def __init__(
-        self, api: k8s_client.ApiClient, namespace: str, *, on_added: OnAdded | None = None
+        self,
+        api: k8s_client.ApiClient,
+        namespace: str,
+        *,
+        on_added: OnAdded | None = None,
+        on_modified: OnAdded | None = None,
     ) -> None:
         self._api = api
         self._namespace = namespace
         self._on_added = on_added
+        self._on_modified = on_modified
         self.bound: dict[str, float] = {}
         self.pending: dict[str, str] = {}
+        self.claimed: dict[str, float] = {}
         self.events = 0
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
@@ -72,6 +81,8 @@ class PodWatch:
 
     def _see(self, pod: JSON) -> None:
         name = pod["metadata"]["name"]
+        if name not in self.claimed and (pod.get("status") or {}).get("resourceClaimStatuses"):
+            self.claimed[name] = time.monotonic()
         if name in self.bound:
             return
         if (pod.get("spec") or {}).get("nodeName"):
@@ -106,3 +117,5 @@ class PodWatch:
                     self._see(pod)
                     if event["type"] == "ADDED" and self._on_added is not None:
                         await self._on_added(pod)
+                    elif event["type"] == "MODIFIED" and self._on_modified is not None:
+                        await self._on_modified(pod)

@@ -3,7 +3,8 @@
 A workload says how many nodes, initial pods (created already bound, spread round-robin over the
 nodes) and measured pods (created pending, for the scheduler under test) it has, and how a node
 and a pod look: one pod shape, or a mix of pod classes taken in turn. A drain workload creates
-its measured pods before the scheduler starts. Adding one is adding an entry to ``WORKLOADS``.
+its measured pods before the scheduler starts. A dra workload's nodes publish devices and its
+pods claim one each (``draload``). Adding one is adding an entry to ``WORKLOADS``.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Iterable, Sequence
 
+from plumb_dev.bench import draload
 from plumb_dev.testing import builders
 
 ZONE_COUNT = 5
@@ -59,6 +61,11 @@ class Workload:
     drain: bool = False
     """The measured pods are created, and seen pending, before the scheduler starts; time runs
     from the scheduler's start."""
+    dra: bool = False
+    """Each node publishes draload.DEVICES in a ResourceSlice and each pod claims one device of
+    draload.MATCHING: an initial pod through a claim allocated beforehand, a measured pod
+    through the template, whose claims kube-controller-manager's resourceclaim controller makes
+    (started for this workload's runs only)."""
     large: bool = False
     """Only with ``--large``: minutes of runtime per scheduler."""
     xlarge: bool = False
@@ -72,6 +79,19 @@ class Workload:
                 f"workload {self.name!r}: nodes={self.nodes}, initial_pods={self.initial_pods}, "
                 f"measured_pods={self.measured_pods}; need nodes > 0, initial >= 0, measured > 0"
             )
+        if self.dra and self.drain:
+            raise ValueError(
+                f"workload {self.name!r}: a drain's pods would wait for their claims before "
+                f"the scheduler starts; dra and drain do not go together"
+            )
+        sizes = ((self.nodes, self.initial_pods, self.measured_pods), self.quick)
+        for nodes, initial, measured in sizes if self.dra else ():
+            if initial + measured > draload.capacity(nodes):
+                raise ValueError(
+                    f"workload {self.name!r}: {initial} initial and {measured} measured pods "
+                    f"need a device each; {nodes} nodes have {draload.capacity(nodes)} that "
+                    f"the template's selector accepts"
+                )
 
     def shape(self, pod_index: int) -> PodShape:
         """The shape of the pod_index-th pod (initial pods first), with its class label."""
@@ -176,6 +196,17 @@ WORKLOADS: tuple[Workload, ...] = (
         initial_pods=500,
         measured_pods=2000,
         pod=_preferred_affinity,
+    ),
+    Workload(
+        name="dra",
+        description=(
+            "SchedulingWithResourceClaimTemplate: 8 devices per node, each pod claims one through "
+            "a template selecting by model and memory"
+        ),
+        nodes=500,
+        initial_pods=500,
+        measured_pods=2000,
+        dra=True,
     ),
     Workload(
         name="large",

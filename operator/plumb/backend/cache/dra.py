@@ -19,6 +19,9 @@ What kube-scheduler's DynamicResources plugin reads through its DRA manager, in 
   allocatedDevices and in-flight claims (dra_manager.go, allocateddevices.go).
 - ``pod_claims(pod)``: each claim a pod names, or why one cannot be used yet in
   kube-scheduler's words (foreachPodResourceClaim, which PreEnqueue and PreFilter run).
+- ``extended_class(resource)`` / ``extended_claim(pod_uid)``: the DeviceClass backing an
+  extended resource (its ExtendedResourceCache), and the claim made for a pod's extended
+  resources (annotated, owned by the pod: findExtendedResourceClaim).
 
 Every write notes its undo in the cache's journal (backend/cache/journal.py), so a snapshot
 dump rewinds DRA state with the pods and nodes. Only the event loop calls this class.
@@ -210,6 +213,11 @@ class DraStore:
         # Pod uid -> keys of the claims reserved for it (status.reservedFor).
         self._reserved: dict[str, set[str]] = {}
         self._consumers: dict[str, tuple[str, ...]] = {}  # claim key -> those uids
+        # Extended resource name -> the class backing it (None: to be rebuilt).
+        self._backing: dict[str, draobjects.DeviceClass] | None = None
+        # Pod uid -> keys of the claims made for its extended resources.
+        self._extended: dict[str, set[str]] = {}
+        self._extended_owner: dict[str, str] = {}  # claim key -> that pod uid
         # Node name -> (slices_generation, its labels, the rules, its pools) when gathered.
         self._pool_cache: dict[
             str, tuple[int, Mapping[str, str], PoolRules, tuple[draobjects.Pool, ...]]
@@ -295,6 +303,33 @@ class DraStore:
     def classes(self) -> tuple[draobjects.DeviceClass, ...]:
         """Every DeviceClass, by name."""
         return tuple(self._classes[name] for name in sorted(self._classes))
+
+    def extended_class(self, resource: str) -> draobjects.DeviceClass | None:
+        """The DeviceClass backing an extended resource: the class named by the implicit
+        ``deviceclass.resource.kubernetes.io/<class>``, else the one whose
+        extendedResourceName it is (of several, the newest; of those the first by name, as
+        kube-scheduler's ExtendedResourceCache prefers them)."""
+        if self._backing is None:
+            backing: dict[str, draobjects.DeviceClass] = {}
+            for device_class in self._classes.values():
+                named = device_class.extended_resource_name
+                held = backing.get(named) if named else None
+                if named and (held is None or _preferred(device_class, held)):
+                    backing[named] = device_class
+            for device_class in self._classes.values():
+                implicit = draobjects.IMPLICIT_EXTENDED_PREFIX + device_class.name
+                backing[implicit] = device_class
+            self._backing = backing
+        return self._backing.get(resource)
+
+    def extended_claim(self, pod_uid: str) -> draobjects.ResourceClaim | None:
+        """The claim made for the pod's extended resources (as ``claim`` answers), if any."""
+        for key in sorted(self._extended.get(pod_uid, ())):
+            namespace, _, name = key.partition("/")
+            claim = self.claim(namespace, name)
+            if claim is not None:
+                return claim
+        return None
 
     def template(self, namespace: str, name: str) -> draobjects.ClaimTemplate | None:
         return self._templates.get(claim_key(namespace, name))
@@ -615,6 +650,7 @@ class DraStore:
             self._classes[name] = device_class
         if before != device_class:
             self.generation += 1
+            self._backing = None
             self._journal.note(journal_module.Reclass(name=name, device_class=before))
 
     def _put_template(self, key: str, template: draobjects.ClaimTemplate | None) -> None:
@@ -668,6 +704,7 @@ class DraStore:
             else:
                 self._taking.pop(key, None)
             self._allocated_views.clear()
+        self._index_extended(key, claim)
         consumers = tuple(c.uid for c in claim.reserved_for) if claim is not None else ()
         if consumers == self._consumers.get(key, ()):
             return
@@ -681,6 +718,21 @@ class DraStore:
             self._consumers[key] = consumers
         for uid in consumers:
             self._reserved.setdefault(uid, set()).add(key)
+
+    def _index_extended(self, key: str, claim: draobjects.ResourceClaim | None) -> None:
+        owner = claim.owner_uid if claim is not None and claim.extended else ""
+        before = self._extended_owner.get(key, "")
+        if owner == before:
+            return
+        if before:
+            keys = self._extended[before]
+            keys.discard(key)
+            if not keys:
+                del self._extended[before]
+            del self._extended_owner[key]
+        if owner:
+            self._extended.setdefault(owner, set()).add(key)
+            self._extended_owner[key] = owner
 
     def _count(self, results: tuple[draobjects.AllocatedDevice, ...], sign: int) -> None:
         for result in results:
@@ -705,6 +757,14 @@ class DraStore:
                     consumed.pop(capacity, None)
             if not consumed:
                 del self._consumed[device]
+
+
+def _preferred(device_class: draobjects.DeviceClass, held: draobjects.DeviceClass) -> bool:
+    """Of two classes naming the same extended resource, whether ``device_class`` wins: the
+    newer (creationTimestamps are RFC 3339 in UTC, compared as text), of equals the first
+    by name."""
+    newer = (device_class.creation_timestamp, held.name)
+    return newer > (held.creation_timestamp, device_class.name)
 
 
 def _confirms(pending: journal_module.Pending, claim: draobjects.ResourceClaim | None) -> bool:

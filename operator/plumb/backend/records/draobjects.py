@@ -33,6 +33,23 @@ POD_CLAIM_NAME_ANNOTATION = "resource.kubernetes.io/pod-claim-name"
 # A claim kube-scheduler made for extended resources backed by DRA (v1.37) carries this
 # annotation ("true"); its requests are named after the containers' resources.
 EXTENDED_CLAIM_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+# Every DeviceClass backs the extended resource of this prefix and its name, besides its
+# spec.extendedResourceName (resourceapi.ResourceDeviceClassPrefix).
+IMPLICIT_EXTENDED_PREFIX = "deviceclass.resource.kubernetes.io/"
+_NATIVE_PREFIX = "kubernetes.io/"
+_QUOTA_PREFIX = "requests."
+
+
+def device_backed_name(resource: str) -> bool:
+    """Whether a DeviceClass may back the resource (IsDRAExtendedResourceName): an extended
+    resource (a domain that is not kubernetes.io's) or a class's implicit name."""
+    if resource.startswith(IMPLICIT_EXTENDED_PREFIX):
+        return True
+    return (
+        "/" in resource
+        and _NATIVE_PREFIX not in resource
+        and not resource.startswith(_QUOTA_PREFIX)
+    )
 
 
 @dataclasses.dataclass(frozen=True, slots=True, order=True)

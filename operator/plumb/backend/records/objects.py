@@ -49,6 +49,20 @@ class PodClaim:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class ContainerDeviceRequests:
+    """What one container asks of resources a DeviceClass may back (extended resources and
+    classes' implicit names, DRAExtendedResource), as kube-scheduler names the requests of the
+    claim it makes for them: ``index`` counts init containers, then app containers;
+    ``requests`` holds (resource, its place among the container's request names sorted,
+    count). ``init``: an init container that runs to completion (not a sidecar)."""
+
+    index: int
+    name: str
+    init: bool
+    requests: tuple[tuple[str, int, int], ...]
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class ResizeAccounting:
     """How a pod's status counts in its requests, as the release plumb decides as has it
     (component-helpers resource/helpers.go PodRequests; InPlacePodVerticalScaling, which
@@ -149,6 +163,9 @@ class PodInfo:
     # resources, or a resize pending; see ResizeAccounting): a status change then reads them
     # again. Not compared: ``requests`` is.
     status_resources: bool = dataclasses.field(default=False, compare=False)
+    # Its containers' requests a DeviceClass may back, for the claim kube-scheduler makes
+    # when devices serve them (empty for most pods).
+    device_requests: tuple[ContainerDeviceRequests, ...] = ()
 
     @property
     def key(self) -> str:
@@ -578,7 +595,38 @@ def parse_pod(
         claim_statuses=_claim_statuses(status),
         generation=_generation(metadata),
         status_resources=resources.from_status,
+        device_requests=_device_requests(spec),
     )
+
+
+def _device_requests(spec: Mapping[str, Any]) -> tuple[ContainerDeviceRequests, ...]:
+    """Each container's requests a DeviceClass may back (createResourceRequestAndMappings
+    reads them: a count that is not a whole number is left out)."""
+    found = []
+    inits = spec.get("initContainers") or ()
+    for index, container in enumerate([*inits, *(spec.get("containers") or ())]):
+        raw = (container.get("resources") or {}).get("requests") or {}
+        names = sorted(str(name) for name in raw)
+        requests = []
+        for place, name in enumerate(names):
+            if not draobjects.device_backed_name(name):
+                continue
+            try:
+                count = quantities.parse(raw[name])
+            except quantities.QuantityError:
+                continue
+            if count.denominator == 1 and count:
+                requests.append((name, place, int(count)))
+        if requests:
+            found.append(
+                ContainerDeviceRequests(
+                    index=index,
+                    name=str(container.get("name", "")),
+                    init=index < len(inits) and not _restartable(container),
+                    requests=tuple(requests),
+                )
+            )
+    return tuple(found)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -20,6 +20,8 @@ plugin decides it (plugins/dynamicresources/dynamicresources.go), over plumb's D
   it chose (computeScore), normalised over the feasible nodes in the kernel.
 - Reserve (``allocate_on``): the chosen node's allocation found again over the store as it is
   then, and assumed there until PreBind's write is seen (claimreservations.py writes it).
+- Extended resources backed by DRA (DRAExtendedResource): the claim the scheduler makes for
+  them joins the pod's claims, last, node by node (extendedresources.py).
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ import numpy as np
 from plumb.backend.cache import dra, snapshot
 from plumb.backend.records import draobjects, objects
 from plumb.framework import emulation
-from plumb.framework.devices import allocator, expressions
+from plumb.framework.devices import allocator, availability, expressions
+from plumb.framework.plugins import extendedresources
 
 NAME = "DynamicResources"
 # Filter's and PreFilter's words (dynamicresources.go).
@@ -53,8 +56,8 @@ RESERVED_FOR_MAX = 256
 FILTER_ERROR = 'running "{plugin}" filter plugin: {error}'
 # PostFilter's words, which the FailedScheduling message carries before DefaultPreemption's:
 # for a pod whose PreFilter kept no claims, and for one with claims it could not help (both up
-# to v1.36 only, Emulation.dra_postfilter_sentence), and after freeing an idle claim (every
-# release).
+# to v1.36 only, Emulation.dra_postfilter_sentence), and after freeing an idle claim or
+# deleting the claim an earlier cycle made for extended resources (every release).
 NO_CLAIMS = "no new claims to deallocate"
 STILL_NOT_SCHEDULABLE = "still not schedulable"
 DEALLOCATED = "deallocation of ResourceClaim completed"
@@ -63,7 +66,7 @@ DEALLOCATED = "deallocation of ResourceClaim completed"
 def post_filter_words(kube: emulation.Emulation, said: str) -> str:
     """What DynamicResources' PostFilter ``said`` (one of the three above) as the release
     prints it ("" when it prints nothing)."""
-    if said == DEALLOCATED or kube.dra_postfilter_sentence:
+    if said in (DEALLOCATED, extendedresources.DELETED) or kube.dra_postfilter_sentence:
         return said
     return ""
 
@@ -79,14 +82,16 @@ class Failure:
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class PodDevices:
-    """PreFilter's state: the pod's claims in spec order, and those still to allocate."""
+    """PreFilter's state: the pod's claims in spec order, those still to allocate, and its
+    extended resources a class maps (None: none)."""
 
     claims: tuple[draobjects.ResourceClaim, ...]
     to_allocate: tuple[draobjects.ResourceClaim, ...]
+    extended: extendedresources.PodResources | None = None
 
     @property
     def empty(self) -> bool:
-        return not self.claims
+        return not self.claims and self.extended is None
 
 
 def _reserved_for(claim: draobjects.ResourceClaim, pod: objects.PodInfo) -> bool:
@@ -119,13 +124,18 @@ def prefilter(
     pod: objects.PodInfo, store: dra.DraStore, features: emulation.DeviceFeatures
 ) -> PodDevices | Failure | None:
     """The pod's claims (None: it has none, the plugin skips it), or why no node will do."""
-    if not pod.resource_claims:
+    if not pod.resource_claims and not pod.device_requests:
         return None
-    lookup = store.pod_claims(pod)
-    if lookup.error:
-        return Failure(lookup.error)
-    claims = tuple(claim for _, claim in lookup.claims)
-    if not claims:
+    claims: tuple[draobjects.ResourceClaim, ...] = ()
+    if pod.resource_claims:
+        lookup = store.pod_claims(pod)
+        if lookup.error:
+            return Failure(lookup.error)
+        claims = tuple(claim for _, claim in lookup.claims)
+    extended = None
+    if features.extended_resources:
+        extended = extendedresources.prefilter(pod, store)
+    if not claims and extended is None:
         return None
     to_allocate = []
     for claim in claims:
@@ -139,7 +149,7 @@ def prefilter(
         if problem is not None:
             return Failure(problem)
         to_allocate.append(claim)
-    return PodDevices(claims=claims, to_allocate=tuple(to_allocate))
+    return PodDevices(claims=claims, to_allocate=tuple(to_allocate), extended=extended)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -152,12 +162,16 @@ class NodeVerdicts:
     reasons: tuple[str, ...]
     raw_score: np.ndarray  # int64 per node
     error: str | None = None
+    # Counting's verdict for a pod whose claims are all still to allocate (availability.py).
+    counted: availability.FastVerdict | None = None
 
 
 Matcher = allocator.DeviceMatcher
 # Selector verdicts, each kept until its device's slice changes (the feed forgets a deleted
 # slice's): one cache for the process, as kube-scheduler's plugin keeps one.
 VERDICTS = expressions.SelectorVerdicts()
+# The node-local devices as arrays, with the match of each request kept per device.
+AVAILABILITY = availability.Availability()
 
 
 def matcher(verdicts: expressions.SelectorVerdicts) -> Matcher:
@@ -176,7 +190,7 @@ def matcher(verdicts: expressions.SelectorVerdicts) -> Matcher:
 
 
 def _allocate(
-    devices: PodDevices,
+    claims: Sequence[draobjects.ResourceClaim],
     node: objects.NodeInfo,
     store: dra.DraStore,
     features: emulation.DeviceFeatures,
@@ -187,7 +201,7 @@ def _allocate(
     classes = {c.name: c for c in store.classes()}
     return allocator.allocate(
         node=node,
-        claims=devices.to_allocate,
+        claims=claims,
         pools=pools,
         classes=classes,
         state=state,
@@ -205,9 +219,12 @@ def filter(
     matches: Matcher,
     *,
     scored: bool,
+    fast: bool = True,
 ) -> NodeVerdicts:
     """Filter (and Score, when ``scored``) on the nodes ``visit`` marks (those the filters
-    before it pass); the others pass here, as kube-scheduler never asks this plugin of them."""
+    before it pass); the others pass here, as kube-scheduler never asks this plugin of them.
+    ``fast``: nodes where counting devices decides (framework/devices/availability.py) are
+    decided so, the allocator runs on the others (off: the allocator on every node)."""
     total = len(statics)
     fails = np.zeros(total, dtype=np.bool_)
     reason = np.full(total, -1, dtype=np.int32)
@@ -220,14 +237,42 @@ def filter(
         reason[n] = reasons.setdefault(message, len(reasons))
 
     allocated = [c for c in devices.claims if c.allocation is not None]
-    for n in np.flatnonzero(visit):
+    todo = visit
+    counted = (
+        AVAILABILITY.verdict(devices.to_allocate, statics, store, features, matches)
+        if fast and devices.to_allocate and devices.extended is None
+        else None
+    )
+    if counted is not None:
+        # Nodes where counting free matching devices is the allocator's answer (availability.py).
+        decided = visit & counted.decided
+        if allocated:
+            decided &= np.fromiter(
+                (all(_reaches(c, node) for c in allocated) for node in statics.nodes),
+                dtype=np.bool_,
+                count=total,
+            )
+        failing = decided & ~counted.passes
+        if failing.any():
+            fails[failing] = True
+            reason[failing] = reasons.setdefault(allocator.CANNOT_ALLOCATE, len(reasons))
+        if scored and allocated:
+            raw[decided & counted.passes] = allocator.score(
+                (c, c.allocation) for c in allocated if c.allocation is not None
+            )
+        todo = visit & ~decided
+    for n in np.flatnonzero(todo):
         node = statics.nodes[int(n)]
+        to_allocate = _to_allocate(devices, node)
+        if isinstance(to_allocate, str):
+            fail(int(n), to_allocate)
+            continue
         if any(not _reaches(c, node) for c in allocated):
             fail(int(n), NOT_AVAILABLE)
             continue
-        if not devices.to_allocate:
+        if not to_allocate:
             continue
-        outcome = _allocate(devices, node, store, features, state, matches)
+        outcome = _allocate(to_allocate, node, store, features, state, matches)
         if isinstance(outcome, allocator.AllocationFailed):
             return NodeVerdicts(
                 fails=fails,
@@ -241,7 +286,26 @@ def filter(
             continue
         if scored:
             raw[n] = allocator.score(_with_allocations(devices, outcome.allocations))
-    return NodeVerdicts(fails=fails, reason=reason, reasons=tuple(reasons), raw_score=raw)
+    return NodeVerdicts(
+        fails=fails,
+        reason=reason,
+        reasons=tuple(reasons),
+        raw_score=raw,
+        counted=None if allocated else counted,
+    )
+
+
+def _to_allocate(
+    devices: PodDevices, node: objects.NodeInfo
+) -> tuple[draobjects.ResourceClaim, ...] | str:
+    """The claims to allocate on the node: the pod's own, then the claim its extended
+    resources need there (if any); or the extended resources' failure there."""
+    if devices.extended is None:
+        return devices.to_allocate
+    made = extendedresources.on_node(devices.extended, node)
+    if isinstance(made, str):
+        return made
+    return devices.to_allocate if made is None else (*devices.to_allocate, made.claim)
 
 
 def _reaches(claim: draobjects.ResourceClaim, node: objects.NodeInfo) -> bool:
@@ -284,6 +348,29 @@ class Reserved:
     # DRADeviceBindingConditions and DRAResourceClaimDeviceStatus on: PreBind stamps each
     # allocation with allocationTimestamp.
     stamped: bool = False
+    # The claim PreBind makes for the pod's extended resources, and its allocation.
+    extended: ExtendedClaim | None = None
+    # The pod asks for extended resources a class backs: kube-scheduler's PreBindPreFlight
+    # counts its in-memory claim even where the node's device plugin serves them all.
+    extended_pod: bool = False
+
+    @property
+    def prebinds(self) -> bool:
+        """Whether PreBind has work (kube-scheduler's PreBindPreFlight: the plugin keeps claims
+        for the pod, so the nomination is written first where NominatedNodeNameForExpectation
+        is on)."""
+        return bool(self.claims) or self.extended_pod
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ExtendedClaim:
+    """Reserve's outcome for the pod's extended resources: the claim (in memory) and the
+    pod's request mappings, its allocation on the node, and the key that allocation is
+    assumed under until PreBind has created and written the claim."""
+
+    made: extendedresources.NodeClaim
+    allocation: draobjects.Allocation
+    pending: str
 
 
 def allocate_on(
@@ -300,11 +387,14 @@ def allocate_on(
         return Reserved(node=node.name, claims=())
     if isinstance(devices, Failure):
         return None
+    to_allocate = _to_allocate(devices, node)
+    if isinstance(to_allocate, str):
+        return None
     for claim in devices.claims:
         if claim.allocation is not None and not _reaches(claim, node):
             return None
     outcome = _allocate(
-        devices,
+        to_allocate,
         node,
         store,
         features,
@@ -313,13 +403,26 @@ def allocate_on(
     )
     if not isinstance(outcome, allocator.Allocated):
         return None
+    own = len(devices.to_allocate)
     found: Mapping[str, draobjects.Allocation] = {
-        c.key: a for c, a in zip(devices.to_allocate, outcome.allocations, strict=True)
+        c.key: a for c, a in zip(devices.to_allocate, outcome.allocations[:own], strict=True)
     }
+    extended = None
+    if len(to_allocate) > own:
+        assert devices.extended is not None
+        made = extendedresources.on_node(devices.extended, node)
+        assert isinstance(made, extendedresources.NodeClaim)
+        extended = ExtendedClaim(
+            made=made,
+            allocation=outcome.allocations[own],
+            pending=extendedresources.pending_key(pod),
+        )
     return Reserved(
         node=node.name,
         claims=tuple((claim, found.get(claim.key)) for claim in devices.claims),
         stamped=features.binding_conditions,
+        extended=extended,
+        extended_pod=devices.extended is not None,
     )
 
 

@@ -337,7 +337,7 @@ class BindingCycle:
         store = self._state.cache.dra
         for claim, allocation in devices.claims:
             if allocation is not None:
-                store.forget(claim.key)
+                store.forget_unwritten(claim.key)  # a claim written stays: its devices are taken
         if devices.extended is not None:
             store.forget(devices.extended.pending)
         if not unreserve or self._claim_api is None:

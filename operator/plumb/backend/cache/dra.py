@@ -579,10 +579,15 @@ class DraStore:
         self._put_pending(claim.key, pending)
 
     def forget(self, key: str) -> None:
-        """Drop the allocation assumed for claim ``key`` (the pod was not bound), unless PreBind
-        wrote it: the API server holds it then, and the claim as written stands until the
-        watch brings that version or a newer one, as kube-scheduler's assume cache keeps a
-        claim after its API call (Unreserve restores only an allocation still in flight)."""
+        """Drop what plumb assumed or wrote for claim ``key`` (a claim it made and deletes)."""
+        if key in self._pending:
+            self._put_pending(key, None)
+
+    def forget_unwritten(self, key: str) -> None:
+        """Unreserve: drop the allocation assumed for claim ``key`` (the pod was not bound),
+        unless PreBind wrote it: the API server holds it then, and the claim as written stands
+        until the watch brings that version or a newer one, as kube-scheduler's assume cache
+        keeps a claim after its API call (Unreserve restores only an allocation in flight)."""
         pending = self._pending.get(key)
         if pending is not None and pending.written is None:
             self._put_pending(key, None)

@@ -230,7 +230,7 @@ def test_forgetting_an_assumed_allocation_frees_its_devices() -> None:
         )
     )
     store.assume("ml/c0", allocation, "pod-1")
-    store.forget("ml/c0")
+    store.forget_unwritten("ml/c0")
     assert store.allocated().devices == frozenset()
 
 
@@ -264,7 +264,7 @@ def test_a_written_claim_outlives_a_failed_binding_until_the_watch_brings_it() -
         claim_body("c0", version="7", results=(result("g0"),), reserved=("pod-1",))
     )
     store.assume_written(written, "pod-1")
-    store.forget("ml/c0")  # Unreserve after the failed binding
+    store.forget_unwritten("ml/c0")  # Unreserve after the failed binding
     assert store.allocated().devices == {(DRIVER, "pool-a", "g0")}
     assert store.claim("ml", "c0") is written
     store.on_claim(claim_body("c0", version="7", results=(result("g0"),)), "ml", "c0")

@@ -10,7 +10,10 @@ plumb names it, node by node, from DynamicResources' verdicts of the cycle:
   with the words the allocator gives for it alone; when each would fit alone but not all at
   once (they compete for the same devices, or a constraint joins them), the claims together
   (``claim`` "") with the node's reason;
-- a PreFilter rejection (every node): the first of the pod's claims that gives it alone.
+- a PreFilter rejection (every node): the first of the pod's claims that gives it alone;
+- a node whose devices the pod's claims could have had alone but that pods placed before it in
+  its batch took (a device column of the kernel fell short): the claim still to allocate (or
+  the claims together), "the devices left went to pods placed before it in its batch".
 
 Worked out after the decision, for failed pods only, over the DRA store as it is then: the
 allocator runs again once per claim on the nodes it rejected, only when the pod has several
@@ -20,18 +23,22 @@ claims to allocate. Pure: no I/O.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from plumb.backend.cache import dra, snapshot
 from plumb.backend.records import draobjects, objects
 from plumb.framework import emulation
+from plumb.framework.devices import allocator
 from plumb.framework.plugins import dynamicresources
 from plumb.observability import trace
 
 TOGETHER = ""
 """The ``claim`` of a rejection that no claim alone gives: the pod's claims together."""
+TAKEN_IN_BATCH = (
+    f"{allocator.CANNOT_ALLOCATE}: the devices left went to pods placed before it in its batch"
+)
 
 
 def on_nodes(
@@ -41,11 +48,14 @@ def on_nodes(
     store: dra.DraStore,
     features: emulation.DeviceFeatures,
     matches: dynamicresources.Matcher,
+    taken: Sequence[int] = (),
 ) -> tuple[trace.ClaimRejection, ...]:
-    """Which claim DynamicResources' Filter rejected on which nodes (``verdicts``, the cycle's)
-    and why, the claims rejected on most nodes first."""
+    """Which claim DynamicResources' Filter rejected on which nodes (``verdicts``, the cycle's
+    for the pod alone; ``taken``, the nodes whose devices pods placed before it in its batch
+    took) and why, the claims rejected on most nodes first."""
     failing = [int(n) for n in np.flatnonzero(verdicts.fails)]
-    if not failing:
+    later = [n for n in taken if not verdicts.fails[n]]
+    if not failing and not later:
         return ()
     rejected: dict[tuple[str, str], list[str]] = {}
 
@@ -53,6 +63,11 @@ def on_nodes(
         rejected.setdefault((claim, reason), []).append(statics.nodes[n].name)
 
     devices = dynamicresources.prefilter(pod, store, features)
+    if later:
+        pending = devices.to_allocate if isinstance(devices, dynamicresources.PodDevices) else ()
+        holder = pending[0].key if len(pending) == 1 else TOGETHER
+        for n in later:
+            put(holder, TAKEN_IN_BATCH, n)
     if not isinstance(devices, dynamicresources.PodDevices):
         # The claims changed since the cycle (deleted, allocated for another pod): the nodes'
         # reasons as they were, put down to no claim.

@@ -80,6 +80,9 @@ class Decision:
     # DynamicResources' PreFilter rejected every node: PostFilter runs, finding nothing to
     # deallocate and no node preemption could help.
     prefiltered: bool = False
+    # Nodes (by index) where only a device column fell short: the devices the pod's claims
+    # could have had went to pods placed before it in its batch (explained in its trace).
+    devices_taken: tuple[int, ...] = ()
 
 
 def unschedulable_as_written(pod: objects.PodInfo, total: int) -> Decision:
@@ -156,9 +159,21 @@ def explain(
                 reasons=dict(diagnosis.reasons),
                 plugins=_rejecting_plugins(compiled, codes, details),
                 unresolvable=_all_unresolvable(compiled, b, codes, details),
+                devices_taken=_devices_taken(compiled, codes, details),
             )
         )
     return decisions
+
+
+def _devices_taken(
+    compiled: compiling.Compiled, codes: np.ndarray, details: np.ndarray
+) -> tuple[int, ...]:
+    """The nodes where nothing but a device column fell short."""
+    if not compiled.device_bits:
+        return ()
+    bits = compiled.device_bits
+    short = (codes == contract.RESOURCES) & ((details & bits) != 0) & ((details & ~bits) == 0)
+    return tuple(int(n) for n in np.flatnonzero(short))
 
 
 def _rejecting_plugins(

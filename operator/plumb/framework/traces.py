@@ -123,7 +123,13 @@ def claim_rejections(
     if verdicts is None:
         return ()
     return claimrejections.on_nodes(
-        pod, verdicts, snap.statics, store, features, dynamicresources.MATCHER
+        pod,
+        verdicts,
+        snap.statics,
+        store,
+        features,
+        dynamicresources.MATCHER,
+        decision.devices_taken,
     )
 
 

@@ -126,3 +126,33 @@ async def test_a_scheduled_claim_pod_names_no_rejection_and_its_devices(
         (f"{NS}/two", "gpu", "node-a", "gpu-0"),
         (f"{NS}/two", "gpu", "node-a", "gpu-1"),
     ]
+
+
+async def test_devices_taken_by_pods_before_it_in_its_batch_are_said_so(
+    json_lines: tuple[logging.Logger, Lines],
+) -> None:
+    # Four pods in one batch, two devices: the kernel's device columns give them to the first
+    # two; the others' claims would fit node-a and node-b alone, node-c has no device at all.
+    world = DraWorld(json_lines)
+    world.nodes("node-a", "node-b", "node-c")
+    world.device_class("gpu")
+    world.publish("node-a", device("gpu-0"))
+    world.publish("node-b", device("gpu-0"))
+    for i in range(4):
+        world.claim(make_claim(f"c{i}", NS).request("gpu", "gpu"))
+        world.pod(f"p{i}", f"c{i}")
+    await world.decide()
+    failed = [r for r in world.traces() if r.result == trace.UNSCHEDULABLE]
+    assert [r.batch for r in failed] == [4, 4]
+    for record in failed:
+        claim = f"{NS}/c{record.pod[-1]}"
+        assert record.claims == (
+            trace.ClaimRejection(
+                claim=claim,
+                reason="cannot allocate all claims: the devices left went to pods placed before "
+                "it in its batch",
+                nodes=2,
+                examples=("node-a", "node-b"),
+            ),
+            _reject(f"c{record.pod[-1]}", CANNOT, "node-c"),
+        )

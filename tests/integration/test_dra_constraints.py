@@ -245,7 +245,7 @@ def test_partitions_of_a_device_share_its_counters(
     dra: Stage,
 ) -> None:
     if kube_minor < 36:
-        pytest.skip("DRAPartitionableDevices is alpha (off) before v1.36")
+        pytest.skip(reason="DRAPartitionableDevices is alpha (off) before v1.36")
     roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
     # Small's GPU as a whole or in halves: one pool of two slices, the counters in one, the

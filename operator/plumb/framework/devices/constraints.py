@@ -13,6 +13,7 @@ Pure: no I/O.
 
 from __future__ import annotations
 
+import abc
 import dataclasses
 from collections.abc import Sequence
 
@@ -47,7 +48,7 @@ def _same(a: draobjects.AttributeValue, b: draobjects.AttributeValue) -> bool:
     return kind is not None and _kind(b) is kind and a == b
 
 
-class Constraint:
+class Constraint(abc.ABC):
     """One constraint of a claim: ``add`` a device (False: it breaks the constraint), and
     ``remove`` it again with the same arguments when the search backtracks."""
 
@@ -62,13 +63,13 @@ class Constraint:
             return True
         return bool(subrequest) and f"{request}/{subrequest}" in self.requests
 
+    @abc.abstractmethod
     def add(
         self, request: str, subrequest: str, device: draobjects.Device, device_id: DeviceId
-    ) -> bool:
-        raise NotImplementedError
+    ) -> bool: ...
 
-    def remove(self, request: str, subrequest: str, device_id: DeviceId) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def remove(self, request: str, subrequest: str, device_id: DeviceId) -> None: ...
 
 
 class MatchAttribute(Constraint):

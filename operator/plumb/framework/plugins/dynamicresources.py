@@ -189,6 +189,10 @@ def matcher(verdicts: expressions.SelectorVerdicts) -> Matcher:
     return matches
 
 
+def _classes(store: dra.DraStore) -> dict[str, draobjects.DeviceClass]:
+    return {c.name: c for c in store.classes()}
+
+
 def _allocate(
     claims: Sequence[draobjects.ResourceClaim],
     node: objects.NodeInfo,
@@ -196,9 +200,9 @@ def _allocate(
     features: emulation.DeviceFeatures,
     state: dra.AllocatedState,
     matches: Matcher,
+    classes: Mapping[str, draobjects.DeviceClass],
 ) -> allocator.AllocationOutcome:
     pools = store.pools(node, allocator.pool_rules(features))
-    classes = {c.name: c for c in store.classes()}
     return allocator.allocate(
         node=node,
         claims=claims,
@@ -231,6 +235,7 @@ def filter(
     raw = np.zeros(total, dtype=np.int64)
     reasons: dict[str, int] = {}
     state = store.allocated(consumable=features.consumable_capacity)
+    classes = _classes(store)  # once per pod, not per node
 
     def fail(n: int, message: str) -> None:
         fails[n] = True
@@ -272,7 +277,7 @@ def filter(
             continue
         if not to_allocate:
             continue
-        outcome = _allocate(to_allocate, node, store, features, state, matches)
+        outcome = _allocate(to_allocate, node, store, features, state, matches, classes)
         if isinstance(outcome, allocator.AllocationFailed):
             return NodeVerdicts(
                 fails=fails,
@@ -400,6 +405,7 @@ def allocate_on(
         features,
         store.allocated(consumable=features.consumable_capacity),
         matches,
+        _classes(store),
     )
     if not isinstance(outcome, allocator.Allocated):
         return None

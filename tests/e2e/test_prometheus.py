@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from plumb_dev.testing import builders, kube
+from plumb_dev.testing import builders, drabuilders, draclient, kube
 from tests.support.installation import REPOSITORY, Installed
 
 DASHBOARD = REPOSITORY / "manifests" / "grafana" / "plumb-dashboard.json"
@@ -213,8 +213,35 @@ def zoned_workload(installed: Installed) -> Iterator[str]:
         client.delete_node(name)
 
 
+@pytest.fixture
+def claimed_pod(installed: Installed, zoned_workload: str) -> Iterator[str]:
+    """A pod with a ResourceClaim for one device a driver publishes on a node of its own, so
+    the DynamicResources panels have its PreFilter, Filter, Reserve and PreBind to show."""
+    client = installed.cluster.client
+    node, driver = "e2e-gpu", "gpu.e2e.plumb.dev"
+    client.create_node(builders.make_node(node).capacity(cpu=8).obj())
+    dra = draclient.Dra(client)
+    try:
+        dra.create_class(drabuilders.make_class("e2e-gpu").driver(driver).obj())
+        gpus = drabuilders.make_slice(f"{node}-gpus", driver).node(node).pool(node)
+        dra.create_slice(gpus.devices(drabuilders.device("gpu-0")).obj())
+        claim = drabuilders.make_claim("gpu", zoned_workload).request("gpu", "e2e-gpu")
+        dra.create_claim(claim.obj())
+        pod = builders.make_pod("trainer", zoned_workload).scheduler("plumb")
+        client.create_pod(
+            pod.node_selector(builders.HOSTNAME_LABEL, node)
+            .resource_claim("gpu", claim="gpu")
+            .obj()
+        )
+        dra.wait_allocated(zoned_workload, "gpu", timeout=60)
+        yield "trainer"
+    finally:
+        dra.close()
+        client.delete_node(node)
+
+
 def test_every_dashboard_query_returns_series_from_a_real_prometheus(
-    installed: Installed, prometheus: int, zoned_workload: str
+    installed: Installed, prometheus: int, zoned_workload: str, claimed_pod: str
 ) -> None:
     kubectl = installed.kubectl
 

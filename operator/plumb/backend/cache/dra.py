@@ -34,7 +34,7 @@ import dataclasses
 from collections.abc import Iterable, Iterator, Mapping
 from fractions import Fraction
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 from plumb.backend.cache import journal as journal_module
 from plumb.backend.records import draobjects, objects, specs
@@ -49,6 +49,7 @@ SharedDeviceId = tuple[str, str, str, str]
 """(driver, pool, device, shareID): one share of a device allocated with consumable capacity."""
 
 _NAME_FIELD = "metadata.name"
+_Held = TypeVar("_Held")
 _EMPTY_CONSUMED: Mapping[DeviceId, Mapping[str, Fraction]] = MappingProxyType({})
 
 
@@ -649,29 +650,30 @@ class DraStore:
             self._pool_cache.clear()
             self._journal.note(journal_module.Reslice(name=name, slice=before))
 
-    def _put_class(self, name: str, device_class: draobjects.DeviceClass | None) -> None:
-        before = self._classes.pop(name, None)
-        if device_class is not None:
-            self._classes[name] = device_class
-        if before != device_class:
+    def _swap(self, table: dict[str, _Held], key: str, value: _Held | None) -> _Held | None:
+        """Put ``value`` under ``key`` in ``table`` (None: remove it) and return what was
+        there; the store's generation moves on if that differs."""
+        before = table.pop(key, None)
+        if value is not None:
+            table[key] = value
+        if before != value:
             self.generation += 1
+        return before
+
+    def _put_class(self, name: str, device_class: draobjects.DeviceClass | None) -> None:
+        before = self._swap(self._classes, name, device_class)
+        if before != device_class:
             self._backing = None
             self._journal.note(journal_module.Reclass(name=name, device_class=before))
 
     def _put_template(self, key: str, template: draobjects.ClaimTemplate | None) -> None:
-        before = self._templates.pop(key, None)
-        if template is not None:
-            self._templates[key] = template
+        before = self._swap(self._templates, key, template)
         if before != template:
-            self.generation += 1
             self._journal.note(journal_module.Retemplate(key=key, template=before))
 
     def _put_claim(self, key: str, claim: draobjects.ResourceClaim | None) -> None:
-        before = self._claims.pop(key, None)
-        if claim is not None:
-            self._claims[key] = claim
+        before = self._swap(self._claims, key, claim)
         if before != claim:
-            self.generation += 1
             self._journal.note(journal_module.Reclaim(key=key, claim=before))
         pending = self._pending.get(key)
         if pending is not None and _confirms(pending, claim):
@@ -680,11 +682,8 @@ class DraStore:
             self._recount(key)
 
     def _put_pending(self, key: str, pending: journal_module.Pending | None) -> None:
-        before = self._pending.pop(key, None)
-        if pending is not None:
-            self._pending[key] = pending
+        before = self._swap(self._pending, key, pending)
         if before != pending:
-            self.generation += 1
             self._journal.note(journal_module.Repend(key=key, pending=before))
         self._recount(key)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from plumb import binder, claimreservations, events
+from plumb import binder, claimreservations, events, groupconditions
 from plumb import scheduler as scheduler_module
 from plumb.backend import queue as queue_module
 from plumb.framework import emulation
@@ -84,6 +84,7 @@ def make_scheduler(
     metrics: metrics_module.Metrics | None = None,
     kube: emulation.Emulation = emulation.NEWEST_EMULATION,
     claim_api: claimreservations.ExtendedClaimApi | None = None,
+    group_api: groupconditions.GroupStatusApi | None = None,
 ) -> scheduler_module.Scheduler:
     """A scheduler over ``api`` on ``clock``, deciding as the release ``kube``; its trace lines
     go to ``log`` when given; its ResourceClaim writes go to ``claim_api``."""
@@ -97,4 +98,5 @@ def make_scheduler(
         tracer=None if log is None else tracing.Tracer(log=log, clock=clock),
         metrics=metrics,
         claim_api=claim_api,
+        group_api=group_api,
     )

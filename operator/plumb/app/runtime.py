@@ -194,6 +194,7 @@ async def run(settings: RunSettings) -> None:
         offload=kernel.offload,
         volume_api=api,
         claim_api=api,
+        group_api=api,
     )
     leadership = leading.Leadership(scheduler, api, elector)
     health = probes.Probes(scheduler, api, leadership)

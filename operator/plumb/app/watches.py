@@ -4,9 +4,10 @@ resourceVersion, so the loop starts on a full picture and no object is replayed 
 Pods, nodes, namespaces, Services, controllers, PodDisruptionBudgets, the volume plugins' objects
 (PersistentVolumes, claims, StorageClasses, CSINodes, CSIDrivers, CSIStorageCapacities) and
 DynamicResources' (ResourceSlices, DeviceClasses, ResourceClaims, ResourceClaimTemplates of
-resource.k8s.io/v1; an API server that does not serve it is logged once and plumb goes on
-without them) are watched with k8s/reflectors.py rather than kopf's on.event: kopf's per-object
-machinery cost more CPU and memory than the scheduling itself
+resource.k8s.io/v1) and the PodGroups of scheduling.k8s.io/v1beta1 and scheduler-plugins'
+scheduling.x-k8s.io/v1alpha1 (an API server that does not serve one of those groups is logged
+once and plumb goes on without it) are watched with k8s/reflectors.py rather than kopf's
+on.event: kopf's per-object machinery cost more CPU and memory than the scheduling itself
 (docs/performance.md#watches-plumbs-own-not-kopfs). kopf runs the operator around it.
 
 Each collection has its own task, supervised by reflectors.watch_forever: a handler failing on one
@@ -24,6 +25,7 @@ from typing import Any
 
 from plumb import scheduler as scheduler_module
 from plumb.backend.cache import controllers
+from plumb.backend.records import groupobjects
 from plumb.k8s import client as k8s_client
 from plumb.k8s import reflectors
 
@@ -60,7 +62,16 @@ DRA_PATHS = (
     (f"{DRA_GROUP}/resourceclaims", scheduler_module.RESOURCE_CLAIM),
     (f"{DRA_GROUP}/resourceclaimtemplates", scheduler_module.RESOURCE_CLAIM_TEMPLATE),
 )
-NOT_FOUND = 404
+# The pod groups of both APIs: kube-scheduler's (served where GenericWorkload is on) and
+# scheduler-plugins' CRD (where it is installed).
+GROUP_PATHS = (
+    (f"/apis/{groupobjects.UPSTREAM}/{groupobjects.UPSTREAM_VERSION}", groupobjects.UPSTREAM),
+    (
+        f"/apis/{groupobjects.COSCHEDULING}/{groupobjects.COSCHEDULING_VERSION}",
+        groupobjects.COSCHEDULING,
+    ),
+)
+NOT_FOUND, FORBIDDEN = 404, 403
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,8 +83,9 @@ class Feed:
     # A full list, and where the scheduler stood before it was requested (see ClusterFeed.mark).
     on_list: Callable[[tuple[int, float], list[JSON]], None]
     # The API group it belongs to, when the API server may not serve it (a 404 on its list):
-    # plumb then goes on without the group's collections.
+    # plumb then goes on without the group's collections, and logs what that means.
     optional_group: str = ""
+    without: str = ""
 
 
 def feeds(scheduler: scheduler_module.Scheduler) -> list[Feed]:
@@ -101,6 +113,16 @@ def feeds(scheduler: scheduler_module.Scheduler) -> list[Feed]:
             lambda event_type, body: cluster.on_dra(kind, event_type, body),
             lambda _mark, items: cluster.relist_dra(kind, items),
             optional_group=DRA_GROUP,
+            without="pods with resourceClaims wait, as their claims cannot exist",
+        )
+
+    def pod_groups(group: str, api: str) -> Feed:
+        return Feed(
+            f"{group}/podgroups",
+            lambda event_type, body: cluster.on_pod_group(api, event_type, body),
+            lambda _mark, items: cluster.relist_pod_groups(api, items),
+            optional_group=group,
+            without=f"pods naming a PodGroup of {api} are decided one by one",
         )
 
     return [
@@ -108,6 +130,8 @@ def feeds(scheduler: scheduler_module.Scheduler) -> list[Feed]:
         *(volume(path, kind) for path, kind in VOLUME_PATHS),
         # Before the pods: a pod listed with its claims made is let in at once.
         *(resource(path, kind) for path, kind in DRA_PATHS),
+        # Before the pods too: a gang listed with its PodGroup is let in at once.
+        *(pod_groups(group, api) for group, api in GROUP_PATHS),
         Feed(
             NAMESPACES,
             cluster.on_namespace,
@@ -137,14 +161,21 @@ async def sync_and_watch(
         try:
             lists[feed.path], versions[feed.path] = await api.list_all(feed.path)
         except k8s_client.StatusError as error:
-            if not feed.optional_group or error.status != NOT_FOUND:
+            if not feed.optional_group or error.status not in (NOT_FOUND, FORBIDDEN):
                 raise
             unserved.add(feed.optional_group)
+            why = (
+                "the API server does not serve"
+                if error.status == NOT_FOUND
+                else "plumb's service account may not list (see its ClusterRole)"
+            )
             logger.warning(
-                "the API server does not serve %s (GET %s: HTTP 404); plumb goes on without "
-                "it: pods with resourceClaims wait, as their claims cannot exist",
+                "%s %s (GET %s: HTTP %d); plumb goes on without it: %s",
+                why,
                 feed.optional_group,
                 feed.path,
+                error.status,
+                feed.without,
             )
             continue
         every.append(feed)

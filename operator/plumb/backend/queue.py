@@ -41,7 +41,7 @@ import heapq
 import time
 from collections.abc import Callable, Hashable
 
-from plumb.backend.records import objects
+from plumb.backend.records import groupobjects, objects
 
 INITIAL_BACKOFF = 1.0
 MAX_BACKOFF = 10.0
@@ -138,6 +138,8 @@ class SchedulingQueue:
         # for the events that may let them in.
         self._turned_away: dict[str, Entry] = {}
         self._claim_users: dict[str, set[str]] = {}
+        # The pods of each pod group (either API), pending here, in flight included.
+        self._group_members: dict[groupobjects.GroupRef, set[str]] = {}
         self._seq = 0
         self._line = 0  # the last place in line given
         self._wakeup = asyncio.Event()
@@ -153,12 +155,16 @@ class SchedulingQueue:
             entry.line = self._next_in_line()
             self._entries[pod.uid] = entry
             self._index_claims(pod, +1)
+            self._index_group(pod, +1)
             self._to_active_or_gated(entry)
             return
         unchanged = entry.pod == pod
         if pod.resource_claim_names != entry.pod.resource_claim_names:
             self._index_claims(entry.pod, -1)
             self._index_claims(pod, +1)
+        if groupobjects.group_of(pod) != groupobjects.group_of(entry.pod):
+            self._index_group(entry.pod, -1)
+            self._index_group(pod, +1)
         entry.pod = pod
         if unchanged:
             return  # a status-only change (our own condition patch, say) is not an update
@@ -182,6 +188,7 @@ class SchedulingQueue:
         entry = self._entries.pop(uid, None)
         if entry is not None:
             self._index_claims(entry.pod, -1)
+            self._index_group(entry.pod, -1)
         self._unschedulable.pop(uid, None)
         self._turned_away.pop(uid, None)
         self._landed(uid)
@@ -239,6 +246,22 @@ class SchedulingQueue:
                 del self._unschedulable[uid]
                 self._after_backoff(entry)
 
+    def move_group(self, ref: groupobjects.GroupRef, plugins: frozenset[str]) -> None:
+        """A change of a pod group (a member added, the PodGroup added or its minimum
+        lowered): its pods that ``plugins`` rejected or turned away may be tried."""
+        self._event_seq += 1
+        if self._in_flight:
+            self._flight_events.append((self._event_seq, plugins))
+        for uid in sorted(self._group_members.get(ref, ())):
+            entry = self._entries[uid]
+            if entry.where is Where.GATED and entry.gated_by in plugins:
+                self._to_active_or_gated(entry)
+            elif entry.where is Where.UNSCHEDULABLE and (
+                not entry.plugins or entry.plugins & plugins
+            ):
+                del self._unschedulable[uid]
+                self._after_backoff(entry)
+
     # Consuming -----------------------------------------------------------------------------
 
     async def pop(self) -> Entry:
@@ -259,15 +282,22 @@ class SchedulingQueue:
         *,
         alone: Callable[[objects.PodInfo], bool] = lambda pod: False,
         group: Callable[[objects.PodInfo], Hashable] = lambda pod: None,
+        together: Callable[[objects.PodInfo], groupobjects.GroupRef | None] = lambda pod: None,
     ) -> list[Entry]:
         """Up to ``limit`` pods in queue order, waiting for the first only.
 
         A pod for which ``alone`` is true is returned in a batch of its own (the kernel cannot
         account for what it needs between pods of one batch); a batch ends before a pod whose
-        ``group`` differs from the first pod's (pods scored with other weights).
+        ``group`` differs from the first pod's (pods scored with other weights). A pod for
+        which ``together`` names a pod group comes with every member of that group the queue
+        holds but those gated, whatever their place (kube-scheduler queues a group as one
+        entity), and with no other pod; ``limit`` does not cut a group.
         """
         first = await self.pop()
         batch = [first]
+        ref = together(first.pod)
+        if ref is not None:
+            return batch + self._pop_members(ref, first.pod.uid)
         if alone(first.pod):
             return batch
         first_group = group(first.pod)
@@ -275,10 +305,35 @@ class SchedulingQueue:
             entry = self._peek_active()
             if entry is None or alone(entry.pod) or group(entry.pod) != first_group:
                 break
+            if together(entry.pod) is not None:
+                break  # a group's member: its group is a batch of its own
             popped = self._pop_active()
             assert popped is entry
             batch.append(entry)
         return batch
+
+    def _pop_members(self, ref: groupobjects.GroupRef, popped: str) -> list[Entry]:
+        """The group's other members, out of whichever queue holds them, in flight."""
+        members = []
+        for uid in sorted(self._group_members.get(ref, ())):
+            entry = self._entries[uid]
+            if uid == popped or entry.where in (Where.GATED, Where.IN_FLIGHT):
+                continue
+            self._unschedulable.pop(uid, None)
+            self._seq += 1  # the heap items it had (active, backoff) go stale
+            entry.seq = self._seq
+            entry.where = Where.IN_FLIGHT
+            entry.attempts += 1
+            entry.updated_in_flight = False
+            entry.popped_at_event = self._event_seq
+            entry.popped_at = self._clock()
+            self._in_flight.add(uid)
+            members.append(entry)
+        return members
+
+    def group_members(self, ref: groupobjects.GroupRef) -> list[objects.PodInfo]:
+        """The group's pods the queue holds (pending, gated or in flight), by uid."""
+        return [self._entries[uid].pod for uid in sorted(self._group_members.get(ref, ()))]
 
     def _peek_active(self) -> Entry | None:
         while self._active:
@@ -360,6 +415,7 @@ class SchedulingQueue:
             entry.pod = newest
         self._entries[entry.pod.uid] = entry
         self._index_claims(entry.pod, +1)
+        self._index_group(entry.pod, +1)
         entry.where = Where.IN_FLIGHT
         self._failed(entry)
         self._after_backoff(entry)
@@ -456,6 +512,19 @@ class SchedulingQueue:
                 users.discard(pod.uid)
                 if not users:
                     del self._claim_users[key]
+
+    def _index_group(self, pod: objects.PodInfo, sign: int) -> None:
+        ref = groupobjects.group_of(pod)
+        if ref is None:
+            return
+        if sign > 0:
+            self._group_members.setdefault(ref, set()).add(pod.uid)
+            return
+        members = self._group_members.get(ref)
+        if members is not None:
+            members.discard(pod.uid)
+            if not members:
+                del self._group_members[ref]
 
     def _push_active(self, entry: Entry) -> None:
         self._seq += 1

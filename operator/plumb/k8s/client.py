@@ -309,6 +309,17 @@ class ApiClient:
             "PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH, hot=True
         )
 
+    async def patch_pod_group_status(
+        self, *, namespace: str, name: str, patch: JSON
+    ) -> ApiResponse:
+        """A strategic merge patch of an upstream PodGroup's status (its conditions, merged
+        by type)."""
+        path = (
+            f"/apis/scheduling.k8s.io/v1beta1/namespaces/{quote(namespace)}/podgroups/"
+            f"{quote(name)}/status"
+        )
+        return await self.request("PATCH", path, body=patch, content_type=STRATEGIC_MERGE_PATCH)
+
     async def delete_pod(self, *, namespace: str, name: str, uid: str) -> ApiResponse:
         """DELETE pods/{name}, on the condition that the pod is still the one with ``uid``.
 

@@ -20,9 +20,10 @@ from typing import Any, TypeVar
 
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import dra
-from plumb.backend.records import draobjects, objects
+from plumb.backend.records import draobjects, groupobjects, objects
 from plumb.framework.plugins import (
     dynamicresources,
+    gangscheduling,
     interpodaffinity,
     nodeaffinity,
     nodedeclaredfeatures,
@@ -50,19 +51,34 @@ class ClusterFeed:
     def __init__(self, state: state_module.SchedulerState) -> None:
         self._state = state
         self.synced = asyncio.Event()  # set by the first full list
+        self._member_added: list[groupobjects.GroupRef] = []
         # The queue asks this before letting a pod in (it knows no cache of its own).
         state.queue.pre_enqueue = self.pre_enqueue
 
     def pre_enqueue(self, pod: objects.PodInfo) -> str | None:
-        """DynamicResources' PreEnqueue: a pod one of whose claims does not exist yet (a
-        template's claim the resourceclaim controller has not made and named in the pod's
-        status, a named claim missing, one being deleted, one not the pod's own) is not tried.
-        Returns the plugin that turns it away, None to let it in."""
+        """The PreEnqueue plugins: GangScheduling's (a pod of an upstream PodGroup waits
+        until the PodGroup exists and, for a gang, until minCount of its pods do) and
+        DynamicResources' (a pod one of whose claims does not exist yet: a template's claim
+        the resourceclaim controller has not made and named in the pod's status, a named
+        claim missing, one being deleted, one not the pod's own). Returns the plugin that
+        turns it away, None to let it in."""
+        if pod.pod_group and self.gang_waits(pod) is not None:
+            return gangscheduling.NAME
         if not pod.resource_claims:
             return None
         if self._state.cache.dra.pod_claims(pod).error:
             return dra.PLUGIN
         return None
+
+    def gang_waits(self, pod: objects.PodInfo) -> str | None:
+        """Why GangScheduling's PreEnqueue keeps a pod of an upstream group out (its words,
+        for the trace), None when it may be tried."""
+        ref, group = self._state.cache.groups.of(pod)
+        if ref is None or ref.api != groupobjects.UPSTREAM:
+            return None
+        members = len(self._state.queue.group_members(ref))
+        members += self._state.cache.groups.placed_count(ref)
+        return gangscheduling.pre_enqueue(group, ref.name, members)
 
     def on_pod(self, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A pod was listed, added, modified or deleted."""
@@ -76,6 +92,21 @@ class ClusterFeed:
             self._pod_event(event_type, pod)
 
     def _pod_event(self, event_type: str | None, pod: objects.PodInfo) -> None:
+        ref = groupobjects.group_of(pod)
+        if ref is not None and event_type != "DELETED" and not self._known(pod.uid):
+            # GangScheduling's hint on a pod added (unscheduled or assigned): its group's
+            # members may reach minCount now. After the pod is recorded, below.
+            self._member_added.append(ref)
+        try:
+            self._record_pod(event_type, pod)
+        finally:
+            while self._member_added:
+                self._state.queue.move_group(self._member_added.pop(), GROUP_HELPS)
+
+    def _known(self, uid: str) -> bool:
+        return self._state.cache.pod(uid) is not None or uid in self._state.queue
+
+    def _record_pod(self, event_type: str | None, pod: objects.PodInfo) -> None:
         if event_type == "DELETED":
             if self._forget(pod):
                 self._state.queue.move_all(POD_REMOVED_HELPS)
@@ -269,6 +300,38 @@ class ClusterFeed:
         if before is None or _claim_status(before) != _claim_status(after):
             queue.move_claim_users(namespace, name, DRA_HELPS)
 
+    def on_pod_group(self, api: str, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """A PodGroup of ``api`` (groupobjects.UPSTREAM or COSCHEDULING) was listed, added,
+        modified or deleted; its pods that wait are moved as GangScheduling's hints say (a
+        PodGroup added, its minCount lowered) or, for Coscheduling, on any change of it."""
+        group = _read("PodGroup", body, _GROUP_PARSERS[api])
+        if group is None:
+            return
+        store = self._state.cache.groups
+        if event_type == "DELETED":
+            if store.remove(group.ref) is not None:
+                self._state.group_conditions.forget(group.uid)
+            return
+        before = store.put(group)
+        self._group_changed(before, group)
+
+    def relist_pod_groups(self, api: str, bodies: Iterable[Mapping[str, Any]]) -> None:
+        """Every PodGroup of ``api`` after a (re)list: the ones missing are gone."""
+        parse = _GROUP_PARSERS[api]
+        groups = [g for body in bodies if (g := _read("PodGroup", body, parse)) is not None]
+        for before, after in self._state.cache.groups.replace(api, groups):
+            if after is not None:
+                self._group_changed(before, after)
+
+    def _group_changed(
+        self, before: groupobjects.PodGroup | None, after: groupobjects.PodGroup
+    ) -> None:
+        helps = after.api == groupobjects.COSCHEDULING or before is None
+        if before is not None and after.min_count < before.min_count:
+            helps = True
+        if helps:
+            self._state.queue.move_group(after.ref, GROUP_HELPS)
+
     def _committed_late(self, pod: objects.PodInfo) -> None:
         """A binding whose answer was lost turns out committed: its Scheduled event and trace
         line, which the failed request could not give."""
@@ -458,13 +521,22 @@ POD_REMOVED_HELPS = frozenset(
         nodevolumelimits.NAME,  # a volume slot freed
     }
 )
-POD_ADDED_HELPS = frozenset({podtopologyspread.NAME, interpodaffinity.NAME})
+# Coscheduling registers Pod/Add with no hint: a pod placed anywhere moves its pods.
+POD_ADDED_HELPS = frozenset(
+    {podtopologyspread.NAME, interpodaffinity.NAME, gangscheduling.COSCHEDULING}
+)
 SCALE_DOWN_HELPS = frozenset({noderesourcesfit.NAME})
 # DynamicResources' EventsToRegister: claims, slices and classes (and a node added, or its
 # labels or allocatable changed: node_change_helps). A pod's deletion is not among them: the
 # devices it held are freed when the resourceclaim controller deallocates its claims, and
 # that claim update moves the pods.
 DRA_HELPS = frozenset({dra.PLUGIN})
+# The plugins whose waiting pods a change of their pod group may help.
+GROUP_HELPS = frozenset({gangscheduling.NAME, gangscheduling.COSCHEDULING})
+_GROUP_PARSERS = {
+    groupobjects.UPSTREAM: groupobjects.parse_upstream,
+    groupobjects.COSCHEDULING: groupobjects.parse_coscheduling,
+}
 # NodeResourcesFit's DeviceClass events (DRAExtendedResource): a class that now backs an
 # extended resource lets that plugin leave it to DynamicResources.
 CLASS_HELPS_FIT = frozenset({noderesourcesfit.NAME})

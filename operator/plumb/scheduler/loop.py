@@ -21,12 +21,12 @@ import time
 from collections.abc import Callable, Hashable, Iterator
 from typing import Any
 
-from plumb import claimreservations, prebind, runs
+from plumb import claimreservations, groupconditions, prebind, runs
 from plumb import events as events_module
 from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import journal as journal_module
-from plumb.backend.records import objects
+from plumb.backend.records import groupobjects, objects
 from plumb.binder import Binder
 from plumb.events import Recorder
 from plumb.framework import cycle, deviation, scoring, traces
@@ -39,7 +39,7 @@ from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
 from plumb.preemption import evaluator, search
-from plumb.scheduler import binding, feed, meters, postfilter, profiles
+from plumb.scheduler import binding, feed, gangcycle, meters, postfilter, profiles
 from plumb.scheduler import state as state_module
 
 DEFAULT_BATCH = kernel_executor.BATCH
@@ -48,6 +48,21 @@ STALLED_CYCLE_SECONDS = 60.0
 
 
 logger = logging.getLogger("plumb.scheduler")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Decided:
+    """A batch's decisions on one snapshot before anything is carried out: each pod's, in
+    batch order, with its trace; those decided before the kernel (``early``) and those put
+    off to a later batch (``deferred``); the profile and policy they were decided under."""
+
+    decisions: list[cycle.Decision]
+    records: dict[str, trace.Trace]
+    early: frozenset[str]
+    deferred: tuple[objects.PodInfo, ...]
+    profile: scoring.Profile
+    policy: spec.Policy | None
+    total: int  # nodes in the snapshot
 
 
 class Scheduler:
@@ -71,6 +86,7 @@ class Scheduler:
         offload: postfilter.Offload | None = None,
         volume_api: prebind.VolumeApi | None = None,
         claim_api: claimreservations.ExtendedClaimApi | None = None,
+        group_api: groupconditions.GroupStatusApi | None = None,
     ) -> None:
         cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
         self.state = state_module.SchedulerState(
@@ -85,6 +101,8 @@ class Scheduler:
             # Attempts, latencies and kernel runs, counted as they happen (a registry of its
             # own unless the app layer serves one).
             metrics=metrics if metrics is not None else metrics_module.Metrics(),
+            # The condition an upstream PodGroup gets after its first cycle.
+            group_conditions=groupconditions.GroupConditions(group_api, recorder.writes),
         )
         # What the cluster told us comes in here (the app layer's watch handlers call it).
         self.feed = feed.ClusterFeed(self.state)
@@ -106,6 +124,8 @@ class Scheduler:
         self._cycle_started: float | None = None  # when the batch being decided was popped
         # Preemption after a failed cycle; its kernel runs go where ``offload`` sends them
         # (the kernel's thread in the app; at once with the reference kernel by default).
+        # Pod groups, all or nothing (their own batches: ``_together``).
+        self.gangs = gangcycle.GangCycle(self)
         self.post_filter = postfilter.PostFilter(
             cache=self.cache,
             nominations=self.state.nominations,
@@ -164,9 +184,7 @@ class Scheduler:
         try:
             await self.feed.synced.wait()
             while True:
-                entries = await self.queue.pop_batch(
-                    self.batch_size, alone=self._needs_own_batch, group=self._group
-                )
+                entries = await self.next_batch()
                 if not self._may_act():
                     # The lease went unrenewed; the app layer is about to cancel this loop.
                     for entry in entries:
@@ -181,6 +199,16 @@ class Scheduler:
         finally:
             self._cycle_started = None
             self.metrics.set_leader(False)
+
+    async def next_batch(self) -> list[queue_module.Entry]:
+        """The next batch to decide, waiting for its first pod: pods that may share a kernel
+        run, or one pod group's members."""
+        return await self.queue.pop_batch(
+            self.batch_size,
+            alone=self._needs_own_batch,
+            group=self._group,
+            together=self._together,
+        )
 
     def reconfigure(self, served: profiles.Served) -> None:
         """Serve ``served`` from the next batch on (a reload): the queue, the cache and the
@@ -246,14 +274,31 @@ class Scheduler:
         """One scheduling cycle for a batch of pods, decided as if one at a time.
 
         The batch shares one governing SchedulingPolicy, or none (``pop_batch`` groups them):
-        its rules join each pod's own constraints and its weights score the nodes."""
-        by_uid = {entry.pod.uid: entry for entry in entries}
+        its rules join each pod's own constraints and its weights score the nodes. The members
+        of a pod group come as a batch of their own, decided all or nothing
+        (scheduler/gangcycle.py)."""
         profile = self.served.get(entries[0].pod.scheduler_name)
         if profile is None:  # not ours any more (cannot happen while the names are fixed)
             for entry in entries:
                 self.queue.delete(entry.pod.uid)
             return
+        ref = self._together(entries[0].pod)
+        if ref is not None:
+            await self.gangs.schedule(entries, ref, profile)
+            return
         policy = self.policies.governing(entries[0].pod)
+        decided = await self.decide_only(entries, profile, policy)
+        await self.carry_out(entries, decided)
+
+    async def decide_only(
+        self,
+        entries: list[queue_module.Entry],
+        profile: scoring.Profile,
+        policy: spec.Policy | None,
+    ) -> Decided:
+        """The batch's decisions on one snapshot, in ``entries``' order, with their traces:
+        nothing is assumed, bound or reported yet."""
+        by_uid = {entry.pod.uid: entry for entry in entries}
         pods = [entry.pod for entry in entries]
         if policy is not None:
             pods = [self.policies.govern(pod, policy) for pod in pods]
@@ -291,13 +336,33 @@ class Scheduler:
             kernel_seconds = time.perf_counter() - started
             nominated = {n.pod.uid: n.node for n in own}
             decisions.extend(cycle.explain(compiled, result, nominated))
-        for pod in prepared.deferred:
-            self.queue.requeue(by_uid[pod.uid])
         meters.count_device_runs(self.metrics, prepared)
         records = traces.build(
             decisions, by_uid, snap, profile, _ref(policy), prepared, kernel_seconds, self.cache.dra
         )
-        early = {decision.pod.uid for decision in prepared.early}
+        return Decided(
+            decisions=decisions,
+            records=records,
+            early=frozenset(decision.pod.uid for decision in prepared.early),
+            deferred=prepared.deferred,
+            profile=profile,
+            policy=policy,
+            total=len(snap),
+        )
+
+    async def carry_out(self, entries: list[queue_module.Entry], decided: Decided) -> None:
+        """Assume and bind the pods placed, put back those deferred, and report (after
+        PostFilter and deviations) those that no node fits."""
+        by_uid = {entry.pod.uid: entry for entry in entries}
+        decisions, records, profile, policy = (
+            decided.decisions,
+            decided.records,
+            decided.profile,
+            decided.policy,
+        )
+        for pod in decided.deferred:
+            self.queue.requeue(by_uid[pod.uid])
+        early = decided.early
         blocked: list[cycle.Decision] = []
         failed: list[cycle.Decision] = []
         for decision in decisions:
@@ -309,7 +374,7 @@ class Scheduler:
             else:
                 if decision.prefiltered:
                     decision = _prefiltered(decision, profile)
-                self._apply(by_uid[uid], decision, records[uid], policy)
+                self.apply(by_uid[uid], decision, records[uid], policy)
         for decision in blocked:
             # After the others are placed, one at a time: each deviation moves the skew.
             assert policy is not None
@@ -335,14 +400,14 @@ class Scheduler:
             # PostFilter's only.
             words = search.post_filter_words(profile.kube, "")
             message = f"{decision.message} {words}" if words else decision.message
-            self._apply(entry, dataclasses.replace(decision, message=message), record, policy)
+            self.apply(entry, dataclasses.replace(decision, message=message), record, policy)
             return
         outcome = await self.post_filter.run(decision, policy, profile)
         if outcome.retry:
             self.queue.requeue(entry)  # room appeared since the cycle: a new attempt
             return
         record = dataclasses.replace(record, preemption=outcome.preemption)
-        self._apply(entry, outcome.decision, record, policy)
+        self.apply(entry, outcome.decision, record, policy)
 
     def _report_revert(self, policy: spec.Policy, reverted: store.Reversion) -> None:
         self.state.recorder.policy_event(
@@ -427,10 +492,10 @@ class Scheduler:
             node=found.node,
             plan_hash=traces.deviation_plan_hash(entry.pod.uid, found.node),
         )
-        if not self._apply(entry, placed, record, policy, deviation=True):
+        if not self.apply(entry, placed, record, policy, deviation=True):
             self.policies.refund(policy, entry.pod)
 
-    def _apply(
+    def apply(
         self,
         entry: queue_module.Entry,
         decision: cycle.Decision,
@@ -566,6 +631,12 @@ class Scheduler:
             or pod.uid in self.state.nominations
             or any(self.cache.dra.extended_class(name) for name in _device_backed(pod))
         )
+
+    def _together(self, pod: objects.PodInfo) -> groupobjects.GroupRef | None:
+        """The pod group decided as one batch that the pod belongs to, if any: a group whose
+        PodGroup exists (a pod naming one that does not is decided alone)."""
+        ref, group = self.cache.groups.of(pod)
+        return ref if group is not None else None
 
     def _group(self, pod: objects.PodInfo) -> Hashable:
         # One profile and one policy generation per batch, and one priority: the room

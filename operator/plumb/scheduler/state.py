@@ -9,6 +9,7 @@ Passing one state to all three, rather than one class inheriting another, shows 
 
 from __future__ import annotations
 
+from plumb import groupconditions
 from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import nominations as nominations_module
@@ -38,6 +39,7 @@ class SchedulerState:
         recorder: Recorder,
         tracer: tracing.Tracer,
         metrics: metrics_module.Metrics,
+        group_conditions: groupconditions.GroupConditions | None = None,
     ) -> None:
         # The configuration in force: pods whose spec.schedulerName names one of its profiles
         # are ours.
@@ -48,6 +50,11 @@ class SchedulerState:
         self.recorder = recorder
         self.tracer = tracer
         self.metrics = metrics
+        # Where an upstream PodGroup's PodGroupInitiallyScheduled condition is written from
+        # (not at all by default: no API).
+        self.group_conditions = group_conditions or groupconditions.GroupConditions(
+            None, recorder.writes
+        )
         # Pods nominated by preemption (room held for them), and the PodDisruptionBudgets
         # preemption honours, by (namespace, name).
         self.nominations = nominations_module.Nominations()

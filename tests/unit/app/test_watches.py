@@ -58,12 +58,15 @@ class Server:
         self.listed: list[str] = []
         self.watched: list[tuple[str, str]] = []  # (path, resourceVersion)
         self.unserved: tuple[str, ...] = ()  # path prefixes answered 404 (an API not served)
+        self.forbidden: tuple[str, ...] = ()  # path prefixes answered 403 (RBAC refuses them)
         self.done = asyncio.Event()
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         path = request.path
         if path.startswith(self.unserved or ("\0",)):
             raise web.HTTPNotFound()
+        if path.startswith(self.forbidden or ("\0",)):
+            raise web.HTTPForbidden()
         if request.query.get("watch") != "true":
             self.listed.append(path)
             return web.json_response(
@@ -378,4 +381,28 @@ async def test_an_api_server_without_resource_k8s_io_is_logged_once_and_plumb_go
         "the API server does not serve /apis/resource.k8s.io/v1 (GET "
         "/apis/resource.k8s.io/v1/resourceslices: HTTP 404); plumb goes on without it: pods "
         "with resourceClaims wait, as their claims cannot exist"
+    ]
+
+
+async def test_pod_groups_plumb_may_not_list_are_logged_and_plumb_goes_on(
+    server: tuple[Server, k8s_client.ApiClient], caplog: pytest.LogCaptureFixture
+) -> None:
+    """A ClusterRole without the PodGroup rules (an older install) costs the gangs, not the
+    scheduler: the 403 is logged once, and every other collection is watched."""
+    scripted, api = server
+    upstream = watches.GROUP_PATHS[0][0]
+    scripted.forbidden = (upstream,)
+    scripted.lists[NODES] = [make_node("n0").capacity(cpu="4").obj()]
+    scheduler = make_scheduler(FakeApi(), ManualClock())
+    caplog.set_level(logging.WARNING, logger=watches.__name__)
+    async with _watching(scheduler, api) as tasks:
+        assert scheduler.cache.nodes.names() == ["n0"]
+        assert not any(path.startswith(upstream) for path, _v in scripted.watched)
+        assert any(path.startswith(watches.DRA_GROUP) for path in scripted.listed)
+        assert not any(task.done() for task in tasks)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings == [
+        "plumb's service account may not list (see its ClusterRole) /apis/scheduling.k8s.io/"
+        "v1beta1 (GET /apis/scheduling.k8s.io/v1beta1/podgroups: HTTP 403); plumb goes on "
+        "without it: pods naming a PodGroup of scheduling.k8s.io are decided one by one"
     ]

@@ -222,6 +222,11 @@ class PodBuilder:
         self._spec["containers"][0].setdefault("ports", []).append(entry)
         return self
 
+    def pod_group(self, name: str) -> Self:
+        """A member of the upstream PodGroup ``name`` (spec.schedulingGroup.podGroupName)."""
+        self._spec["schedulingGroup"] = {"podGroupName": name}
+        return self
+
     def uid(self, value: str) -> Self:
         self._body["metadata"]["uid"] = value
         return self

@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend.cache import controllers, countrows, dra, nodetable, snapshot, volumes
+from plumb.backend.cache import controllers, countrows, dra, groups, nodetable, snapshot, volumes
 from plumb.backend.cache import journal as journal_module
 from plumb.backend.records import objects, specs
 
@@ -68,6 +68,9 @@ class Cache:
         # ResourceSlices, DeviceClasses, ResourceClaims and templates, and the allocations
         # assumed by DynamicResources (journalled: a dump rewinds them with the pods).
         self.dra = dra.DraStore(self.journal)
+        # PodGroups of both APIs, and each group's members placed (kept here at every place
+        # and unplace, so a gang's count of scheduled members follows assume and forget).
+        self.groups = groups.GroupStore()
         self._ports: dict[str, collections.Counter[specs.HostPort]] = {}
         self._assumed = 0
         self._priorities: collections.Counter[int] = collections.Counter()
@@ -293,6 +296,7 @@ class Cache:
         self._by_node.setdefault(node, set()).add(pod.uid)
         self.nodes.add_request(node, pod.requests, +1, pod.nonzero)
         self.rows.track(pod, +1)
+        self.groups.place(pod)
         slot = self.nodes.slot(node)
         if slot is not None:
             self.rows.count(pod, slot, +1)
@@ -316,6 +320,7 @@ class Cache:
                 del self._by_node[placed.node]
         self.nodes.add_request(placed.node, placed.pod.requests, -1, placed.pod.nonzero)
         self.rows.track(placed.pod, -1)
+        self.groups.unplace(placed.pod)
         slot = self.nodes.slot(placed.node)
         if slot is not None:
             self.rows.count(placed.pod, slot, -1)

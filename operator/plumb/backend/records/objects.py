@@ -166,6 +166,9 @@ class PodInfo:
     # Its containers' requests a DeviceClass may back, for the claim kube-scheduler makes
     # when devices serve them (empty for most pods).
     device_requests: tuple[ContainerDeviceRequests, ...] = ()
+    # spec.schedulingGroup.podGroupName: the upstream PodGroup it belongs to (immutable), ""
+    # when none (scheduler-plugins' groups are named by a label: groupobjects.group_of).
+    pod_group: str = ""
 
     @property
     def key(self) -> str:
@@ -596,6 +599,7 @@ def parse_pod(
         generation=_generation(metadata),
         status_resources=resources.from_status,
         device_requests=_device_requests(spec),
+        pod_group=str((spec.get("schedulingGroup") or {}).get("podGroupName") or ""),
     )
 
 

@@ -1,0 +1,224 @@
+"""Pod groups through the whole loop (feed, queue, kernel, binding) with a fake API server:
+all of a group's minimum placed together or none, in kube-scheduler's words for an upstream
+PodGroup and scheduler-plugins' for theirs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from plumb import scheduler as scheduler_module
+from plumb.backend.cache import clustercache as cache_module
+from plumb.backend.queue import Where
+from plumb.backend.records import groupobjects
+from plumb.k8s import client as k8s_client
+from plumb_dev.testing.builders import make_node, make_pod
+from plumb_dev.testing.groupbuilders import POD_GROUP_LABEL, make_coscheduling_group, make_group
+from tests.support.fakes import FakeApi, ManualClock, make_scheduler
+
+UPSTREAM = groupobjects.UPSTREAM
+COSCHEDULING = groupobjects.COSCHEDULING
+NO_VICTIMS = "pod group preemption: No preemption victims found for incoming preemptor"
+
+
+class GroupApi(FakeApi):
+    """FakeApi that also takes PodGroup status patches."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.group_patches: list[tuple[str, dict[str, Any]]] = []
+
+    async def patch_pod_group_status(
+        self, *, namespace: str, name: str, patch: dict[str, Any]
+    ) -> k8s_client.ApiResponse:
+        self.group_patches.append((name, patch))
+        return k8s_client.ApiResponse(status=200, body={})
+
+
+def nodes(*cpus: int) -> list[dict[str, Any]]:
+    return [make_node(f"n{i}").capacity(cpu=str(cpu)).obj() for i, cpu in enumerate(cpus, 1)]
+
+
+def member(name: str, group: str, cpu: str = "2") -> dict[str, Any]:
+    pod = make_pod(name, "ml").uid(name).scheduler("plumb").req(cpu=cpu)
+    return pod.created("2026-12-01T00:00:00Z").pod_group(group).obj()
+
+
+def labelled(name: str, group: str, cpu: str = "2") -> dict[str, Any]:
+    pod = make_pod(name, "ml").uid(name).scheduler("plumb").req(cpu=cpu)
+    return pod.created("2026-12-01T00:00:00Z").label(POD_GROUP_LABEL, group).obj()
+
+
+@pytest.fixture
+def api() -> GroupApi:
+    return GroupApi()
+
+
+@pytest.fixture
+def plumb(api: GroupApi) -> scheduler_module.Scheduler:
+    return make_scheduler(api, ManualClock(), group_api=api)
+
+
+async def attempt(s: scheduler_module.Scheduler) -> None:
+    await s.schedule_batch(await s.next_batch())
+    await s.drain()
+
+
+def messages(api: FakeApi) -> dict[str, str]:
+    """The last FailedScheduling note per pod."""
+    found = {}
+    for event in api.events:
+        if event["reason"] == "FailedScheduling":
+            found[event["regarding"]["name"]] = event["note"]
+    return found
+
+
+def conditions(api: GroupApi) -> list[tuple[str, str, str]]:
+    out = []
+    for _name, patch in api.group_patches:
+        (condition,) = patch["status"]["conditions"]
+        out.append((condition["status"], condition["reason"], condition["message"]))
+    return out
+
+
+async def test_a_gang_that_fits_is_bound_together(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 3).uid("g").obj())
+    plumb.feed.resync(nodes(4, 4), [member(f"w{i}", "train") for i in range(3)])
+    await attempt(plumb)
+    assert sorted(name for name, _ in api.binds) == ["w0", "w1", "w2"]
+    assert conditions(api) == [("True", "Scheduled", "")]
+
+
+async def test_a_gang_that_does_not_fit_binds_nothing_and_says_why(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 3).uid("g").obj())
+    plumb.feed.resync(nodes(2, 2), [member(f"w{i}", "train") for i in range(3)])
+    await attempt(plumb)
+    assert api.binds == []
+    assert plumb.cache.assumed_count() == 0
+    group = f"minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, {NO_VICTIMS}"
+    assert messages(api) == {
+        "w0": f"pod group is unschedulable, {group}",
+        "w1": f"pod group is unschedulable, {group}",
+        "w2": "0/2 nodes are available: 2 Insufficient cpu.",
+    }
+    assert conditions(api) == [("False", "Unschedulable", group)]
+    # Retried after a backoff, as a group (kube-scheduler's group backoff, not a cluster event).
+    assert {plumb.queue.where(f"w{i}") for i in range(3)} == {Where.BACKOFF}
+
+
+async def test_members_after_the_minimum_became_unreachable_are_not_tried(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 3).uid("g").obj())
+    plumb.feed.resync(nodes(1), [member(f"w{i}", "train") for i in range(3)])
+    await attempt(plumb)
+    assert messages(api) == {
+        "w0": "0/1 nodes are available: 1 Insufficient cpu.",
+        "w1": "minCount (3) cannot be satisfied: 0 scheduled, 2 remaining",
+        "w2": "minCount (3) cannot be satisfied: 0 scheduled, 2 remaining",
+    }
+
+
+async def test_a_min_count_below_the_group_size_places_what_fits(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 2).uid("g").obj())
+    plumb.feed.resync(nodes(2, 2), [member(f"w{i}", "train") for i in range(3)])
+    await attempt(plumb)
+    assert sorted(name for name, _ in api.binds) == ["w0", "w1"]
+    assert messages(api) == {"w2": "0/2 nodes are available: 2 Insufficient cpu."}
+
+
+async def test_members_wait_unseen_until_the_group_and_its_minimum_exist(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.resync(nodes(4, 4), [member("w0", "train"), member("w1", "train")])
+    assert plumb.queue.where("w0") is Where.GATED  # no PodGroup yet
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 3).uid("g").obj())
+    assert plumb.queue.where("w0") is Where.GATED  # two of three
+    plumb.feed.on_pod("ADDED", member("w2", "train"))
+    assert {plumb.queue.where(f"w{i}") for i in range(3)} == {Where.ACTIVE}
+    await attempt(plumb)
+    assert sorted(name for name, _ in api.binds) == ["w0", "w1", "w2"]
+    assert messages(api) == {}  # waiting in PreEnqueue writes no event
+
+
+async def test_a_lowered_min_count_lets_the_members_in(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.resync(nodes(4, 4), [member("w0", "train"), member("w1", "train")])
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 3).uid("g").obj())
+    plumb.feed.on_pod_group(UPSTREAM, "MODIFIED", make_group("train", "ml", 2).uid("g").obj())
+    assert plumb.queue.where("w0") is Where.ACTIVE
+    await attempt(plumb)
+    assert sorted(name for name, _ in api.binds) == ["w0", "w1"]
+
+
+async def test_a_group_and_single_pods_are_decided_apart(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 2).uid("g").obj())
+    single = make_pod("solo", "ml").uid("solo").scheduler("plumb").req(cpu="1").obj()
+    plumb.feed.resync(nodes(5), [single, member("w0", "train"), member("w1", "train")])
+    first = await plumb.next_batch()
+    assert {e.pod.uid for e in first} == {"solo"}  # the first in line, alone
+    await plumb.schedule_batch(first)
+    second = await plumb.next_batch()
+    assert {e.pod.uid for e in second} == {"w0", "w1"}
+    await plumb.schedule_batch(second)
+    await plumb.drain()
+    assert sorted(name for name, _ in api.binds) == ["solo", "w0", "w1"]
+
+
+async def test_members_placed_before_count_towards_the_minimum(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 3).uid("g").obj())
+    bound = make_pod("w0", "ml").uid("w0").scheduler("plumb").req(cpu="2").pod_group("train")
+    plumb.feed.resync(
+        nodes(4, 2),
+        [bound.node("n2").obj(), member("w1", "train"), member("w2", "train")],
+    )
+    await attempt(plumb)
+    assert sorted(name for name, _ in api.binds) == ["w1", "w2"]
+    assert plumb.cache.state("w1") is cache_module.PodState.ASSUMED
+
+
+async def test_coscheduling_members_too_few_for_min_member_are_refused_in_its_words(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(
+        COSCHEDULING, "ADDED", make_coscheduling_group("train", "ml", 3).uid("g").obj()
+    )
+    plumb.feed.resync(nodes(4, 4), [labelled("w0", "train"), labelled("w1", "train")])
+    await attempt(plumb)
+    assert api.binds == []
+    note = (
+        "0/2 nodes are available: pre-filter pod w0 cannot find enough sibling pods, current "
+        "pods number: 2, minMember of group: 3. preemption: 0/2 nodes are available: 2 "
+        "Preemption is not helpful for scheduling., PodGroup ml/train gets rejected due to "
+        "Pod w0 is unschedulable even after PostFilter"
+    )
+    assert messages(api)["w0"] == note
+    assert plumb.queue.where("w0") is Where.UNSCHEDULABLE
+    # The missing member arrives: it is tried with the others, and all three are bound.
+    plumb.feed.on_pod("ADDED", labelled("w2", "train"))
+    await attempt(plumb)
+    assert sorted(name for name, _ in api.binds) == ["w0", "w1", "w2"]
+    assert api.group_patches == []  # scheduler-plugins' scheduler writes no status
+
+
+async def test_coscheduling_group_that_fits_is_bound_together(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(
+        COSCHEDULING, "ADDED", make_coscheduling_group("train", "ml", 2).uid("g").obj()
+    )
+    plumb.feed.resync(nodes(2, 2), [labelled("w0", "train"), labelled("w1", "train")])
+    await attempt(plumb)
+    assert sorted(name for name, _ in api.binds) == ["w0", "w1"]

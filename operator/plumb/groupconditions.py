@@ -37,12 +37,17 @@ class GroupConditions:
         # before the watch shows it.
         self._written: dict[str, tuple[str, str, str]] = {}
 
-    def initially_scheduled(self, group: PodGroup, refused: str | None) -> None:
-        """The group's cycle ended: placed (``refused`` None) or refused with that message."""
+    def initially_scheduled(
+        self, group: PodGroup, refused: str | None, *, error: bool = False
+    ) -> None:
+        """The group's cycle ended: placed (``refused`` None) or refused with that message
+        (``error``: a scheduler error, reason SchedulerError, rather than Unschedulable)."""
         if self._api is None or group.api != groupobjects.UPSTREAM:
             return
         if refused is None:
             wanted = (TRUE, groupobjects.SCHEDULED_REASON, "")
+        elif error:
+            wanted = (FALSE, groupobjects.ERROR_REASON, refused)
         else:
             wanted = (FALSE, groupobjects.UNSCHEDULABLE_REASON, refused)
         current = self._written.get(group.uid) or group.initially_scheduled

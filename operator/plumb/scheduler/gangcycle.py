@@ -20,6 +20,7 @@ import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
+from plumb import events as events_module
 from plumb.backend import queue as queue_module
 from plumb.backend.records import groupobjects
 from plumb.backend.records.groupobjects import GroupRef, PodGroup
@@ -68,6 +69,15 @@ class GangCycle:
             for pod in gangscheduling.member_order([e.pod for e in entries], attempts)
         ]
         placed_before = s.cache.groups.placed_count(ref)
+        if group.api == groupobjects.UPSTREAM:
+            invalid = gangscheduling.invalid(
+                [entry.pod for entry in ordered],
+                list(s.cache.groups.placed(ref).values()),
+                group,
+            )
+            if invalid is not None:
+                self._invalid(ordered, group, invalid)
+                return
         if group.api == groupobjects.COSCHEDULING:
             siblings = len(s.queue.group_members(ref)) + placed_before
             if siblings < group.min_count:
@@ -207,6 +217,32 @@ class GangCycle:
             self._fail(member.entry, record, message, decision.plugins | plugins, wait=True)
         for entry in untried:
             self._scheduler.queue.requeue(entry)
+
+    def _invalid(self, ordered: list[queue_module.Entry], group: PodGroup, error: str) -> None:
+        """validatePodGroup refused the group: every member ends its attempt in that error
+        (reason SchedulerError) and is tried again after a backoff; the PodGroup's condition
+        says so."""
+        s = self._scheduler
+        for entry in ordered:
+            pod = entry.pod
+            if s.queue.where(pod.uid) is not queue_module.Where.IN_FLIGHT:
+                continue
+            step = s.queue.backoff_duration(entry.attempts)
+            s.queue.backoff(pod.uid)
+            s.metrics.attempt(metrics_module.ERROR, s.queue.now() - entry.popped_at)
+            s.state.recorder.failed_scheduling(
+                pod, error, step=step, reason=events_module.SCHEDULER_ERROR
+            )
+            record = trace.Trace(
+                pod=pod.key,
+                uid=pod.uid,
+                result=trace.SCHEDULER_ERROR,
+                message=error,
+                attempts=entry.attempts,
+                profile=pod.scheduler_name,
+            )
+            s.tracer.emit(record, repeat_after=step, level=logging.ERROR)
+        s.state.group_conditions.initially_scheduled(group, error, error=True)
 
     # Reports -------------------------------------------------------------------------------
 

@@ -222,3 +222,19 @@ async def test_coscheduling_group_that_fits_is_bound_together(
     plumb.feed.resync(nodes(2, 2), [labelled("w0", "train"), labelled("w1", "train")])
     await attempt(plumb)
     assert sorted(name for name, _ in api.binds) == ["w0", "w1"]
+
+
+async def test_a_member_whose_priority_is_not_the_group_s_fails_the_group_as_an_error(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 2).uid("g").obj())
+    urgent = make_pod("w1", "ml").uid("w1").scheduler("plumb").req(cpu="2").priority(100)
+    plumb.feed.resync(nodes(4, 4), [member("w0", "train"), urgent.pod_group("train").obj()])
+    await attempt(plumb)
+    assert api.binds == []
+    error = (
+        "all pods in a single pod group should have the same priority as the pod group's "
+        "priority, got 100 and 0"
+    )
+    assert messages(api) == {"w0": error, "w1": error}
+    assert conditions(api) == [("False", "SchedulerError", error)]

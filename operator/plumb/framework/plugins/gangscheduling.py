@@ -95,6 +95,38 @@ def pre_enqueue(group: PodGroup | None, name: str, members: int) -> str | None:
     return None
 
 
+def invalid(
+    queued: list[objects.PodInfo], placed: list[objects.PodInfo], group: PodGroup
+) -> str | None:
+    """validatePodGroup: every member, queued or placed, must have the first queued member's
+    schedulerName, the PodGroup's priority (0 when it has none) and one preemption policy;
+    the first that does not is named (kube-scheduler's error), None when all do."""
+    if not queued:
+        return None
+    scheduler_name = queued[0].scheduler_name
+    priority = group.priority or 0
+    policy = ""
+    for pod in [*queued, *placed]:
+        if pod.scheduler_name != scheduler_name:
+            return (
+                "all pods in a single pod group should have the same .spec.schedulerName set, "
+                f'got: "{pod.scheduler_name}" and "{scheduler_name}"'
+            )
+        if pod.priority != priority:
+            return (
+                "all pods in a single pod group should have the same priority as the pod "
+                f"group's priority, got {pod.priority} and {priority}"
+            )
+        if not policy:
+            policy = pod.preemption_policy
+        elif pod.preemption_policy != policy:
+            return (
+                "all pods in a single pod group should have the same preemption policy, got "
+                f"{pod.preemption_policy} and {policy}"
+            )
+    return None
+
+
 def member_order(pods: list[objects.PodInfo], attempts: dict[str, int]) -> list[objects.PodInfo]:
     """The order kube-scheduler tries a group's members in (PodGroupMemberPodsOrderingFunc):
     priority first, then the most attempts, then the earliest in line, then by name."""

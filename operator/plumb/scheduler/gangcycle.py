@@ -29,6 +29,7 @@ from plumb.framework.plugins import gangscheduling
 from plumb.framework.plugins.gangscheduling import Feasibility, Progress
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
+from plumb.policy import spec
 
 if TYPE_CHECKING:
     from plumb.scheduler import loop
@@ -40,10 +41,27 @@ GANG_PLUGINS = frozenset({gangscheduling.NAME})
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class Tried:
-    """A member the cycle tried, and where it fit (its decision's node, None: nowhere)."""
+    """A member the cycle tried, where it fit (its decision's node, None: nowhere) and what
+    Reserve took for it there (the member is assumed while the rest are tried)."""
 
     entry: queue_module.Entry
     decision: cycle.Decision
+    held: loop.Reservation | None = None
+
+
+@dataclasses.dataclass(kw_only=True)
+class Walk:
+    """A group's members as the cycle goes through them (mutable, one cycle's)."""
+
+    progress: Progress
+    tried: list[Tried] = dataclasses.field(default_factory=list)
+    untried: list[queue_module.Entry] = dataclasses.field(default_factory=list)
+    records: dict[str, trace.Trace] = dataclasses.field(default_factory=dict)
+    # Where PlacementFeasible stopped the cycle (the remaining members cannot reach the
+    # minimum), None while it goes on.
+    stop: Progress | None = None
+    total: int = 0  # nodes in the last snapshot
+    policy: spec.Policy | None = None
 
 
 class GangCycle:
@@ -83,77 +101,114 @@ class GangCycle:
             if siblings < group.min_count:
                 self._too_few(ordered, group, siblings)
                 return
-        policy = s.policies.governing(ordered[0].pod)
-        decided = await s.decide_only(ordered, profile, policy)
-        decisions = {decision.pod.uid: decision for decision in decided.decisions}
-        deferred = {pod.uid for pod in decided.deferred}
-        progress = Progress(gangscheduling.minimum(group), placed_before, len(ordered))
-        stop = progress if progress.verdict is Feasibility.UNSCHEDULABLE else None
-        tried: list[Tried] = []
-        untried: list[queue_module.Entry] = []
-        for entry in ordered:
-            decision = decisions.get(entry.pod.uid)
-            if stop is not None or decision is None or entry.pod.uid in deferred:
-                untried.append(entry)
-                continue
-            tried.append(Tried(entry, decision))
-            progress = progress.after(decision.node is not None)
-            if progress.verdict is Feasibility.UNSCHEDULABLE:
-                stop = progress
-        if stop is None and progress.verdict is Feasibility.SATISFIED:
-            self._place(tried, untried, decided, group)
+        minimum = gangscheduling.minimum(group)
+        walk = Walk(progress=Progress(minimum, placed_before, len(ordered)))
+        walk.policy = s.policies.governing(ordered[0].pod)
+        if walk.progress.verdict is Feasibility.UNSCHEDULABLE:
+            walk.stop = walk.progress
+        await self._try(ordered, profile, walk)
+        if walk.stop is None and walk.progress.verdict is Feasibility.SATISFIED:
+            self._place(walk, group)
             return
-        self._refuse(tried, untried, decided, group, stop or progress)
+        for member in walk.tried:
+            if member.held is not None:
+                s.unreserve(member.entry, member.held)
+        self._refuse(walk, group, walk.stop or walk.progress)
+
+    async def _try(
+        self, ordered: list[queue_module.Entry], profile: scoring.Profile, walk: Walk
+    ) -> None:
+        """Try the members in order, as many per kernel run as may share one: each that fits
+        is reserved on its node at once, so the runs after see it; a member the kernel put off
+        (its devices an earlier member of its run could take) goes first in the next run.
+        Stops where PlacementFeasible says the minimum cannot be reached any more."""
+        s = self._scheduler
+        pending = list(ordered)
+        while pending and walk.stop is None:
+            chunk = self._chunk(pending)
+            pending = pending[len(chunk) :]
+            decided = await s.decide_only(chunk, profile, walk.policy)
+            walk.records.update(decided.records)
+            walk.total = decided.total
+            decisions = {decision.pod.uid: decision for decision in decided.decisions}
+            deferred = {pod.uid for pod in decided.deferred}
+            put_off = []
+            for entry in chunk:
+                uid = entry.pod.uid
+                if walk.stop is not None:
+                    walk.untried.append(entry)
+                    continue
+                if uid in deferred and entry is not chunk[0]:
+                    put_off.append(entry)
+                    continue
+                decision = decisions.get(uid)
+                if decision is None:
+                    walk.untried.append(entry)
+                    continue
+                held = None
+                if decision.node is not None:
+                    held = s.reserve(entry, decision.node)
+                    if held is None:  # its node, volume or device changed meanwhile
+                        walk.untried.append(entry)
+                        continue
+                walk.tried.append(Tried(entry, decision, held))
+                walk.progress = walk.progress.after(held is not None)
+                if walk.progress.verdict is Feasibility.UNSCHEDULABLE:
+                    walk.stop = walk.progress
+            pending = put_off + pending
+        walk.untried.extend(pending)
+
+    def _chunk(self, pending: list[queue_module.Entry]) -> list[queue_module.Entry]:
+        """The members the next kernel run decides: the first, and those after it that may
+        share its run (Scheduler.shares_batch), up to the batch size."""
+        s = self._scheduler
+        first = pending[0]
+        if not s.shares_batch(first.pod):
+            return [first]
+        chunk = [first]
+        for entry in pending[1:]:
+            if len(chunk) >= s.batch_size or not s.shares_batch(entry.pod):
+                break
+            chunk.append(entry)
+        return chunk
 
     # Outcomes ------------------------------------------------------------------------------
 
-    def _place(
-        self,
-        tried: list[Tried],
-        untried: list[queue_module.Entry],
-        decided: loop.Decided,
-        group: PodGroup,
-    ) -> None:
-        """The minimum is placed: every member that fits is assumed and bound; the others
-        report their own failure and are tried again (kube-scheduler: at once, the group
-        going straight back to activeQ)."""
+    def _place(self, walk: Walk, group: PodGroup) -> None:
+        """The minimum is placed: every member reserved is bound; the others report their own
+        failure and are tried again (kube-scheduler: at once, the group going straight back to
+        activeQ)."""
         s = self._scheduler
-        for member in tried:
-            record = decided.records[member.entry.pod.uid]
-            if member.decision.node is not None:
-                s.apply(member.entry, member.decision, record, decided.policy)
-            else:
-                self._fail(member.entry, record, member.decision.message, member.decision.plugins)
-        for entry in untried:
+        for member in walk.tried:
+            entry, record = member.entry, walk.records[member.entry.pod.uid]
+            if member.held is None:
+                self._fail(entry, record, member.decision.message, member.decision.plugins)
+            elif s.queue.where(entry.pod.uid) is queue_module.Where.IN_FLIGHT:
+                s.bind(entry, member.held, record, walk.policy)
+            else:  # deleted while the others were tried
+                s.unreserve(entry, member.held)
+        for entry in walk.untried:
             s.queue.requeue(entry)
-        if group.api == groupobjects.UPSTREAM:
-            s.state.group_conditions.initially_scheduled(group, None)
+        s.state.group_conditions.initially_scheduled(group, None)
 
-    def _refuse(
-        self,
-        tried: list[Tried],
-        untried: list[queue_module.Entry],
-        decided: loop.Decided,
-        group: PodGroup,
-        stop: Progress,
-    ) -> None:
-        """The minimum cannot be placed: nothing is assumed, and each member is told why in
+    def _refuse(self, walk: Walk, group: PodGroup, stop: Progress) -> None:
+        """The minimum cannot be placed (nothing stays reserved): each member is told why in
         its group's words; the group is tried again after a backoff."""
         if group.api == groupobjects.COSCHEDULING:
-            self._rejected_by_coscheduling(tried, untried, decided, group)
+            self._rejected_by_coscheduling(walk, group)
             return
         words = self._group_post_filter(group)
         status = f"{stop.message}, {words}" if words else stop.message
-        for member in tried:
-            record = decided.records[member.entry.pod.uid]
+        for member in walk.tried:
+            record = walk.records[member.entry.pod.uid]
             decision = member.decision
-            if decision.node is not None:
+            if member.held is not None:
                 message = f"{gangscheduling.GROUP_UNSCHEDULABLE}, {status}"
                 self._fail(member.entry, record, message, GANG_PLUGINS)
             else:
                 self._fail(member.entry, record, decision.message, decision.plugins | GANG_PLUGINS)
-        for entry in untried:
-            record = decided.records.get(entry.pod.uid) or self._bare_record(entry, decided)
+        for entry in walk.untried:
+            record = walk.records.get(entry.pod.uid) or self._bare_record(entry, walk.total)
             self._fail(entry, record, stop.message, GANG_PLUGINS)
         self._scheduler.state.group_conditions.initially_scheduled(group, status)
 
@@ -191,22 +246,16 @@ class GangCycle:
             )
             self._fail(entry, record, message, frozenset({gangscheduling.COSCHEDULING}), wait=True)
 
-    def _rejected_by_coscheduling(
-        self,
-        tried: list[Tried],
-        untried: list[queue_module.Entry],
-        decided: loop.Decided,
-        group: PodGroup,
-    ) -> None:
+    def _rejected_by_coscheduling(self, walk: Walk, group: PodGroup) -> None:
         """Coscheduling's words for a group whose minimum does not fit: the first member that
         fits nowhere is rejected after PostFilter, naming the group; the members that fit were
         waiting at Permit and are rejected with it."""
         plugins = frozenset({gangscheduling.COSCHEDULING})
-        first = next((m for m in tried if m.decision.node is None), None)
-        for member in tried:
-            record = decided.records[member.entry.pod.uid]
+        first = next((m for m in walk.tried if m.held is None), None)
+        for member in walk.tried:
+            record = walk.records[member.entry.pod.uid]
             decision = member.decision
-            if decision.node is not None:
+            if member.held is not None:
                 message = "0/1 nodes are available: 1 optimistic rejection in PostFilter."
                 self._fail(member.entry, record, message, plugins, wait=True)
                 continue
@@ -215,7 +264,7 @@ class GangCycle:
             )
             message = f"{decision.message} {rejected}"
             self._fail(member.entry, record, message, decision.plugins | plugins, wait=True)
-        for entry in untried:
+        for entry in walk.untried:
             self._scheduler.queue.requeue(entry)
 
     def _invalid(self, ordered: list[queue_module.Entry], group: PodGroup, error: str) -> None:
@@ -275,13 +324,13 @@ class GangCycle:
         s.tracer.emit(refused, repeat_after=step)
 
     @staticmethod
-    def _bare_record(entry: queue_module.Entry, decided: loop.Decided) -> trace.Trace:
+    def _bare_record(entry: queue_module.Entry, total: int) -> trace.Trace:
         pod = entry.pod
         return trace.Trace(
             pod=pod.key,
             uid=pod.uid,
             result=trace.UNSCHEDULABLE,
             attempts=entry.attempts,
-            total=decided.total,
+            total=total,
             profile=pod.scheduler_name,
         )

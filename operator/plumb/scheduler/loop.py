@@ -26,6 +26,7 @@ from plumb import events as events_module
 from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import journal as journal_module
+from plumb.backend.cache import volumes as volumes_module
 from plumb.backend.records import groupobjects, objects
 from plumb.binder import Binder
 from plumb.events import Recorder
@@ -48,6 +49,15 @@ STALLED_CYCLE_SECONDS = 60.0
 
 
 logger = logging.getLogger("plumb.scheduler")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Reservation:
+    """What Reserve took for a pod on its node: the volumes' plan and the claims' devices."""
+
+    node: str
+    plan: volumes_module.BindingPlan | None = None
+    devices: dynamicresources.Reserved | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -542,18 +552,28 @@ class Scheduler:
             self.state.recorder.failed_scheduling(pod, message, step=step)
             self.tracer.emit(record, repeat_after=step)
             return False
-        node = self.cache.nodes.info(decision.node)
-        if node is None:
-            self.queue.requeue(entry)  # the node went away while the kernel ran
+        held = self.reserve(entry, decision.node)
+        if held is None:
+            self.queue.requeue(entry)  # the node, a volume, a claim or a device changed
             return False
+        self.bind(entry, held, record, policy, deviation=deviation)
+        return True
+
+    def reserve(self, entry: queue_module.Entry, node_name: str) -> Reservation | None:
+        """The Reserve plugins for a pod placed on ``node_name``: its volumes' and claims'
+        choices on that node, then the pod itself, assumed in the cache. None, with nothing
+        assumed, when the node, a volume, a claim or a device changed while the kernel ran."""
+        pod = entry.pod
+        node = self.cache.nodes.info(node_name)
+        if node is None:
+            return None
         plan = None
         if pod.claims:
             try:
                 # VolumeBinding's Reserve: which PV each unbound claim takes on this node.
                 plan = volume_plugins.plan(pod, node, self.cache.volumes)
             except ValueError:
-                self.queue.requeue(entry)  # a volume went while the kernel ran
-                return False
+                return None
         devices = None
         profile = self.served.get(pod.scheduler_name)
         asks = pod.resource_claims or pod.device_requests
@@ -565,8 +585,7 @@ class Scheduler:
             )
             meters.count_reserve(self.metrics, devices is not None, time.perf_counter() - started)
             if devices is None:
-                self.queue.requeue(entry)  # a claim or a device changed while the kernel ran
-                return False
+                return None
             for claim, allocation in devices.claims:
                 if allocation is not None:
                     self.cache.dra.assume(claim.key, allocation, pod.uid)
@@ -575,7 +594,37 @@ class Scheduler:
                 self.cache.dra.assume(extended.pending, extended.allocation, pod.uid)
         if plan is not None:
             self.cache.volumes.assume(plan)
-        self.cache.assume(pod, decision.node)
+        self.cache.assume(pod, node_name)
+        return Reservation(node=node_name, plan=plan, devices=devices)
+
+    def unreserve(self, entry: queue_module.Entry, held: Reservation) -> None:
+        """Undo ``reserve`` for a pod that will not be bound (a pod group refused after its
+        first members were reserved): nothing was written, so nothing is taken back from the
+        API server."""
+        pod = entry.pod
+        if held.plan is not None:
+            self.cache.volumes.forget(held.plan)
+        devices = held.devices
+        if devices is not None:
+            for claim, allocation in devices.claims:
+                if allocation is not None:
+                    self.cache.dra.forget_unwritten(claim.key)
+            if devices.extended is not None:
+                self.cache.dra.forget(devices.extended.pending)
+        self.cache.forget(pod.uid)
+
+    def bind(
+        self,
+        entry: queue_module.Entry,
+        held: Reservation,
+        record: trace.Trace,
+        policy: spec.Policy | None = None,
+        *,
+        deviation: bool = False,
+    ) -> None:
+        """Hand a reserved pod over to the binding cycle: it leaves the queue and is bound in
+        the background (PreBind, Bind)."""
+        pod = entry.pod
         self.post_filter.forget(pod.uid)  # placed: its nomination, if any, holds nothing now
         self.queue.done(pod.uid)
         charged = None
@@ -586,8 +635,7 @@ class Scheduler:
                 # Placed within the rules: a deviation an earlier attempt paid for (one whose
                 # binding was cut short by a change of leader) is not used.
                 self.policies.refund(policy, pod)
-        self.binding.start(entry, decision.node, record, plan, charged, devices)
-        return True
+        self.binding.start(entry, held.node, record, held.plan, charged, held.devices)
 
     def _budget(self, policy: spec.Policy) -> trace.BudgetRecord | None:
         state = self.policies.budget_state(policy)
@@ -614,6 +662,10 @@ class Scheduler:
                 cancelled,
                 recalled,
             )
+
+    def shares_batch(self, pod: objects.PodInfo) -> bool:
+        """Whether the pod may be decided in one kernel run with others."""
+        return not self._needs_own_batch(pod)
 
     def _needs_own_batch(self, pod: objects.PodInfo) -> bool:
         # Host ports are checked before the kernel, against pods already placed: a pod wanting

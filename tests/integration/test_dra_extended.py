@@ -28,10 +28,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.dra]
 EXTENDED_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 
 
-def _settle(client: kube.Kube, namespace: str, name: str) -> str | None:
-    return side_by_side.wait_settled(client, namespace, [name], cluster_nodes=2)[name]
-
-
 def _made_for(dra: Stage, pod: str) -> list[kube.JSON]:
     """The claims the scheduler made for the pod's extended resources."""
     return [
@@ -64,25 +60,23 @@ def test_an_extended_resource_comes_from_a_device_plugin_or_from_devices(
     dra.publish(small, drab.device("gpu-0"), drab.device("gpu-1"))
     dra.in_view(kube_client, scheduler, [roomy, small])
 
-    def pod(name: str, count: int) -> None:
+    def pod(name: str, count: int) -> str | None:
         body = scheduler.pod(name, namespace).req(cpu="1", memory="1Gi", **{resource: count})
-        kube_client.create_pod(body.obj())
+        return dra.schedule(body)
 
     # Both nodes could serve the first (from v1.36); the resources favour roomy, whose device
     # plugin serves it: no claim.
-    pod("plugin", 1)
-    assert _settle(kube_client, namespace, "plugin") == roomy
+    assert pod("plugin", 1) == roomy
     assert _made_for(dra, "plugin") == []
     # Roomy's one is taken; small serves the second from its devices, in a claim the
     # scheduler makes (up to v1.35 no node can).
-    pod("devices", 1)
+    devices = pod("devices", 1)
     if not backed:
-        assert _settle(kube_client, namespace, "devices") is None
+        assert devices is None
         histogram = f"0/2 nodes are available: 2 Insufficient {resource}."
-        message = side_by_side.failed_scheduling(kube_client, namespace, "devices")
-        assert message == words.without_victims(histogram, 2, searched=1)
+        assert dra.failed("devices") == words.without_victims(histogram, 2, searched=1)
         return
-    assert _settle(kube_client, namespace, "devices") == small
+    assert devices == small
     # The claim: named after the pod, owned by it, one request per container and resource
     # ("container-<index among init and app containers>-request-<index of the resource among
     # the container's sorted request names>": cpu, the GPU, memory), allocated and reserved as
@@ -116,43 +110,37 @@ def test_an_extended_resource_comes_from_a_device_plugin_or_from_devices(
     }
 
     # Two more: roomy's device plugin has one at all, small one device left.
-    pod("more", 2)
-    assert _settle(kube_client, namespace, "more") is None
-    message = side_by_side.failed_scheduling(kube_client, namespace, "more")
+    assert pod("more", 2) is None
     # More than roomy has at all: both verdicts are unresolvable.
     histogram = f"0/2 nodes are available: 1 Insufficient {resource}, 1 {CANNOT_ALLOCATE}."
-    assert message == not_helpful(kube_minor, histogram, 2)
+    assert dra.failed("more") == not_helpful(kube_minor, histogram, 2)
     assert _made_for(dra, "more") == []
 
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_class_s_implicit_extended_resource_name(
     kube_minor: int,
-    kube_client: kube.Kube,
     namespace: str,
     add_node: NodeFactory,
     scheduler: side_by_side.Runner,
     words: side_by_side.Words,
     dra: Stage,
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     tpu = dra.device_class("tpu")
     resource = f"{drab.IMPLICIT_EXTENDED_PREFIX}{tpu}"
-    dra.publish(roomy, drab.device("tpu-0"))
-    dra.publish(small, drab.device("tpu-0"), drab.device("tpu-1"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    tpus = [drab.device("tpu-0"), drab.device("tpu-1")]
+    _, small = dra.two_nodes(add_node, scheduler, roomy=tpus[:1], small=tpus)
 
     # Two TPUs: only small has them (roomy one). The request is the container's second (cpu,
     # the TPUs, memory).
     body = scheduler.pod("pair", namespace).req(cpu="1", memory="1Gi", **{resource: 2})
-    kube_client.create_pod(body.obj())
+    pair = dra.schedule(body)
     if kube_minor < 36:
-        assert _settle(kube_client, namespace, "pair") is None
+        assert pair is None
         histogram = f"0/2 nodes are available: 2 Insufficient {resource}."
-        message = side_by_side.failed_scheduling(kube_client, namespace, "pair")
-        assert message == words.without_victims(histogram, 2, searched=0)
+        assert dra.failed("pair") == words.without_victims(histogram, 2, searched=0)
         return
-    assert _settle(kube_client, namespace, "pair") == small
+    assert pair == small
     (claim,) = _made_for(dra, "pair")
     assert draclient.allocated(claim) == [
         draclient.DeviceTaken("container-0-request-1", dra.driver, small, "tpu-0"),

@@ -21,11 +21,13 @@ from plumb_dev.testing import builders, draclient, kube
 from plumb_dev.testing import drabuilders as drab
 from tests.support import side_by_side
 from tests.support.dra_stage import (  # noqa: F401
+    BOTH_CANNOT_ALLOCATE,
     CANNOT_ALLOCATE,
     DEALLOCATED,
     NOT_AVAILABLE,
     Stage,
     dra_fixture,
+    model,
     not_helpful,
 )
 from tests.support.live_cluster import NodeFactory
@@ -61,7 +63,7 @@ def test_an_idle_claim_allocated_elsewhere_is_deallocated_before_preemption(
     dra.publish(roomy, drab.device("gpu-0"))
     dra.publish(small, drab.device("gpu-0"))
     # A claim left allocated on roomy by a pod that is gone: nothing reserves it.
-    dra.api.create_claim(drab.make_claim("idle", namespace).request("gpu", gpu).obj())
+    dra.new_claim("idle", gpu)
     on_roomy = {
         "nodeSelectorTerms": [
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [roomy]}]}
@@ -76,9 +78,8 @@ def test_an_idle_claim_allocated_elsewhere_is_deallocated_before_preemption(
     # selector. DynamicResources' PostFilter deallocates the claim (nothing reserves it),
     # DefaultPreemption then finds no node worth a look; the deallocation wakes the pod,
     # whose claim is then allocated on small.
-    pinned = scheduler.pod("pinned", namespace).req(cpu="1", memory="1Gi")
-    pinned.node_selector(builders.HOSTNAME_LABEL, small).resource_claim("gpu", claim="idle")
-    kube_client.create_pod(pinned.obj())
+    pinned = dra.claim_pod(scheduler, "pinned", "idle")
+    kube_client.create_pod(pinned.node_selector(builders.HOSTNAME_LABEL, small).obj())
     node = kube.wait_for(
         "pinned to be bound", lambda: kube_client.pod(namespace, "pinned")["spec"].get("nodeName")
     )
@@ -98,18 +99,12 @@ def test_a_claim_pod_preempts_for_cpu_on_the_node_of_its_device(
     words: side_by_side.Words,
     dra: Stage,
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
-    scene = Scene(kube_client, scheduler, namespace, add_node, words, nodes=[roomy, small])
     gpu = dra.device_class("gpu")
-    dra.publish(roomy, drab.device("gpu-0").attr("model", "t4"))
-    dra.publish(small, drab.device("gpu-0").attr("model", "a100"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    roomy, small = dra.two_nodes(add_node, scheduler, roomy=[model("t4")], small=[model("a100")])
+    scene = Scene(kube_client, scheduler, namespace, add_node, words, nodes=[roomy, small])
     scene.stage([Occupant("low", small, priority=10, cpu="3")])
 
-    a100 = f'{dra.cel("model")} == "a100"'
-    dra.api.create_claim(
-        drab.make_claim("a100", namespace).request("gpu", gpu, selectors=[a100]).obj()
-    )
+    dra.new_claim("a100", gpu, selectors=[dra.model_is("a100")])
     # 2 cpu and the A100: small has the device and 1 cpu free, roomy the cpu and no A100.
     # Evicting "low" makes room on small; roomy is not worth a look.
     outcome = scene.preempt(scene.preemptor("2").resource_claim("gpu", claim="a100"), victims=1)
@@ -129,17 +124,12 @@ def test_no_pod_is_preempted_for_the_devices_it_holds(
     words: side_by_side.Words,
     dra: Stage,
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
-    scene = Scene(kube_client, scheduler, namespace, add_node, words, nodes=[roomy, small])
     gpu = dra.device_class("gpu")
-    dra.publish(roomy, drab.device("gpu-0").attr("model", "t4"))
-    dra.publish(small, drab.device("gpu-0").attr("model", "a100"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    roomy, small = dra.two_nodes(add_node, scheduler, roomy=[model("t4")], small=[model("a100")])
+    scene = Scene(kube_client, scheduler, namespace, add_node, words, nodes=[roomy, small])
 
-    a100 = f'{dra.cel("model")} == "a100"'
     for name in ("held", "wanted"):
-        claim = drab.make_claim(name, namespace).request("gpu", gpu, selectors=[a100])
-        dra.api.create_claim(claim.obj())
+        dra.new_claim(name, gpu, selectors=[dra.model_is("a100")])
     holder = scene.pod("holder", "1", 10).node_selector(builders.HOSTNAME_LABEL, small)
     scene.stage([holder.resource_claim("gpu", claim="held")])
     assert dra.devices("held") == [(dra.driver, small, "gpu-0")]
@@ -147,6 +137,6 @@ def test_no_pod_is_preempted_for_the_devices_it_holds(
     # The only A100 is held by a pod of lower priority, yet no node is worth a look: the
     # filter's "cannot allocate" is unresolvable, and preemption does not count devices.
     outcome = scene.refused(scene.preemptor("1").resource_claim("gpu", claim="wanted"))
-    histogram = f"0/2 nodes are available: 2 {CANNOT_ALLOCATE}."
-    assert outcome == PreemptionOutcome(message=not_helpful(kube_minor, histogram, 2))
+    message = not_helpful(kube_minor, BOTH_CANNOT_ALLOCATE, 2)
+    assert outcome == PreemptionOutcome(message=message)
     assert draclient.allocated(dra.claim("wanted")) == []

@@ -27,6 +27,8 @@ STILL = "still not schedulable"
 DEALLOCATED = "deallocation of ResourceClaim completed"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
+BOTH_CANNOT_ALLOCATE = f"0/2 nodes are available: 2 {CANNOT_ALLOCATE}."
+"""The filters' histogram of a claim pod neither of two nodes has the devices for."""
 _PROBE = "dra-probe-"
 
 
@@ -66,10 +68,17 @@ def not_helpful(minor: int, histogram: str, total: int, dynamic: str = STILL) ->
     return post_filter(minor, histogram, preemption, dynamic)
 
 
+def model(name: str) -> dra.DeviceBuilder:
+    """Device "gpu-0" whose "model" attribute is ``name`` (the one GPU of a node)."""
+    return dra.device("gpu-0").attr("model", name)
+
+
 class Stage:
-    """The test's driver, classes and slices (cluster objects, deleted by close)."""
+    """The test's driver, classes and slices (cluster objects, deleted by close), and its claim
+    pods: made, scheduled and read back."""
 
     def __init__(self, client: kube.Kube, namespace: str) -> None:
+        self.client = client
         self.namespace = namespace
         self.api = draclient.Dra(client)
         # The namespace ends in six random hex digits (conftest's namespace fixture).
@@ -88,6 +97,24 @@ class Stage:
             builders.make_node(f"{self.namespace}-small").capacity(cpu="4", memory="16Gi")
         )
         return roomy, small
+
+    def two_nodes(
+        self,
+        add_node: NodeFactory,
+        scheduler: side_by_side.Runner,
+        *,
+        roomy: Sequence[dra.DeviceBuilder] = (),
+        small: Sequence[dra.DeviceBuilder] = (),
+    ) -> tuple[str, str]:
+        """``roomy_and_small``, each node's ``roomy`` or ``small`` devices published (a node
+        given none publishes no slice), then everything made so far in the scheduler's view
+        (``in_view``). Returns the names of roomy and small."""
+        nodes = self.roomy_and_small(add_node)
+        for node, devices in zip(nodes, (roomy, small), strict=True):
+            if devices:
+                self.publish(node, *devices)
+        self.in_view(self.client, scheduler, nodes)
+        return nodes
 
     def class_name(self, name: str) -> str:
         return f"{name}-{self.tag}"
@@ -115,6 +142,55 @@ class Stage:
 
     def capacity_cel(self, name: str) -> str:
         return f'device.capacity["{self.driver}"].{name}'
+
+    def model_is(self, name: str) -> str:
+        """A selector of the devices whose "model" attribute is ``name``."""
+        return f'{self.cel("model")} == "{name}"'
+
+    def new_claim(
+        self,
+        name: str,
+        device_class: str,
+        *,
+        selectors: Sequence[str] = (),
+        count: int | None = None,
+        all_devices: bool = False,
+    ) -> str:
+        """Creates claim ``name`` of one request, "gpu", for devices of the class (as
+        ``ClaimBuilder.request`` takes them); returns its name."""
+        claim = dra.make_claim(name, self.namespace).request(
+            "gpu", device_class, selectors=selectors, count=count, all_devices=all_devices
+        )
+        return str(self.api.create_claim(claim.obj())["metadata"]["name"])
+
+    def claim_pod(
+        self, scheduler: side_by_side.Runner, name: str, claim: str, cpu: str = "1"
+    ) -> builders.PodBuilder:
+        """A pod for the scheduler of ``cpu`` and 1Gi that takes ``claim`` as its claim "gpu"."""
+        pod = scheduler.pod(name, self.namespace).req(cpu=cpu, memory="1Gi")
+        return pod.resource_claim("gpu", claim=claim)
+
+    def schedule(self, pod: builders.PodBuilder) -> str | None:
+        """Creates the pod and waits until it is bound or failed with both nodes in view:
+        its node, None if it failed."""
+        created = self.client.create_pod(pod.obj())
+        return self.settled(str(created["metadata"]["name"]))
+
+    def run(
+        self, scheduler: side_by_side.Runner, name: str, claim: str, cpu: str = "1"
+    ) -> str | None:
+        """``schedule`` of ``claim_pod``: the pod's node, None if it failed."""
+        return self.schedule(self.claim_pod(scheduler, name, claim, cpu))
+
+    def settled(self, pod: str) -> str | None:
+        """Waits until the pod is bound or failed with both nodes in view (``wait_settled``
+        with two cluster nodes): its node, None if it failed."""
+        placed = side_by_side.wait_settled(self.client, self.namespace, [pod], cluster_nodes=2)
+        return placed[pod]
+
+    def failed(self, pod: str) -> str | None:
+        """The message of the pod's newest FailedScheduling event, None if there is none."""
+        return side_by_side.failed_scheduling(self.client, self.namespace, pod)
 
     def claim(self, name: str) -> JSON:
         return self.api.claim(self.namespace, name)

@@ -28,7 +28,6 @@ from tests.support.dra_stage import (  # noqa: F401
     model,
     not_helpful,
 )
-from tests.support.live_cluster import NodeFactory
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.dra]
@@ -36,14 +35,10 @@ pytestmark = [pytest.mark.integration, pytest.mark.dra]
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_shared_claim_takes_every_pod_that_uses_it_to_its_node(
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     gpu = dra.device_class("gpu")
-    _, small = dra.two_nodes(
-        add_node, scheduler, roomy=[drab.device("gpu-0")], small=[drab.device("gpu-0")]
-    )
+    _, small = dra.two_nodes(scheduler, roomy=[drab.device("gpu-0")], small=[drab.device("gpu-0")])
 
     dra.new_claim("shared", gpu)
     # The first pod, pinned to small, has the claim allocated there; the second, free to go
@@ -58,11 +53,7 @@ def test_a_shared_claim_takes_every_pod_that_uses_it_to_its_node(
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_match_attribute_takes_devices_that_share_the_attribute(
-    kube_minor: int,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     gpu = dra.device_class("gpu")
 
@@ -71,16 +62,16 @@ def test_match_attribute_takes_devices_that_share_the_attribute(
 
     # Two GPUs on one NUMA node: none on roomy; on small the second and third, found after
     # the first (NUMA 0) fails to pair with either.
-    _, small = dra.two_nodes(add_node, scheduler, roomy=on_numa(0, 1), small=on_numa(0, 1, 1))
+    _, small = dra.two_nodes(scheduler, roomy=on_numa(0, 1), small=on_numa(0, 1, 1))
 
-    pair = drab.make_claim("pair", namespace).request("gpu", gpu, count=2)
+    pair = dra.make_claim("pair").request("gpu", gpu, count=2)
     dra.api.create_claim(pair.match_attribute(dra.attribute("numa")).obj())
     assert dra.run(scheduler, "pair", "pair") == small
     assert dra.devices("pair") == [(dra.driver, small, "gpu-1"), (dra.driver, small, "gpu-2")]
 
     # Across two requests, one device each on one NUMA node: no node has such a pair free
     # (roomy's two are on different NUMA nodes, small has one left).
-    split = drab.make_claim("split", namespace).request("a", gpu).request("b", gpu)
+    split = dra.make_claim("split").request("a", gpu).request("b", gpu)
     dra.api.create_claim(split.match_attribute(dra.attribute("numa"), "a", "b").obj())
     assert dra.run(scheduler, "split", "split") is None
     assert draclient.allocated(dra.claim("split")) == []
@@ -88,22 +79,18 @@ def test_match_attribute_takes_devices_that_share_the_attribute(
 
 
 def test_a_prioritized_list_takes_the_first_subrequest_a_node_can_meet(
-    kube_minor: int,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     gpu = dra.device_class("gpu")
 
     def memory(size: str) -> list[drab.DeviceBuilder]:
         return [drab.device("gpu-0").capacity("memory", size)]
 
-    roomy, small = dra.two_nodes(add_node, scheduler, roomy=memory("16Gi"), small=memory("80Gi"))
+    roomy, small = dra.two_nodes(scheduler, roomy=memory("16Gi"), small=memory("80Gi"))
     large = f'{dra.capacity_cel("memory")}.compareTo(quantity("64Gi")) >= 0'
 
     def flexible(name: str) -> str | None:
-        claim = drab.make_claim(name, namespace).first_available(
+        claim = dra.make_claim(name).first_available(
             "gpu",
             drab.subrequest("large", gpu, selectors=[large]),
             drab.subrequest("any", gpu),
@@ -128,28 +115,21 @@ def test_a_prioritized_list_takes_the_first_subrequest_a_node_can_meet(
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_tainted_device_is_left_to_requests_that_tolerate_it(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
-    published = dra.publish(roomy, drab.device("gpu-0").taint("example.com/unhealthy", "true"))
-    dra.publish(small, drab.device("gpu-0"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    tainted = drab.device("gpu-0").taint("example.com/unhealthy", "true")
+    roomy, small = dra.two_nodes(scheduler, roomy=[tainted], small=[drab.device("gpu-0")])
     # DRADeviceTaints: beta and on from v1.36; before, the API server drops the taints (and
     # the requests' tolerations), so the device is as good as any.
     taints = kube_minor >= 36
-    assert ("taints" in published["spec"]["devices"][0]) == taints
+    assert ("taints" in dra.slice(roomy)["spec"]["devices"][0]) == taints
 
     plain = small if taints else roomy
     assert dra.run(scheduler, "plain", dra.new_claim("plain", gpu)) == plain
 
     tolerate = drab.toleration("example.com/unhealthy", operator="Exists", effect="NoSchedule")
-    tolerant = drab.make_claim("tolerant", namespace).request("gpu", gpu, tolerations=[tolerate])
+    tolerant = dra.make_claim("tolerant").request("gpu", gpu, tolerations=[tolerate])
     dra.api.create_claim(tolerant.obj())
     other = roomy if plain == small else small
     assert dra.run(scheduler, "tolerant", "tolerant") == other
@@ -168,20 +148,16 @@ def test_a_tainted_device_is_left_to_requests_that_tolerate_it(
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_admin_access_reaches_a_device_another_claim_holds(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_client: kube.Kube, namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     gpu = dra.device_class("gpu")
-    _, small = dra.two_nodes(add_node, scheduler, roomy=[model("t4")], small=[model("a100")])
+    _, small = dra.two_nodes(scheduler, roomy=[model("t4")], small=[model("a100")])
     a100 = dra.model_is("a100")
 
-    assert dra.run(scheduler, "work", dra.new_claim("work", gpu, selectors=[a100])) == small
+    assert dra.run(scheduler, "work", dra.new_claim("work", gpu, a100)) == small
     # Only a namespace an administrator labelled may ask for admin access (the API server
     # refuses the claim elsewhere).
-    watch = drab.make_claim("watch", namespace).request("gpu", gpu, selectors=[a100], admin=True)
+    watch = dra.make_claim("watch").request("gpu", gpu, selectors=[a100], admin=True)
     with pytest.raises(k8s.ApiException) as refused:
         dra.api.create_claim(watch.obj())
     assert refused.value.status == 422
@@ -206,15 +182,11 @@ def test_admin_access_reaches_a_device_another_claim_holds(
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_partitions_of_a_device_share_its_counters(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     if kube_minor < 36:
         pytest.skip(reason="DRAPartitionableDevices is alpha (off) before v1.36")
-    roomy, small = dra.roomy_and_small(add_node)
+    roomy, small = dra.roomy_and_small()
     gpu = dra.device_class("gpu")
     # Small's GPU as a whole or in halves: one pool of two slices, the counters in one, the
     # partitions in the other (the API keeps them apart from v1.35).
@@ -230,11 +202,11 @@ def test_partitions_of_a_device_share_its_counters(
     )
     dra.api.create_slice(partitions.obj())
     dra.publish(roomy, drab.device("gpu-0").attr("size", "16Gi"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    dra.in_view(scheduler, [roomy, small])
 
     def sized(name: str, size: str) -> str | None:
         selector = f'{dra.cel("size")} == "{size}"'
-        return dra.run(scheduler, name, dra.new_claim(name, gpu, selectors=[selector]))
+        return dra.run(scheduler, name, dra.new_claim(name, gpu, selector))
 
     # A half takes 40Gi of the 80Gi: the whole GPU no longer fits, the other half does.
     assert sized("half", "40Gi") == small

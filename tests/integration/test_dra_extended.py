@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import pytest
 
-from plumb_dev.testing import builders, draclient, kube
 from plumb_dev.testing import drabuilders as drab
+from plumb_dev.testing import draclient, kube
 from tests.support import side_by_side
 from tests.support.dra_stage import CANNOT_ALLOCATE, Stage, dra_fixture, not_helpful  # noqa: F401
-from tests.support.live_cluster import NodeFactory
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.dra]
@@ -39,30 +38,20 @@ def _made_for(dra: Stage, pod: str) -> list[kube.JSON]:
 
 
 def test_an_extended_resource_comes_from_a_device_plugin_or_from_devices(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    words: side_by_side.Words,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, words: side_by_side.Words, dra: Stage
 ) -> None:
     resource = f"gpu-{dra.tag}.example.com/gpu"
     # Roomy has one through its device plugin (allocatable), small two devices in a slice.
-    roomy = add_node(
-        builders.make_node(f"{namespace}-roomy").capacity(cpu="8", memory="16Gi", **{resource: "1"})
-    )
-    small = add_node(builders.make_node(f"{namespace}-small").capacity(cpu="4", memory="16Gi"))
+    roomy, small = dra.roomy_and_small(plugin={resource: "1"})
     gpu = drab.make_class(dra.class_name("gpu")).driver(dra.driver).extended_resource(resource)
     kept = dra.api.create_class(gpu.obj())
     backed = kube_minor >= 36
     assert kept["spec"].get("extendedResourceName") == (resource if backed else None)
     dra.publish(small, drab.device("gpu-0"), drab.device("gpu-1"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    dra.in_view(scheduler, [roomy, small])
 
     def pod(name: str, count: int) -> str | None:
-        body = scheduler.pod(name, namespace).req(cpu="1", memory="1Gi", **{resource: count})
-        return dra.schedule(body)
+        return dra.schedule(dra.make_pod(scheduler, name, extended={resource: count}))
 
     # Both nodes could serve the first (from v1.36); the resources favour roomy, whose device
     # plugin serves it: no claim.
@@ -70,19 +59,17 @@ def test_an_extended_resource_comes_from_a_device_plugin_or_from_devices(
     assert _made_for(dra, "plugin") == []
     # Roomy's one is taken; small serves the second from its devices, in a claim the
     # scheduler makes (up to v1.35 no node can).
-    devices = pod("devices", 1)
+    assert pod("devices", 1) == (small if backed else None)
     if not backed:
-        assert devices is None
         histogram = f"0/2 nodes are available: 2 Insufficient {resource}."
         assert dra.failed("devices") == words.without_victims(histogram, 2, searched=1)
         return
-    assert devices == small
     # The claim: named after the pod, owned by it, one request per container and resource
     # ("container-<index among init and app containers>-request-<index of the resource among
     # the container's sorted request names>": cpu, the GPU, memory), allocated and reserved as
     # any claim; the pod's status maps the container's resource to the request.
     (claim,) = _made_for(dra, "devices")
-    stored = kube_client.pod(namespace, "devices")
+    stored = dra.pod("devices")
     name = claim["metadata"]["name"]
     request = "container-0-request-1"
     assert name.startswith("devices-extended-resources-")
@@ -119,28 +106,22 @@ def test_an_extended_resource_comes_from_a_device_plugin_or_from_devices(
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_class_s_implicit_extended_resource_name(
-    kube_minor: int,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    words: side_by_side.Words,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, words: side_by_side.Words, dra: Stage
 ) -> None:
     tpu = dra.device_class("tpu")
     resource = f"{drab.IMPLICIT_EXTENDED_PREFIX}{tpu}"
     tpus = [drab.device("tpu-0"), drab.device("tpu-1")]
-    _, small = dra.two_nodes(add_node, scheduler, roomy=tpus[:1], small=tpus)
+    _, small = dra.two_nodes(scheduler, roomy=tpus[:1], small=tpus)
 
     # Two TPUs: only small has them (roomy one). The request is the container's second (cpu,
     # the TPUs, memory).
-    body = scheduler.pod("pair", namespace).req(cpu="1", memory="1Gi", **{resource: 2})
-    pair = dra.schedule(body)
-    if kube_minor < 36:
-        assert pair is None
+    pair = dra.make_pod(scheduler, "pair", extended={resource: 2})
+    backed = kube_minor >= 36
+    assert dra.schedule(pair) == (small if backed else None)
+    if not backed:
         histogram = f"0/2 nodes are available: 2 Insufficient {resource}."
         assert dra.failed("pair") == words.without_victims(histogram, 2, searched=0)
         return
-    assert pair == small
     (claim,) = _made_for(dra, "pair")
     assert draclient.allocated(claim) == [
         draclient.DeviceTaken("container-0-request-1", dra.driver, small, "tpu-0"),

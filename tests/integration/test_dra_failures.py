@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import pytest
 
-from plumb_dev.testing import builders, draclient, kube
+from plumb_dev.testing import builders, draclient
 from tests.support import side_by_side
 from tests.support.dra_stage import (  # noqa: F401
     CANNOT_ALLOCATE,
@@ -26,28 +26,21 @@ from tests.support.dra_stage import (  # noqa: F401
     not_helpful,
     without_victims,
 )
-from tests.support.live_cluster import NodeFactory
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.dra]
 
 
 def test_the_only_node_with_the_device_lacks_cpu(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     gpu = dra.device_class("gpu")
-    _, small = dra.two_nodes(add_node, scheduler, roomy=[model("t4")], small=[model("a100")])
+    _, small = dra.two_nodes(scheduler, roomy=[model("t4")], small=[model("a100")])
     # Small is half full (2 of its 4 cpu), with a pod of the same priority.
-    busy = scheduler.pod("busy", namespace).req(cpu="2", memory="1Gi")
-    kube_client.create_pod(busy.node_selector(builders.HOSTNAME_LABEL, small).obj())
-    assert side_by_side.wait_settled(kube_client, namespace, ["busy"]) == {"busy": small}
+    busy = dra.make_pod(scheduler, "busy", cpu="2").node_selector(builders.HOSTNAME_LABEL, small)
+    assert dra.schedule(busy, cluster_nodes=None) == small
 
-    dra.new_claim("a100", gpu, selectors=[dra.model_is("a100")])
+    dra.new_claim("a100", gpu, dra.model_is("a100"))
     # 3 cpu: roomy has them but no A100; small has the A100 but 2 cpu free. Small's verdict
     # is NodeResourcesFit's (it runs first), which evicting pods could cure: preemption
     # searches small and finds no pod of lower priority; roomy's is not helpful.
@@ -63,14 +56,9 @@ def test_the_only_node_with_the_device_lacks_cpu(
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_request_for_a_missing_class_waits_until_the_class_exists(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    _, small = dra.two_nodes(add_node, scheduler, roomy=[model("t4")], small=[model("a100")])
+    _, small = dra.two_nodes(scheduler, roomy=[model("t4")], small=[model("a100")])
 
     # PreFilter refuses the pod as a whole: the message is its words, not a node histogram.
     missing = dra.class_name("a100")
@@ -83,31 +71,22 @@ def test_a_request_for_a_missing_class_waits_until_the_class_exists(
 
     # A class added wakes the pod.
     assert dra.device_class("a100", dra.model_is("a100")) == missing
-    node = kube.wait_for(
-        "early to be bound", lambda: kube_client.pod(namespace, "early")["spec"].get("nodeName")
-    )
-    assert node == small
+    assert dra.bound("early") == small
     assert dra.devices("a100") == [(dra.driver, small, "gpu-0")]
 
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_selector_that_fails_on_a_device_stops_the_attempt(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     gpu = dra.device_class("gpu")
-    _, small = dra.two_nodes(add_node, scheduler, small=[model("a100")])
+    _, small = dra.two_nodes(scheduler, small=[model("a100")])
 
     # No device of small has the attribute: CEL's "no such key" is an error, not a verdict.
     broken = f'{dra.cel("memory")} == "80Gi"'
-    dra.new_claim("broken", gpu, selectors=[broken])
-    kube_client.create_pod(dra.claim_pod(scheduler, "broken", "broken").obj())
-    placed = side_by_side.wait_settled(kube_client, namespace, ["broken"])
-    assert placed == {"broken": None}
+    dra.new_claim("broken", gpu, broken)
+    pod = dra.claim_pod(scheduler, "broken", "broken")
+    assert dra.schedule(pod, cluster_nodes=None) is None
     message = dra.failed("broken")
     # The filter's error ends the attempt (retried with backoff); v1.37 names the device and
     # adds CEL's hint.

@@ -30,8 +30,12 @@ from tests.support.dra_stage import (  # noqa: F401
     model,
     not_helpful,
 )
-from tests.support.live_cluster import NodeFactory
-from tests.support.preemption_scenes import Occupant, PreemptionOutcome, Scene
+from tests.support.preemption_scenes import (  # noqa: F401
+    Occupant,
+    PreemptionOutcome,
+    Scene,
+    scene_fixture,
+)
 from tests.support.preemption_steps import first_seen
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
@@ -54,11 +58,10 @@ def test_an_idle_claim_allocated_elsewhere_is_deallocated_before_preemption(
     kube_minor: int,
     kube_client: kube.Kube,
     namespace: str,
-    add_node: NodeFactory,
     scheduler: side_by_side.Runner,
     dra: Stage,
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
+    roomy, small = dra.roomy_and_small()
     gpu = dra.device_class("gpu")
     dra.publish(roomy, drab.device("gpu-0"))
     dra.publish(small, drab.device("gpu-0"))
@@ -72,7 +75,7 @@ def test_an_idle_claim_allocated_elsewhere_is_deallocated_before_preemption(
     result = {"request": "gpu", "driver": dra.driver, "pool": roomy, "device": "gpu-0"}
     allocation = {"devices": {"results": [result]}, "nodeSelector": on_roomy}
     dra.api.write_claim_status(namespace, "idle", {"allocation": allocation})
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    dra.in_view(scheduler, [roomy, small])
 
     # The pod must go to small: roomy fails NodeAffinity, small the allocation's node
     # selector. DynamicResources' PostFilter deallocates the claim (nothing reserves it),
@@ -80,10 +83,7 @@ def test_an_idle_claim_allocated_elsewhere_is_deallocated_before_preemption(
     # whose claim is then allocated on small.
     pinned = dra.claim_pod(scheduler, "pinned", "idle")
     kube_client.create_pod(pinned.node_selector(builders.HOSTNAME_LABEL, small).obj())
-    node = kube.wait_for(
-        "pinned to be bound", lambda: kube_client.pod(namespace, "pinned")["spec"].get("nodeName")
-    )
-    assert node == small
+    assert dra.bound("pinned") == small
     assert dra.devices("idle") == [(dra.driver, small, "gpu-0")]
     histogram = f"0/2 nodes are available: 1 {nodeaffinity.MISMATCH}, 1 {NOT_AVAILABLE}."
     first = not_helpful(kube_minor, histogram, 2, dynamic=DEALLOCATED)
@@ -91,20 +91,13 @@ def test_an_idle_claim_allocated_elsewhere_is_deallocated_before_preemption(
 
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
-def test_a_claim_pod_preempts_for_cpu_on_the_node_of_its_device(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    words: side_by_side.Words,
-    dra: Stage,
-) -> None:
+def test_a_claim_pod_preempts_for_cpu_on_the_node_of_its_device(scene: Scene, dra: Stage) -> None:
     gpu = dra.device_class("gpu")
-    roomy, small = dra.two_nodes(add_node, scheduler, roomy=[model("t4")], small=[model("a100")])
-    scene = Scene(kube_client, scheduler, namespace, add_node, words, nodes=[roomy, small])
+    roomy, small = dra.two_nodes(scene.scheduler, roomy=[model("t4")], small=[model("a100")])
+    scene.nodes.extend([roomy, small])
     scene.stage([Occupant("low", small, priority=10, cpu="3")])
 
-    dra.new_claim("a100", gpu, selectors=[dra.model_is("a100")])
+    dra.new_claim("a100", gpu, dra.model_is("a100"))
     # 2 cpu and the A100: small has the device and 1 cpu free, roomy the cpu and no A100.
     # Evicting "low" makes room on small; roomy is not worth a look.
     outcome = scene.preempt(scene.preemptor("2").resource_claim("gpu", claim="a100"), victims=1)
@@ -116,20 +109,14 @@ def test_a_claim_pod_preempts_for_cpu_on_the_node_of_its_device(
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_no_pod_is_preempted_for_the_devices_it_holds(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    words: side_by_side.Words,
-    dra: Stage,
+    kube_minor: int, scene: Scene, dra: Stage
 ) -> None:
     gpu = dra.device_class("gpu")
-    roomy, small = dra.two_nodes(add_node, scheduler, roomy=[model("t4")], small=[model("a100")])
-    scene = Scene(kube_client, scheduler, namespace, add_node, words, nodes=[roomy, small])
+    roomy, small = dra.two_nodes(scene.scheduler, roomy=[model("t4")], small=[model("a100")])
+    scene.nodes.extend([roomy, small])
 
     for name in ("held", "wanted"):
-        dra.new_claim(name, gpu, selectors=[dra.model_is("a100")])
+        dra.new_claim(name, gpu, dra.model_is("a100"))
     holder = scene.pod("holder", "1", 10).node_selector(builders.HOSTNAME_LABEL, small)
     scene.stage([holder.resource_claim("gpu", claim="held")])
     assert dra.devices("held") == [(dra.driver, small, "gpu-0")]

@@ -26,7 +26,6 @@ from tests.support.dra_stage import (  # noqa: F401
     dra_fixture,
     not_helpful,
 )
-from tests.support.live_cluster import NodeFactory
 from tests.support.pod_watches import NominationWatch
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
@@ -37,11 +36,15 @@ def _gpu(name: str, model: str, memory: str = "40Gi", kind: str = "gpu") -> drab
     return drab.device(name).attr("kind", kind).attr("model", model).capacity("memory", memory)
 
 
+def _a100s(count: int) -> list[drab.DeviceBuilder]:
+    """``count`` A100 GPUs of 40Gi: gpu-0, gpu-1, ..."""
+    return [_gpu(f"gpu-{i}", "a100") for i in range(count)]
+
+
 def test_selectors_of_the_class_and_the_request_on_attributes_pick_the_device(
     kube_minor: int,
     kube_client: kube.Kube,
     namespace: str,
-    add_node: NodeFactory,
     scheduler: side_by_side.Runner,
     dra: Stage,
 ) -> None:
@@ -49,11 +52,9 @@ def test_selectors_of_the_class_and_the_request_on_attributes_pick_the_device(
     # (its model attribute says so), but no GPU: only small has a device both select.
     gpu = dra.device_class("gpu", f'{dra.cel("kind")} == "gpu"')
     nic = _gpu("nic-0", "a100", kind="nic")
-    _, small = dra.two_nodes(
-        add_node, scheduler, roomy=[_gpu("gpu-0", "t4"), nic], small=[_gpu("gpu-0", "a100")]
-    )
+    _, small = dra.two_nodes(scheduler, roomy=[_gpu("gpu-0", "t4"), nic], small=_a100s(1))
 
-    dra.new_claim("a100", gpu, selectors=[dra.model_is("a100")])
+    dra.new_claim("a100", gpu, dra.model_is("a100"))
     with NominationWatch(kube_client, namespace, "trainer") as watched:
         assert dra.run(scheduler, "trainer", "a100") == small
         assert watched.bound.wait(timeout=30)
@@ -66,7 +67,7 @@ def test_selectors_of_the_class_and_the_request_on_attributes_pick_the_device(
     # DRADeviceBindingConditions is on (v1.36+; the API server drops it otherwise), the time)
     # and the pod in reservedFor, in one status update.
     claim = dra.claim("a100")
-    pod = kube_client.pod(namespace, "trainer")
+    pod = dra.pod("trainer")
     assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
     allocation = claim["status"]["allocation"]
     assert allocation["devices"] == {
@@ -85,13 +86,10 @@ def test_selectors_of_the_class_and_the_request_on_attributes_pick_the_device(
 
 
 def test_a_selector_on_capacity_picks_the_device_with_enough_memory(
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     gpu = dra.device_class("gpu")
     _, small = dra.two_nodes(
-        add_node,
         scheduler,
         roomy=[_gpu("gpu-0", "a100", "16Gi")],
         small=[_gpu("gpu-0", "a100", "40Gi"), _gpu("gpu-1", "a100", "80Gi")],
@@ -99,7 +97,7 @@ def test_a_selector_on_capacity_picks_the_device_with_enough_memory(
 
     def at_least(name: str, memory: str) -> str | None:
         selector = f'{dra.capacity_cel("memory")}.compareTo(quantity("{memory}")) >= 0'
-        return dra.run(scheduler, name, dra.new_claim(name, gpu, selectors=[selector]))
+        return dra.run(scheduler, name, dra.new_claim(name, gpu, selector))
 
     # 64Gi or more: only small's second device; then 32Gi or more: small's first (the
     # second is taken), though roomy, which the resources favour, has a free 16Gi one.
@@ -110,17 +108,10 @@ def test_a_selector_on_capacity_picks_the_device_with_enough_memory(
 
 
 def test_exact_count_takes_that_many_devices_of_one_node_in_their_order(
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     gpu = dra.device_class("gpu")
-    _, small = dra.two_nodes(
-        add_node,
-        scheduler,
-        roomy=[_gpu(f"gpu-{i}", "a100") for i in range(2)],
-        small=[_gpu(f"gpu-{i}", "a100") for i in range(4)],
-    )
+    _, small = dra.two_nodes(scheduler, roomy=_a100s(2), small=_a100s(4))
 
     # Three devices: roomy has two, small four; the first three of small's, as published.
     dra.new_claim("three", gpu, count=3)
@@ -130,18 +121,12 @@ def test_exact_count_takes_that_many_devices_of_one_node_in_their_order(
 
 
 def test_all_takes_every_matching_device_of_a_node_where_none_is_in_use(
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     gpu = dra.device_class("gpu", f'{dra.cel("kind")} == "gpu"')
     nic = _gpu("nic-0", "a100", kind="nic")
-    roomy, small = dra.two_nodes(
-        add_node,
-        scheduler,
-        roomy=[_gpu("gpu-0", "a100"), _gpu("gpu-1", "a100")],
-        small=[_gpu("gpu-0", "a100"), nic, _gpu("gpu-1", "t4")],
-    )
+    mixed = [_gpu("gpu-0", "a100"), nic, _gpu("gpu-1", "t4")]
+    roomy, small = dra.two_nodes(scheduler, roomy=_a100s(2), small=mixed)
 
     # One of roomy's GPUs taken first (the pod pinned there)...
     pinned = dra.claim_pod(scheduler, "pinned", dra.new_claim("one", gpu))
@@ -155,22 +140,17 @@ def test_all_takes_every_matching_device_of_a_node_where_none_is_in_use(
 
 
 def test_a_template_makes_one_claim_per_pod(
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     gpu = dra.device_class("gpu")
-    roomy, small = dra.two_nodes(
-        add_node, scheduler, roomy=[_gpu("gpu-0", "a100")], small=[_gpu("gpu-0", "a100")]
-    )
+    roomy, small = dra.two_nodes(scheduler, roomy=_a100s(1), small=_a100s(1))
 
     dra.api.create_template(drab.make_template("one-gpu", namespace).request("gpu", gpu).obj())
     # Each pod waits (PreEnqueue) until the resourceclaim controller has made its claim. The
     # first goes where the resources say; the second where the only free GPU is.
     for name, node in (("first", roomy), ("second", small)):
-        pod = scheduler.pod(name, namespace).req(cpu="1", memory="1Gi")
-        assert dra.schedule(pod.resource_claim("gpu", template="one-gpu")) == node
+        pod = dra.make_pod(scheduler, name).resource_claim("gpu", template="one-gpu")
+        assert dra.schedule(pod) == node
         made = dra.api.wait_generated(namespace, name, "gpu")
         claim = dra.claim(made)
         assert made.startswith(f"{name}-gpu-")
@@ -181,13 +161,9 @@ def test_a_template_makes_one_claim_per_pod(
 
 
 def test_a_pod_waits_without_an_event_until_its_claim_exists(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_client: kube.Kube, namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
+    roomy, small = dra.roomy_and_small()
     gpu = dra.device_class("gpu")
     dra.publish(roomy, _gpu("gpu-0", "t4"))
     dra.publish(small, _gpu("gpu-0", "a100"))
@@ -196,28 +172,22 @@ def test_a_pod_waits_without_an_event_until_its_claim_exists(
     kube_client.create_pod(dra.claim_pod(scheduler, "early", "later").obj())
     # The probe is a pod made after "early": once it is bound the scheduler has seen "early"
     # too. PreEnqueue keeps it out of the queue: no attempt, so no event and no condition.
-    dra.in_view(kube_client, scheduler, [roomy, small])
-    pod = kube_client.pod(namespace, "early")
+    dra.in_view(scheduler, [roomy, small])
+    pod = dra.pod("early")
     assert pod["spec"].get("nodeName") is None
     assert pod["status"].get("conditions") is None
     assert [e["reason"] for e in kube_client.events(namespace, "early")] == []
 
-    dra.new_claim("later", gpu, selectors=[dra.model_is("a100")])
+    dra.new_claim("later", gpu, dra.model_is("a100"))
     assert dra.settled("early") == small
     assert dra.devices("later") == [(dra.driver, small, "gpu-0")]
 
 
 def test_devices_in_use_are_not_allocated_again(
-    kube_minor: int,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     gpu = dra.device_class("gpu")
-    roomy, small = dra.two_nodes(
-        add_node, scheduler, roomy=[_gpu("gpu-0", "a100")], small=[_gpu("gpu-0", "a100")]
-    )
+    roomy, small = dra.two_nodes(scheduler, roomy=_a100s(1), small=_a100s(1))
 
     # One GPU per node: the first pod where the resources say, the second where a GPU is
     # left, the third nowhere; every node's verdict is the DynamicResources filter's, which
@@ -232,18 +202,13 @@ def test_devices_in_use_are_not_allocated_again(
 
 
 def test_devices_reachable_from_several_nodes_and_the_configuration_they_take(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     rack = "plumb.test/rack"
-    roomy = add_node(
+    roomy = dra.add_node(
         builders.make_node(f"{namespace}-roomy").capacity(cpu="8", memory="16Gi").label(rack, "b")
     )
-    small = add_node(
+    small = dra.add_node(
         builders.make_node(f"{namespace}-small").capacity(cpu="4", memory="16Gi").label(rack, "a")
     )
     fpga = drab.make_class(dra.class_name("fpga")).driver(dra.driver)
@@ -258,10 +223,10 @@ def test_devices_reachable_from_several_nodes_and_the_configuration_they_take(
     everywhere = drab.make_slice(f"licences-{dra.tag}", dra.driver).all_nodes()
     dra.api.create_slice(everywhere.devices(drab.device("seat-0").attr("kind", "licence")).obj())
     licence = dra.device_class("licence", f'{dra.cel("kind")} == "licence"')
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    dra.in_view(scheduler, [roomy, small])
 
     # The FPGA only from small; the claim's own configuration comes after the class's.
-    accel = drab.make_claim("fpga", namespace).request("fpga", dra.class_name("fpga"))
+    accel = dra.make_claim("fpga").request("fpga", dra.class_name("fpga"))
     dra.api.create_claim(accel.config(dra.driver, {"clock": "fast"}, "fpga").obj())
     assert dra.run(scheduler, "synth", "fpga") == small
     allocation = dra.claim("fpga")["status"]["allocation"]
@@ -292,7 +257,7 @@ def test_devices_reachable_from_several_nodes_and_the_configuration_they_take(
 
     # The licence from anywhere: the resources choose roomy, and the allocation has no node
     # selector (every node reaches it).
-    dra.api.create_claim(drab.make_claim("seat", namespace).request("seat", licence).obj())
+    dra.api.create_claim(dra.make_claim("seat").request("seat", licence).obj())
     assert dra.run(scheduler, "user", "seat") == roomy
     assert draclient.allocated(dra.claim("seat")) == [
         draclient.DeviceTaken("seat", dra.driver, f"licences-{dra.tag}", "seat-0")

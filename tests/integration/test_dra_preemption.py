@@ -17,7 +17,7 @@ from __future__ import annotations
 import pytest
 
 from plumb.framework.plugins import nodeaffinity
-from plumb_dev.testing import builders, draclient, kube
+from plumb_dev.testing import builders, draclient
 from plumb_dev.testing import drabuilders as drab
 from tests.support import side_by_side
 from tests.support.dra_stage import (  # noqa: F401
@@ -42,11 +42,11 @@ from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 pytestmark = [pytest.mark.integration, pytest.mark.dra]
 
 
-def _messages(client: kube.Kube, namespace: str, name: str) -> list[str]:
+def _messages(dra: Stage, name: str) -> list[str]:
     """The pod's distinct FailedScheduling messages, in the order they were first posted."""
-    uid = client.pod(namespace, name)["metadata"]["uid"]
+    uid = dra.pod(name)["metadata"]["uid"]
     first: dict[str, object] = {}
-    for event in sorted(client.events(namespace, name), key=first_seen):
+    for event in sorted(dra.client.events(dra.namespace, name), key=first_seen):
         if event.get("reason") != side_by_side.FAILED_SCHEDULING:
             continue
         if (event.get("involvedObject") or {}).get("uid") == uid:
@@ -55,11 +55,7 @@ def _messages(client: kube.Kube, namespace: str, name: str) -> list[str]:
 
 
 def test_an_idle_claim_allocated_elsewhere_is_deallocated_before_preemption(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     roomy, small = dra.roomy_and_small()
     gpu = dra.device_class("gpu")
@@ -82,12 +78,12 @@ def test_an_idle_claim_allocated_elsewhere_is_deallocated_before_preemption(
     # DefaultPreemption then finds no node worth a look; the deallocation wakes the pod,
     # whose claim is then allocated on small.
     pinned = dra.claim_pod(scheduler, "pinned", "idle")
-    kube_client.create_pod(pinned.node_selector(builders.HOSTNAME_LABEL, small).obj())
+    dra.create(pinned.node_selector(builders.HOSTNAME_LABEL, small))
     assert dra.bound("pinned") == small
     assert dra.devices("idle") == [(dra.driver, small, "gpu-0")]
     histogram = f"0/2 nodes are available: 1 {nodeaffinity.MISMATCH}, 1 {NOT_AVAILABLE}."
     first = not_helpful(kube_minor, histogram, 2, dynamic=DEALLOCATED)
-    assert _messages(kube_client, namespace, "pinned") == [first]
+    assert _messages(dra, "pinned") == [first]
 
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test

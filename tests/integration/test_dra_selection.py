@@ -169,7 +169,7 @@ def test_a_pod_waits_without_an_event_until_its_claim_exists(
     dra.publish(small, _gpu("gpu-0", "a100"))
     side_by_side.in_view(kube_client, scheduler, namespace, [roomy, small])
 
-    kube_client.create_pod(dra.claim_pod(scheduler, "early", "later").obj())
+    dra.create(dra.claim_pod(scheduler, "early", "later"))
     # The probe is a pod made after "early": once it is bound the scheduler has seen "early"
     # too. PreEnqueue keeps it out of the queue: no attempt, so no event and no condition.
     dra.in_view(scheduler, [roomy, small])

@@ -197,12 +197,15 @@ class Stage:
         """``make_pod`` that takes ``claim`` as its claim "gpu"."""
         return self.make_pod(scheduler, name, cpu).resource_claim("gpu", claim=claim)
 
+    def create(self, pod: builders.PodBuilder) -> str:
+        """Creates the pod, without waiting for the scheduler; returns its name."""
+        return str(self.client.create_pod(pod.obj())["metadata"]["name"])
+
     def schedule(self, pod: builders.PodBuilder, cluster_nodes: int | None = 2) -> str | None:
         """Creates the pod and waits until it is bound or failed, a failure counting once it
         was decided with ``cluster_nodes`` nodes in view (``side_by_side.wait_settled``; None:
         any failure): its node, None if it failed."""
-        created = self.client.create_pod(pod.obj())
-        return self.settled(str(created["metadata"]["name"]), cluster_nodes)
+        return self.settled(self.create(pod), cluster_nodes)
 
     def run(
         self, scheduler: side_by_side.Runner, name: str, claim: str, cpu: str = "1"

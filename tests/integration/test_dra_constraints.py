@@ -21,45 +21,31 @@ from kubernetes import client as k8s
 from plumb_dev.testing import builders, draclient, kube
 from plumb_dev.testing import drabuilders as drab
 from tests.support import side_by_side
-from tests.support.dra_stage import CANNOT_ALLOCATE, Stage, dra_fixture, not_helpful  # noqa: F401
-from tests.support.live_cluster import NodeFactory
+from tests.support.dra_stage import (  # noqa: F401
+    BOTH_CANNOT_ALLOCATE,
+    Stage,
+    dra_fixture,
+    model,
+    not_helpful,
+)
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.dra]
 
 
-def _pod(scheduler: side_by_side.Runner, namespace: str, name: str, claim: str) -> kube.JSON:
-    pod = scheduler.pod(name, namespace).req(cpu="1", memory="1Gi")
-    return pod.resource_claim("gpu", claim=claim).obj()
-
-
-def _settle(client: kube.Kube, namespace: str, name: str) -> str | None:
-    return side_by_side.wait_settled(client, namespace, [name], cluster_nodes=2)[name]
-
-
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_shared_claim_takes_every_pod_that_uses_it_to_its_node(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
-    dra.publish(roomy, drab.device("gpu-0"))
-    dra.publish(small, drab.device("gpu-0"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    _, small = dra.two_nodes(scheduler, roomy=[drab.device("gpu-0")], small=[drab.device("gpu-0")])
 
-    dra.api.create_claim(drab.make_claim("shared", namespace).request("gpu", gpu).obj())
+    dra.new_claim("shared", gpu)
     # The first pod, pinned to small, has the claim allocated there; the second, free to go
     # anywhere and favoured by roomy, follows the allocation's node selector; one device.
-    first = scheduler.pod("first", namespace).req(cpu="1", memory="1Gi")
-    first.node_selector(builders.HOSTNAME_LABEL, small).resource_claim("gpu", claim="shared")
-    kube_client.create_pod(first.obj())
-    assert _settle(kube_client, namespace, "first") == small
-    kube_client.create_pod(_pod(scheduler, namespace, "second", "shared"))
-    assert _settle(kube_client, namespace, "second") == small
+    first = dra.claim_pod(scheduler, "first", "shared")
+    assert dra.schedule(first.node_selector(builders.HOSTNAME_LABEL, small)) == small
+    assert dra.run(scheduler, "second", "shared") == small
     claim = dra.claim("shared")
     assert draclient.allocated(claim) == [draclient.DeviceTaken("gpu", dra.driver, small, "gpu-0")]
     assert draclient.reserved_for(claim) == ["first", "second"]
@@ -67,79 +53,60 @@ def test_a_shared_claim_takes_every_pod_that_uses_it_to_its_node(
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_match_attribute_takes_devices_that_share_the_attribute(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
 
-    def on_numa(name: str, numa: int) -> drab.DeviceBuilder:
-        return drab.device(name).attr("numa", numa)
+    def on_numa(*numa: int) -> list[drab.DeviceBuilder]:
+        return [drab.device(f"gpu-{i}").attr("numa", n) for i, n in enumerate(numa)]
 
     # Two GPUs on one NUMA node: none on roomy; on small the second and third, found after
     # the first (NUMA 0) fails to pair with either.
-    dra.publish(roomy, on_numa("gpu-0", 0), on_numa("gpu-1", 1))
-    dra.publish(small, on_numa("gpu-0", 0), on_numa("gpu-1", 1), on_numa("gpu-2", 1))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    _, small = dra.two_nodes(scheduler, roomy=on_numa(0, 1), small=on_numa(0, 1, 1))
 
-    pair = drab.make_claim("pair", namespace).request("gpu", gpu, count=2)
+    pair = dra.make_claim("pair").request("gpu", gpu, count=2)
     dra.api.create_claim(pair.match_attribute(dra.attribute("numa")).obj())
-    kube_client.create_pod(_pod(scheduler, namespace, "pair", "pair"))
-    assert _settle(kube_client, namespace, "pair") == small
+    assert dra.run(scheduler, "pair", "pair") == small
     assert dra.devices("pair") == [(dra.driver, small, "gpu-1"), (dra.driver, small, "gpu-2")]
 
     # Across two requests, one device each on one NUMA node: no node has such a pair free
     # (roomy's two are on different NUMA nodes, small has one left).
-    split = drab.make_claim("split", namespace).request("a", gpu).request("b", gpu)
+    split = dra.make_claim("split").request("a", gpu).request("b", gpu)
     dra.api.create_claim(split.match_attribute(dra.attribute("numa"), "a", "b").obj())
-    kube_client.create_pod(_pod(scheduler, namespace, "split", "split"))
-    assert _settle(kube_client, namespace, "split") is None
+    assert dra.run(scheduler, "split", "split") is None
     assert draclient.allocated(dra.claim("split")) == []
-    histogram = f"0/2 nodes are available: 2 {CANNOT_ALLOCATE}."
-    message = side_by_side.failed_scheduling(kube_client, namespace, "split")
-    assert message == not_helpful(kube_minor, histogram, 2)
+    assert dra.failed("split") == not_helpful(kube_minor, BOTH_CANNOT_ALLOCATE, 2)
 
 
 def test_a_prioritized_list_takes_the_first_subrequest_a_node_can_meet(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
-    dra.publish(roomy, drab.device("gpu-0").capacity("memory", "16Gi"))
-    dra.publish(small, drab.device("gpu-0").capacity("memory", "80Gi"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
 
+    def memory(size: str) -> list[drab.DeviceBuilder]:
+        return [drab.device("gpu-0").capacity("memory", size)]
+
+    roomy, small = dra.two_nodes(scheduler, roomy=memory("16Gi"), small=memory("80Gi"))
     large = f'{dra.capacity_cel("memory")}.compareTo(quantity("64Gi")) >= 0'
 
-    def flexible(name: str) -> None:
-        claim = drab.make_claim(name, namespace).first_available(
+    def flexible(name: str) -> str | None:
+        claim = dra.make_claim(name).first_available(
             "gpu",
             drab.subrequest("large", gpu, selectors=[large]),
             drab.subrequest("any", gpu),
         )
         dra.api.create_claim(claim.obj())
-        kube_client.create_pod(_pod(scheduler, namespace, name, name))
+        return dra.run(scheduler, name, name)
 
     # Both nodes can hold the claim: roomy with its second choice, small with its first.
     # Up to v1.34 nothing scores that and roomy wins on resources (by 12). From v1.35
     # DynamicResources scores the subrequest chosen, 8 - its index (small 8, roomy 7),
     # normalised to 100 and 87, weight 2: small by 26, against roomy's 12 (9 from v1.36).
-    flexible("first")
     first = roomy if kube_minor < 35 else small
-    assert _settle(kube_client, namespace, "first") == first
+    assert flexible("first") == first
     # The second pod can only have the device the first left.
-    flexible("second")
     second = small if first == roomy else roomy
-    assert _settle(kube_client, namespace, "second") == second
+    assert flexible("second") == second
     chosen = {roomy: "gpu/any", small: "gpu/large"}
     assert dra.requests("first") == [(chosen[first], "gpu-0")]
     assert dra.requests("second") == [(chosen[second], "gpu-0")]
@@ -148,34 +115,24 @@ def test_a_prioritized_list_takes_the_first_subrequest_a_node_can_meet(
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_tainted_device_is_left_to_requests_that_tolerate_it(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
-    published = dra.publish(roomy, drab.device("gpu-0").taint("example.com/unhealthy", "true"))
-    dra.publish(small, drab.device("gpu-0"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    tainted = drab.device("gpu-0").taint("example.com/unhealthy", "true")
+    roomy, small = dra.two_nodes(scheduler, roomy=[tainted], small=[drab.device("gpu-0")])
     # DRADeviceTaints: beta and on from v1.36; before, the API server drops the taints (and
     # the requests' tolerations), so the device is as good as any.
     taints = kube_minor >= 36
-    assert ("taints" in published["spec"]["devices"][0]) == taints
+    assert ("taints" in dra.slice(roomy)["spec"]["devices"][0]) == taints
 
-    dra.api.create_claim(drab.make_claim("plain", namespace).request("gpu", gpu).obj())
-    kube_client.create_pod(_pod(scheduler, namespace, "plain", "plain"))
     plain = small if taints else roomy
-    assert _settle(kube_client, namespace, "plain") == plain
+    assert dra.run(scheduler, "plain", dra.new_claim("plain", gpu)) == plain
 
     tolerate = drab.toleration("example.com/unhealthy", operator="Exists", effect="NoSchedule")
-    tolerant = drab.make_claim("tolerant", namespace).request("gpu", gpu, tolerations=[tolerate])
+    tolerant = dra.make_claim("tolerant").request("gpu", gpu, tolerations=[tolerate])
     dra.api.create_claim(tolerant.obj())
-    kube_client.create_pod(_pod(scheduler, namespace, "tolerant", "tolerant"))
     other = roomy if plain == small else small
-    assert _settle(kube_client, namespace, "tolerant") == other
+    assert dra.run(scheduler, "tolerant", "tolerant") == other
     # The allocation result carries the request's tolerations where the feature is on.
     result: dict[str, object] = {
         "request": "gpu",
@@ -191,27 +148,16 @@ def test_a_tainted_device_is_left_to_requests_that_tolerate_it(
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_admin_access_reaches_a_device_another_claim_holds(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_client: kube.Kube, namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
-    dra.publish(roomy, drab.device("gpu-0").attr("model", "t4"))
-    dra.publish(small, drab.device("gpu-0").attr("model", "a100"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
-    a100 = f'{dra.cel("model")} == "a100"'
+    _, small = dra.two_nodes(scheduler, roomy=[model("t4")], small=[model("a100")])
+    a100 = dra.model_is("a100")
 
-    dra.api.create_claim(
-        drab.make_claim("work", namespace).request("gpu", gpu, selectors=[a100]).obj()
-    )
-    kube_client.create_pod(_pod(scheduler, namespace, "work", "work"))
-    assert _settle(kube_client, namespace, "work") == small
+    assert dra.run(scheduler, "work", dra.new_claim("work", gpu, a100)) == small
     # Only a namespace an administrator labelled may ask for admin access (the API server
     # refuses the claim elsewhere).
-    watch = drab.make_claim("watch", namespace).request("gpu", gpu, selectors=[a100], admin=True)
+    watch = dra.make_claim("watch").request("gpu", gpu, selectors=[a100], admin=True)
     with pytest.raises(k8s.ApiException) as refused:
         dra.api.create_claim(watch.obj())
     assert refused.value.status == 422
@@ -221,8 +167,7 @@ def test_admin_access_reaches_a_device_another_claim_holds(
     dra.api.create_claim(watch.obj())
     # The monitor gets the A100 "work" holds: admin access neither needs a free device nor
     # takes one.
-    kube_client.create_pod(_pod(scheduler, namespace, "monitor", "watch"))
-    assert _settle(kube_client, namespace, "monitor") == small
+    assert dra.run(scheduler, "monitor", "watch") == small
     allocation = dra.claim("watch")["status"]["allocation"]
     assert allocation["devices"]["results"] == [
         {
@@ -237,16 +182,11 @@ def test_admin_access_reaches_a_device_another_claim_holds(
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_partitions_of_a_device_share_its_counters(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     if kube_minor < 36:
         pytest.skip(reason="DRAPartitionableDevices is alpha (off) before v1.36")
-    roomy, small = dra.roomy_and_small(add_node)
+    roomy, small = dra.roomy_and_small()
     gpu = dra.device_class("gpu")
     # Small's GPU as a whole or in halves: one pool of two slices, the counters in one, the
     # partitions in the other (the API keeps them apart from v1.35).
@@ -262,14 +202,11 @@ def test_partitions_of_a_device_share_its_counters(
     )
     dra.api.create_slice(partitions.obj())
     dra.publish(roomy, drab.device("gpu-0").attr("size", "16Gi"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    dra.in_view(scheduler, [roomy, small])
 
     def sized(name: str, size: str) -> str | None:
         selector = f'{dra.cel("size")} == "{size}"'
-        claim = drab.make_claim(name, namespace).request("gpu", gpu, selectors=[selector])
-        dra.api.create_claim(claim.obj())
-        kube_client.create_pod(_pod(scheduler, namespace, name, name))
-        return _settle(kube_client, namespace, name)
+        return dra.run(scheduler, name, dra.new_claim(name, gpu, selector))
 
     # A half takes 40Gi of the 80Gi: the whole GPU no longer fits, the other half does.
     assert sized("half", "40Gi") == small
@@ -277,6 +214,4 @@ def test_partitions_of_a_device_share_its_counters(
     assert sized("other-half", "40Gi") == small
     assert dra.devices("half") == [(dra.driver, small, "gpu-0-half-a")]
     assert dra.devices("other-half") == [(dra.driver, small, "gpu-0-half-b")]
-    histogram = f"0/2 nodes are available: 2 {CANNOT_ALLOCATE}."
-    message = side_by_side.failed_scheduling(kube_client, namespace, "whole")
-    assert message == not_helpful(kube_minor, histogram, 2)
+    assert dra.failed("whole") == not_helpful(kube_minor, BOTH_CANNOT_ALLOCATE, 2)

@@ -16,20 +16,15 @@ from __future__ import annotations
 
 import pytest
 
-from plumb_dev.testing import builders, draclient, kube
 from plumb_dev.testing import drabuilders as drab
+from plumb_dev.testing import draclient, kube
 from tests.support import side_by_side
 from tests.support.dra_stage import CANNOT_ALLOCATE, Stage, dra_fixture, not_helpful  # noqa: F401
-from tests.support.live_cluster import NodeFactory
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.dra]
 
 EXTENDED_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
-
-
-def _settle(client: kube.Kube, namespace: str, name: str) -> str | None:
-    return side_by_side.wait_settled(client, namespace, [name], cluster_nodes=2)[name]
 
 
 def _made_for(dra: Stage, pod: str) -> list[kube.JSON]:
@@ -43,52 +38,38 @@ def _made_for(dra: Stage, pod: str) -> list[kube.JSON]:
 
 
 def test_an_extended_resource_comes_from_a_device_plugin_or_from_devices(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    words: side_by_side.Words,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, words: side_by_side.Words, dra: Stage
 ) -> None:
     resource = f"gpu-{dra.tag}.example.com/gpu"
     # Roomy has one through its device plugin (allocatable), small two devices in a slice.
-    roomy = add_node(
-        builders.make_node(f"{namespace}-roomy").capacity(cpu="8", memory="16Gi", **{resource: "1"})
-    )
-    small = add_node(builders.make_node(f"{namespace}-small").capacity(cpu="4", memory="16Gi"))
+    roomy, small = dra.roomy_and_small(plugin={resource: "1"})
     gpu = drab.make_class(dra.class_name("gpu")).driver(dra.driver).extended_resource(resource)
     kept = dra.api.create_class(gpu.obj())
     backed = kube_minor >= 36
     assert kept["spec"].get("extendedResourceName") == (resource if backed else None)
     dra.publish(small, drab.device("gpu-0"), drab.device("gpu-1"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    dra.in_view(scheduler, [roomy, small])
 
-    def pod(name: str, count: int) -> None:
-        body = scheduler.pod(name, namespace).req(cpu="1", memory="1Gi", **{resource: count})
-        kube_client.create_pod(body.obj())
+    def pod(name: str, count: int) -> str | None:
+        return dra.schedule(dra.make_pod(scheduler, name, extended={resource: count}))
 
     # Both nodes could serve the first (from v1.36); the resources favour roomy, whose device
     # plugin serves it: no claim.
-    pod("plugin", 1)
-    assert _settle(kube_client, namespace, "plugin") == roomy
+    assert pod("plugin", 1) == roomy
     assert _made_for(dra, "plugin") == []
     # Roomy's one is taken; small serves the second from its devices, in a claim the
     # scheduler makes (up to v1.35 no node can).
-    pod("devices", 1)
+    assert pod("devices", 1) == (small if backed else None)
     if not backed:
-        assert _settle(kube_client, namespace, "devices") is None
         histogram = f"0/2 nodes are available: 2 Insufficient {resource}."
-        message = side_by_side.failed_scheduling(kube_client, namespace, "devices")
-        assert message == words.without_victims(histogram, 2, searched=1)
+        assert dra.failed("devices") == words.without_victims(histogram, 2, searched=1)
         return
-    assert _settle(kube_client, namespace, "devices") == small
     # The claim: named after the pod, owned by it, one request per container and resource
     # ("container-<index among init and app containers>-request-<index of the resource among
     # the container's sorted request names>": cpu, the GPU, memory), allocated and reserved as
     # any claim; the pod's status maps the container's resource to the request.
     (claim,) = _made_for(dra, "devices")
-    stored = kube_client.pod(namespace, "devices")
+    stored = dra.pod("devices")
     name = claim["metadata"]["name"]
     request = "container-0-request-1"
     assert name.startswith("devices-extended-resources-")
@@ -116,43 +97,31 @@ def test_an_extended_resource_comes_from_a_device_plugin_or_from_devices(
     }
 
     # Two more: roomy's device plugin has one at all, small one device left.
-    pod("more", 2)
-    assert _settle(kube_client, namespace, "more") is None
-    message = side_by_side.failed_scheduling(kube_client, namespace, "more")
+    assert pod("more", 2) is None
     # More than roomy has at all: both verdicts are unresolvable.
     histogram = f"0/2 nodes are available: 1 Insufficient {resource}, 1 {CANNOT_ALLOCATE}."
-    assert message == not_helpful(kube_minor, histogram, 2)
+    assert dra.failed("more") == not_helpful(kube_minor, histogram, 2)
     assert _made_for(dra, "more") == []
 
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_class_s_implicit_extended_resource_name(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    words: side_by_side.Words,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, words: side_by_side.Words, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     tpu = dra.device_class("tpu")
     resource = f"{drab.IMPLICIT_EXTENDED_PREFIX}{tpu}"
-    dra.publish(roomy, drab.device("tpu-0"))
-    dra.publish(small, drab.device("tpu-0"), drab.device("tpu-1"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    tpus = [drab.device("tpu-0"), drab.device("tpu-1")]
+    _, small = dra.two_nodes(scheduler, roomy=tpus[:1], small=tpus)
 
     # Two TPUs: only small has them (roomy one). The request is the container's second (cpu,
     # the TPUs, memory).
-    body = scheduler.pod("pair", namespace).req(cpu="1", memory="1Gi", **{resource: 2})
-    kube_client.create_pod(body.obj())
-    if kube_minor < 36:
-        assert _settle(kube_client, namespace, "pair") is None
+    pair = dra.make_pod(scheduler, "pair", extended={resource: 2})
+    backed = kube_minor >= 36
+    assert dra.schedule(pair) == (small if backed else None)
+    if not backed:
         histogram = f"0/2 nodes are available: 2 Insufficient {resource}."
-        message = side_by_side.failed_scheduling(kube_client, namespace, "pair")
-        assert message == words.without_victims(histogram, 2, searched=0)
+        assert dra.failed("pair") == words.without_victims(histogram, 2, searched=0)
         return
-    assert _settle(kube_client, namespace, "pair") == small
     (claim,) = _made_for(dra, "pair")
     assert draclient.allocated(claim) == [
         draclient.DeviceTaken("container-0-request-1", dra.driver, small, "tpu-0"),

@@ -16,127 +16,78 @@ from __future__ import annotations
 
 import pytest
 
-from plumb_dev.testing import builders, draclient, kube
-from plumb_dev.testing import drabuilders as drab
+from plumb_dev.testing import builders, draclient
 from tests.support import side_by_side
 from tests.support.dra_stage import (  # noqa: F401
     CANNOT_ALLOCATE,
     Stage,
     dra_fixture,
+    model,
     not_helpful,
     without_victims,
 )
-from tests.support.live_cluster import NodeFactory
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.dra]
 
 
-def _pod(
-    scheduler: side_by_side.Runner, namespace: str, name: str, claim: str, cpu: str = "1"
-) -> kube.JSON:
-    pod = scheduler.pod(name, namespace).req(cpu=cpu, memory="1Gi")
-    return pod.resource_claim("gpu", claim=claim).obj()
-
-
 def test_the_only_node_with_the_device_lacks_cpu(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
-    dra.publish(roomy, drab.device("gpu-0").attr("model", "t4"))
-    dra.publish(small, drab.device("gpu-0").attr("model", "a100"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    _, small = dra.two_nodes(scheduler, roomy=[model("t4")], small=[model("a100")])
     # Small is half full (2 of its 4 cpu), with a pod of the same priority.
-    busy = scheduler.pod("busy", namespace).req(cpu="2", memory="1Gi")
-    kube_client.create_pod(busy.node_selector(builders.HOSTNAME_LABEL, small).obj())
-    assert side_by_side.wait_settled(kube_client, namespace, ["busy"]) == {"busy": small}
+    busy = dra.make_pod(scheduler, "busy", cpu="2").node_selector(builders.HOSTNAME_LABEL, small)
+    assert dra.schedule(busy, cluster_nodes=None) == small
 
-    a100 = f'{dra.cel("model")} == "a100"'
-    claim = drab.make_claim("a100", namespace).request("gpu", gpu, selectors=[a100])
-    dra.api.create_claim(claim.obj())
+    dra.new_claim("a100", gpu, dra.model_is("a100"))
     # 3 cpu: roomy has them but no A100; small has the A100 but 2 cpu free. Small's verdict
     # is NodeResourcesFit's (it runs first), which evicting pods could cure: preemption
     # searches small and finds no pod of lower priority; roomy's is not helpful.
-    kube_client.create_pod(_pod(scheduler, namespace, "big", "a100", cpu="3"))
-    placed = side_by_side.wait_settled(kube_client, namespace, ["big"], cluster_nodes=2)
-    assert placed == {"big": None}
+    assert dra.run(scheduler, "big", "a100", cpu="3") is None
     histogram = f"0/2 nodes are available: 1 Insufficient cpu, 1 {CANNOT_ALLOCATE}."
-    message = side_by_side.failed_scheduling(kube_client, namespace, "big")
-    assert message == without_victims(kube_minor, histogram, 2, searched=1)
+    assert dra.failed("big") == without_victims(kube_minor, histogram, 2, searched=1)
     assert draclient.allocated(dra.claim("a100")) == []
 
     # More than small has at all: NodeResourcesFit's verdict is unresolvable too.
-    kube_client.create_pod(_pod(scheduler, namespace, "huge", "a100", cpu="6"))
-    placed = side_by_side.wait_settled(kube_client, namespace, ["huge"], cluster_nodes=2)
-    assert placed == {"huge": None}
-    message = side_by_side.failed_scheduling(kube_client, namespace, "huge")
-    assert message == not_helpful(kube_minor, histogram, 2)
+    assert dra.run(scheduler, "huge", "a100", cpu="6") is None
+    assert dra.failed("huge") == not_helpful(kube_minor, histogram, 2)
 
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_request_for_a_missing_class_waits_until_the_class_exists(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
-    dra.publish(roomy, drab.device("gpu-0").attr("model", "t4"))
-    dra.publish(small, drab.device("gpu-0").attr("model", "a100"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    _, small = dra.two_nodes(scheduler, roomy=[model("t4")], small=[model("a100")])
 
     # PreFilter refuses the pod as a whole: the message is its words, not a node histogram.
     missing = dra.class_name("a100")
-    dra.api.create_claim(drab.make_claim("a100", namespace).request("gpu", missing).obj())
-    kube_client.create_pod(_pod(scheduler, namespace, "early", "a100"))
-    placed = side_by_side.wait_settled(kube_client, namespace, ["early"], cluster_nodes=2)
-    assert placed == {"early": None}
+    assert dra.run(scheduler, "early", dra.new_claim("a100", missing)) is None
     histogram = f"0/2 nodes are available: request gpu: device class {missing} does not exist."
-    message = side_by_side.failed_scheduling(kube_client, namespace, "early")
+    message = dra.failed("early")
     # PreFilter stopped before it kept the pod's claims: up to v1.36 DynamicResources'
     # PostFilter says so, as for a pod without claims.
     assert message == not_helpful(kube_minor, histogram, 2, dynamic=side_by_side.NO_CLAIMS)
 
     # A class added wakes the pod.
-    assert dra.device_class("a100", f'{dra.cel("model")} == "a100"') == missing
-    node = kube.wait_for(
-        "early to be bound", lambda: kube_client.pod(namespace, "early")["spec"].get("nodeName")
-    )
-    assert node == small
+    assert dra.device_class("a100", dra.model_is("a100")) == missing
+    assert dra.bound("early") == small
     assert dra.devices("a100") == [(dra.driver, small, "gpu-0")]
 
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_selector_that_fails_on_a_device_stops_the_attempt(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
-    dra.publish(small, drab.device("gpu-0").attr("model", "a100"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    _, small = dra.two_nodes(scheduler, small=[model("a100")])
 
     # No device of small has the attribute: CEL's "no such key" is an error, not a verdict.
     broken = f'{dra.cel("memory")} == "80Gi"'
-    dra.api.create_claim(
-        drab.make_claim("broken", namespace).request("gpu", gpu, selectors=[broken]).obj()
-    )
-    kube_client.create_pod(_pod(scheduler, namespace, "broken", "broken"))
-    placed = side_by_side.wait_settled(kube_client, namespace, ["broken"])
-    assert placed == {"broken": None}
-    message = side_by_side.failed_scheduling(kube_client, namespace, "broken")
+    dra.new_claim("broken", gpu, broken)
+    pod = dra.claim_pod(scheduler, "broken", "broken")
+    assert dra.schedule(pod, cluster_nodes=None) is None
+    message = dra.failed("broken")
     # The filter's error ends the attempt (retried with backoff); v1.37 names the device and
     # adds CEL's hint.
     where = f"claim {namespace}/broken: selector #0"

@@ -17,30 +17,36 @@ from __future__ import annotations
 import pytest
 
 from plumb.framework.plugins import nodeaffinity
-from plumb_dev.testing import builders, draclient, kube
+from plumb_dev.testing import builders, draclient
 from plumb_dev.testing import drabuilders as drab
 from tests.support import side_by_side
 from tests.support.dra_stage import (  # noqa: F401
+    BOTH_CANNOT_ALLOCATE,
     CANNOT_ALLOCATE,
     DEALLOCATED,
     NOT_AVAILABLE,
     Stage,
     dra_fixture,
+    model,
     not_helpful,
 )
-from tests.support.live_cluster import NodeFactory
-from tests.support.preemption_scenes import Occupant, PreemptionOutcome, Scene
+from tests.support.preemption_scenes import (  # noqa: F401
+    Occupant,
+    PreemptionOutcome,
+    Scene,
+    scene_fixture,
+)
 from tests.support.preemption_steps import first_seen
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.dra]
 
 
-def _messages(client: kube.Kube, namespace: str, name: str) -> list[str]:
+def _messages(dra: Stage, name: str) -> list[str]:
     """The pod's distinct FailedScheduling messages, in the order they were first posted."""
-    uid = client.pod(namespace, name)["metadata"]["uid"]
+    uid = dra.pod(name)["metadata"]["uid"]
     first: dict[str, object] = {}
-    for event in sorted(client.events(namespace, name), key=first_seen):
+    for event in sorted(dra.client.events(dra.namespace, name), key=first_seen):
         if event.get("reason") != side_by_side.FAILED_SCHEDULING:
             continue
         if (event.get("involvedObject") or {}).get("uid") == uid:
@@ -49,19 +55,14 @@ def _messages(client: kube.Kube, namespace: str, name: str) -> list[str]:
 
 
 def test_an_idle_claim_allocated_elsewhere_is_deallocated_before_preemption(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
+    roomy, small = dra.roomy_and_small()
     gpu = dra.device_class("gpu")
     dra.publish(roomy, drab.device("gpu-0"))
     dra.publish(small, drab.device("gpu-0"))
     # A claim left allocated on roomy by a pod that is gone: nothing reserves it.
-    dra.api.create_claim(drab.make_claim("idle", namespace).request("gpu", gpu).obj())
+    dra.new_claim("idle", gpu)
     on_roomy = {
         "nodeSelectorTerms": [
             {"matchFields": [{"key": "metadata.name", "operator": "In", "values": [roomy]}]}
@@ -70,46 +71,29 @@ def test_an_idle_claim_allocated_elsewhere_is_deallocated_before_preemption(
     result = {"request": "gpu", "driver": dra.driver, "pool": roomy, "device": "gpu-0"}
     allocation = {"devices": {"results": [result]}, "nodeSelector": on_roomy}
     dra.api.write_claim_status(namespace, "idle", {"allocation": allocation})
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    dra.in_view(scheduler, [roomy, small])
 
     # The pod must go to small: roomy fails NodeAffinity, small the allocation's node
     # selector. DynamicResources' PostFilter deallocates the claim (nothing reserves it),
     # DefaultPreemption then finds no node worth a look; the deallocation wakes the pod,
     # whose claim is then allocated on small.
-    pinned = scheduler.pod("pinned", namespace).req(cpu="1", memory="1Gi")
-    pinned.node_selector(builders.HOSTNAME_LABEL, small).resource_claim("gpu", claim="idle")
-    kube_client.create_pod(pinned.obj())
-    node = kube.wait_for(
-        "pinned to be bound", lambda: kube_client.pod(namespace, "pinned")["spec"].get("nodeName")
-    )
-    assert node == small
+    pinned = dra.claim_pod(scheduler, "pinned", "idle")
+    dra.create(pinned.node_selector(builders.HOSTNAME_LABEL, small))
+    assert dra.bound("pinned") == small
     assert dra.devices("idle") == [(dra.driver, small, "gpu-0")]
     histogram = f"0/2 nodes are available: 1 {nodeaffinity.MISMATCH}, 1 {NOT_AVAILABLE}."
     first = not_helpful(kube_minor, histogram, 2, dynamic=DEALLOCATED)
-    assert _messages(kube_client, namespace, "pinned") == [first]
+    assert _messages(dra, "pinned") == [first]
 
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
-def test_a_claim_pod_preempts_for_cpu_on_the_node_of_its_device(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    words: side_by_side.Words,
-    dra: Stage,
-) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
-    scene = Scene(kube_client, scheduler, namespace, add_node, words, nodes=[roomy, small])
+def test_a_claim_pod_preempts_for_cpu_on_the_node_of_its_device(scene: Scene, dra: Stage) -> None:
     gpu = dra.device_class("gpu")
-    dra.publish(roomy, drab.device("gpu-0").attr("model", "t4"))
-    dra.publish(small, drab.device("gpu-0").attr("model", "a100"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    roomy, small = dra.two_nodes(scene.scheduler, roomy=[model("t4")], small=[model("a100")])
+    scene.nodes.extend([roomy, small])
     scene.stage([Occupant("low", small, priority=10, cpu="3")])
 
-    a100 = f'{dra.cel("model")} == "a100"'
-    dra.api.create_claim(
-        drab.make_claim("a100", namespace).request("gpu", gpu, selectors=[a100]).obj()
-    )
+    dra.new_claim("a100", gpu, dra.model_is("a100"))
     # 2 cpu and the A100: small has the device and 1 cpu free, roomy the cpu and no A100.
     # Evicting "low" makes room on small; roomy is not worth a look.
     outcome = scene.preempt(scene.preemptor("2").resource_claim("gpu", claim="a100"), victims=1)
@@ -121,25 +105,14 @@ def test_a_claim_pod_preempts_for_cpu_on_the_node_of_its_device(
 
 @pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_no_pod_is_preempted_for_the_devices_it_holds(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    words: side_by_side.Words,
-    dra: Stage,
+    kube_minor: int, scene: Scene, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
-    scene = Scene(kube_client, scheduler, namespace, add_node, words, nodes=[roomy, small])
     gpu = dra.device_class("gpu")
-    dra.publish(roomy, drab.device("gpu-0").attr("model", "t4"))
-    dra.publish(small, drab.device("gpu-0").attr("model", "a100"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    roomy, small = dra.two_nodes(scene.scheduler, roomy=[model("t4")], small=[model("a100")])
+    scene.nodes.extend([roomy, small])
 
-    a100 = f'{dra.cel("model")} == "a100"'
     for name in ("held", "wanted"):
-        claim = drab.make_claim(name, namespace).request("gpu", gpu, selectors=[a100])
-        dra.api.create_claim(claim.obj())
+        dra.new_claim(name, gpu, dra.model_is("a100"))
     holder = scene.pod("holder", "1", 10).node_selector(builders.HOSTNAME_LABEL, small)
     scene.stage([holder.resource_claim("gpu", claim="held")])
     assert dra.devices("held") == [(dra.driver, small, "gpu-0")]
@@ -147,6 +120,6 @@ def test_no_pod_is_preempted_for_the_devices_it_holds(
     # The only A100 is held by a pod of lower priority, yet no node is worth a look: the
     # filter's "cannot allocate" is unresolvable, and preemption does not count devices.
     outcome = scene.refused(scene.preemptor("1").resource_claim("gpu", claim="wanted"))
-    histogram = f"0/2 nodes are available: 2 {CANNOT_ALLOCATE}."
-    assert outcome == PreemptionOutcome(message=not_helpful(kube_minor, histogram, 2))
+    message = not_helpful(kube_minor, BOTH_CANNOT_ALLOCATE, 2)
+    assert outcome == PreemptionOutcome(message=message)
     assert draclient.allocated(dra.claim("wanted")) == []

@@ -20,51 +20,43 @@ import pytest
 from plumb_dev.testing import builders, draclient, kube
 from plumb_dev.testing import drabuilders as drab
 from tests.support import side_by_side
-from tests.support.dra_stage import CANNOT_ALLOCATE, Stage, dra_fixture, not_helpful  # noqa: F401
-from tests.support.live_cluster import NodeFactory
+from tests.support.dra_stage import (  # noqa: F401
+    BOTH_CANNOT_ALLOCATE,
+    Stage,
+    dra_fixture,
+    not_helpful,
+)
 from tests.support.pod_watches import NominationWatch
 from tests.support.side_by_side import scheduler_fixture  # noqa: F401
 
 pytestmark = [pytest.mark.integration, pytest.mark.dra]
 
 
-def _pod(scheduler: side_by_side.Runner, namespace: str, name: str, claim: str) -> kube.JSON:
-    return (
-        scheduler.pod(name, namespace)
-        .req(cpu="1", memory="1Gi")
-        .resource_claim("gpu", claim=claim)
-        .obj()
-    )
-
-
 def _gpu(name: str, model: str, memory: str = "40Gi", kind: str = "gpu") -> drab.DeviceBuilder:
     return drab.device(name).attr("kind", kind).attr("model", model).capacity("memory", memory)
+
+
+def _a100s(count: int) -> list[drab.DeviceBuilder]:
+    """``count`` A100 GPUs of 40Gi: gpu-0, gpu-1, ..."""
+    return [_gpu(f"gpu-{i}", "a100") for i in range(count)]
 
 
 def test_selectors_of_the_class_and_the_request_on_attributes_pick_the_device(
     kube_minor: int,
     kube_client: kube.Kube,
     namespace: str,
-    add_node: NodeFactory,
     scheduler: side_by_side.Runner,
     dra: Stage,
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     # The class takes the driver's GPUs; the request the A100s. Roomy's NIC is an "A100" too
     # (its model attribute says so), but no GPU: only small has a device both select.
     gpu = dra.device_class("gpu", f'{dra.cel("kind")} == "gpu"')
-    dra.publish(roomy, _gpu("gpu-0", "t4"), _gpu("nic-0", "a100", kind="nic"))
-    dra.publish(small, _gpu("gpu-0", "a100"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    nic = _gpu("nic-0", "a100", kind="nic")
+    _, small = dra.two_nodes(scheduler, roomy=[_gpu("gpu-0", "t4"), nic], small=_a100s(1))
 
-    a100 = drab.make_claim("a100", namespace).request(
-        "gpu", gpu, selectors=[f'{dra.cel("model")} == "a100"']
-    )
-    dra.api.create_claim(a100.obj())
+    dra.new_claim("a100", gpu, dra.model_is("a100"))
     with NominationWatch(kube_client, namespace, "trainer") as watched:
-        kube_client.create_pod(_pod(scheduler, namespace, "trainer", "a100"))
-        placed = side_by_side.wait_settled(kube_client, namespace, ["trainer"], cluster_nodes=2)
-        assert placed == {"trainer": small}
+        assert dra.run(scheduler, "trainer", "a100") == small
         assert watched.bound.wait(timeout=30)
     # A pod with claims has PreBind work: from v1.35 (NominatedNodeNameForExpectation) it is
     # nominated to its node before the claim is written; the API server clears it at binding.
@@ -75,7 +67,7 @@ def test_selectors_of_the_class_and_the_request_on_attributes_pick_the_device(
     # DRADeviceBindingConditions is on (v1.36+; the API server drops it otherwise), the time)
     # and the pod in reservedFor, in one status update.
     claim = dra.claim("a100")
-    pod = kube_client.pod(namespace, "trainer")
+    pod = dra.pod("trainer")
     assert claim["metadata"]["finalizers"] == ["resource.kubernetes.io/delete-protection"]
     allocation = claim["status"]["allocation"]
     assert allocation["devices"] == {
@@ -94,118 +86,71 @@ def test_selectors_of_the_class_and_the_request_on_attributes_pick_the_device(
 
 
 def test_a_selector_on_capacity_picks_the_device_with_enough_memory(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
-    dra.publish(roomy, _gpu("gpu-0", "a100", "16Gi"))
-    dra.publish(small, _gpu("gpu-0", "a100", "40Gi"), _gpu("gpu-1", "a100", "80Gi"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    _, small = dra.two_nodes(
+        scheduler,
+        roomy=[_gpu("gpu-0", "a100", "16Gi")],
+        small=[_gpu("gpu-0", "a100", "40Gi"), _gpu("gpu-1", "a100", "80Gi")],
+    )
 
-    def at_least(name: str, memory: str) -> None:
+    def at_least(name: str, memory: str) -> str | None:
         selector = f'{dra.capacity_cel("memory")}.compareTo(quantity("{memory}")) >= 0'
-        claim = drab.make_claim(name, namespace).request("gpu", gpu, selectors=[selector])
-        dra.api.create_claim(claim.obj())
+        return dra.run(scheduler, name, dra.new_claim(name, gpu, selector))
 
     # 64Gi or more: only small's second device; then 32Gi or more: small's first (the
     # second is taken), though roomy, which the resources favour, has a free 16Gi one.
-    at_least("huge", "64Gi")
-    kube_client.create_pod(_pod(scheduler, namespace, "huge", "huge"))
-    assert side_by_side.wait_settled(kube_client, namespace, ["huge"], cluster_nodes=2) == {
-        "huge": small
-    }
-    at_least("large", "32Gi")
-    kube_client.create_pod(_pod(scheduler, namespace, "large", "large"))
-    assert side_by_side.wait_settled(kube_client, namespace, ["large"], cluster_nodes=2) == {
-        "large": small
-    }
+    assert at_least("huge", "64Gi") == small
+    assert at_least("large", "32Gi") == small
     assert dra.devices("huge") == [(dra.driver, small, "gpu-1")]
     assert dra.devices("large") == [(dra.driver, small, "gpu-0")]
 
 
 def test_exact_count_takes_that_many_devices_of_one_node_in_their_order(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
-    dra.publish(roomy, _gpu("gpu-0", "a100"), _gpu("gpu-1", "a100"))
-    dra.publish(small, *(_gpu(f"gpu-{i}", "a100") for i in range(4)))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    _, small = dra.two_nodes(scheduler, roomy=_a100s(2), small=_a100s(4))
 
     # Three devices: roomy has two, small four; the first three of small's, as published.
-    dra.api.create_claim(drab.make_claim("three", namespace).request("gpu", gpu, count=3).obj())
-    kube_client.create_pod(_pod(scheduler, namespace, "trainer", "three"))
-    placed = side_by_side.wait_settled(kube_client, namespace, ["trainer"], cluster_nodes=2)
-    assert placed == {"trainer": small}
+    dra.new_claim("three", gpu, count=3)
+    assert dra.run(scheduler, "trainer", "three") == small
     assert dra.requests("three") == [("gpu", "gpu-0"), ("gpu", "gpu-1"), ("gpu", "gpu-2")]
     assert {pool for _, pool, _ in dra.devices("three")} == {small}
 
 
 def test_all_takes_every_matching_device_of_a_node_where_none_is_in_use(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu", f'{dra.cel("kind")} == "gpu"')
-    dra.publish(roomy, _gpu("gpu-0", "a100"), _gpu("gpu-1", "a100"))
-    dra.publish(
-        small, _gpu("gpu-0", "a100"), _gpu("nic-0", "a100", kind="nic"), _gpu("gpu-1", "t4")
-    )
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    nic = _gpu("nic-0", "a100", kind="nic")
+    mixed = [_gpu("gpu-0", "a100"), nic, _gpu("gpu-1", "t4")]
+    roomy, small = dra.two_nodes(scheduler, roomy=_a100s(2), small=mixed)
 
     # One of roomy's GPUs taken first (the pod pinned there)...
-    dra.api.create_claim(drab.make_claim("one", namespace).request("gpu", gpu).obj())
-    pinned = scheduler.pod("pinned", namespace).req(cpu="1", memory="1Gi")
-    kube_client.create_pod(
-        pinned.node_selector(builders.HOSTNAME_LABEL, roomy)
-        .resource_claim("gpu", claim="one")
-        .obj()
-    )
-    placed = side_by_side.wait_settled(kube_client, namespace, ["pinned"], cluster_nodes=2)
-    assert placed == {"pinned": roomy}
+    pinned = dra.claim_pod(scheduler, "pinned", dra.new_claim("one", gpu))
+    assert dra.schedule(pinned.node_selector(builders.HOSTNAME_LABEL, roomy)) == roomy
     assert dra.devices("one") == [(dra.driver, roomy, "gpu-0")]
     # ... so "all the GPUs" can only be small's (both models, not the NIC): All needs every
     # device the request selects on the node to be free.
-    everything = drab.make_claim("all", namespace).request("gpu", gpu, all_devices=True)
-    dra.api.create_claim(everything.obj())
-    kube_client.create_pod(_pod(scheduler, namespace, "greedy", "all"))
-    placed = side_by_side.wait_settled(kube_client, namespace, ["greedy"], cluster_nodes=2)
-    assert placed == {"greedy": small}
+    dra.new_claim("all", gpu, all_devices=True)
+    assert dra.run(scheduler, "greedy", "all") == small
     assert dra.requests("all") == [("gpu", "gpu-0"), ("gpu", "gpu-1")]
 
 
 def test_a_template_makes_one_claim_per_pod(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
-    dra.publish(roomy, _gpu("gpu-0", "a100"))
-    dra.publish(small, _gpu("gpu-0", "a100"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    roomy, small = dra.two_nodes(scheduler, roomy=_a100s(1), small=_a100s(1))
 
     dra.api.create_template(drab.make_template("one-gpu", namespace).request("gpu", gpu).obj())
     # Each pod waits (PreEnqueue) until the resourceclaim controller has made its claim. The
     # first goes where the resources say; the second where the only free GPU is.
     for name, node in (("first", roomy), ("second", small)):
-        pod = scheduler.pod(name, namespace).req(cpu="1", memory="1Gi")
-        kube_client.create_pod(pod.resource_claim("gpu", template="one-gpu").obj())
-        placed = side_by_side.wait_settled(kube_client, namespace, [name], cluster_nodes=2)
-        assert placed == {name: node}
+        pod = dra.make_pod(scheduler, name).resource_claim("gpu", template="one-gpu")
+        assert dra.schedule(pod) == node
         made = dra.api.wait_generated(namespace, name, "gpu")
         claim = dra.claim(made)
         assert made.startswith(f"{name}-gpu-")
@@ -216,80 +161,54 @@ def test_a_template_makes_one_claim_per_pod(
 
 
 def test_a_pod_waits_without_an_event_until_its_claim_exists(
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_client: kube.Kube, namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
+    roomy, small = dra.roomy_and_small()
     gpu = dra.device_class("gpu")
     dra.publish(roomy, _gpu("gpu-0", "t4"))
     dra.publish(small, _gpu("gpu-0", "a100"))
     side_by_side.in_view(kube_client, scheduler, namespace, [roomy, small])
 
-    kube_client.create_pod(_pod(scheduler, namespace, "early", "later"))
+    dra.create(dra.claim_pod(scheduler, "early", "later"))
     # The probe is a pod made after "early": once it is bound the scheduler has seen "early"
     # too. PreEnqueue keeps it out of the queue: no attempt, so no event and no condition.
-    dra.in_view(kube_client, scheduler, [roomy, small])
-    pod = kube_client.pod(namespace, "early")
+    dra.in_view(scheduler, [roomy, small])
+    pod = dra.pod("early")
     assert pod["spec"].get("nodeName") is None
     assert pod["status"].get("conditions") is None
     assert [e["reason"] for e in kube_client.events(namespace, "early")] == []
 
-    later = drab.make_claim("later", namespace).request(
-        "gpu", gpu, selectors=[f'{dra.cel("model")} == "a100"']
-    )
-    dra.api.create_claim(later.obj())
-    placed = side_by_side.wait_settled(kube_client, namespace, ["early"], cluster_nodes=2)
-    assert placed == {"early": small}
+    dra.new_claim("later", gpu, dra.model_is("a100"))
+    assert dra.settled("early") == small
     assert dra.devices("later") == [(dra.driver, small, "gpu-0")]
 
 
 def test_devices_in_use_are_not_allocated_again(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
-    roomy, small = dra.roomy_and_small(add_node)
     gpu = dra.device_class("gpu")
-    dra.publish(roomy, _gpu("gpu-0", "a100"))
-    dra.publish(small, _gpu("gpu-0", "a100"))
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    roomy, small = dra.two_nodes(scheduler, roomy=_a100s(1), small=_a100s(1))
 
     # One GPU per node: the first pod where the resources say, the second where a GPU is
     # left, the third nowhere; every node's verdict is the DynamicResources filter's, which
     # preemption cannot cure (UnschedulableAndUnresolvable), so it looks at no node.
     for name, node in (("first", roomy), ("second", small), ("third", None)):
-        dra.api.create_claim(drab.make_claim(name, namespace).request("gpu", gpu).obj())
-        kube_client.create_pod(_pod(scheduler, namespace, name, name))
-        placed = side_by_side.wait_settled(kube_client, namespace, [name], cluster_nodes=2)
-        assert placed == {name: node}
+        assert dra.run(scheduler, name, dra.new_claim(name, gpu)) == node
     assert dra.api.in_use(namespace, ["first", "second", "third"]) == {
         "first": [draclient.DeviceTaken("gpu", dra.driver, roomy, "gpu-0")],
         "second": [draclient.DeviceTaken("gpu", dra.driver, small, "gpu-0")],
     }
-    histogram = f"0/2 nodes are available: 2 {CANNOT_ALLOCATE}."
-    message = side_by_side.failed_scheduling(kube_client, namespace, "third")
-    assert message == not_helpful(kube_minor, histogram, 2)
+    assert dra.failed("third") == not_helpful(kube_minor, BOTH_CANNOT_ALLOCATE, 2)
 
 
 def test_devices_reachable_from_several_nodes_and_the_configuration_they_take(
-    kube_minor: int,
-    kube_client: kube.Kube,
-    namespace: str,
-    add_node: NodeFactory,
-    scheduler: side_by_side.Runner,
-    dra: Stage,
+    kube_minor: int, namespace: str, scheduler: side_by_side.Runner, dra: Stage
 ) -> None:
     rack = "plumb.test/rack"
-    roomy = add_node(
+    roomy = dra.add_node(
         builders.make_node(f"{namespace}-roomy").capacity(cpu="8", memory="16Gi").label(rack, "b")
     )
-    small = add_node(
+    small = dra.add_node(
         builders.make_node(f"{namespace}-small").capacity(cpu="4", memory="16Gi").label(rack, "a")
     )
     fpga = drab.make_class(dra.class_name("fpga")).driver(dra.driver)
@@ -304,15 +223,12 @@ def test_devices_reachable_from_several_nodes_and_the_configuration_they_take(
     everywhere = drab.make_slice(f"licences-{dra.tag}", dra.driver).all_nodes()
     dra.api.create_slice(everywhere.devices(drab.device("seat-0").attr("kind", "licence")).obj())
     licence = dra.device_class("licence", f'{dra.cel("kind")} == "licence"')
-    dra.in_view(kube_client, scheduler, [roomy, small])
+    dra.in_view(scheduler, [roomy, small])
 
     # The FPGA only from small; the claim's own configuration comes after the class's.
-    accel = drab.make_claim("fpga", namespace).request("fpga", dra.class_name("fpga"))
+    accel = dra.make_claim("fpga").request("fpga", dra.class_name("fpga"))
     dra.api.create_claim(accel.config(dra.driver, {"clock": "fast"}, "fpga").obj())
-    kube_client.create_pod(_pod(scheduler, namespace, "synth", "fpga"))
-    assert side_by_side.wait_settled(kube_client, namespace, ["synth"], cluster_nodes=2) == {
-        "synth": small
-    }
+    assert dra.run(scheduler, "synth", "fpga") == small
     allocation = dra.claim("fpga")["status"]["allocation"]
     assert draclient.allocated(dra.claim("fpga")) == [
         draclient.DeviceTaken("fpga", dra.driver, f"rack-a-{dra.tag}", "fpga-0")
@@ -341,11 +257,8 @@ def test_devices_reachable_from_several_nodes_and_the_configuration_they_take(
 
     # The licence from anywhere: the resources choose roomy, and the allocation has no node
     # selector (every node reaches it).
-    dra.api.create_claim(drab.make_claim("seat", namespace).request("seat", licence).obj())
-    kube_client.create_pod(_pod(scheduler, namespace, "user", "seat"))
-    assert side_by_side.wait_settled(kube_client, namespace, ["user"], cluster_nodes=2) == {
-        "user": roomy
-    }
+    dra.api.create_claim(dra.make_claim("seat").request("seat", licence).obj())
+    assert dra.run(scheduler, "user", "seat") == roomy
     assert draclient.allocated(dra.claim("seat")) == [
         draclient.DeviceTaken("seat", dra.driver, f"licences-{dra.tag}", "seat-0")
     ]

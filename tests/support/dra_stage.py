@@ -1,6 +1,6 @@
-"""The DRA stage of one side-by-side test: a driver of its own, DeviceClasses and ResourceSlices
-published as API objects (no driver runs, as the scale nodes have no kubelet), deleted
-afterwards, and the claims read back.
+"""The DRA stage of one side-by-side test: its two nodes, a driver of its own, DeviceClasses and
+ResourceSlices published as API objects (no driver runs, as the scale nodes have no kubelet),
+deleted afterwards, and its claims and claim pods: made, scheduled and read back.
 
 A test module takes the ``dra`` fixture by importing it::
 
@@ -13,7 +13,7 @@ its devices.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 
@@ -27,6 +27,8 @@ STILL = "still not schedulable"
 DEALLOCATED = "deallocation of ResourceClaim completed"
 CANNOT_ALLOCATE = "cannot allocate all claims"
 NOT_AVAILABLE = "resourceclaim not available on the node"
+BOTH_CANNOT_ALLOCATE = f"0/2 nodes are available: 2 {CANNOT_ALLOCATE}."
+"""The filters' histogram of a claim pod neither of two nodes has the devices for."""
 _PROBE = "dra-probe-"
 
 
@@ -66,28 +68,57 @@ def not_helpful(minor: int, histogram: str, total: int, dynamic: str = STILL) ->
     return post_filter(minor, histogram, preemption, dynamic)
 
 
-class Stage:
-    """The test's driver, classes and slices (cluster objects, deleted by close)."""
+def model(name: str) -> dra.DeviceBuilder:
+    """Device "gpu-0" whose "model" attribute is ``name`` (the one GPU of a node)."""
+    return dra.device("gpu-0").attr("model", name)
 
-    def __init__(self, client: kube.Kube, namespace: str) -> None:
+
+class Stage:
+    """The test's nodes, driver, classes and slices (cluster objects: the slices and classes
+    deleted by close, the nodes by the ``add_node`` fixture), and its claims and claim pods:
+    made, scheduled and read back."""
+
+    def __init__(self, client: kube.Kube, namespace: str, add_node: NodeFactory) -> None:
+        self.client = client
         self.namespace = namespace
+        self.add_node = add_node
         self.api = draclient.Dra(client)
         # The namespace ends in six random hex digits (conftest's namespace fixture).
         self.tag = namespace.rsplit("-", 1)[-1]
         self.driver = f"gpu-{self.tag}.example.com"
 
-    def roomy_and_small(self, add_node: NodeFactory) -> tuple[str, str]:
+    def roomy_and_small(self, plugin: Mapping[str, str] | None = None) -> tuple[str, str]:
         """Two nodes alike but for cpu: "roomy" (8) and "small" (4), 16Gi each. For a pod of
         1 cpu and 1Gi roomy scores 12 more (NodeResourcesFit 90 against 84, BalancedAllocation
         96 against 90; from v1.36 9 more, BalancedAllocation 73 against 70): a scheduler that
-        ignores claims sends such a pod to roomy."""
-        roomy = add_node(
-            builders.make_node(f"{self.namespace}-roomy").capacity(cpu="8", memory="16Gi")
+        ignores claims sends such a pod to roomy. ``plugin``: extended resources roomy has
+        through a device plugin (in its capacity and allocatable)."""
+        roomy = self.add_node(
+            builders.make_node(f"{self.namespace}-roomy").capacity(
+                cpu="8", memory="16Gi", **(plugin or {})
+            )
         )
-        small = add_node(
+        small = self.add_node(
             builders.make_node(f"{self.namespace}-small").capacity(cpu="4", memory="16Gi")
         )
         return roomy, small
+
+    def two_nodes(
+        self,
+        scheduler: side_by_side.Runner,
+        *,
+        roomy: Sequence[dra.DeviceBuilder] = (),
+        small: Sequence[dra.DeviceBuilder] = (),
+    ) -> tuple[str, str]:
+        """``roomy_and_small``, each node's ``roomy`` or ``small`` devices published (a node
+        given none publishes no slice), then everything made so far in the scheduler's view
+        (``in_view``). Returns the names of roomy and small."""
+        nodes = self.roomy_and_small()
+        for node, devices in zip(nodes, (roomy, small), strict=True):
+            if devices:
+                self.publish(node, *devices)
+        self.in_view(scheduler, nodes)
+        return nodes
 
     def class_name(self, name: str) -> str:
         return f"{name}-{self.tag}"
@@ -102,8 +133,16 @@ class Stage:
     def publish(self, node: str, *devices: dra.DeviceBuilder) -> JSON:
         """The node's devices as the driver's kubelet plugin publishes them: one slice, a pool
         named after the node. Returns the slice as the API server kept it."""
-        body = dra.make_slice(f"{node}-{self.tag}", self.driver).pool(node).node(node)
+        body = dra.make_slice(self._slice_name(node), self.driver).pool(node).node(node)
         return self.api.create_slice(body.devices(*devices).obj())
+
+    def slice(self, node: str) -> JSON:
+        """The slice ``publish`` made for the node, as the API server keeps it."""
+        return self.api.slice(self._slice_name(node))
+
+    def _slice_name(self, node: str) -> str:
+        """The name of the slice ``publish`` makes for the node."""
+        return f"{node}-{self.tag}"
 
     def attribute(self, name: str) -> str:
         """The fully qualified name of one of the driver's attributes (for constraints)."""
@@ -116,6 +155,87 @@ class Stage:
     def capacity_cel(self, name: str) -> str:
         return f'device.capacity["{self.driver}"].{name}'
 
+    def model_is(self, name: str) -> str:
+        """A selector of the devices whose "model" attribute is ``name``."""
+        return f'{self.cel("model")} == "{name}"'
+
+    def make_claim(self, name: str) -> dra.ClaimBuilder:
+        """A builder of claim ``name`` in the test's namespace."""
+        return dra.make_claim(name, self.namespace)
+
+    def new_claim(
+        self,
+        name: str,
+        device_class: str,
+        *selectors: str,
+        count: int | None = None,
+        all_devices: bool = False,
+    ) -> str:
+        """Creates claim ``name`` of one request, "gpu", for devices of the class that
+        ``selectors`` select (``count``, ``all_devices``: as ``ClaimBuilder.request`` takes
+        them); returns its name."""
+        claim = self.make_claim(name).request(
+            "gpu", device_class, selectors=selectors, count=count, all_devices=all_devices
+        )
+        return str(self.api.create_claim(claim.obj())["metadata"]["name"])
+
+    def make_pod(
+        self,
+        scheduler: side_by_side.Runner,
+        name: str,
+        cpu: str = "1",
+        extended: Mapping[str, int] | None = None,
+    ) -> builders.PodBuilder:
+        """A pod for the scheduler in the test's namespace that asks for ``cpu``, 1Gi and
+        the ``extended`` resources (``{"example.com/gpu": 1}``)."""
+        resources: dict[str, str | int] = {"cpu": cpu, "memory": "1Gi", **(extended or {})}
+        return scheduler.pod(name, self.namespace).req(**resources)
+
+    def claim_pod(
+        self, scheduler: side_by_side.Runner, name: str, claim: str, cpu: str = "1"
+    ) -> builders.PodBuilder:
+        """``make_pod`` that takes ``claim`` as its claim "gpu"."""
+        return self.make_pod(scheduler, name, cpu).resource_claim("gpu", claim=claim)
+
+    def create(self, pod: builders.PodBuilder) -> str:
+        """Creates the pod, without waiting for the scheduler; returns its name."""
+        return str(self.client.create_pod(pod.obj())["metadata"]["name"])
+
+    def schedule(self, pod: builders.PodBuilder, cluster_nodes: int | None = 2) -> str | None:
+        """Creates the pod and waits until it is bound or failed, a failure counting once it
+        was decided with ``cluster_nodes`` nodes in view (``side_by_side.wait_settled``; None:
+        any failure): its node, None if it failed."""
+        return self.settled(self.create(pod), cluster_nodes)
+
+    def run(
+        self, scheduler: side_by_side.Runner, name: str, claim: str, cpu: str = "1"
+    ) -> str | None:
+        """``schedule`` of ``claim_pod``: the pod's node, None if it failed."""
+        return self.schedule(self.claim_pod(scheduler, name, claim, cpu))
+
+    def settled(self, pod: str, cluster_nodes: int | None = 2) -> str | None:
+        """Waits until the pod is bound or failed, as ``schedule`` does: its node, None if it
+        failed."""
+        placed = side_by_side.wait_settled(
+            self.client, self.namespace, [pod], cluster_nodes=cluster_nodes
+        )
+        return placed[pod]
+
+    def bound(self, pod: str) -> str:
+        """Waits until the pod is bound (a failure is waited through): its node."""
+        node: str = kube.wait_for(
+            f"{pod} to be bound", lambda: self.pod(pod)["spec"].get("nodeName")
+        )
+        return node
+
+    def pod(self, name: str) -> JSON:
+        """The pod as the API server has it."""
+        return self.client.pod(self.namespace, name)
+
+    def failed(self, pod: str) -> str | None:
+        """The message of the pod's newest FailedScheduling event, None if there is none."""
+        return side_by_side.failed_scheduling(self.client, self.namespace, pod)
+
     def claim(self, name: str) -> JSON:
         return self.api.claim(self.namespace, name)
 
@@ -127,9 +247,7 @@ class Stage:
         """(request, device) of each result of the claim's allocation."""
         return [(a.request, a.device) for a in draclient.allocated(self.claim(name))]
 
-    def in_view(
-        self, client: kube.Kube, scheduler: side_by_side.Runner, nodes: Sequence[str]
-    ) -> None:
+    def in_view(self, scheduler: side_by_side.Runner, nodes: Sequence[str]) -> None:
         """Waits until the scheduler has every node, class, slice and claim made so far in
         view. Nodes: ``side_by_side.in_view``. The rest are streams of their own, each ordered:
         a probe pod, pinned to the last node, claims a device of a probe driver published
@@ -137,7 +255,7 @@ class Stage:
         and claim made before the probe's. The probe is then deleted at once; the pod stream
         being ordered too, the scheduler forgets it before it sees any pod created later. Its
         claim stays allocated, on the probe driver's device, which no test claim asks for."""
-        side_by_side.in_view(client, scheduler, self.namespace, list(nodes))
+        side_by_side.in_view(self.client, scheduler, self.namespace, list(nodes))
         taken = sum(
             c["metadata"]["name"].startswith(_PROBE) for c in self.api.claims(self.namespace)
         )
@@ -156,20 +274,20 @@ class Stage:
             .resource_claim("probe", claim=name)
             .grace(0)
         )
-        client.create_pod(pod.obj())
+        self.client.create_pod(pod.obj())
         kube.wait_for(
             f"{scheduler.name} to bind the DRA probe {name} to {node}",
-            lambda: client.pod(self.namespace, name)["spec"].get("nodeName"),
+            lambda: self.client.pod(self.namespace, name)["spec"].get("nodeName"),
             timeout=60,
         )
-        client.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
+        self.client.core.delete_namespaced_pod(name, self.namespace, grace_period_seconds=0)
 
     def close(self) -> None:
         self.api.close()
 
 
 @pytest.fixture(name="dra")
-def dra_fixture(kube_client: kube.Kube, namespace: str) -> Iterator[Stage]:
-    stage = Stage(kube_client, namespace)
+def dra_fixture(kube_client: kube.Kube, namespace: str, add_node: NodeFactory) -> Iterator[Stage]:
+    stage = Stage(kube_client, namespace, add_node)
     yield stage
     stage.close()

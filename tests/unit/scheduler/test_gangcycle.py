@@ -238,3 +238,32 @@ async def test_a_member_whose_priority_is_not_the_group_s_fails_the_group_as_an_
     )
     assert messages(api) == {"w0": error, "w1": error}
     assert conditions(api) == [("False", "SchedulerError", error)]
+
+
+def with_port(name: str) -> dict[str, Any]:
+    pod = make_pod(name, "ml").uid(name).scheduler("plumb").req(cpu="1").host_port(8080)
+    return pod.created("2026-12-01T00:00:00Z").pod_group("train").obj()
+
+
+async def test_members_that_need_a_run_of_their_own_see_the_members_placed_before_them(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 2).uid("g").obj())
+    plumb.feed.resync(nodes(4, 4), [with_port("w0"), with_port("w1")])
+    await attempt(plumb)
+    assert sorted(node for _, node in api.binds) == ["n1", "n2"]  # one port 8080 per node
+
+
+async def test_a_refused_group_keeps_nothing_reserved(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 2).uid("g").obj())
+    plumb.feed.resync(nodes(4), [with_port("w0"), with_port("w1")])
+    await attempt(plumb)
+    assert api.binds == []
+    assert plumb.cache.assumed_count() == 0
+    assert plumb.cache.nodes.requested("n1")["pods"] == 0
+    assert messages(api)["w0"].startswith("pod group is unschedulable, minCount (2) cannot")
+    assert messages(api)["w1"] == (
+        "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
+    )

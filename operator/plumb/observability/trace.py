@@ -253,6 +253,46 @@ class ClaimRejection:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class GroupRecord:
+    """The pod group a member was decided with: its PodGroup (API and namespace/name), the
+    minimum it needs placed together, how many members found a node (placed before this
+    cycle, or fitting in it: kube-scheduler's "scheduled"; a refused group keeps none of the
+    latter), how many the cycle had, and the group's outcome and words."""
+
+    name: str  # namespace/name
+    api: str  # scheduling.k8s.io or scheduling.x-k8s.io
+    minimum: int
+    scheduled: int
+    members: int
+    result: str  # SCHEDULED (the minimum placed together) or UNSCHEDULABLE (none placed)
+    message: str = ""
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "name": self.name,
+            "api": self.api,
+            "minimum": self.minimum,
+            "scheduled": self.scheduled,
+            "members": self.members,
+            "result": self.result,
+            "message": self.message,
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Any) -> GroupRecord:
+        record = _mapping(fields)
+        return cls(
+            name=_text(record["name"]),
+            api=_text(record["api"]),
+            minimum=_integer(record["minimum"]),
+            scheduled=_integer(record["scheduled"]),
+            members=_integer(record["members"]),
+            result=_text(record["result"]),
+            message=_text(record.get("message", "")),
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class Trace:
     """One decision, as its log line and the debug endpoint show it (see the module doc)."""
 
@@ -279,6 +319,8 @@ class Trace:
     # a pod no node fits, which claim DynamicResources rejected where and why.
     devices: tuple[DeviceRecord, ...] = ()
     claims: tuple[ClaimRejection, ...] = ()
+    # The pod group it was decided with (a member's line), None for a pod of no group.
+    group: GroupRecord | None = None
     snapshot: int = 0
     input_hash: str = ""
     plan_hash: str = ""
@@ -298,7 +340,8 @@ class Trace:
 
     def fields(self) -> dict[str, Any]:
         """The record as JSON-ready fields, in a fixed order (the log line, the endpoint);
-        ``devices`` and ``claims`` only when they hold something (a pod with claims)."""
+        ``devices`` and ``claims`` only when they hold something (a pod with claims),
+        ``group`` only for a member of a pod group."""
         fields: dict[str, Any] = {
             "pod": self.pod,
             "uid": self.uid,
@@ -338,6 +381,8 @@ class Trace:
             fields["devices"] = [d.fields() for d in self.devices]
         if self.claims:
             fields["claims"] = [c.fields() for c in self.claims]
+        if self.group is not None:
+            fields["group"] = self.group.fields()
         return fields
 
     @classmethod
@@ -394,6 +439,10 @@ class Trace:
                 claims=tuple(
                     ClaimRejection.from_fields(c) for c in _sequence(fields.get("claims", []))
                 ),
+                # Absent for a pod of no group, and from lines before gangs.
+                group=None
+                if fields.get("group") is None
+                else GroupRecord.from_fields(fields["group"]),
                 snapshot=_integer(fields.get("snapshot", 0)),
                 input_hash=_text(fields.get("input_hash", "")),
                 plan_hash=_text(fields.get("plan_hash", "")),

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from plumb import events as events_module
@@ -179,8 +180,9 @@ class GangCycle:
         failure and are tried again (kube-scheduler: at once, the group going straight back to
         activeQ)."""
         s = self._scheduler
+        told = _told(walk, group, trace.SCHEDULED, "")
         for member in walk.tried:
-            entry, record = member.entry, walk.records[member.entry.pod.uid]
+            entry, record = member.entry, told(walk.records[member.entry.pod.uid])
             if member.held is None:
                 self._fail(entry, record, member.decision.message, member.decision.plugins)
             elif s.queue.where(entry.pod.uid) is queue_module.Where.IN_FLIGHT:
@@ -199,8 +201,9 @@ class GangCycle:
             return
         words = self._group_post_filter(group)
         status = f"{stop.message}, {words}" if words else stop.message
+        told = _told(walk, group, trace.UNSCHEDULABLE, status)
         for member in walk.tried:
-            record = walk.records[member.entry.pod.uid]
+            record = told(walk.records[member.entry.pod.uid])
             decision = member.decision
             if member.held is not None:
                 message = f"{gangscheduling.GROUP_UNSCHEDULABLE}, {status}"
@@ -208,7 +211,7 @@ class GangCycle:
             else:
                 self._fail(member.entry, record, decision.message, decision.plugins | GANG_PLUGINS)
         for entry in walk.untried:
-            record = walk.records.get(entry.pod.uid) or self._bare_record(entry, walk.total)
+            record = told(walk.records.get(entry.pod.uid) or _bare_record(entry, walk.total))
             self._fail(entry, record, stop.message, GANG_PLUGINS)
         self._scheduler.state.group_conditions.initially_scheduled(group, status)
 
@@ -225,6 +228,8 @@ class GangCycle:
         is refused without a kernel run, as each of scheduler-plugins' attempts is."""
         s = self._scheduler
         total = len(s.cache.snapshot())
+        placed = s.cache.groups.placed_count(group.ref)
+        walk = Walk(progress=Progress(group.min_count, placed, 0), untried=list(ordered))
         for entry in ordered:
             pod = entry.pod
             reason = gangscheduling.NOT_ENOUGH_SIBLINGS.format(
@@ -235,15 +240,7 @@ class GangCycle:
                 f"available: {total} Preemption is not helpful for scheduling., "
                 + gangscheduling.GROUP_REJECTED.format(group=group.key, pod=pod.name)
             )
-            record = trace.Trace(
-                pod=pod.key,
-                uid=pod.uid,
-                result=trace.UNSCHEDULABLE,
-                message=message,
-                attempts=entry.attempts,
-                total=total,
-                profile=pod.scheduler_name,
-            )
+            record = _told(walk, group, trace.UNSCHEDULABLE, reason)(_bare_record(entry, total))
             self._fail(entry, record, message, frozenset({gangscheduling.COSCHEDULING}), wait=True)
 
     def _rejected_by_coscheduling(self, walk: Walk, group: PodGroup) -> None:
@@ -252,8 +249,9 @@ class GangCycle:
         waiting at Permit and are rejected with it."""
         plugins = frozenset({gangscheduling.COSCHEDULING})
         first = next((m for m in walk.tried if m.held is None), None)
+        told = _told(walk, group, trace.UNSCHEDULABLE, "")
         for member in walk.tried:
-            record = walk.records[member.entry.pod.uid]
+            record = told(walk.records[member.entry.pod.uid])
             decision = member.decision
             if member.held is not None:
                 message = "0/1 nodes are available: 1 optimistic rejection in PostFilter."
@@ -323,14 +321,31 @@ class GangCycle:
         )
         s.tracer.emit(refused, repeat_after=step)
 
-    @staticmethod
-    def _bare_record(entry: queue_module.Entry, total: int) -> trace.Trace:
-        pod = entry.pod
-        return trace.Trace(
-            pod=pod.key,
-            uid=pod.uid,
-            result=trace.UNSCHEDULABLE,
-            attempts=entry.attempts,
-            total=total,
-            profile=pod.scheduler_name,
-        )
+
+def _bare_record(entry: queue_module.Entry, total: int) -> trace.Trace:
+    """The trace of a member no kernel run decided (the cycle stopped before it)."""
+    pod = entry.pod
+    return trace.Trace(
+        pod=pod.key,
+        uid=pod.uid,
+        result=trace.UNSCHEDULABLE,
+        attempts=entry.attempts,
+        total=total,
+        profile=pod.scheduler_name,
+    )
+
+
+def _told(
+    walk: Walk, group: PodGroup, result: str, message: str
+) -> Callable[[trace.Trace], trace.Trace]:
+    """Adds the group's outcome to a member's trace."""
+    record = trace.GroupRecord(
+        name=group.key,
+        api=group.api,
+        minimum=walk.progress.minimum,
+        scheduled=walk.progress.scheduled,
+        members=len(walk.tried) + len(walk.untried),
+        result=result,
+        message=message,
+    )
+    return lambda member: dataclasses.replace(member, group=record)

@@ -13,6 +13,7 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.queue import Where
 from plumb.backend.records import groupobjects
 from plumb.k8s import client as k8s_client
+from plumb.observability import trace
 from plumb_dev.testing.builders import make_node, make_pod
 from plumb_dev.testing.groupbuilders import POD_GROUP_LABEL, make_coscheduling_group, make_group
 from tests.support.fakes import FakeApi, ManualClock, make_scheduler
@@ -267,3 +268,28 @@ async def test_a_refused_group_keeps_nothing_reserved(
     assert messages(api)["w1"] == (
         "0/1 nodes are available: 1 node(s) didn't have free ports for the requested pod ports."
     )
+
+
+async def test_each_member_s_trace_names_its_group_and_the_group_s_outcome(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 3).uid("g").obj())
+    plumb.feed.resync(nodes(2, 2), [member(f"w{i}", "train") for i in range(3)])
+    await attempt(plumb)
+    status = f"minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, {NO_VICTIMS}"
+    expected = trace.GroupRecord(
+        name="ml/train",
+        api=UPSTREAM,
+        minimum=3,
+        scheduled=2,
+        members=3,
+        result=trace.UNSCHEDULABLE,
+        message=status,
+    )
+    for name in ("w0", "w1", "w2"):
+        line = plumb.tracer.last(f"ml/{name}")
+        assert line is not None
+        assert line.result == trace.UNSCHEDULABLE
+        assert line.group == expected
+        # A line as written reads back with its group.
+        assert trace.Trace.from_fields(line.fields()) == line

@@ -1,7 +1,8 @@
 """Fixtures for tests against the real control plane: one cluster (etcd, kube-apiserver,
 kube-controller-manager) per session, a namespace and nodes per test, and ``plumb run`` as a
-child process per test; and, where this machine can run one, a second cluster with a real node
-(containerd, kubelet, kube-proxy), also one per session."""
+child process per test; a second cluster with the GenericWorkload feature gate on (``gated_*``
+fixtures), started only for the tests that ask for it; and, where this machine can run one, a
+cluster with a real node (containerd, kubelet, kube-proxy), also one per session."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from plumb_dev.cluster.controlplane import building, releases
+from plumb_dev.cluster.controlplane import building, featuregates, releases
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.cluster.localnode import hostrecord, images
 from plumb_dev.cluster.localnode import nodelifecycle as localnode
@@ -33,11 +34,39 @@ def _collect_garbage() -> Iterator[None]:
     gc.collect()
 
 
+# The gated plane's gates: kube-apiserver serves Workloads and PodGroups
+# (scheduling.k8s.io/v1beta1 on v1.37) and keeps pods' spec.schedulingGroup;
+# kube-controller-manager takes the podgroup-protection finalizer off unused PodGroups;
+# kube-scheduler started on it places a PodGroup's pods together.
+GATED_FEATURE_GATES = {featuregates.GENERIC_WORKLOAD: True}
+
+
 @pytest.fixture(scope="session")
 def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.ControlPlane]:
+    """The session's control plane, with the release's default feature gates."""
+    yield from _session_plane(tmp_path_factory, "controlplane")
+
+
+@pytest.fixture(scope="session")
+def gated_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.ControlPlane]:
+    """A second control plane, started by the first test that asks for it and kept for the
+    session, whose parts run with ``GATED_FEATURE_GATES`` (``plane.feature_gates``); skipped on
+    a release without GenericWorkload. Its fixtures: ``gated_client``, ``gated_namespace``,
+    ``gated_add_node``, ``gated_start_plumb``, and side_by_side's ``gated_scheduler``."""
+    release = building.chosen_release()
+    if release.workload_api is None:
+        pytest.skip(reason=f"Kubernetes {release.version} has no GenericWorkload feature gate")
+    yield from _session_plane(tmp_path_factory, "gatedplane", GATED_FEATURE_GATES)
+
+
+def _session_plane(
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    feature_gates: dict[str, bool] | None = None,
+) -> Iterator[controlplane.ControlPlane]:
     bin_dir = building.ensure_binaries()
-    directory = tmp_path_factory.mktemp("controlplane")
-    plane = controlplane.start(directory, bin_dir=bin_dir)
+    directory = tmp_path_factory.mktemp(name)
+    plane = controlplane.start(directory, bin_dir=bin_dir, feature_gates=feature_gates)
     try:
         yield plane
     finally:
@@ -70,35 +99,65 @@ def words(kube_minor: int) -> side_by_side.Words:
 
 @pytest.fixture(scope="session")
 def kube_client(control_plane: controlplane.ControlPlane) -> Iterator[kube.Kube]:
-    client = kube.Kube(control_plane.kubeconfig)
+    yield from _client(control_plane)
+
+
+@pytest.fixture(scope="session")
+def gated_client(gated_plane: controlplane.ControlPlane) -> Iterator[kube.Kube]:
+    """``kube_client`` of the gated plane."""
+    yield from _client(gated_plane)
+
+
+def _client(plane: controlplane.ControlPlane) -> Iterator[kube.Kube]:
+    client = kube.Kube(plane.kubeconfig)
     yield client
     client.close()
 
 
 @pytest.fixture
 def namespace(request: pytest.FixtureRequest, kube_client: kube.Kube) -> Iterator[str]:
+    yield from _namespace(request, kube_client)
+
+
+@pytest.fixture
+def gated_namespace(request: pytest.FixtureRequest, gated_client: kube.Kube) -> Iterator[str]:
+    """``namespace`` on the gated plane."""
+    yield from _namespace(request, gated_client)
+
+
+def _namespace(request: pytest.FixtureRequest, client: kube.Kube) -> Iterator[str]:
     slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40]
     name = f"{slug}-{uuid.uuid4().hex[:6]}"
-    kube_client.create_namespace(name)
+    client.create_namespace(name)
     yield name
-    kube_client.delete_workloads(name)
+    client.delete_workloads(name)
 
 
 @pytest.fixture
 def add_node(kube_client: kube.Kube, namespace: str) -> Iterator[NodeFactory]:
     """Create a node for this test only (deleted afterwards, so tests never share nodes)."""
+    yield from _node_factory(kube_client)
+
+
+@pytest.fixture
+def gated_add_node(gated_client: kube.Kube, gated_namespace: str) -> Iterator[NodeFactory]:
+    """``add_node`` on the gated plane."""
+    yield from _node_factory(gated_client)
+
+
+def _node_factory(client: kube.Kube) -> Iterator[NodeFactory]:
     created: list[str] = []
 
     def create(builder: builders.NodeBuilder) -> str:
         body = builder.obj()
         name = body["metadata"]["name"]
         created.append(name)
-        kube_client.create_node(body)
+        client.create_node(body)
         return str(name)
 
     yield create
     for name in created:
-        kube_client.delete_node(name)
+        client.delete_node(name)
 
 
 @pytest.fixture(scope="session")
@@ -166,6 +225,15 @@ def start_plumb(
 
 
 @pytest.fixture
+def gated_start_plumb(
+    gated_plane: controlplane.ControlPlane, tmp_path: Path, gated_policy_crd: crds.Kubectl
+) -> Iterator[PlumbFactory]:
+    """``start_plumb`` on the gated plane. plumb is given no gates: it finds the Workload API
+    by discovery."""
+    yield from _plumb_factory(gated_plane.kubeconfig, tmp_path)
+
+
+@pytest.fixture
 def node_plumb(node_cluster: NodeCluster, tmp_path: Path) -> Iterator[Plumb]:
     """``plumb run`` against the cluster with the real node."""
     for factory in _plumb_factory(node_cluster.cp.kubeconfig, tmp_path):
@@ -206,7 +274,19 @@ def policy_crd(
 
     Returns the control plane's kubectl, with a discovery cache of its own so `spol` resolves.
     """
-    kubectl = crds.Kubectl.of(control_plane, cache_dir=tmp_path_factory.mktemp("kubectl-cache"))
+    return _policy_crd(control_plane, tmp_path_factory.mktemp("kubectl-cache"))
+
+
+@pytest.fixture(scope="session")
+def gated_policy_crd(
+    gated_plane: controlplane.ControlPlane, tmp_path_factory: pytest.TempPathFactory
+) -> crds.Kubectl:
+    """``policy_crd`` on the gated plane."""
+    return _policy_crd(gated_plane, tmp_path_factory.mktemp("gated-kubectl-cache"))
+
+
+def _policy_crd(plane: controlplane.ControlPlane, cache_dir: Path) -> crds.Kubectl:
+    kubectl = crds.Kubectl.of(plane, cache_dir=cache_dir)
     installed = crds.install(kubectl)
     assert crds.POLICY_CRD in installed, f"crds/ did not install {crds.POLICY_CRD}: {installed}"
     return kubectl
@@ -215,7 +295,8 @@ def policy_crd(
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks ``differential`` every test run side by side: once under plumb and once under the
     real kube-scheduler (it takes side_by_side's ``scheduler`` fixture, directly or through
-    another). ``make test-long`` runs them again against the window's oldest release."""
+    another). ``make test-long`` runs them again against the window's oldest release; those on
+    the gated plane (``gated_scheduler``) are not marked, since that release has no gate."""
     for item in items:
         if "scheduler" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.differential)

@@ -8,7 +8,9 @@ A test module takes the parametrised ``scheduler`` fixture by importing it::
 and builds its pods with ``scheduler.pod(name, namespace)``, which sets the schedulerName the
 scheduler under test takes. The function has another name than the fixture so that a test's
 ``scheduler`` argument does not shadow the import (ruff F811). A module that wants other
-parameters writes its own fixture around ``scheduler_runner``.
+parameters writes its own fixture around ``scheduler_runner``. ``gated_scheduler`` is the same
+on the gated plane (conftest's ``gated_*`` fixtures: GenericWorkload on), where kube-scheduler
+runs with the plane's feature gates.
 """
 
 from __future__ import annotations
@@ -129,23 +131,33 @@ class Runner:
         return builders.make_pod(name, namespace).scheduler(self.scheduler_name)
 
 
+# The names of conftest's fixtures for (the control plane, plumb's starter) the runner uses.
+_DEFAULT = ("control_plane", "start_plumb")
+_GATED = ("gated_plane", "gated_start_plumb")
+
+
 @contextlib.contextmanager
-def scheduler_runner(request: pytest.FixtureRequest, name: str) -> Iterator[Runner]:
+def scheduler_runner(
+    request: pytest.FixtureRequest, name: str, *, gated: bool = False
+) -> Iterator[Runner]:
     """Starts the scheduler called name for the requesting test and stops it afterwards.
 
     The building block of fixtures: ``with scheduler_runner(request, request.param) as runner:
     yield runner``. plumb comes from conftest's ``start_plumb``, whose own teardown stops it,
     checks its exit code and prints its log. kube-scheduler runs from the test's tmp_path; a
     kube-scheduler that died during the test fails it, and its log tail is printed either way.
+    With ``gated``, both run against conftest's ``gated_plane`` (``gated_start_plumb``), and
+    kube-scheduler with the plane's feature gates (``kubescheduler.start``'s default).
     """
+    plane_fixture, plumb_fixture = _GATED if gated else _DEFAULT
     if name == PLUMB:
-        start_plumb: plumb_process.PlumbFactory = request.getfixturevalue("start_plumb")
+        start_plumb: plumb_process.PlumbFactory = request.getfixturevalue(plumb_fixture)
         plumb = start_plumb("--scheduler-name", PLUMB_SCHEDULER_NAME)
         yield Runner(name=PLUMB, scheduler_name=PLUMB_SCHEDULER_NAME, log=plumb.log)
         return
     if name != KUBE_SCHEDULER:
         raise ValueError(f"no scheduler called {name!r}; choose one of {SCHEDULERS}")
-    plane: controlplane.ControlPlane = request.getfixturevalue("control_plane")
+    plane: controlplane.ControlPlane = request.getfixturevalue(plane_fixture)
     tmp_path: Path = request.getfixturevalue("tmp_path")
     process = kubescheduler.start(plane, tmp_path / KUBE_SCHEDULER)
     try:
@@ -161,6 +173,14 @@ def scheduler_runner(request: pytest.FixtureRequest, name: str) -> Iterator[Runn
 def scheduler_fixture(request: pytest.FixtureRequest) -> Iterator[Runner]:
     """Each test that takes ``scheduler`` runs once with plumb and once with kube-scheduler."""
     with scheduler_runner(request, request.param) as runner:
+        yield runner
+
+
+@pytest.fixture(name="gated_scheduler", params=SCHEDULERS)
+def gated_scheduler_fixture(request: pytest.FixtureRequest) -> Iterator[Runner]:
+    """``scheduler`` on the gated plane: import it as ``scheduler_fixture`` is imported, and
+    take ``gated_client``, ``gated_namespace`` and ``gated_add_node`` beside it."""
+    with scheduler_runner(request, request.param, gated=True) as runner:
         yield runner
 
 

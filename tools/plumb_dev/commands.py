@@ -12,9 +12,12 @@ import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TypeAlias
+from typing import TYPE_CHECKING, TypeAlias
 
 from plumb import cli
+
+if TYPE_CHECKING:
+    from plumb_dev.cluster.controlplane.lifecycle import ControlPlane
 
 
 def default_cluster_dir() -> Path:
@@ -76,6 +79,16 @@ def _add_cluster(commands: cli.Commands) -> None:
         metavar="v1.N.x",
         help="build, up: the Kubernetes release (the releases it knows, see _NamingHelp)",
     )
+    cluster.add_argument(
+        "--feature-gates",
+        type=_feature_gates,
+        default={},
+        metavar="Name=true,...",
+        help="up: Kubernetes feature gates for kube-apiserver, kube-controller-manager and "
+        "kube-scheduler, as their own --feature-gates (comma-separated Name=true|false); "
+        "GenericWorkload=true also serves its API (scheduling.k8s.io/v1beta1 on v1.37). A gate "
+        "the release does not know is refused before anything starts",
+    )
 
 
 def _kube_version(text: str) -> str:
@@ -88,6 +101,17 @@ def _kube_version(text: str) -> str:
             f"{', '.join(releases.RELEASES)}"
         )
     return text
+
+
+def _feature_gates(text: str) -> dict[str, bool]:
+    """--feature-gates' syntax check: Kubernetes' own, which plumb run's flag of that name reads
+    too; whether the release knows each gate is asked of its binaries when the cluster starts."""
+    from plumb.framework import emulation
+
+    try:
+        return emulation.parse_feature_gates(text)
+    except emulation.EmulationError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _add_demo(commands: cli.Commands) -> None:
@@ -179,6 +203,7 @@ def _cluster(args: argparse.Namespace, directory: Path) -> int:
             node=args.node,
             scheduler=not args.no_scheduler,
             kube_version=args.kube_version,
+            feature_gates=args.feature_gates,
         )
     if action == "image":
         return _cluster_image(directory, context=args.context, name=args.name)
@@ -208,7 +233,7 @@ def _cluster(args: argparse.Namespace, directory: Path) -> int:
     }
     if localnode.recorded(directory):
         parts.update(localnode.status(directory))
-    print(f"server: {plane.server} (Kubernetes {plane.kube_version})")
+    print(f"server: {plane.server} (Kubernetes {plane.kube_version}{_gates_note(plane)})")
     for name, state in parts.items():
         print(f"{name:<24} {state}")
     return 0 if all(state == "running" for state in parts.values()) else 1
@@ -241,7 +266,22 @@ def _cluster_image(directory: Path, *, context: Path | None, name: str) -> int:
     return 0
 
 
-def _cluster_up(directory: Path, *, node: bool, scheduler: bool, kube_version: str | None) -> int:
+def _gates_note(plane: ControlPlane) -> str:
+    """What a plane's description adds for its gates: ``, feature gates GenericWorkload=true``."""
+    from plumb_dev.cluster.controlplane import featuregates
+
+    gates = featuregates.value(plane.feature_gates)
+    return f", feature gates {gates}" if gates else ""
+
+
+def _cluster_up(
+    directory: Path,
+    *,
+    node: bool,
+    scheduler: bool,
+    kube_version: str | None,
+    feature_gates: Mapping[str, bool],
+) -> int:
     from plumb_dev.cluster.controlplane import building
     from plumb_dev.cluster.controlplane import lifecycle as controlplane
     from plumb_dev.cluster.localnode import nodelifecycle as localnode
@@ -249,8 +289,9 @@ def _cluster_up(directory: Path, *, node: bool, scheduler: bool, kube_version: s
     existing = controlplane.load(directory)
     if existing is not None and controlplane.is_running(existing):
         print(
-            f"already running: {existing.server} (Kubernetes {existing.kube_version}, kubeconfig "
-            f"{existing.kubeconfig}); plumb cluster down first to change what runs",
+            f"already running: {existing.server} (Kubernetes {existing.kube_version}"
+            f"{_gates_note(existing)}, kubeconfig {existing.kubeconfig}); plumb cluster down "
+            f"first to change what runs",
             file=sys.stderr,
         )
         return 0
@@ -261,13 +302,19 @@ def _cluster_up(directory: Path, *, node: bool, scheduler: bool, kube_version: s
             print(f"error: this machine cannot run the real node: {problem}", file=sys.stderr)
             return 1
         bin_dir = building.ensure_binaries(kube_version)
-        started, real = localnode.up(directory, bin_dir=bin_dir, parts=parts)
+        started, real = localnode.up(
+            directory, bin_dir=bin_dir, parts=parts, feature_gates=feature_gates
+        )
         print(f"node {real.name} Ready", file=sys.stderr)
     else:
         bin_dir = building.ensure_binaries(kube_version)
-        started = controlplane.start(directory, bin_dir=bin_dir, parts=parts)
+        started = controlplane.start(
+            directory, bin_dir=bin_dir, parts=parts, feature_gates=feature_gates
+        )
     print(
-        f"control plane up at {started.server} (Kubernetes {started.kube_version})", file=sys.stderr
+        f"control plane up at {started.server} (Kubernetes {started.kube_version}"
+        f"{_gates_note(started)})",
+        file=sys.stderr,
     )
     print(f"kubeconfig: {started.kubeconfig}", file=sys.stderr)
     print('use it with: eval "$(plumb cluster env)"', file=sys.stderr)

@@ -22,6 +22,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
 
+from plumb_dev.cluster.controlplane import featuregates
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 
 BINARY = "kube-scheduler"
@@ -153,8 +154,14 @@ def start(
     timeout: float = 60.0,
     profiles: Sequence[Mapping[str, Any]] | None = None,
     verbosity: int = 2,
+    feature_gates: Mapping[str, bool] | None = None,
 ) -> KubeScheduler:
     """Starts kube-scheduler against plane and waits until it has synced with the API server.
+
+    It runs with ``feature_gates`` as its --feature-gates, by default the plane's own
+    (``plane.feature_gates``, those its API server and controllers run with; ``{}`` for none),
+    as a cluster's scheduler runs with the cluster's gates: GenericWorkload makes it watch
+    PodGroups and place a group's pods together.
 
     Its configuration (with ``profiles`` instead of one named ``scheduler_name`` if given),
     serving certificate and log (klog ``--v=verbosity``) go to directory. The client limits default
@@ -189,6 +196,7 @@ def start(
     cert_dir = directory / CERT_DIR
     cert_dir.mkdir(exist_ok=True)
     log = directory / LOG_FILE
+    gates = plane.feature_gates if feature_gates is None else feature_gates
 
     deadline = time.monotonic() + timeout
     for _ in range(_PORT_ATTEMPTS):
@@ -202,6 +210,7 @@ def start(
                     f"--secure-port={port}",
                     f"--cert-dir={cert_dir}",
                     f"--v={verbosity}",
+                    *featuregates.flags(gates),
                 ],
                 stdin=subprocess.DEVNULL,
                 stdout=out,

@@ -6,11 +6,12 @@ real node's bridge gateway when the cluster has one (``plumb_dev.cluster.localno
 that).
 
 The public face of the package: ``ControlPlane``, ``ControlPlaneError``, ``start``, ``load``,
-``stop``, ``is_running``, ``env_lines`` and ``release_of``, with the state file that connects
-them. What the processes are given lives in ``config``, with what differs between Kubernetes
-releases in ``releases``; how they are started, watched and stopped in ``processes``. The
-release is the binaries': start asks their kube-apiserver (``--version``), so the flags always
-match them, and the ControlPlane records it.
+``stop``, ``is_running``, ``env_lines``, ``release_of`` and ``check_feature_gates``, with the
+state file that connects them. What the processes are given lives in ``config``, with what
+differs between Kubernetes releases in ``releases`` and the feature gates in ``featuregates``;
+how they are started, watched and stopped in ``processes``. The release is the binaries': start
+asks their kube-apiserver (``--version``), so the flags always match them, and the ControlPlane
+records it, with the feature gates it was started with.
 """
 
 from __future__ import annotations
@@ -24,10 +25,11 @@ import shutil
 import signal
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from plumb_dev.cluster.controlplane import config, pki, processes, releases
+from plumb_dev.cluster.controlplane import config, featuregates, pki, processes, releases
 
 STATE_FILE = config.STATE_FILE
 ControlPlaneError = config.ControlPlaneError
@@ -56,6 +58,10 @@ class ControlPlane:
     # 0 where the part was not started.
     controller_manager_pid: int = 0
     scheduler_pid: int = 0
+    # The gates kube-apiserver, kube-controller-manager and kube-scheduler run with, over the
+    # release's defaults ({"GenericWorkload": True}); a kube-scheduler or plumb started against
+    # this plane later reads them here (plumb_dev.testing.kubescheduler passes them on).
+    feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
 
     def processes(self) -> list[tuple[str, int]]:
         """(binary, pid) of every part started, in the order they are stopped."""
@@ -101,8 +107,14 @@ def start(
     etcd_port: int = 0,
     timeout: float = 90.0,
     parts: Parts | None = None,
+    feature_gates: Mapping[str, bool] | None = None,
 ) -> ControlPlane:
     """Starts the control plane and waits until the API server is ready.
+
+    ``feature_gates`` ({"GenericWorkload": True}) go to kube-apiserver, kube-controller-manager
+    and kube-scheduler as their --feature-gates (GenericWorkload also has kube-apiserver serve
+    its API version: featuregates); a gate the binaries do not know is refused before anything
+    starts.
 
     A port of 0 picks a free one. Each start begins with an empty etcd, so no run sees objects
     left by an earlier one. The processes run in their own sessions and outlive the caller; the
@@ -116,10 +128,12 @@ def start(
     if timeout <= 0:
         raise ValueError(f"timeout={timeout} must be positive (seconds to wait for readiness)")
     parts = parts or Parts()
+    gates = dict(feature_gates or {})
     deadline = time.monotonic() + timeout
     bin_dir = bin_dir.resolve()
     processes.check_binaries(bin_dir, _binaries(parts))
     release = release_of(bin_dir)
+    check_feature_gates(bin_dir, gates, parts=parts, release=release)
     openssl = shutil.which("openssl")
     if openssl is None:
         raise ControlPlaneError(
@@ -166,7 +180,8 @@ def start(
             address=parts.address,
             tls=tls,
             service_accounts=parts.service_accounts,
-        ) + list(parts.apiserver_flags)
+        )
+        api_args += featuregates.apiserver_flags(gates, release) + list(parts.apiserver_flags)
         api = processes.Child.spawn(config.APISERVER, bin_dir, api_args, layout)
         started.append(api)
         cp = ControlPlane(
@@ -179,6 +194,7 @@ def start(
             ca_file=layout.ca_file,
             etcd_pid=etcd.pid,
             apiserver_pid=api.pid,
+            feature_gates=gates,
         )
         # Recorded before the readiness wait, so a caller killed meanwhile leaves enough
         # behind for stop() to clean up.
@@ -234,6 +250,23 @@ def release_of(bin_dir: Path) -> releases.KubeRelease:
             f"of them with hack/build-control-plane.sh <release> and pass its directory"
         )
     return release
+
+
+def check_feature_gates(
+    bin_dir: Path,
+    feature_gates: Mapping[str, bool],
+    *,
+    parts: Parts | None = None,
+    release: releases.KubeRelease | None = None,
+) -> None:
+    """Refuses a gate that a binary start would give it to does not list in its --help, naming
+    the gate, the binaries and the closest name; asks nothing when there are no gates."""
+    if not feature_gates:
+        return
+    release = release or release_of(bin_dir)
+    gated = [b for b in _binaries(parts or Parts()) if b != config.ETCD]
+    known_by = {binary: featuregates.known(bin_dir / binary) for binary in gated}
+    featuregates.check(feature_gates, known_by, release.version)
 
 
 def _binaries(parts: Parts) -> list[str]:
@@ -294,6 +327,7 @@ def _start_components(
             )
         else:
             args = config.scheduler_args(layout)
+        args += featuregates.flags(cp.feature_gates)
         child = processes.Child.spawn(binary, cp.bin_dir, args, layout)
         started.append(child)
         pids[binary] = child.pid
@@ -329,6 +363,7 @@ def load(directory: Path) -> ControlPlane | None:
             apiserver_pid=_field(data, "apiserver_pid", int),
             controller_manager_pid=_field(data, "controller_manager_pid", int),
             scheduler_pid=_field(data, "scheduler_pid", int),
+            feature_gates=_gates(data),
         )
     except ValueError as error:
         raise ControlPlaneError(
@@ -473,6 +508,7 @@ def _write_state(
         "apiserver_pid": cp.apiserver_pid,
         "controller_manager_pid": cp.controller_manager_pid,
         "scheduler_pid": cp.scheduler_pid,
+        "feature_gates": dict(cp.feature_gates),
         "etcd_url": f"http://127.0.0.1:{etcd_port}",
         "etcd_port": etcd_port,
         "etcd_peer_port": etcd_peer_port,
@@ -480,6 +516,16 @@ def _write_state(
         "logs": {name: str(layout.log(name)) for name, _ in cp.processes()},
     }
     config.write_private(layout.state, json.dumps(state, indent=2) + "\n")
+
+
+def _gates(data: dict[str, Any]) -> dict[str, bool]:
+    # Absent from files written before the gates were recorded: those planes ran with none.
+    gates = data.get("feature_gates", {})
+    if not isinstance(gates, dict) or not all(
+        isinstance(name, str) and isinstance(on, bool) for name, on in gates.items()
+    ):
+        raise ValueError(f"field 'feature_gates' should map names to booleans, found {gates!r}")
+    return gates
 
 
 def _field(data: dict[str, Any], name: str, kind: type[_T]) -> _T:

@@ -25,6 +25,10 @@ class KubeRelease:
     # bootstrap-token controllers, which have nothing to act on here. Each release refuses a
     # name it does not know, and v1.37 removed cloud-node-lifecycle.
     controllers_off: tuple[str, ...]
+    # The group/version that serves Workload (and, from v1.36, PodGroup) when the GenericWorkload
+    # gate is on; kube-apiserver serves it only when also asked with --runtime-config, since it
+    # is alpha or beta (featuregates.apiserver_flags). None: the release has no such gate.
+    workload_api: str | None
 
     @property
     def minor(self) -> int:
@@ -34,14 +38,21 @@ class KubeRelease:
 
 _UP_TO_1_36 = ("nodelifecycle", "cloud-node-lifecycle", "bootstrapsigner", "tokencleaner")
 _FROM_1_37 = ("nodelifecycle", "bootstrapsigner", "tokencleaner")
+_SCHEDULING = "scheduling.k8s.io"
 
 RELEASES: Mapping[str, KubeRelease] = {
     release.version: release
     for release in (
-        KubeRelease(version="v1.34.4", controllers_off=_UP_TO_1_36),
-        KubeRelease(version="v1.35.4", controllers_off=_UP_TO_1_36),
-        KubeRelease(version="v1.36.3", controllers_off=_UP_TO_1_36),
-        KubeRelease(version="v1.37.2", controllers_off=_FROM_1_37),
+        KubeRelease(version="v1.34.4", controllers_off=_UP_TO_1_36, workload_api=None),
+        KubeRelease(
+            version="v1.35.4", controllers_off=_UP_TO_1_36, workload_api=f"{_SCHEDULING}/v1alpha1"
+        ),
+        KubeRelease(
+            version="v1.36.3", controllers_off=_UP_TO_1_36, workload_api=f"{_SCHEDULING}/v1alpha2"
+        ),
+        KubeRelease(
+            version="v1.37.2", controllers_off=_FROM_1_37, workload_api=f"{_SCHEDULING}/v1beta1"
+        ),
     )
 }
 """Every release the local cluster builds and runs, oldest first."""

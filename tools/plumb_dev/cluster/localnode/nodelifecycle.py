@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
@@ -57,14 +57,17 @@ def up(
     bin_dir: Path,
     parts: controlplane.Parts,
     timeout: float = 180.0,
+    feature_gates: Mapping[str, bool] | None = None,
 ) -> tuple[controlplane.ControlPlane, Node]:
     """Starts the control plane and the real node; returns when the Node is Ready.
 
-    The control plane listens on the bridge gateway (parts.address is replaced). On any failure,
-    or an interrupt, everything done so far is undone before the error goes on.
+    The control plane listens on the bridge gateway (parts.address is replaced) and runs with
+    ``feature_gates`` (``controlplane.start``'s, checked before the host is touched). On any
+    failure, or an interrupt, everything done so far is undone before the error goes on.
     """
     if timeout <= 0:
         raise ValueError(f"timeout={timeout} must be positive (seconds to wait for the node)")
+    controlplane.check_feature_gates(bin_dir, feature_gates or {}, parts=parts)
     problem = preflighting.preflight(install=False)
     runtime = cdiruntime.cached()
     if problem is not None or runtime is None:
@@ -108,6 +111,7 @@ def up(
             bin_dir=bin_dir,
             parts=dataclasses.replace(parts, address=GATEWAY),
             timeout=max(1.0, deadline - time.monotonic()),
+            feature_gates=feature_gates,
         )
         node = _start_node(cp, paths, node, runtime, pause, deadline)
         return cp, node

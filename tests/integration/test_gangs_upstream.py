@@ -14,7 +14,7 @@ from collections.abc import Sequence
 import pytest
 
 from plumb_dev.testing import builders, groupclient, kube
-from plumb_dev.testing.groupbuilders import UPSTREAM_API, make_group
+from plumb_dev.testing.groupbuilders import make_group
 from tests.support import side_by_side
 from tests.support.live_cluster import NodeFactory
 from tests.support.side_by_side import gated_scheduler_fixture  # noqa: F401
@@ -29,13 +29,12 @@ FULL = "0/2 nodes are available: 2 Insufficient cpu."
 class Gangs:
     """One test's stage: its client, namespace and scheduler, and the PodGroups it made."""
 
-    def __init__(
-        self, client: kube.Kube, namespace: str, scheduler: side_by_side.Runner
-    ) -> None:
+    def __init__(self, client: kube.Kube, namespace: str, scheduler: side_by_side.Runner) -> None:
         self.client = client
         self.namespace = namespace
         self.scheduler = scheduler
         self.groups = groupclient.Groups(client)
+        self.node_names: list[str] = []
 
     def nodes(self, add_node: NodeFactory, cpu: str = "4") -> list[str]:
         names = [
@@ -43,6 +42,7 @@ class Gangs:
             for n in ("a", "b")
         ]
         side_by_side.in_view(self.client, self.scheduler, self.namespace, names)
+        self.node_names = names
         return names
 
     def group(self, name: str, min_count: int) -> None:
@@ -54,7 +54,7 @@ class Gangs:
             self.client.create_pod(pod.obj())
 
     def settle(self, names: Sequence[str]) -> dict[str, str | None]:
-        return side_by_side.wait_settled(self.client, self.namespace, names, cluster_nodes=2)
+        return side_by_side.wait_settled(self.client, self.namespace, names)
 
     def failed(self, name: str) -> str | None:
         return side_by_side.failed_scheduling(self.client, self.namespace, name)
@@ -68,7 +68,7 @@ class Gangs:
     def quiet(self, names: Sequence[str]) -> None:
         """Neither bound nor FailedScheduling, once the scheduler has seen every pod made so
         far (a probe pod judged after them: the pod stream is ordered)."""
-        side_by_side.in_view(self.client, self.scheduler, self.namespace, [])
+        side_by_side.in_view(self.client, self.scheduler, self.namespace, self.node_names)
         for name in names:
             assert self.client.pod(self.namespace, name)["spec"].get("nodeName") is None
             assert self.failed(name) is None
@@ -189,7 +189,7 @@ def test_a_gang_spread_over_zones_takes_both(gangs: Gangs, gated_add_node: NodeF
     names = ["w0", "w1", "w2", "w3"]
     for name in names:
         pod = gangs.scheduler.pod(name, gangs.namespace).req(cpu="1").pod_group("train")
-        pod = pod.label("app", "train").spread(builders.ZONE_LABEL, 1, {"app": "train"})
+        pod = pod.label("app", "train").spread(builders.ZONE_LABEL, 1, selector={"app": "train"})
         gangs.client.create_pod(pod.obj())
     placed = side_by_side.wait_settled(gangs.client, gangs.namespace, names, cluster_nodes=4)
     counts = sorted(
@@ -214,8 +214,3 @@ def test_members_of_another_priority_than_their_group_are_an_error(
     )
     assert gangs.failed("w1") == error
     assert gangs.condition("train") == ("False", "SchedulerError", error)
-
-
-def test_the_pod_group_api_version_is_the_one_served() -> None:
-    """The builders write the version the gated plane serves (v1.37: v1beta1)."""
-    assert UPSTREAM_API == "scheduling.k8s.io/v1beta1"

@@ -17,7 +17,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from plumb.backend import queue
-from plumb.backend.records import objects
+from plumb.backend.records import groupobjects, objects
 from plumb.k8s import client as k8s_client
 from plumb.k8s import gates
 
@@ -28,6 +28,7 @@ POLICY_API_VERSION = "scheduling.plumb.dev/v1alpha1"
 # events.k8s.io/v1 refuses a note longer than 1 kB.
 MAX_NOTE = 1024
 PREEMPTED_NOTE = "Preempted by pod {uid} on node {node}"
+PREEMPTED_BY_GROUP_NOTE = "Preempted by podgroup {uid} on node cluster"
 # An event is tried up to this many times, waiting 1 s, 2 s, 4 s ... (at most 10 s) between.
 EVENT_TRIES = 6
 EVENT_RETRY_FIRST = 1.0
@@ -229,6 +230,21 @@ class Recorder:
             self._event(
                 _ref(victim), "Normal", "Preempted", "Preempting", note, related=_ref(preemptor)
             )
+        )
+
+    def preempted_by_group(self, victim: objects.PodInfo, group: groupobjects.PodGroup) -> None:
+        """Preempted, regarding the victim (deleted) and related to the PodGroup whose members
+        take its room (kube-scheduler names the whole cluster as the node)."""
+        note = PREEMPTED_BY_GROUP_NOTE.format(uid=group.uid)
+        related = {
+            "apiVersion": f"{groupobjects.UPSTREAM}/{groupobjects.UPSTREAM_VERSION}",
+            "kind": "PodGroup",
+            "namespace": group.namespace,
+            "name": group.name,
+            "uid": group.uid,
+        }
+        self.writes.spawn(
+            self._event(_ref(victim), "Normal", "Preempted", "Preempting", note, related=related)
         )
 
     def forget(self, uid: str) -> None:

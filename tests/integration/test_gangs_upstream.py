@@ -56,6 +56,16 @@ class Gangs:
     def settle(self, names: Sequence[str]) -> dict[str, str | None]:
         return side_by_side.wait_settled(self.client, self.namespace, names)
 
+    def bound(self, names: Sequence[str], timeout: float = 90.0) -> dict[str, str]:
+        """Waits until every named pod is bound (past failures, preemption): {pod: node}."""
+
+        def nodes() -> dict[str, str] | None:
+            pods = {p["metadata"]["name"]: p for p in self.client.pods(self.namespace)}
+            found = {n: pods[n]["spec"].get("nodeName") for n in names if n in pods}
+            return found if len(found) == len(names) and all(found.values()) else None
+
+        return kube.wait_for(f"{', '.join(names)} bound", nodes, timeout=timeout)
+
     def failed(self, name: str) -> str | None:
         return side_by_side.failed_scheduling(self.client, self.namespace, name)
 
@@ -214,3 +224,60 @@ def test_members_of_another_priority_than_their_group_are_an_error(
     )
     assert gangs.failed("w1") == error
     assert gangs.condition("train") == ("False", "SchedulerError", error)
+
+
+def _victims(gangs: Gangs, nodes: Sequence[str], per_node: int) -> list[str]:
+    """Pods of priority 0 bound to ``nodes`` (2 cpu each), deleted at once when preempted."""
+    names = []
+    for node in nodes:
+        for i in range(per_node):
+            name = f"low-{node.rsplit('-', 1)[-1]}{i}"
+            pod = builders.make_pod(name, gangs.namespace).req(cpu="2").node(node).grace(0)
+            gangs.client.create_pod(pod.obj())
+            names.append(name)
+    return names
+
+
+def _urgent_group(gangs: Gangs, name: str, min_count: int) -> None:
+    gangs.client.ensure_priority_class(1000)
+    body = make_group(name, gangs.namespace, min_count)
+    gangs.groups.create(body.priority_class(builders.priority_class_name(1000)).obj())
+
+
+def _urgent_members(gangs: Gangs, group: str, *names: str) -> None:
+    for name in names:
+        pod = gangs.scheduler.pod(name, gangs.namespace).req(cpu="2").pod_group(group)
+        gangs.client.create_pod(pod.priority(1000).obj())
+
+
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
+def test_a_gang_preempts_the_fewest_lower_priority_pods_it_needs(
+    gangs: Gangs, gated_add_node: NodeFactory
+) -> None:
+    a, b = gangs.nodes(gated_add_node)
+    low = _victims(gangs, [a, b], 2)
+    _urgent_group(gangs, "urgent", 3)
+    _urgent_members(gangs, "urgent", "u0", "u1", "u2")
+    placed = gangs.bound(["u0", "u1", "u2"])
+    print("EVENTS", [(e.get("reason"), e.get("message"), (e.get("involvedObject") or {}).get("name")) for e in gangs.client.events(gangs.namespace)])
+    print("POD", gangs.client.pod(gangs.namespace, "u0").get("status"))
+    assert sorted(placed.values()) == sorted([a, a, b]) or sorted(placed.values()) == sorted(
+        [a, b, b]
+    )
+    left = [p["metadata"]["name"] for p in gangs.client.pods(gangs.namespace)]
+    assert len([name for name in low if name in left]) == 1  # one victim reprieved
+
+
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
+def test_a_gang_that_would_not_fit_even_without_lower_priority_pods_preempts_none(
+    gangs: Gangs, gated_add_node: NodeFactory
+) -> None:
+    a, b = gangs.nodes(gated_add_node)
+    low = _victims(gangs, [a], 1)
+    _urgent_group(gangs, "urgent", 5)
+    names = ["u0", "u1", "u2", "u3", "u4"]
+    _urgent_members(gangs, "urgent", *names)
+    assert gangs.settle(names) == dict.fromkeys(names)
+    print({name: gangs.failed(name) for name in names})
+    print(gangs.condition("urgent"))
+    assert [p["metadata"]["name"] for p in gangs.client.pods(gangs.namespace)].count(low[0]) == 1

@@ -18,6 +18,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from plumb import events
 from plumb.backend.records import objects
+from plumb.backend.records.groupobjects import PodGroup
 from plumb.k8s import client as k8s_client
 
 logger = logging.getLogger(__name__)
@@ -26,7 +27,7 @@ logger = logging.getLogger(__name__)
 # (pkg/scheduler/framework/preemption/preemption.go, NewEvaluator's PreemptPod).
 DISRUPTION_TARGET = objects.DISRUPTION_TARGET
 PREEMPTION_BY_SCHEDULER = objects.PREEMPTION_BY_SCHEDULER
-PREEMPTION_MESSAGE = "{scheduler}: preempting to accommodate a higher priority pod"
+PREEMPTION_MESSAGE = "{scheduler}: preempting to accommodate a higher priority {preemptor}"
 
 
 @runtime_checkable
@@ -70,20 +71,41 @@ class Executor:
         self._writes.spawn(self._clear_nomination(pod))
 
     async def preempt(self, victim: objects.PodInfo, preemptor: objects.PodInfo, node: str) -> bool:
-        """Preempt one victim as kube-scheduler's PreemptPod does: the DisruptionTarget
-        condition, then the deletion (only of the pod with the victim's uid), then a Preempted
-        event regarding the victim and related to the preemptor.
+        """Preempt one victim for a pod: ``evict``, then the Preempted event."""
+        evicted = await self.evict(victim, preemptor.scheduler_name, "pod", node)
+        if evicted is True:
+            self._recorder.preempted(victim, preemptor, node)
+        return evicted is not False
 
-        True when the victim is deleted or was gone already (404, or the name now belongs to
-        another pod: see ``_gone``); then, as in kube-scheduler, no event is posted. False when this
-        replica may not act, or the API server refused the condition or the deletion (logged):
-        kube-scheduler does not delete a victim whose condition it could not write."""
+    async def preempt_for_group(
+        self, victim: objects.PodInfo, group: PodGroup, scheduler_name: str
+    ) -> bool:
+        """Preempt one victim for a pod group (the whole cluster its domain, "cluster" its
+        node, as kube-scheduler's PodGroup preemption names it): ``evict``, then the
+        Preempted event, related to the PodGroup."""
+        evicted = await self.evict(victim, scheduler_name, "podgroup", "cluster")
+        if evicted is True:
+            self._recorder.preempted_by_group(victim, group)
+        return evicted is not False
+
+    async def evict(
+        self, victim: objects.PodInfo, scheduler_name: str, preemptor: str, node: str
+    ) -> bool | None:
+        """Evict one victim as kube-scheduler's PreemptPod does: the DisruptionTarget
+        condition ("<scheduler>: preempting to accommodate a higher priority <preemptor>"),
+        then the deletion (only of the pod with the victim's uid).
+
+        True when the victim is deleted; None when it was gone already (404, or the name now
+        belongs to another pod: see ``_gone``), and then, as in kube-scheduler, no event is
+        posted. False when this replica may not act, or the API server refused the condition
+        or the deletion (logged): kube-scheduler does not delete a victim whose condition it
+        could not write."""
         subject = f"Pod {victim.key}"
         condition = {
             "type": DISRUPTION_TARGET,
             "status": "True",
             "reason": PREEMPTION_BY_SCHEDULER,
-            "message": PREEMPTION_MESSAGE.format(scheduler=preemptor.scheduler_name),
+            "message": PREEMPTION_MESSAGE.format(scheduler=scheduler_name, preemptor=preemptor),
             "lastProbeTime": None,
             "lastTransitionTime": events.timestamp("seconds"),
         }
@@ -106,7 +128,7 @@ class Executor:
             return False
         if _gone(patched):
             logger.info("preemption victim %s is gone already", victim.key)
-            return True
+            return None
         if not patched.ok:
             return False
         if not self._writes.may_act("deletion", victim):
@@ -121,13 +143,10 @@ class Executor:
             return False
         if _gone(deleted):
             logger.info("preemption victim %s is gone already", victim.key)
-            return True
+            return None
         if not deleted.ok:
             return False
-        logger.info(
-            "preempted %s on %s for %s (uid %s)", victim.key, node, preemptor.key, preemptor.uid
-        )
-        self._recorder.preempted(victim, preemptor, node)
+        logger.info("preempted %s on %s for a %s", victim.key, node, preemptor)
         return True
 
     async def _clear_nomination(self, pod: objects.PodInfo) -> None:

@@ -31,13 +31,14 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Protocol, TypeVar
 
 from plumb import claimreservations
 from plumb import runs as runs_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import nominations
-from plumb.backend.records import draobjects, objects
+from plumb.backend.records import draobjects, groupobjects, objects
 from plumb.events import Recorder
 from plumb.framework import cycle, scoring, traces
 from plumb.framework.plugins import dynamicresources, extendedresources
@@ -45,19 +46,20 @@ from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import engine, spec
-from plumb.preemption import evaluator, execution, search
+from plumb.preemption import evaluator, execution, groups, search
 
 logger = logging.getLogger("plumb.scheduler")
 
-Offload = Callable[
-    [Callable[[contract.Kernel], search.Search | None]],
-    Awaitable[search.Search | None],
-]
+_Found = TypeVar("_Found")
 
 
-async def inline(
-    work: Callable[[contract.Kernel], search.Search | None],
-) -> search.Search | None:
+class Offload(Protocol):
+    """Runs a search with the kernel on the kernel's thread (kernel/executor.py's offload)."""
+
+    def __call__(self, work: Callable[[contract.Kernel], _Found], /) -> Awaitable[_Found]: ...
+
+
+async def inline(work: Callable[[contract.Kernel], _Found]) -> _Found:
     """An ``Offload`` that runs the search at once with the reference kernel (tests)."""
     return work(reference.run)
 
@@ -198,6 +200,68 @@ class PostFilter:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return dataclasses.replace(done, preemption=part)
+
+    async def for_group(
+        self,
+        members: Sequence[objects.PodInfo],
+        group: groupobjects.PodGroup,
+        profile: scoring.Profile,
+    ) -> groups.GroupPreemption:
+        """DefaultPreemption's PodGroupPostFilter for a group whose minimum fits nowhere
+        (``members`` in their order): the search (preemption/groups.py) on the kernel's thread;
+        when it finds a placement, each placed member is nominated to its node (written before
+        any victim is touched) and the victims are preempted in the background."""
+        priority = group.priority or 0
+        snap = self._cache.snapshot()
+        held = self._nominations.holding(priority, excluding=tuple(p.uid for p in members))
+        prepared = groups.prepare(
+            members,
+            group,
+            snap,
+            self._cache,
+            profile=profile,
+            nominated=[(h.pod, h.node) for h in held],
+        )
+        if isinstance(prepared, groups.GroupPreemption):
+            return prepared
+        self._metrics.preemption_attempt()
+        outcome = await self._offload(prepared.decide)
+        if not outcome.victims:
+            return outcome
+        by_uid = {pod.uid: pod for pod in members}
+        for uid, node in outcome.nominated.items():
+            pod = by_uid[uid]
+            if await self._executor.nominate(pod, node):
+                self._nominations.nominate(pod, node)
+        self._metrics.preemption_victims(len(outcome.victims))
+        logger.info(
+            "pod group %s preempts %s",
+            group.key,
+            ", ".join(victim.key for victim in outcome.victims),
+        )
+        scheduler_name = members[0].scheduler_name
+        task = asyncio.get_running_loop().create_task(
+            self._evict_for_group(group, scheduler_name, outcome.victims)
+        )
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+        return outcome
+
+    async def _evict_for_group(
+        self,
+        group: groupobjects.PodGroup,
+        scheduler_name: str,
+        victims: tuple[objects.PodInfo, ...],
+    ) -> None:
+        done = await asyncio.gather(
+            *(self._executor.preempt_for_group(v, group, scheduler_name) for v in victims),
+            return_exceptions=True,
+        )
+        for victim, result in zip(victims, done, strict=True):
+            if result is not True:
+                logger.warning(
+                    "preempting %s for pod group %s failed: %s", victim.key, group.key, result
+                )
 
     def _idle_claim(
         self, decision: cycle.Decision, profile: scoring.Profile

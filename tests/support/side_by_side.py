@@ -8,7 +8,14 @@ A test module takes the parametrised ``scheduler`` fixture by importing it::
 and builds its pods with ``scheduler.pod(name, namespace)``, which sets the schedulerName the
 scheduler under test takes. The function has another name than the fixture so that a test's
 ``scheduler`` argument does not shadow the import (ruff F811). A module that wants other
-parameters writes its own fixture around ``scheduler_runner``.
+parameters writes its own fixture around ``scheduler_runner``. Gang scheduling on
+scheduler-plugins' PodGroup holds plumb against scheduler-plugins' Coscheduling
+(``SCHEDULER_PLUGINS``) that way::
+
+    @pytest.fixture(name="scheduler", params=(PLUMB, SCHEDULER_PLUGINS))
+    def gang_scheduler(request):
+        with scheduler_runner(request, request.param) as runner:
+            yield runner
 """
 
 from __future__ import annotations
@@ -26,12 +33,15 @@ from kubernetes import utils as k8s_utils
 
 from plumb_dev.cluster.controlplane import building
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
-from plumb_dev.testing import builders, kube, kubescheduler
+from plumb_dev.testing import builders, kube, kubescheduler, schedulerplugins
 from tests.support import plumb_process
 
 PLUMB = "plumb"
 KUBE_SCHEDULER = "kube-scheduler"
 SCHEDULERS = (PLUMB, KUBE_SCHEDULER)
+# scheduler-plugins' kube-scheduler (v0.34.7, Kubernetes v1.34) with Coscheduling enabled; not in
+# SCHEDULERS: only the gang tests ask for it.
+SCHEDULER_PLUGINS = schedulerplugins.SCHEDULER_NAME
 PLUMB_SCHEDULER_NAME = "plumb"
 FAILED_SCHEDULING = "FailedScheduling"
 _LOG_TAIL_LINES = 40
@@ -119,7 +129,7 @@ class Runner:
     """A scheduler running for one test."""
 
     name: str
-    """``"plumb"`` or ``"kube-scheduler"``: which implementation runs."""
+    """``"plumb"``, ``"kube-scheduler"`` or ``"scheduler-plugins"``: which implementation runs."""
     scheduler_name: str
     """The spec.schedulerName of the pods it takes; it leaves every other pod alone."""
     log: Path
@@ -137,24 +147,31 @@ def scheduler_runner(request: pytest.FixtureRequest, name: str) -> Iterator[Runn
     yield runner``. plumb comes from conftest's ``start_plumb``, whose own teardown stops it,
     checks its exit code and prints its log. kube-scheduler runs from the test's tmp_path; a
     kube-scheduler that died during the test fails it, and its log tail is printed either way.
+    scheduler-plugins' kube-scheduler runs the same way, with the Coscheduling profile of
+    ``schedulerplugins.profile`` and the PodGroup CRD installed first (built on first use).
     """
     if name == PLUMB:
         start_plumb: plumb_process.PlumbFactory = request.getfixturevalue("start_plumb")
         plumb = start_plumb("--scheduler-name", PLUMB_SCHEDULER_NAME)
         yield Runner(name=PLUMB, scheduler_name=PLUMB_SCHEDULER_NAME, log=plumb.log)
         return
-    if name != KUBE_SCHEDULER:
-        raise ValueError(f"no scheduler called {name!r}; choose one of {SCHEDULERS}")
+    if name not in (KUBE_SCHEDULER, SCHEDULER_PLUGINS):
+        raise ValueError(
+            f"no scheduler called {name!r}; choose one of {(*SCHEDULERS, SCHEDULER_PLUGINS)}"
+        )
     plane: controlplane.ControlPlane = request.getfixturevalue("control_plane")
     tmp_path: Path = request.getfixturevalue("tmp_path")
-    process = kubescheduler.start(plane, tmp_path / KUBE_SCHEDULER)
+    if name == SCHEDULER_PLUGINS:
+        process = schedulerplugins.start(plane, tmp_path / SCHEDULER_PLUGINS)
+    else:
+        process = kubescheduler.start(plane, tmp_path / KUBE_SCHEDULER)
     try:
-        yield Runner(name=KUBE_SCHEDULER, scheduler_name=process.scheduler_name, log=process.log)
+        yield Runner(name=name, scheduler_name=process.scheduler_name, log=process.log)
     finally:
         died = not process.running()
         code = process.stop()
-        print(f"--- kube-scheduler log tail ({process.log}) ---\n{process.tail(_LOG_TAIL_LINES)}")
-    assert not died, f"kube-scheduler exited with code {code} during the test; see its log above"
+        print(f"--- {name} log tail ({process.log}) ---\n{process.tail(_LOG_TAIL_LINES)}")
+    assert not died, f"{name} exited with code {code} during the test; see its log above"
 
 
 @pytest.fixture(name="scheduler", params=SCHEDULERS)

@@ -46,10 +46,12 @@ export PLUMB_KUBE_VERSION := $(KUBE_VERSION)
 endif
 
 # Builds etcd and the Kubernetes commands (kube-apiserver, kube-controller-manager,
-# kube-scheduler, kubectl, kubelet, kube-proxy) from Go modules once per release, cached in
+# kube-scheduler, kubectl, kubelet, kube-proxy) from Go modules once per release, and
+# scheduler-plugins' kube-scheduler (Coscheduling, for the gang tests) once, cached in
 # ~/.cache/plumb (PLUMB_CACHE_DIR); later runs reuse them.
 controlplane:
 	@bash hack/build-control-plane.sh >/dev/null
+	@bash hack/build-scheduler-plugins.sh >/dev/null
 
 lint: install
 	$(BIN)/ruff check operator tools tests

@@ -1,5 +1,6 @@
 """manifests/ as kustomize renders it, checked without a cluster: what `kubectl apply -k`
-would install, its least-privilege RBAC, its pinned image and its one copy of the CRD."""
+would install, its least-privilege RBAC, its pinned image and its one copy of the CRD; and the
+optional PodGroup CRD, scheduler-plugins' own file."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ import yaml  # type: ignore[import-untyped]  # no stubs in the dev dependencies
 
 from plumb.framework import schedconfig, scoring
 from plumb_dev.cluster.controlplane import building
+from plumb_dev.testing import crds, schedulerplugins
 from tests.support.installation import MANIFESTS, NAMESPACE, REPOSITORY
 
 CRD_FILE = REPOSITORY / "crds" / "schedulingpolicies.scheduling.plumb.dev.yaml"
+PODGROUP_CRD_NAME = "scheduling.x-k8s.io_podgroups.yaml"
+PODGROUP_CRD_FILE = crds.PODGROUPS_DIR / PODGROUP_CRD_NAME
 # Every verb plumb's ClusterRole may carry, by (group, resource): README and docs/operations.md.
 CLUSTER_RULES = {
     ("", "pods"): {"list", "watch", "delete"},
@@ -180,3 +184,25 @@ def test_the_config_component_runs_plumb_from_a_kube_scheduler_configuration(
     config = schedconfig.parse(text)
     assert [profile.name for profile in config.profiles] == ["plumb", "plumb-binpack"]
     assert config.profiles[1].strategy == scoring.MOST_ALLOCATED
+
+
+def test_the_podgroups_kustomization_installs_the_podgroup_crd_alone() -> None:
+    (crd,) = _render(crds.PODGROUPS_DIR)
+    assert (crd["kind"], crd["metadata"]["name"]) == ("CustomResourceDefinition", crds.PODGROUP_CRD)
+    assert crd == yaml.safe_load(PODGROUP_CRD_FILE.read_text())
+    assert [version["name"] for version in crd["spec"]["versions"]] == ["v1alpha1"]
+
+
+def test_the_podgroup_crd_is_scheduler_plugins_own_file() -> None:
+    module = schedulerplugins.module_copy()
+    if module is None:
+        pytest.skip(
+            reason=f"sigs.k8s.io/scheduler-plugins@{schedulerplugins.VERSION} is not in the Go "
+            f"module cache (hack/build-scheduler-plugins.sh downloads it)"
+        )
+    upstream = (module / "config" / "crd" / "bases" / PODGROUP_CRD_NAME).read_text()
+    lines = PODGROUP_CRD_FILE.read_text().splitlines(keepends=True)
+    header = [line for line in lines if line.startswith("#")]
+    assert lines[: len(header)] == header, "the comment lines come first, then the file"
+    assert "".join(lines[len(header) :]) == upstream
+    assert any(schedulerplugins.VERSION in line for line in header)

@@ -259,8 +259,6 @@ def test_a_gang_preempts_the_fewest_lower_priority_pods_it_needs(
     _urgent_group(gangs, "urgent", 3)
     _urgent_members(gangs, "urgent", "u0", "u1", "u2")
     placed = gangs.bound(["u0", "u1", "u2"])
-    print("EVENTS", [(e.get("reason"), e.get("message"), (e.get("involvedObject") or {}).get("name")) for e in gangs.client.events(gangs.namespace)])
-    print("POD", gangs.client.pod(gangs.namespace, "u0").get("status"))
     assert sorted(placed.values()) == sorted([a, a, b]) or sorted(placed.values()) == sorted(
         [a, b, b]
     )
@@ -272,7 +270,7 @@ def test_a_gang_preempts_the_fewest_lower_priority_pods_it_needs(
 def test_a_gang_that_would_not_fit_even_without_lower_priority_pods_preempts_none(
     gangs: Gangs, gated_add_node: NodeFactory
 ) -> None:
-    a, b = gangs.nodes(gated_add_node)
+    a, _ = gangs.nodes(gated_add_node)
     low = _victims(gangs, [a], 1)
     _urgent_group(gangs, "urgent", 5)
     names = ["u0", "u1", "u2", "u3", "u4"]

@@ -10,7 +10,14 @@ scheduler under test takes. The function has another name than the fixture so th
 ``scheduler`` argument does not shadow the import (ruff F811). A module that wants other
 parameters writes its own fixture around ``scheduler_runner``. ``gated_scheduler`` is the same
 on the gated plane (conftest's ``gated_*`` fixtures: GenericWorkload on), where kube-scheduler
-runs with the plane's feature gates.
+runs with the plane's feature gates. Gang scheduling on
+scheduler-plugins' PodGroup holds plumb against scheduler-plugins' Coscheduling
+(``SCHEDULER_PLUGINS``) that way::
+
+    @pytest.fixture(name="scheduler", params=(PLUMB, SCHEDULER_PLUGINS))
+    def gang_scheduler(request):
+        with scheduler_runner(request, request.param) as runner:
+            yield runner
 """
 
 from __future__ import annotations
@@ -28,12 +35,15 @@ from kubernetes import utils as k8s_utils
 
 from plumb_dev.cluster.controlplane import building
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
-from plumb_dev.testing import builders, kube, kubescheduler
+from plumb_dev.testing import builders, kube, kubescheduler, schedulerplugins
 from tests.support import plumb_process
 
 PLUMB = "plumb"
 KUBE_SCHEDULER = "kube-scheduler"
 SCHEDULERS = (PLUMB, KUBE_SCHEDULER)
+# scheduler-plugins' kube-scheduler (v0.34.7, Kubernetes v1.34) with Coscheduling enabled; not in
+# SCHEDULERS: only the gang tests ask for it.
+SCHEDULER_PLUGINS = schedulerplugins.SCHEDULER_NAME
 PLUMB_SCHEDULER_NAME = "plumb"
 FAILED_SCHEDULING = "FailedScheduling"
 _LOG_TAIL_LINES = 40
@@ -121,7 +131,7 @@ class Runner:
     """A scheduler running for one test."""
 
     name: str
-    """``"plumb"`` or ``"kube-scheduler"``: which implementation runs."""
+    """``"plumb"``, ``"kube-scheduler"`` or ``"scheduler-plugins"``: which implementation runs."""
     scheduler_name: str
     """The spec.schedulerName of the pods it takes; it leaves every other pod alone."""
     log: Path
@@ -148,6 +158,8 @@ def scheduler_runner(
     kube-scheduler that died during the test fails it, and its log tail is printed either way.
     With ``gated``, both run against conftest's ``gated_plane`` (``gated_start_plumb``), and
     kube-scheduler with the plane's feature gates (``kubescheduler.start``'s default).
+    scheduler-plugins' kube-scheduler runs the same way, with the Coscheduling profile of
+    ``schedulerplugins.profile`` and the PodGroup CRD installed first (built on first use).
     """
     plane_fixture, plumb_fixture = _GATED if gated else _DEFAULT
     if name == PLUMB:
@@ -155,18 +167,23 @@ def scheduler_runner(
         plumb = start_plumb("--scheduler-name", PLUMB_SCHEDULER_NAME)
         yield Runner(name=PLUMB, scheduler_name=PLUMB_SCHEDULER_NAME, log=plumb.log)
         return
-    if name != KUBE_SCHEDULER:
-        raise ValueError(f"no scheduler called {name!r}; choose one of {SCHEDULERS}")
+    if name not in (KUBE_SCHEDULER, SCHEDULER_PLUGINS):
+        raise ValueError(
+            f"no scheduler called {name!r}; choose one of {(*SCHEDULERS, SCHEDULER_PLUGINS)}"
+        )
     plane: controlplane.ControlPlane = request.getfixturevalue(plane_fixture)
     tmp_path: Path = request.getfixturevalue("tmp_path")
-    process = kubescheduler.start(plane, tmp_path / KUBE_SCHEDULER)
+    if name == SCHEDULER_PLUGINS:
+        process = schedulerplugins.start(plane, tmp_path / SCHEDULER_PLUGINS)
+    else:
+        process = kubescheduler.start(plane, tmp_path / KUBE_SCHEDULER)
     try:
-        yield Runner(name=KUBE_SCHEDULER, scheduler_name=process.scheduler_name, log=process.log)
+        yield Runner(name=name, scheduler_name=process.scheduler_name, log=process.log)
     finally:
         died = not process.running()
         code = process.stop()
-        print(f"--- kube-scheduler log tail ({process.log}) ---\n{process.tail(_LOG_TAIL_LINES)}")
-    assert not died, f"kube-scheduler exited with code {code} during the test; see its log above"
+        print(f"--- {name} log tail ({process.log}) ---\n{process.tail(_LOG_TAIL_LINES)}")
+    assert not died, f"{name} exited with code {code} during the test; see its log above"
 
 
 @pytest.fixture(name="scheduler", params=SCHEDULERS)

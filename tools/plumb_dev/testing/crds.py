@@ -19,6 +19,10 @@ POLICY_CRD = "schedulingpolicies.scheduling.plumb.dev"
 _REPOSITORY = Path(__file__).resolve().parents[3]
 CRD_DIR = _REPOSITORY / "crds"
 EXAMPLES_DIR = _REPOSITORY / "manifests" / "examples"
+# scheduler-plugins' PodGroup CRD, an optional part of plumb's manifests.
+PODGROUPS_DIR = _REPOSITORY / "manifests" / "optional" / "scheduler-plugins-podgroups"
+PODGROUP_CRD = "podgroups.scheduling.x-k8s.io"
+KUSTOMIZATION = "kustomization.yaml"
 
 
 class KubectlError(RuntimeError):
@@ -72,17 +76,19 @@ class Kubectl:
 def install(kubectl: Kubectl, directory: Path = CRD_DIR, *, timeout: float = 60.0) -> list[str]:
     """Apply every CRD in ``directory`` and wait until each is Established; return their names.
 
-    Established means the API server serves the new resource, so a create right after this
-    returns does not meet a 404.
+    A directory with a kustomization.yaml is applied as a person would, with ``kubectl apply
+    -k`` (manifests/optional/...). Established means the API server serves the new resource,
+    so a create right after this returns does not meet a 404.
     """
     if not directory.is_dir():
         raise FileNotFoundError(
             f"no CRD directory at {directory}: the helper reads the repository's crds/, so run "
             f"from a checkout (an installed plumb does not carry it)"
         )
-    applied = kubectl.check("apply", "-f", str(directory), "-o", "name").split()
+    how = "-k" if (directory / KUSTOMIZATION).is_file() else "-f"
+    applied = kubectl.check("apply", how, str(directory), "-o", "name").split()
     if not applied:
-        raise KubectlError(f"kubectl apply -f {directory} applied nothing; is it empty?")
+        raise KubectlError(f"kubectl apply {how} {directory} applied nothing; is it empty?")
     # A CRD just created may have no status.conditions yet, and kubectl wait then fails at once
     # (".status.conditions accessor error: <nil>") instead of waiting: ask again until the
     # deadline.

@@ -155,6 +155,7 @@ def start(
     profiles: Sequence[Mapping[str, Any]] | None = None,
     verbosity: int = 2,
     feature_gates: Mapping[str, bool] | None = None,
+    binary: Path | None = None,
 ) -> KubeScheduler:
     """Starts kube-scheduler against plane and waits until it has synced with the API server.
 
@@ -164,7 +165,9 @@ def start(
     PodGroups and place a group's pods together.
 
     Its configuration (with ``profiles`` instead of one named ``scheduler_name`` if given),
-    serving certificate and log (klog ``--v=verbosity``) go to directory. The client limits default
+    serving certificate and log (klog ``--v=verbosity``) go to directory. ``binary`` runs
+    another build of the command instead of the control plane's own (scheduler-plugins' kube-
+    scheduler: ``schedulerplugins.start``). The client limits default
     to 5000, as in Kubernetes' own scheduler_perf, so the defaults of 50/100 requests per
     second do not make it look slow. It serves /readyz on a free loopback port, and nothing
     else is reachable without credentials.
@@ -179,13 +182,19 @@ def start(
             raise ValueError(f"{name}={value} must be positive (requests per second to the API)")
     if timeout <= 0:
         raise ValueError(f"timeout={timeout} must be positive (seconds to wait for readiness)")
-    binary = plane.bin_dir / BINARY
-    if not os.access(binary, os.X_OK):
-        raise KubeSchedulerError(
-            f"{binary} is missing or not executable; build it with hack/build-control-plane.sh "
-            f"(plumb_dev.cluster.controlplane.building.ensure_binaries()), which builds it beside "
-            f"kube-apiserver"
-        )
+    if binary is not None:
+        if not os.access(binary, os.X_OK):
+            raise KubeSchedulerError(
+                f"{binary} is missing or not executable; pass the path its build script printed"
+            )
+    else:
+        binary = plane.bin_dir / BINARY
+        if not os.access(binary, os.X_OK):
+            raise KubeSchedulerError(
+                f"{binary} is missing or not executable; build it with "
+                f"hack/build-control-plane.sh (plumb_dev.cluster.controlplane.building."
+                f"ensure_binaries()), which builds it beside kube-apiserver"
+            )
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / CONFIG_FILE
     body = configuration(

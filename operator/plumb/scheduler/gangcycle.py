@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from plumb import events as events_module
 from plumb.backend import queue as queue_module
-from plumb.backend.records import groupobjects
+from plumb.backend.records import groupobjects, objects
 from plumb.backend.records.groupobjects import GroupRef, PodGroup
 from plumb.framework import cycle, scoring
 from plumb.framework.plugins import gangscheduling
@@ -47,7 +47,7 @@ class Tried:
 
     entry: queue_module.Entry
     decision: cycle.Decision
-    held: loop.Reservation | None = None
+    held: loop.Held | None = None
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -114,7 +114,8 @@ class GangCycle:
         for member in walk.tried:
             if member.held is not None:
                 s.unreserve(member.entry, member.held)
-        self._refuse(walk, group, walk.stop or walk.progress)
+        members = [entry.pod for entry in ordered]
+        await self._refuse(walk, group, walk.stop or walk.progress, members, profile)
 
     async def _try(
         self, ordered: list[queue_module.Entry], profile: scoring.Profile, walk: Walk
@@ -124,11 +125,12 @@ class GangCycle:
         (its devices an earlier member of its run could take) goes first in the next run.
         Stops where PlacementFeasible says the minimum cannot be reached any more."""
         s = self._scheduler
+        members = [entry.pod.uid for entry in ordered]
         pending = list(ordered)
         while pending and walk.stop is None:
             chunk = self._chunk(pending)
             pending = pending[len(chunk) :]
-            decided = await s.decide_only(chunk, profile, walk.policy)
+            decided = await s.decide_only(chunk, profile, walk.policy, together=members)
             walk.records.update(decided.records)
             walk.total = decided.total
             decisions = {decision.pod.uid: decision for decision in decided.decisions}
@@ -193,35 +195,40 @@ class GangCycle:
             s.queue.requeue(entry)
         s.state.group_conditions.initially_scheduled(group, None)
 
-    def _refuse(self, walk: Walk, group: PodGroup, stop: Progress) -> None:
+    async def _refuse(
+        self,
+        walk: Walk,
+        group: PodGroup,
+        stop: Progress,
+        members: list[objects.PodInfo],
+        profile: scoring.Profile,
+    ) -> None:
         """The minimum cannot be placed (nothing stays reserved): each member is told why in
-        its group's words; the group is tried again after a backoff."""
+        its group's words; the group is tried again after a backoff. For an upstream group the
+        PodGroupPostFilter runs first: DefaultPreemption's workload-aware preemption, which may
+        nominate the members and evict lower-priority pods for them."""
         if group.api == groupobjects.COSCHEDULING:
             self._rejected_by_coscheduling(walk, group)
             return
-        words = self._group_post_filter(group)
-        status = f"{stop.message}, {words}" if words else stop.message
+        s = self._scheduler
+        preemption = await s.post_filter.for_group(members, group, profile)
+        status = f"{stop.message}, {preemption.words}"
+        # A member that fit: "pod group is unschedulable" first, unless the group now waits
+        # for its victims to go (kube-scheduler's "waiting on preemption").
+        prefixed = f"{gangscheduling.GROUP_UNSCHEDULABLE}, {status}"
+        fitted = status if preemption.victims else prefixed
         told = _told(walk, group, trace.UNSCHEDULABLE, status)
         for member in walk.tried:
             record = told(walk.records[member.entry.pod.uid])
             decision = member.decision
             if member.held is not None:
-                message = f"{gangscheduling.GROUP_UNSCHEDULABLE}, {status}"
-                self._fail(member.entry, record, message, GANG_PLUGINS)
+                self._fail(member.entry, record, fitted, GANG_PLUGINS)
             else:
                 self._fail(member.entry, record, decision.message, decision.plugins | GANG_PLUGINS)
         for entry in walk.untried:
             record = told(walk.records.get(entry.pod.uid) or _bare_record(entry, walk.total))
             self._fail(entry, record, stop.message, GANG_PLUGINS)
-        self._scheduler.state.group_conditions.initially_scheduled(group, status)
-
-    def _group_post_filter(self, group: PodGroup) -> str:
-        """The PodGroupPostFilter's words: DefaultPreemption's for the group, when no pod of
-        lower priority than the group's runs anywhere (the only case plumb decides yet)."""
-        lowest = self._scheduler.cache.lowest_priority()
-        if lowest is None or lowest >= (group.priority or 0):
-            return gangscheduling.NO_GROUP_VICTIMS
-        return ""
+        s.state.group_conditions.initially_scheduled(group, status)
 
     def _too_few(self, ordered: list[queue_module.Entry], group: PodGroup, siblings: int) -> None:
         """Coscheduling's PreFilter: fewer pods of the group exist than minMember. Every member

@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator
 from typing import Any
 
 from plumb import claimreservations, groupconditions, prebind, runs
@@ -52,7 +52,7 @@ logger = logging.getLogger("plumb.scheduler")
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Reservation:
+class Held:
     """What Reserve took for a pod on its node: the volumes' plan and the claims' devices."""
 
     node: str
@@ -305,9 +305,12 @@ class Scheduler:
         entries: list[queue_module.Entry],
         profile: scoring.Profile,
         policy: spec.Policy | None,
+        *,
+        together: Collection[str] = (),
     ) -> Decided:
         """The batch's decisions on one snapshot, in ``entries``' order, with their traces:
-        nothing is assumed, bound or reported yet."""
+        nothing is assumed, bound or reported yet. ``together``: more pods decided with this
+        batch (the other members of a pod group), whose nominations hold no room for it."""
         by_uid = {entry.pod.uid: entry for entry in entries}
         pods = [entry.pod for entry in entries]
         if policy is not None:
@@ -317,7 +320,9 @@ class Scheduler:
             profile = self.policies.profile(policy, snap, profile)
         # Room held for nominated pods of at least the batch's priority (one per batch), and
         # the batch pods' own nominations.
-        held = self.state.nominations.holding(pods[0].priority, excluding=by_uid)
+        held = self.state.nominations.holding(
+            pods[0].priority, excluding=by_uid.keys() | set(together)
+        )
         own = tuple(n for pod in pods if (n := self.state.nominations.get(pod.uid)) is not None)
         prepared = cycle.prepare(
             pods, snap, self.cache, profile, nominated=[(h.pod, h.node) for h in held]
@@ -559,7 +564,7 @@ class Scheduler:
         self.bind(entry, held, record, policy, deviation=deviation)
         return True
 
-    def reserve(self, entry: queue_module.Entry, node_name: str) -> Reservation | None:
+    def reserve(self, entry: queue_module.Entry, node_name: str) -> Held | None:
         """The Reserve plugins for a pod placed on ``node_name``: its volumes' and claims'
         choices on that node, then the pod itself, assumed in the cache. None, with nothing
         assumed, when the node, a volume, a claim or a device changed while the kernel ran."""
@@ -595,9 +600,9 @@ class Scheduler:
         if plan is not None:
             self.cache.volumes.assume(plan)
         self.cache.assume(pod, node_name)
-        return Reservation(node=node_name, plan=plan, devices=devices)
+        return Held(node=node_name, plan=plan, devices=devices)
 
-    def unreserve(self, entry: queue_module.Entry, held: Reservation) -> None:
+    def unreserve(self, entry: queue_module.Entry, held: Held) -> None:
         """Undo ``reserve`` for a pod that will not be bound (a pod group refused after its
         first members were reserved): nothing was written, so nothing is taken back from the
         API server."""
@@ -616,7 +621,7 @@ class Scheduler:
     def bind(
         self,
         entry: queue_module.Entry,
-        held: Reservation,
+        held: Held,
         record: trace.Trace,
         policy: spec.Policy | None = None,
         *,

@@ -46,7 +46,7 @@ from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import engine, spec
-from plumb.preemption import evaluator, execution, groups, search
+from plumb.preemption import evaluator, execution, groupsearch, search
 
 logger = logging.getLogger("plumb.scheduler")
 
@@ -206,7 +206,7 @@ class PostFilter:
         members: Sequence[objects.PodInfo],
         group: groupobjects.PodGroup,
         profile: scoring.Profile,
-    ) -> groups.GroupPreemption:
+    ) -> groupsearch.GroupPreemption:
         """DefaultPreemption's PodGroupPostFilter for a group whose minimum fits nowhere
         (``members`` in their order): the search (preemption/groups.py) on the kernel's thread;
         when it finds a placement, each placed member is nominated to its node (written before
@@ -214,7 +214,7 @@ class PostFilter:
         priority = group.priority or 0
         snap = self._cache.snapshot()
         held = self._nominations.holding(priority, excluding=tuple(p.uid for p in members))
-        prepared = groups.prepare(
+        prepared = groupsearch.prepare(
             members,
             group,
             snap,
@@ -222,7 +222,7 @@ class PostFilter:
             profile=profile,
             nominated=[(h.pod, h.node) for h in held],
         )
-        if isinstance(prepared, groups.GroupPreemption):
+        if isinstance(prepared, groupsearch.GroupPreemption):
             return prepared
         self._metrics.preemption_attempt()
         outcome = await self._offload(prepared.decide)

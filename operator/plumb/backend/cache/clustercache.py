@@ -29,7 +29,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend.cache import controllers, countrows, dra, groups, nodetable, snapshot, volumes
+from plumb.backend.cache import controllers, countrows, dra, nodetable, podgroups, snapshot, volumes
 from plumb.backend.cache import journal as journal_module
 from plumb.backend.records import objects, specs
 
@@ -70,7 +70,7 @@ class Cache:
         self.dra = dra.DraStore(self.journal)
         # PodGroups of both APIs, and each group's members placed (kept here at every place
         # and unplace, so a gang's count of scheduled members follows assume and forget).
-        self.groups = groups.GroupStore()
+        self.groups = podgroups.GroupStore()
         self._ports: dict[str, collections.Counter[specs.HostPort]] = {}
         self._assumed = 0
         self._priorities: collections.Counter[int] = collections.Counter()

@@ -18,26 +18,30 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from plumb import events as events_module
 from plumb.backend import queue as queue_module
 from plumb.backend.records import groupobjects, objects
 from plumb.backend.records.groupobjects import GroupRef, PodGroup
-from plumb.framework import cycle, scoring
+from plumb.framework import cycle, emulation, scoring
 from plumb.framework.plugins import gangscheduling
 from plumb.framework.plugins.gangscheduling import Feasibility, Progress
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import spec
+from plumb.preemption import evaluator, search
 
 if TYPE_CHECKING:
-    from plumb.scheduler import loop
+    from plumb.scheduler import loop, postfilter
 
 logger = logging.getLogger("plumb.scheduler")
 
 GANG_PLUGINS = frozenset({gangscheduling.NAME})
+# scheduler-plugins v0.34.7 is a kube-scheduler v1.34: its PostFilter words are that release's
+# (DynamicResources' "no new claims to deallocate" first), whatever the cluster runs.
+COSCHEDULING_KUBE = emulation.emulate(34)
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -70,6 +74,23 @@ class GangCycle:
 
     def __init__(self, scheduler: loop.Scheduler) -> None:
         self._scheduler = scheduler
+
+    def orphan(self, pod: objects.PodInfo) -> bool:
+        """Whether the pod is labelled for a scheduler-plugins PodGroup that does not exist
+        (Coscheduling binds no such pod: its Permit refuses it)."""
+        ref, group = self._scheduler.cache.groups.of(pod)
+        return ref is not None and ref.api == groupobjects.COSCHEDULING and group is None
+
+    @staticmethod
+    def no_pod_group(decision: cycle.Decision) -> cycle.Decision:
+        """Coscheduling's Permit refusal of an ``orphan`` the filters placed: the binding
+        cycle's words, on the one node chosen; it waits for its PodGroup."""
+        return dataclasses.replace(
+            decision,
+            node=None,
+            message=f"0/1 nodes are available: 1 {gangscheduling.NO_POD_GROUP}.",
+            plugins=frozenset({gangscheduling.COSCHEDULING}),
+        )
 
     async def schedule(
         self, entries: list[queue_module.Entry], ref: GroupRef, profile: scoring.Profile
@@ -109,13 +130,24 @@ class GangCycle:
             walk.stop = walk.progress
         await self._try(ordered, profile, walk)
         if walk.stop is None and walk.progress.verdict is Feasibility.SATISFIED:
-            self._place(walk, group)
+            await self._place(walk, group, profile)
             return
-        for member in walk.tried:
-            if member.held is not None:
-                s.unreserve(member.entry, member.held)
+        if group.api == groupobjects.COSCHEDULING:
+            # scheduler-plugins runs a misfit's PostFilter while the members that fit wait
+            # at Permit, still assumed; then its PostFilter rejects them.
+            said = await self._coscheduling_post_filters(walk, profile)
+            self._unreserve(walk)
+            self._rejected_by_coscheduling(walk, group, said)
+            return
+        # kube-scheduler reverts the cycle's assumptions before the PodGroupPostFilter.
+        self._unreserve(walk)
         members = [entry.pod for entry in ordered]
         await self._refuse(walk, group, walk.stop or walk.progress, members, profile)
+
+    def _unreserve(self, walk: Walk) -> None:
+        for member in walk.tried:
+            if member.held is not None:
+                self._scheduler.unreserve(member.entry, member.held)
 
     async def _try(
         self, ordered: list[queue_module.Entry], profile: scoring.Profile, walk: Walk
@@ -177,16 +209,31 @@ class GangCycle:
 
     # Outcomes ------------------------------------------------------------------------------
 
-    def _place(self, walk: Walk, group: PodGroup) -> None:
+    async def _place(self, walk: Walk, group: PodGroup, profile: scoring.Profile) -> None:
         """The minimum is placed: every member reserved is bound; the others report their own
         failure and are tried again (kube-scheduler: at once, the group going straight back to
-        activeQ)."""
+        activeQ, their FitError alone; Coscheduling: after their own PostFilter, in a v1.34
+        kube-scheduler's words, the group's rejection not among them)."""
         s = self._scheduler
+        said: Mapping[str, postfilter.PostFilterResult] = {}
+        if group.api == groupobjects.COSCHEDULING:
+            said = await self._coscheduling_post_filters(walk, profile)
         told = _told(walk, group, trace.SCHEDULED, "")
         for member in walk.tried:
             entry, record = member.entry, told(walk.records[member.entry.pod.uid])
             if member.held is None:
-                self._fail(entry, record, member.decision.message, member.decision.plugins)
+                message = member.decision.message
+                found = said.get(entry.pod.uid)
+                if found is not None and found.preemption is not None:
+                    if found.preemption.node is not None:
+                        message = found.decision.message
+                    else:
+                        words = search.post_filter_words(
+                            COSCHEDULING_KUBE, found.preemption.message
+                        )
+                        message = f"{message} {words}"
+                    record = dataclasses.replace(record, preemption=found.preemption)
+                self._fail(entry, record, message, member.decision.plugins)
             elif s.queue.where(entry.pod.uid) is queue_module.Where.IN_FLIGHT:
                 s.bind(entry, member.held, record, walk.policy)
             else:  # deleted while the others were tried
@@ -207,9 +254,6 @@ class GangCycle:
         its group's words; the group is tried again after a backoff. For an upstream group the
         PodGroupPostFilter runs first: DefaultPreemption's workload-aware preemption, which may
         nominate the members and evict lower-priority pods for them."""
-        if group.api == groupobjects.COSCHEDULING:
-            self._rejected_by_coscheduling(walk, group)
-            return
         s = self._scheduler
         preemption = await s.post_filter.for_group(members, group, profile)
         status = f"{stop.message}, {preemption.words}"
@@ -242,20 +286,33 @@ class GangCycle:
             reason = gangscheduling.NOT_ENOUGH_SIBLINGS.format(
                 pod=pod.name, count=siblings, minimum=group.min_count
             )
-            message = (
-                f"0/{total} nodes are available: {reason}. preemption: 0/{total} nodes are "
-                f"available: {total} Preemption is not helpful for scheduling., "
-                + gangscheduling.GROUP_REJECTED.format(group=group.key, pod=pod.name)
-            )
+            words = search.post_filter_words(COSCHEDULING_KUBE, evaluator.not_helpful(total))
+            rejected = gangscheduling.GROUP_REJECTED.format(group=group.key, pod=pod.name)
+            message = f"0/{total} nodes are available: {reason}. {words}, {rejected}"
             record = _told(walk, group, trace.UNSCHEDULABLE, reason)(_bare_record(entry, total))
             self._fail(entry, record, message, frozenset({gangscheduling.COSCHEDULING}), wait=True)
 
-    def _rejected_by_coscheduling(self, walk: Walk, group: PodGroup) -> None:
-        """Coscheduling's words for a group whose minimum does not fit: the first member that
-        fits nowhere is rejected after PostFilter, naming the group; the members that fit were
+    async def _coscheduling_post_filters(
+        self, walk: Walk, profile: scoring.Profile
+    ) -> dict[str, postfilter.PostFilterResult]:
+        """Each misfit's PostFilter (DefaultPreemption, as scheduler-plugins' kube-scheduler
+        runs it for any pod), by uid."""
+        s = self._scheduler
+        found = {}
+        for member in walk.tried:
+            uid = member.entry.pod.uid
+            if member.held is None and s.queue.where(uid) is queue_module.Where.IN_FLIGHT:
+                found[uid] = await s.post_filter.run(member.decision, walk.policy, profile)
+        return found
+
+    def _rejected_by_coscheduling(
+        self, walk: Walk, group: PodGroup, said: Mapping[str, postfilter.PostFilterResult]
+    ) -> None:
+        """Coscheduling's words for a group whose minimum does not fit: a misfit's PostFilter
+        words (``said``), then its rejection of the group (unless DefaultPreemption nominated
+        a node: then Coscheduling's PostFilter does not run); the members that fit were
         waiting at Permit and are rejected with it."""
         plugins = frozenset({gangscheduling.COSCHEDULING})
-        first = next((m for m in walk.tried if m.held is None), None)
         told = _told(walk, group, trace.UNSCHEDULABLE, "")
         for member in walk.tried:
             record = told(walk.records[member.entry.pod.uid])
@@ -264,10 +321,21 @@ class GangCycle:
                 message = "0/1 nodes are available: 1 optimistic rejection in PostFilter."
                 self._fail(member.entry, record, message, plugins, wait=True)
                 continue
-            rejected = gangscheduling.GROUP_REJECTED.format(
-                group=group.key, pod=(first or member).entry.pod.name
+            found = said.get(member.entry.pod.uid)
+            if found is None:
+                continue  # deleted, or bound by someone else, while the kernel ran
+            preemption = found.preemption
+            if preemption is not None and preemption.node is not None:
+                self._fail(member.entry, record, found.decision.message, decision.plugins)
+                continue
+            words = search.post_filter_words(
+                COSCHEDULING_KUBE, "" if preemption is None else preemption.message
             )
-            message = f"{decision.message} {rejected}"
+            rejected = gangscheduling.GROUP_REJECTED.format(
+                group=group.key, pod=member.entry.pod.name
+            )
+            message = f"{decision.message} {words}, {rejected}"
+            record = dataclasses.replace(record, preemption=preemption)
             self._fail(member.entry, record, message, decision.plugins | plugins, wait=True)
         for entry in walk.untried:
             self._scheduler.queue.requeue(entry)

@@ -31,7 +31,7 @@ from plumb.backend.records import groupobjects, objects
 from plumb.binder import Binder
 from plumb.events import Recorder
 from plumb.framework import cycle, deviation, scoring, traces
-from plumb.framework.plugins import dynamicresources, podtopologyspread
+from plumb.framework.plugins import dynamicresources, gangscheduling, podtopologyspread
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.k8s import gates
 from plumb.kernel import contract
@@ -386,6 +386,10 @@ class Scheduler:
                 blocked.append(decision)
             elif decision.node is None and uid not in early:
                 failed.append(decision)  # a filter rejected every node: PostFilter may help
+            elif decision.node is not None and self.gangs.orphan(decision.pod):
+                # Coscheduling's Permit: a pod labelled for a PodGroup that does not exist.
+                refused = dataclasses.replace(records[uid], result=trace.UNSCHEDULABLE, node=None)
+                self.apply(by_uid[uid], self.gangs.no_pod_group(decision), refused, policy)
             else:
                 if decision.prefiltered:
                     decision = _prefiltered(decision, profile)
@@ -422,7 +426,12 @@ class Scheduler:
             self.queue.requeue(entry)  # room appeared since the cycle: a new attempt
             return
         record = dataclasses.replace(record, preemption=outcome.preemption)
-        self.apply(entry, outcome.decision, record, policy)
+        failed = outcome.decision
+        if self.gangs.orphan(failed.pod):  # Coscheduling's PostFilter, after DefaultPreemption
+            failed = dataclasses.replace(
+                failed, message=f"{failed.message}, {gangscheduling.CANNOT_FIND_GROUP}"
+            )
+        self.apply(entry, failed, record, policy)
 
     def _report_revert(self, policy: spec.Policy, reverted: store.Reversion) -> None:
         self.state.recorder.policy_event(

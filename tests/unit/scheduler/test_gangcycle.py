@@ -201,7 +201,8 @@ async def test_coscheduling_members_too_few_for_min_member_are_refused_in_its_wo
     assert api.binds == []
     note = (
         "0/2 nodes are available: pre-filter pod w0 cannot find enough sibling pods, current "
-        "pods number: 2, minMember of group: 3. preemption: 0/2 nodes are available: 2 "
+        "pods number: 2, minMember of group: 3. no new claims to deallocate, preemption: 0/2 "
+        "nodes are available: 2 "
         "Preemption is not helpful for scheduling., PodGroup ml/train gets rejected due to "
         "Pod w0 is unschedulable even after PostFilter"
     )
@@ -293,3 +294,25 @@ async def test_each_member_s_trace_names_its_group_and_the_group_s_outcome(
         assert line.group == expected
         # A line as written reads back with its group.
         assert trace.Trace.from_fields(line.fields()) == line
+
+
+async def test_a_pod_labelled_for_a_missing_coscheduling_group_is_not_bound(
+    api: GroupApi,
+) -> None:
+    clock = ManualClock()
+    plumb = make_scheduler(api, clock, group_api=api)
+    plumb.feed.resync(nodes(4), [labelled("orphan", "missing")])
+    await attempt(plumb)
+    assert api.binds == []
+    assert messages(api) == {"orphan": "0/1 nodes are available: 1 PodGroup not found."}
+    line = plumb.tracer.last("ml/orphan")
+    assert line is not None
+    assert (line.result, line.node) == (trace.UNSCHEDULABLE, None)
+    # Its PodGroup made: it is tried again, and bound.
+    plumb.feed.on_pod_group(
+        COSCHEDULING, "ADDED", make_coscheduling_group("missing", "ml", 1).uid("g").obj()
+    )
+    assert plumb.queue.where("orphan") is Where.BACKOFF
+    clock.advance(1.0)
+    await attempt(plumb)
+    assert api.binds == [("orphan", "n1")]

@@ -42,6 +42,8 @@ def chaos_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlpla
     try:
         kubectl = crds.Kubectl.of(plane, cache_dir=tmp_path_factory.mktemp("chaos-kubectl"))
         crds.install(kubectl)
+        # scheduler-plugins' PodGroup CRD, before any plumb starts (sigkill-gangs' groups).
+        crds.install(kubectl, crds.PODGROUPS_DIR)
         yield plane
     finally:
         controlplane.stop(directory)

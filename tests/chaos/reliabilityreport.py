@@ -19,6 +19,7 @@ END = "<!-- chaos:end -->"
 ORDER = (
     "sigkill",
     "sigkill-dra",
+    "sigkill-gangs",
     "restart-kube-apiserver",
     "restart-etcd",
     "watch-expiry",

@@ -116,14 +116,16 @@ class BindingCycle:
         plan: volumes_module.BindingPlan | None,
         started: float,
         devices: dynamicresources.Reserved | None = None,
+        tries: int = 0,
     ) -> bool:
-        """Whether the pod was bound to ``node`` (by this try, or an earlier one)."""
+        """Whether the pod was bound to ``node`` (by this try, or an earlier one). ``tries``:
+        the bindings of a pod group's member already tried here (its PreBind done)."""
         pod = entry.pod
         # A try to a node an earlier lost try went to speaks for that node: its own answer
         # reports it, and the watch must not report it first.
         self._state.uncertain.get(pod.uid, {}).pop(node, None)
         try:
-            if not await self._prebind(entry, node, plan, devices, record, started):
+            if not tries and not await self._prebind(entry, node, plan, devices, record, started):
                 return False
             result = await self._binder.bind(pod, node)
         except asyncio.CancelledError:
@@ -183,6 +185,30 @@ class BindingCycle:
         # a webhook's) would otherwise leave the pod pending for ever. A 404 is the server
         # saying the pod is gone; its deletion is on the way.
         settled = self._state.cache.state(pod.uid) is not cache_module.PodState.ASSUMED
+        if not settled and result.outcome is not BindOutcome.GONE and self._holds_room(pod):
+            # A pod group's member: bound again to the same node after a backoff, its room
+            # (and its group's) held meanwhile, so that no other pod takes it and leaves the
+            # group short of its minimum with the others bound.
+            step = self._state.queue.backoff_duration(tries + 1)
+            self._state.uncertain.setdefault(pod.uid, {})[node] = record
+            held = dataclasses.replace(
+                record,
+                result=trace.BIND_FAILED,
+                message=f"{result.message}; binding it to {node} again in {step:.0f} s: its "
+                "pod group keeps its room",
+                bind_ms=trace.ms(latency),
+            )
+            self._state.tracer.emit(held, repeat_after=step, level=logging.WARNING)
+            try:
+                await asyncio.sleep(step)
+            except asyncio.CancelledError:
+                self._forget_devices(pod, devices)
+                self._step_back(entry)
+                raise
+            if self._state.cache.state(pod.uid) is not cache_module.PodState.ASSUMED:
+                return False  # the watch settled it meanwhile: bound (reported) or gone
+            again = time.monotonic()
+            return await self._binding(entry, node, record, plan, again, devices, tries + 1)
         if not settled:
             self._state.cache.forget(pod.uid)
             self._forget_devices(pod, devices, unreserve=True)
@@ -208,6 +234,11 @@ class BindingCycle:
         )
         self._state.tracer.emit(failed, repeat_after=step, level=level)
         return False
+
+    def _holds_room(self, pod: objects.PodInfo) -> bool:
+        """Whether a failed binding of ``pod`` is tried again in place: a member of a pod
+        group that exists."""
+        return self._state.cache.groups.of(pod)[1] is not None
 
     async def _prebind(
         self,

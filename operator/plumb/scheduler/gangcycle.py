@@ -59,6 +59,8 @@ class Walk:
     """A group's members as the cycle goes through them (mutable, one cycle's)."""
 
     progress: Progress
+    # Whether PlacementFeasible stops the cycle once the minimum is out of reach (upstream).
+    stops: bool = True
     tried: list[Tried] = dataclasses.field(default_factory=list)
     untried: list[queue_module.Entry] = dataclasses.field(default_factory=list)
     records: dict[str, trace.Trace] = dataclasses.field(default_factory=dict)
@@ -124,9 +126,13 @@ class GangCycle:
                 self._too_few(ordered, group, siblings)
                 return
         minimum = gangscheduling.minimum(group)
-        walk = Walk(progress=Progress(minimum, placed_before, len(ordered)))
+        # Coscheduling has no PlacementFeasible: scheduler-plugins tries every member.
+        walk = Walk(
+            progress=Progress(minimum, placed_before, len(ordered)),
+            stops=group.api == groupobjects.UPSTREAM,
+        )
         walk.policy = s.policies.governing(ordered[0].pod)
-        if walk.progress.verdict is Feasibility.UNSCHEDULABLE:
+        if walk.stops and walk.progress.verdict is Feasibility.UNSCHEDULABLE:
             walk.stop = walk.progress
         await self._try(ordered, profile, walk)
         if walk.stop is None and walk.progress.verdict is Feasibility.SATISFIED:
@@ -188,7 +194,7 @@ class GangCycle:
                         continue
                 walk.tried.append(Tried(entry, decision, held))
                 walk.progress = walk.progress.after(held is not None)
-                if walk.progress.verdict is Feasibility.UNSCHEDULABLE:
+                if walk.stops and walk.progress.verdict is Feasibility.UNSCHEDULABLE:
                     walk.stop = walk.progress
             pending = put_off + pending
         walk.untried.extend(pending)

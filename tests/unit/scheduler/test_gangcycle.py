@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from plumb import scheduler as scheduler_module
+from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.queue import Where
 from plumb.backend.records import groupobjects
@@ -316,3 +317,22 @@ async def test_a_pod_labelled_for_a_missing_coscheduling_group_is_not_bound(
     clock.advance(1.0)
     await attempt(plumb)
     assert api.binds == [("orphan", "n1")]
+
+
+async def test_a_member_whose_binding_fails_is_bound_again_where_its_group_put_it() -> None:
+    api = GroupApi()
+    api.script = [
+        k8s_client.ApiResponse(status=201, body={}),
+        k8s_client.ApiResponse(status=500, body={"message": "etcd leader changed"}),
+    ]
+    plumb = make_scheduler(api, ManualClock(), group_api=api)
+    plumb.queue.backoff_policy = queue_module.Backoff(initial=0.01, maximum=0.01)
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 2).uid("g").obj())
+    plumb.feed.resync(nodes(2, 2), [member("w0", "train"), member("w1", "train")])
+    await attempt(plumb)
+    # The second binding was refused, then sent again to the same node: the group's room was
+    # never given up (a pod of another group could otherwise take it).
+    (first, second, third) = api.binds
+    assert second == third
+    assert {first[1], second[1]} == {"n1", "n2"}
+    assert plumb.cache.state(second[0]) is cache_module.PodState.ASSUMED

@@ -25,7 +25,8 @@ from typing import Any
 
 import pytest
 
-from plumb_dev.testing import builders, drabuilders, draclient, kube
+from plumb_dev.testing import builders, drabuilders, draclient, groupclient, kube
+from plumb_dev.testing.groupbuilders import POD_GROUP_LABEL, make_coscheduling_group
 from tests.support.installation import REPOSITORY, Installed
 
 DASHBOARD = REPOSITORY / "manifests" / "grafana" / "plumb-dashboard.json"
@@ -240,8 +241,37 @@ def claimed_pod(installed: Installed, zoned_workload: str) -> Iterator[str]:
         client.delete_node(node)
 
 
+@pytest.fixture
+def gang(installed: Installed, zoned_workload: str) -> Iterator[str]:
+    """A scheduler-plugins PodGroup of 2 and its two pods, on a node of their own, so the pod
+    group panels have a group placed whole to show."""
+    client = installed.cluster.client
+    node = "e2e-gang"
+    client.create_node(builders.make_node(node).capacity(cpu=8).obj())
+    try:
+        groups = groupclient.Groups(client)
+        groups.create(make_coscheduling_group("trainers", zoned_workload, 2).obj())
+        for name in ("trainer-0", "trainer-1"):
+            pod = builders.make_pod(name, zoned_workload).scheduler("plumb")
+            pod = pod.node_selector(builders.HOSTNAME_LABEL, node).label(
+                POD_GROUP_LABEL, "trainers"
+            )
+            client.create_pod(pod.obj())
+        kube.wait_for(
+            "the gang bound",
+            lambda: all(
+                client.pod(zoned_workload, n)["spec"].get("nodeName")
+                for n in ("trainer-0", "trainer-1")
+            ),
+            timeout=60,
+        )
+        yield "trainers"
+    finally:
+        client.delete_node(node)
+
+
 def test_every_dashboard_query_returns_series_from_a_real_prometheus(
-    installed: Installed, prometheus: int, zoned_workload: str, claimed_pod: str
+    installed: Installed, prometheus: int, zoned_workload: str, claimed_pod: str, gang: str
 ) -> None:
     kubectl = installed.kubectl
 

@@ -50,6 +50,8 @@ WATCH_RESTARTS = "plumb_watch_restarts_total"
 ASYNCIO_TASKS = "plumb_asyncio_tasks"
 BUILD_INFO = "plumb_build_info"
 PLUGIN_EXECUTION = "plumb_plugin_execution_duration_seconds"
+PODGROUP_ATTEMPTS = "plumb_podgroup_schedule_attempts_total"
+PODGROUP_DURATION = "plumb_podgroup_scheduling_duration_seconds"
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 KINDS: Mapping[str, str] = {
@@ -72,6 +74,8 @@ KINDS: Mapping[str, str] = {
     ASYNCIO_TASKS: GAUGE,
     BUILD_INFO: GAUGE,
     PLUGIN_EXECUTION: HISTOGRAM,
+    PODGROUP_ATTEMPTS: COUNTER,
+    PODGROUP_DURATION: HISTOGRAM,
 }
 """Every metric plumb exports, by kind."""
 
@@ -95,6 +99,8 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     ASYNCIO_TASKS: (),
     BUILD_INFO: ("version", "emulated_version", "server_version"),
     PLUGIN_EXECUTION: ("plugin", "extension_point", "status"),
+    PODGROUP_ATTEMPTS: ("result",),
+    PODGROUP_DURATION: (),
 }
 """Each metric's labels (histograms add ``le`` to their buckets)."""
 
@@ -252,6 +258,20 @@ class Metrics:
             registry=self.registry,
         )
 
+        self._podgroup_attempts = prometheus_client.Counter(
+            PODGROUP_ATTEMPTS,
+            "Number of attempts to schedule pod groups, by the result: 'scheduled' (the "
+            "group's minimum placed together), 'unschedulable' (none of it placed) or 'error'.",
+            LABELS[PODGROUP_ATTEMPTS],
+            registry=self.registry,
+        )
+        self._podgroup_duration = prometheus_client.Histogram(
+            PODGROUP_DURATION,
+            "Seconds from the first member of a pod group entering the scheduling queue to "
+            "the group's minimum being placed, over all its attempts.",
+            buckets=SLI_BUCKETS,
+            registry=self.registry,
+        )
         self._reload_ok = prometheus_client.Gauge(
             CONFIG_RELOAD_SUCCESSFUL,
             "1 if the last reload of the configuration file (--config) succeeded or none was "
@@ -297,6 +317,17 @@ class Metrics:
     def watch_restart(self, resource: str) -> None:
         """The watch of ``resource`` (its plural name: ``pods``) failed and is listed again."""
         self._watch_restarts.labels(resource).inc()
+
+    def podgroup_attempt(self, result: str) -> None:
+        """A pod group's cycle ended with ``result``: "scheduled" (its minimum placed
+        together), "unschedulable" (none of it placed) or "error" (kube-scheduler's
+        scheduler_podgroup_schedule_attempts_total)."""
+        self._podgroup_attempts.labels(result).inc()
+
+    def podgroup_placed(self, seconds: float) -> None:
+        """A pod group's minimum was placed ``seconds`` after its first member entered the
+        queue (the time to full placement)."""
+        self._podgroup_duration.observe(seconds)
 
     def watching(self, resource: str) -> None:
         """``resource`` is watched: its restart count is on the page from 0, so that

@@ -39,6 +39,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger("plumb.scheduler")
 
 GANG_PLUGINS = frozenset({gangscheduling.NAME})
+# plumb_podgroup_schedule_attempts_total's results (kube-scheduler's words).
+SCHEDULED, UNSCHEDULABLE, ERROR = "scheduled", "unschedulable", "error"
 # scheduler-plugins v0.34.7 is a kube-scheduler v1.34: its PostFilter words are that release's
 # (DynamicResources' "no new claims to deallocate" first), whatever the cluster runs.
 COSCHEDULING_KUBE = emulation.emulate(34)
@@ -138,6 +140,7 @@ class GangCycle:
         if walk.stop is None and walk.progress.verdict is Feasibility.SATISFIED:
             await self._place(walk, group, profile)
             return
+        s.metrics.podgroup_attempt(UNSCHEDULABLE)
         if group.api == groupobjects.COSCHEDULING:
             # scheduler-plugins runs a misfit's PostFilter while the members that fit wait
             # at Permit, still assumed; then its PostFilter rejects them.
@@ -221,6 +224,9 @@ class GangCycle:
         activeQ, their FitError alone; Coscheduling: after their own PostFilter, in a v1.34
         kube-scheduler's words, the group's rejection not among them)."""
         s = self._scheduler
+        s.metrics.podgroup_attempt(SCHEDULED)
+        first = min(member.entry.first_enqueued for member in walk.tried)
+        s.metrics.podgroup_placed(s.queue.now() - first)
         said: Mapping[str, postfilter.PostFilterResult] = {}
         if group.api == groupobjects.COSCHEDULING:
             said = await self._coscheduling_post_filters(walk, profile)
@@ -284,6 +290,7 @@ class GangCycle:
         """Coscheduling's PreFilter: fewer pods of the group exist than minMember. Every member
         is refused without a kernel run, as each of scheduler-plugins' attempts is."""
         s = self._scheduler
+        s.metrics.podgroup_attempt(UNSCHEDULABLE)
         total = len(s.cache.snapshot())
         placed = s.cache.groups.placed_count(group.ref)
         walk = Walk(progress=Progress(group.min_count, placed, 0), untried=list(ordered))
@@ -351,6 +358,7 @@ class GangCycle:
         (reason SchedulerError) and is tried again after a backoff; the PodGroup's condition
         says so."""
         s = self._scheduler
+        s.metrics.podgroup_attempt(ERROR)
         for entry in ordered:
             pod = entry.pod
             if s.queue.where(pod.uid) is not queue_module.Where.IN_FLIGHT:

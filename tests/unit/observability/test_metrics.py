@@ -125,6 +125,8 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
     m.watch_restart("pods")
     m.set_build_info(version="0.1.0", emulated_version="1.37", server_version="v1.37.2")
     m.plugin_execution("DynamicResources", "Filter", "Success", 0.002)
+    m.podgroup_attempt("scheduled")
+    m.podgroup_placed(1.5)
     families = {f.name: f for f in parser.text_string_to_metric_families(m.render().decode())}
     recorded = {
         metrics.SCHEDULE_ATTEMPTS,
@@ -140,6 +142,8 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
         metrics.WATCH_RESTARTS,
         metrics.BUILD_INFO,
         metrics.PLUGIN_EXECUTION,
+        metrics.PODGROUP_ATTEMPTS,
+        metrics.PODGROUP_DURATION,
     }
     # The parser names a counter's family without _total.
     assert {f if f in metrics.KINDS else f"{f}_total" for f in families} == recorded

@@ -24,6 +24,7 @@ import urllib.request
 from collections.abc import Iterable
 from typing import TextIO
 
+from plumb.backend.records import groupobjects
 from plumb.observability import trace
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:10252"
@@ -139,13 +140,15 @@ def _error_text(error: urllib.error.HTTPError) -> str:
 
 
 def render(record: trace.Trace) -> str:
-    """The record for a person: verdict, node, policy, filters, the claims rejected (a claim
+    """The record for a person: verdict, node, its pod group, policy, filters, the claims
+    rejected (a claim
     pod that fit nowhere), candidates, the devices allocated, hashes, timing, and what
     preemption did when the pod fit nowhere."""
     lines = [_verdict(record)]
     if record.message:
         lines.append(f"  {record.message}")
     lines.append(_row("node", record.node or "none"))
+    lines.extend(_group(record))
     lines.extend(_policy(record))
     lines.append(_row("nodes", f"{record.feasible} of {record.total} passed every filter"))
     if record.rejected:
@@ -181,6 +184,30 @@ def _verdict(record: trace.Trace) -> str:
     if record.node:
         return f"{record.pod}: {record.result} on {record.node} ({attempt})"
     return f"{record.pod}: {record.result} ({attempt})"
+
+
+def _group(record: trace.Trace) -> list[str]:
+    """The pod group the pod was decided with: its PodGroup, how many of its minimum found a
+    node, and the group's outcome."""
+    group = record.group
+    if group is None:
+        return []
+    api = "PodGroup" if group.api == groupobjects.UPSTREAM else "scheduler-plugins PodGroup"
+    outcome = (
+        "placed together"
+        if group.result == trace.SCHEDULED
+        else "not placed: nothing of it stays reserved"
+    )
+    lines = [
+        _row(
+            "group",
+            f"{api} {group.name}: {group.scheduled} of its minimum {group.minimum} found a node "
+            f"({group.members} members tried in this cycle); {outcome}",
+        )
+    ]
+    if group.message:
+        lines.append(f"  {group.message}")
+    return lines
 
 
 def _policy(record: trace.Trace) -> list[str]:

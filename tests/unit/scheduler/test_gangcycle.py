@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from plumb import explain
 from plumb import scheduler as scheduler_module
 from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
@@ -336,3 +337,20 @@ async def test_a_member_whose_binding_fails_is_bound_again_where_its_group_put_i
     assert second == third
     assert {first[1], second[1]} == {"n1", "n2"}
     assert plumb.cache.state(second[0]) is cache_module.PodState.ASSUMED
+
+
+async def test_plumb_explain_says_which_group_a_member_waits_with_and_why(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    plumb.feed.on_pod_group(UPSTREAM, "ADDED", make_group("train", "ml", 3).uid("g").obj())
+    plumb.feed.resync(nodes(2, 2), [member(f"w{i}", "train") for i in range(3)])
+    await attempt(plumb)
+    line = plumb.tracer.last("ml/w0")
+    assert line is not None
+    text = explain.render(line)
+    status = f"minCount (3) cannot be satisfied: 2 scheduled, 0 remaining, {NO_VICTIMS}"
+    assert (
+        "group:    PodGroup ml/train: 2 of its minimum 3 found a node (3 members tried in this "
+        "cycle); not placed: nothing of it stays reserved\n"
+        f"  {status}\n"
+    ) in text

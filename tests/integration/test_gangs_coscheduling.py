@@ -8,7 +8,7 @@ scheduler-plugins' words, which plumb writes for that API."""
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pytest
@@ -36,6 +36,30 @@ def coscheduling(
 def _member(runner: side_by_side.Runner, name: str, namespace: str, group: str) -> kube.JSON:
     pod = runner.pod(name, namespace).label(POD_GROUP_LABEL, group)
     return pod.req(cpu="1").obj()
+
+
+def _nodes(
+    client: kube.Kube,
+    runner: side_by_side.Runner,
+    namespace: str,
+    add_node: NodeFactory,
+    *cpus: str,
+) -> list[str]:
+    """Nodes of ``cpus`` each (10 pods), in the scheduler's view."""
+    nodes = [
+        add_node(builders.make_node(f"{namespace}-n{i}").capacity(cpu=cpu, pods="10"))
+        for i, cpu in enumerate(cpus)
+    ]
+    side_by_side.in_view(client, runner, namespace, nodes)
+    return nodes
+
+
+def _members(
+    client: kube.Kube, runner: side_by_side.Runner, namespace: str, names: Iterable[str]
+) -> None:
+    """Pods of the group "gang", 1 cpu each."""
+    for name in names:
+        client.create_pod(_member(runner, name, namespace, "gang"))
 
 
 def _group(client: kube.Kube, name: str, namespace: str, min_member: int) -> None:
@@ -70,11 +94,9 @@ def test_a_whole_group_is_bound(
     namespace: str,
     add_node: NodeFactory,
 ) -> None:
-    nodes = [add_node(builders.make_node(f"{namespace}-n0").capacity(cpu="4", pods="10"))]
-    side_by_side.in_view(kube_client, coscheduling, namespace, nodes)
+    nodes = _nodes(kube_client, coscheduling, namespace, add_node, "4")
     _group(kube_client, "gang", namespace, 2)
-    for name in ("worker-0", "worker-1"):
-        kube_client.create_pod(_member(coscheduling, name, namespace, "gang"))
+    _members(kube_client, coscheduling, namespace, ("worker-0", "worker-1"))
 
     placed = side_by_side.wait_settled(kube_client, namespace, ["worker-0", "worker-1"])
 
@@ -87,11 +109,9 @@ def test_a_group_short_of_its_min_member_binds_nothing_and_says_why(
     namespace: str,
     add_node: NodeFactory,
 ) -> None:
-    nodes = [add_node(builders.make_node(f"{namespace}-n0").capacity(cpu="4", pods="10"))]
-    side_by_side.in_view(kube_client, coscheduling, namespace, nodes)
+    _nodes(kube_client, coscheduling, namespace, add_node, "4")
     _group(kube_client, "gang", namespace, 3)
-    for name in ("worker-0", "worker-1"):
-        kube_client.create_pod(_member(coscheduling, name, namespace, "gang"))
+    _members(kube_client, coscheduling, namespace, ("worker-0", "worker-1"))
 
     placed = side_by_side.wait_settled(kube_client, namespace, ["worker-0", "worker-1"])
 
@@ -122,15 +142,10 @@ def test_a_group_with_room_for_fewer_than_min_member_binds_nothing(
     namespace: str,
     add_node: NodeFactory,
 ) -> None:
-    nodes = [
-        add_node(builders.make_node(f"{namespace}-n{i}").capacity(cpu="1", pods="10"))
-        for i in range(2)
-    ]
-    side_by_side.in_view(kube_client, coscheduling, namespace, nodes)
+    _nodes(kube_client, coscheduling, namespace, add_node, "1", "1")
     _group(kube_client, "gang", namespace, 3)
     workers = [f"worker-{i}" for i in range(3)]
-    for name in workers:
-        kube_client.create_pod(_member(coscheduling, name, namespace, "gang"))
+    _members(kube_client, coscheduling, namespace, workers)
 
     placed = side_by_side.wait_settled(kube_client, namespace, workers)
     # Two members fit and wait at Permit for the third, which fits nowhere; its PostFilter
@@ -175,11 +190,7 @@ def test_a_labelled_pod_without_its_pod_group_is_never_bound(
     namespace: str,
     add_node: NodeFactory,
 ) -> None:
-    nodes = [
-        add_node(builders.make_node(f"{namespace}-n{i}").capacity(cpu="4", pods="10"))
-        for i in range(2)
-    ]
-    side_by_side.in_view(kube_client, coscheduling, namespace, nodes)
+    _nodes(kube_client, coscheduling, namespace, add_node, "4", "4")
     kube_client.create_pod(_member(coscheduling, "orphan", namespace, "missing"))
 
     placed = side_by_side.wait_settled(kube_client, namespace, ["orphan"])
@@ -197,12 +208,10 @@ def test_members_beyond_min_member_bind_where_there_is_room(
     namespace: str,
     add_node: NodeFactory,
 ) -> None:
-    nodes = [add_node(builders.make_node(f"{namespace}-n0").capacity(cpu="2", pods="10"))]
-    side_by_side.in_view(kube_client, coscheduling, namespace, nodes)
+    _nodes(kube_client, coscheduling, namespace, add_node, "2")
     _group(kube_client, "gang", namespace, 2)
     workers = [f"worker-{i}" for i in range(3)]
-    for name in workers:
-        kube_client.create_pod(_member(coscheduling, name, namespace, "gang"))
+    _members(kube_client, coscheduling, namespace, workers)
     placed = side_by_side.wait_settled(kube_client, namespace, workers)
     # The minimum placed, the one left over fails on its own: DefaultPreemption's words (in a
     # v1.34 kube-scheduler's), and no rejection of the group.
@@ -220,11 +229,9 @@ def test_a_member_arriving_late_completes_the_group(
     namespace: str,
     add_node: NodeFactory,
 ) -> None:
-    nodes = [add_node(builders.make_node(f"{namespace}-n0").capacity(cpu="4", pods="10"))]
-    side_by_side.in_view(kube_client, coscheduling, namespace, nodes)
+    _nodes(kube_client, coscheduling, namespace, add_node, "4")
     _group(kube_client, "gang", namespace, 3)
-    for name in ("worker-0", "worker-1"):
-        kube_client.create_pod(_member(coscheduling, name, namespace, "gang"))
+    _members(kube_client, coscheduling, namespace, ("worker-0", "worker-1"))
     assert side_by_side.wait_settled(kube_client, namespace, ["worker-0", "worker-1"]) == {
         "worker-0": None,
         "worker-1": None,

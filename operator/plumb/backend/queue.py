@@ -233,26 +233,20 @@ class SchedulingQueue:
         """A DRA claim was created or its status changed: the pods naming it that ``plugins``
         rejected or turned away may be tried (kube-scheduler's preQueueingHint: the pods by
         claim, not every pod)."""
-        self._event_seq += 1
-        if self._in_flight:
-            self._flight_events.append((self._event_seq, plugins))
-        for uid in sorted(self._claim_users.get(f"{namespace}/{name}", ())):
-            entry = self._entries[uid]
-            if entry.where is Where.GATED and entry.gated_by in plugins:
-                self._to_active_or_gated(entry)
-            elif entry.where is Where.UNSCHEDULABLE and (
-                not entry.plugins or entry.plugins & plugins
-            ):
-                del self._unschedulable[uid]
-                self._after_backoff(entry)
+        self._move(self._claim_users.get(f"{namespace}/{name}", set()), plugins)
 
     def move_group(self, ref: groupobjects.GroupRef, plugins: frozenset[str]) -> None:
         """A change of a pod group (a member added, the PodGroup added or its minimum
         lowered): its pods that ``plugins`` rejected or turned away may be tried."""
+        self._move(self._group_members.get(ref, set()), plugins)
+
+    def _move(self, uids: set[str], plugins: frozenset[str]) -> None:
+        """An event that concerns the pods ``uids`` only: those ``plugins`` rejected or turned
+        away may be tried."""
         self._event_seq += 1
         if self._in_flight:
             self._flight_events.append((self._event_seq, plugins))
-        for uid in sorted(self._group_members.get(ref, ())):
+        for uid in sorted(uids):
             entry = self._entries[uid]
             if entry.where is Where.GATED and entry.gated_by in plugins:
                 self._to_active_or_gated(entry)

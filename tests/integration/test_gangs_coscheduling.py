@@ -184,6 +184,7 @@ def test_a_group_with_room_for_fewer_than_min_member_binds_nothing(
     assert "optimistic rejection in PostFilter" in everything
 
 
+@pytest.mark.long
 def test_a_labelled_pod_without_its_pod_group_is_never_bound(
     coscheduling: side_by_side.Runner,
     kube_client: kube.Kube,

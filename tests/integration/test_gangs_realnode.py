@@ -59,6 +59,7 @@ def _job(namespace: str, image: str, node: str) -> dict[str, Any]:
     }
 
 
+@pytest.mark.long  # in make test-long
 def test_an_indexed_job_as_one_gang_runs_to_completion(
     node_cluster: NodeCluster, node_namespace: str, node_podgroups: list[str], node_plumb: Plumb
 ) -> None:

@@ -28,6 +28,8 @@ logger = logging.getLogger(__name__)
 DISRUPTION_TARGET = objects.DISRUPTION_TARGET
 PREEMPTION_BY_SCHEDULER = objects.PREEMPTION_BY_SCHEDULER
 PREEMPTION_MESSAGE = "{scheduler}: preempting to accommodate a higher priority {preemptor}"
+# kube-scheduler's preemptor types (fwk.PodGroupKeyType for a PodGroup), in the message above.
+POD_PREEMPTOR, GROUP_PREEMPTOR = "pod", "podgroup"
 
 
 @runtime_checkable
@@ -72,7 +74,7 @@ class Executor:
 
     async def preempt(self, victim: objects.PodInfo, preemptor: objects.PodInfo, node: str) -> bool:
         """Preempt one victim for a pod: ``evict``, then the Preempted event."""
-        evicted = await self.evict(victim, preemptor.scheduler_name, "pod", node)
+        evicted = await self.evict(victim, preemptor.scheduler_name, POD_PREEMPTOR, node)
         if evicted is True:
             self._recorder.preempted(victim, preemptor, node)
         return evicted is not False
@@ -83,7 +85,7 @@ class Executor:
         """Preempt one victim for a pod group (the whole cluster its domain, "cluster" its
         node, as kube-scheduler's PodGroup preemption names it): ``evict``, then the
         Preempted event, related to the PodGroup."""
-        evicted = await self.evict(victim, scheduler_name, "podgroup", "cluster")
+        evicted = await self.evict(victim, scheduler_name, GROUP_PREEMPTOR, "cluster")
         if evicted is True:
             self._recorder.preempted_by_group(victim, group)
         return evicted is not False

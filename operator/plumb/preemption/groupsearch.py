@@ -38,9 +38,6 @@ _MASKED = 1  # a static code that keeps a pinned member off every node but its o
 DEALLOCATED = "deallocation and deletion of ResourceClaims completed"
 PREFIX = "pod group preemption: "
 NEVER = "not eligible due to preemptionPolicy=Never."
-# kube-scheduler's preemptor type for a PodGroup (fwk.PodGroupKeyType), in the victims'
-# Preempted event and DisruptionTarget condition.
-PREEMPTOR_TYPE = "podgroup"
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

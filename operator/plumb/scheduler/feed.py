@@ -51,7 +51,6 @@ class ClusterFeed:
     def __init__(self, state: state_module.SchedulerState) -> None:
         self._state = state
         self.synced = asyncio.Event()  # set by the first full list
-        self._member_added: list[groupobjects.GroupRef] = []
         # The queue asks this before letting a pod in (it knows no cache of its own).
         state.queue.pre_enqueue = self.pre_enqueue
 
@@ -93,15 +92,12 @@ class ClusterFeed:
 
     def _pod_event(self, event_type: str | None, pod: objects.PodInfo) -> None:
         ref = groupobjects.group_of(pod)
-        if ref is not None and event_type != "DELETED" and not self._known(pod.uid):
-            # GangScheduling's hint on a pod added (unscheduled or assigned): its group's
-            # members may reach minCount now. After the pod is recorded, below.
-            self._member_added.append(ref)
-        try:
-            self._record_pod(event_type, pod)
-        finally:
-            while self._member_added:
-                self._state.queue.move_group(self._member_added.pop(), GROUP_HELPS)
+        added = ref is not None and event_type != "DELETED" and not self._known(pod.uid)
+        self._record_pod(event_type, pod)
+        if added and ref is not None:
+            # GangScheduling's hint on a pod added (unscheduled or assigned), once it is
+            # recorded: its group's members may reach minCount now.
+            self._state.queue.move_group(ref, GROUP_HELPS)
 
     def _known(self, uid: str) -> bool:
         return self._state.cache.pod(uid) is not None or uid in self._state.queue

@@ -40,13 +40,6 @@ class Groups:
         )
         return _raw(found)
 
-    def patch(self, api_version: str, namespace: str, name: str, patch: JSON) -> JSON:
-        group, version = _APIS[api_version]
-        changed = self.api.patch_namespaced_custom_object(
-            group, version, namespace, "podgroups", name, patch, _preload_content=False
-        )
-        return _raw(changed)
-
     def condition(self, namespace: str, name: str, kind: str) -> tuple[str, str, str] | None:
         """An upstream PodGroup's condition ``kind`` as (status, reason, message)."""
         body = self.get("scheduling.k8s.io/v1beta1", namespace, name)

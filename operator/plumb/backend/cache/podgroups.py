@@ -9,8 +9,6 @@ they are now.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from plumb.backend.records import groupobjects, objects
 from plumb.backend.records.groupobjects import GroupRef, PodGroup
 
@@ -60,12 +58,6 @@ class GroupStore:
         """The group the pod names, and the PodGroup if it exists."""
         ref = groupobjects.group_of(pod)
         return ref, (None if ref is None else self._groups.get(ref))
-
-    def __iter__(self) -> Iterator[PodGroup]:
-        return iter(list(self._groups.values()))
-
-    def __len__(self) -> int:
-        return len(self._groups)
 
     # Members placed ------------------------------------------------------------------------
 

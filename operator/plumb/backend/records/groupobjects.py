@@ -30,9 +30,6 @@ SCHEDULED_REASON, UNSCHEDULABLE_REASON, ERROR_REASON = (
     "Unschedulable",
     "SchedulerError",
 )
-# Coscheduling's Permit wait when neither the group nor the plugin's args say
-# (PermitWaitingTimeSeconds' default).
-COSCHEDULING_WAIT_SECONDS = 60
 
 
 @dataclasses.dataclass(frozen=True, slots=True, order=True)

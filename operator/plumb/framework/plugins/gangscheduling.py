@@ -14,7 +14,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from plumb.backend.records import groupobjects, objects
+from plumb.backend.records import objects
 from plumb.backend.records.groupobjects import PodGroup
 
 NAME = "GangScheduling"
@@ -35,7 +35,6 @@ NOT_ENOUGH_SIBLINGS = (
     "pre-filter pod {pod} cannot find enough sibling pods, current pods number: {count}, "
     "minMember of group: {minimum}"
 )
-GATED_SIBLINGS = "pre-filter pod {pod} cannot proceed due to gated pods in the same PodGroup"
 GROUP_REJECTED = (
     "PodGroup {group} gets rejected due to Pod {pod} is unschedulable even after PostFilter"
 )
@@ -139,8 +138,3 @@ def member_order(pods: list[objects.PodInfo], attempts: dict[str, int]) -> list[
             pod.name,
         ),
     )
-
-
-def is_gang_pod(pod: objects.PodInfo) -> bool:
-    """Whether the pod names a group of either API."""
-    return groupobjects.group_of(pod) is not None

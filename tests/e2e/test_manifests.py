@@ -196,10 +196,7 @@ def test_the_podgroups_kustomization_installs_the_podgroup_crd_alone() -> None:
 def test_the_podgroup_crd_is_scheduler_plugins_own_file() -> None:
     module = schedulerplugins.module_copy()
     if module is None:
-        pytest.skip(
-            reason=f"sigs.k8s.io/scheduler-plugins@{schedulerplugins.VERSION} is not in the Go "
-            f"module cache (hack/build-scheduler-plugins.sh downloads it)"
-        )
+        pytest.skip(reason=schedulerplugins.NOT_DOWNLOADED)
     upstream = (module / "config" / "crd" / "bases" / PODGROUP_CRD_NAME).read_text()
     lines = PODGROUP_CRD_FILE.read_text().splitlines(keepends=True)
     header = [line for line in lines if line.startswith("#")]

@@ -12,10 +12,7 @@ from plumb_dev.testing import schedulerplugins
 def test_the_profile_is_scheduler_plugins_coscheduling_manifest_under_another_name() -> None:
     module = schedulerplugins.module_copy()
     if module is None:
-        pytest.skip(
-            reason=f"sigs.k8s.io/scheduler-plugins@{schedulerplugins.VERSION} is not in the Go "
-            f"module cache (hack/build-scheduler-plugins.sh downloads it)"
-        )
+        pytest.skip(reason=schedulerplugins.NOT_DOWNLOADED)
     text = (module / "manifests" / "coscheduling" / "scheduler-config.yaml").read_text()
     (upstream,) = yaml.safe_load(text)["profiles"]
     upstream["schedulerName"] = schedulerplugins.SCHEDULER_NAME

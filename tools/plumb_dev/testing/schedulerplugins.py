@@ -36,6 +36,11 @@ POD_GROUP_LABEL = f"{GROUP}/pod-group"
 # scheduler-plugins' manifests set 10 s (the plugin's own default is 60 s): how long a member
 # that passed the filters waits at Permit for the rest of its group.
 PERMIT_WAITING_SECONDS = 10
+# Why a check of the module's own files cannot run (``module_copy`` found none).
+NOT_DOWNLOADED = (
+    f"sigs.k8s.io/scheduler-plugins@{VERSION} is not in the Go module cache "
+    "(hack/build-scheduler-plugins.sh downloads it)"
+)
 _SCRIPT = "build-scheduler-plugins.sh"
 _KUBECTL_CACHE = "kubectl-cache"
 # Longer than kube-scheduler's start: the plugin syncs its own PodGroup cache first.

@@ -40,6 +40,7 @@ import enum
 import heapq
 import time
 from collections.abc import Callable, Hashable
+from typing import TypeVar
 
 from plumb.backend.records import groupobjects, objects
 
@@ -316,12 +317,7 @@ class SchedulingQueue:
             self._unschedulable.pop(uid, None)
             self._seq += 1  # the heap items it had (active, backoff) go stale
             entry.seq = self._seq
-            entry.where = Where.IN_FLIGHT
-            entry.attempts += 1
-            entry.updated_in_flight = False
-            entry.popped_at_event = self._event_seq
-            entry.popped_at = self._clock()
-            self._in_flight.add(uid)
+            self._take(entry)
             members.append(entry)
         return members
 
@@ -343,13 +339,17 @@ class SchedulingQueue:
         if entry is None:
             return None
         heapq.heappop(self._active)
+        self._take(entry)
+        return entry
+
+    def _take(self, entry: Entry) -> None:
+        """The pod is popped: in flight, one attempt more."""
         entry.where = Where.IN_FLIGHT
         entry.attempts += 1
         entry.updated_in_flight = False
         entry.popped_at_event = self._event_seq
         entry.popped_at = self._clock()
         self._in_flight.add(entry.pod.uid)
-        return entry
 
     def requeue(self, entry: Entry) -> None:
         """Put a popped pod straight back (its decision went stale before it could be used)."""
@@ -497,28 +497,12 @@ class SchedulingQueue:
 
     def _index_claims(self, pod: objects.PodInfo, sign: int) -> None:
         for name in pod.resource_claim_names:
-            key = f"{pod.namespace}/{name}"
-            if sign > 0:
-                self._claim_users.setdefault(key, set()).add(pod.uid)
-                continue
-            users = self._claim_users.get(key)
-            if users is not None:
-                users.discard(pod.uid)
-                if not users:
-                    del self._claim_users[key]
+            _index(self._claim_users, f"{pod.namespace}/{name}", pod.uid, sign)
 
     def _index_group(self, pod: objects.PodInfo, sign: int) -> None:
         ref = groupobjects.group_of(pod)
-        if ref is None:
-            return
-        if sign > 0:
-            self._group_members.setdefault(ref, set()).add(pod.uid)
-            return
-        members = self._group_members.get(ref)
-        if members is not None:
-            members.discard(pod.uid)
-            if not members:
-                del self._group_members[ref]
+        if ref is not None:
+            _index(self._group_members, ref, pod.uid, sign)
 
     def _push_active(self, entry: Entry) -> None:
         self._seq += 1
@@ -588,3 +572,18 @@ class SchedulingQueue:
                 oldest = next(iter(waiting.values()))
                 deadlines.append(oldest.since + UNSCHEDULABLE_TIMEOUT)
         return max(0.0, min(deadlines) - now) if deadlines else None
+
+
+_Key = TypeVar("_Key", str, groupobjects.GroupRef)
+
+
+def _index(table: dict[_Key, set[str]], key: _Key, uid: str, sign: int) -> None:
+    """Add (``sign`` > 0) or remove a pod's uid under ``key``; an empty set goes."""
+    if sign > 0:
+        table.setdefault(key, set()).add(uid)
+        return
+    uids = table.get(key)
+    if uids is not None:
+        uids.discard(uid)
+        if not uids:
+            del table[key]

@@ -338,7 +338,7 @@ def test_the_report_states_the_targets_and_the_kernel_figures(tmp_path: Path) ->
     # Issue 4: 4 met, 2 not met, 1 not measured; issue 16 on basic alone: RSS and p99 met, CPU
     # (1.5 s for 3 pods, the same for both) not met, the drain, xlarge and 15,000-node kernel
     # targets not measured; issue 27's four (no dra workload) not measured.
-    assert "(6 met, 3 not met, 11 not measured)" in markdown
+    assert "(6 met, 3 not met, 15 not measured)" in markdown
     assert f"| 4 | {THROUGHPUT} |" in markdown
     assert f"| 16 | {EVERY_CPU} |" in markdown
     assert "smoke-test sizes" in markdown  # the context says quick
@@ -529,6 +529,68 @@ def test_without_dra_its_targets_are_not_measured_and_its_controller_is_tabulate
     assert "| claim made by the controller, p50 after create (ms) | - | - | - | 250 |" in rows
     assert "| claim made by the controller, p99 after create (ms) | - | - | - | 1500 |" in rows
     assert not any("resourceclaim" in row for row in report.table({"plumb": _result("plumb", 1.0)}))
+
+
+GANG_PLACED = "gang: every group placed whole, none part placed"
+GANG_VERSUS = "gang: throughput at least kube-scheduler's"
+GANG_P99 = "gang: p99 from a group's first create to its last member bound at most kube-scheduler's"
+GANG_CPU = "gang: scheduler CPU ms per bound pod lower than kube-scheduler's"
+
+
+def _gang(scheduler: str, throughput: float, p99: float = 2.0, **changes: Any) -> dict[str, Any]:
+    changes.setdefault("groups_placed", {"groups": 30, "whole": 30, "p50": 1.0, "p99": p99})
+    changes.setdefault("quality__violations", {"allocatable": 0, "gangs": 0})
+    return _with(_result(scheduler, throughput), workload="gang", gang=8, **changes)
+
+
+def test_the_gang_targets() -> None:
+    verdicts = _verdicts(
+        _sections(
+            _gang("plumb", 200.0, p99=1.5, usage__cpu_seconds=1.2),
+            _gang("kube-scheduler", 150.0),
+        )
+    )
+    expected = {
+        GANG_PLACED: "30 of 30 groups whole; violations 0 (part placed groups 0)",
+        GANG_VERSUS: "200.0 vs 150.0 pods/s",
+        GANG_P99: "1500 vs 2000 ms",
+        GANG_CPU: "400.00 vs 500.00 ms",
+    }
+    for target, figures in expected.items():
+        assert (verdicts[target].status, verdicts[target].figures) == (report.MET, figures)
+        assert verdicts[target].issue == 28
+    rows = report.table({"plumb": _gang("plumb", 1.0)})
+    assert "| group placed whole, p99 after its first create (ms) | 2000 | - | - | - |" in rows
+    assert "| groups placed whole | 30 | - | - | - |" in rows
+
+
+@pytest.mark.parametrize(
+    ("change", "target"),
+    [
+        ({"groups_placed": {"groups": 30, "whole": 29, "p50": 1.0, "p99": 1.5}}, GANG_PLACED),
+        ({"quality__violations": {"gangs": 1}}, GANG_PLACED),
+        ({"timing__throughput": 149.9}, GANG_VERSUS),
+        ({"groups_placed": {"groups": 30, "whole": 30, "p50": 1.0, "p99": 2.001}}, GANG_P99),
+        ({"usage__cpu_seconds": 1.5}, GANG_CPU),
+    ],
+)
+def test_each_gang_target_can_fail(change: dict[str, Any], target: str) -> None:
+    ours = _gang("plumb", 150.0, p99=1.5, **{"usage__cpu_seconds": 1.2, **change})
+    verdicts = _verdicts(_sections(ours, _gang("kube-scheduler", 150.0)))
+    assert verdicts[target].status == report.NOT_MET
+    others = {GANG_PLACED, GANG_VERSUS, GANG_P99, GANG_CPU} - {target}
+    assert all(verdicts[other].status == report.MET for other in others)
+    bare = _verdicts(_sections(_result("plumb", 1.0), _result("kube-scheduler", 1.0)))
+    assert bare[target].status == report.NOT_MEASURED
+
+
+def test_a_gang_section_says_what_a_group_is(tmp_path: Path) -> None:
+    runs = [_gang(s, 1.0) for s in report.SCHEDULERS]
+    report.write(tmp_path, [*runs, _result("plumb", 1.0)], _context())
+    markdown = (tmp_path / "benchmarks.md").read_text()
+    gang = markdown[markdown.index("## gang") : markdown.index("## basic")]
+    assert "groups of 8 consecutive pods" in gang
+    assert "PodGroup" not in markdown[markdown.index("## basic") :]
 
 
 def _xlarge(scheduler: str, throughput: float, **changes: Any) -> dict[str, Any]:

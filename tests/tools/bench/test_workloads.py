@@ -17,6 +17,7 @@ def test_default_selection_leaves_the_large_workloads_out() -> None:
         "anti-affinity",
         "preferred-affinity",
         "dra",
+        "gang",
     ]
     with_large = [w.name for w in workloads.select(None, quick=False, large=True)]
     assert with_large[-1] == "large"
@@ -165,6 +166,19 @@ def test_dra_is_500_nodes_of_8_devices_and_pods_claiming_one_each() -> None:
     (quick,) = workloads.select(["dra"], quick=True, large=False)
     assert (quick.nodes, quick.initial_pods, quick.measured_pods) == (200, 100, 300)
     assert not workloads.select(["basic"], quick=False, large=False)[0].dra
+
+
+def test_gang_is_300_groups_of_8_on_1000_nodes_and_only_its_pods_are_members() -> None:
+    (gang,) = workloads.select(["gang"], quick=False, large=False)
+    assert (gang.nodes, gang.initial_pods, gang.measured_pods, gang.gang) == (1000, 1000, 2400, 8)
+    assert gang.measured_pods // gang.gang == 300
+    (quick,) = workloads.select(["gang"], quick=True, large=False)
+    assert (quick.nodes, quick.initial_pods, quick.measured_pods) == (200, 100, 240)
+    assert not workloads.select(["basic"], quick=False, large=False)[0].gang
+    with pytest.raises(ValueError, match="12 measured pods do not make whole groups of 8"):
+        workloads.Workload(
+            name="x", description="", nodes=10, initial_pods=0, measured_pods=12, gang=8
+        )
 
 
 def test_a_dra_workload_with_more_pods_than_devices_is_refused() -> None:

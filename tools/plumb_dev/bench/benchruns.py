@@ -13,6 +13,11 @@ scheduler starts, and runs kube-controller-manager's resourceclaim controller be
 (``claimcontroller``), which makes the measured pods' claims from their template; its CPU is
 reported apart.
 
+A gang run creates an upstream PodGroup for each group of measured pods before the pods
+(``gangload``); the control plane serves that API (GenericWorkload on, for every run: it costs the
+others nothing), and kube-scheduler runs with the gate for this workload only. Each group's time
+to be placed whole, and any group left part placed, are reported.
+
 A drain run turns the middle round: our watch starts, the measured pods are created and seen
 pending, and only then does the scheduler (or the raw binder) start; its time, CPU included,
 runs from that start.
@@ -41,6 +46,7 @@ from plumb_dev.bench import (
     ceiling,
     claimcontroller,
     draload,
+    gangload,
     kernelbench,
     measuring,
     populating,
@@ -113,6 +119,11 @@ class RunResult:
     """p50 and p99 (seconds) from a measured pod's create to its claim recorded in its status by
     the resourceclaim controller: the wait every scheduler has before it can take the pod (dra
     workloads only)."""
+    gang: int = 0
+    """The size of each measured group (gangload), 0 for a workload without groups."""
+    groups_placed: dict[str, float] | None = None
+    """Gang workloads: groups, groups placed whole, and p50 and p99 (seconds) from a group's
+    first member's create to its last member's binding (gangload.group_figures)."""
 
 
 def main(settings: Settings) -> int:
@@ -131,7 +142,12 @@ def main(settings: Settings) -> int:
     with tempfile.TemporaryDirectory(prefix="plumb-bench-") as scratch:
         work = Path(scratch)
         print("starting etcd and kube-apiserver on 127.0.0.1 ...", file=sys.stderr)
-        plane = controlplane.start(work / "cluster", bin_dir=bin_dir, parts=controlplane.BENCHMARK)
+        plane = controlplane.start(
+            work / "cluster",
+            bin_dir=bin_dir,
+            parts=controlplane.BENCHMARK,
+            feature_gates=gangload.GATES if any(w.gang for w in selected) else None,
+        )
         try:
             results = asyncio.run(_run_all(plane, work, selected))
         finally:
@@ -273,7 +289,11 @@ async def _run_one(
     def pod(name: str, index: int) -> builders.PodBuilder:
         """The index-th pod of the run (initial pods first)."""
         base = builders.make_pod(name, namespace).scheduler(scheduler_name)
-        return workload.shape(index)(base.label(workloads.APP_LABEL, workload.name))
+        shaped = workload.shape(index)(base.label(workloads.APP_LABEL, workload.name))
+        measured_index = index - workload.initial_pods
+        if workload.gang and measured_index >= 0:
+            return gangload.member(shaped, measured_index, workload.gang)
+        return shaped
 
     await populating.create_namespace(api, namespace)
     await populating.create_nodes(
@@ -288,6 +308,8 @@ async def _run_one(
         dra = draload.DraRun(namespace=namespace, run_id=run_id, node_names=node_names)
         await draload.create_devices(api, dra)
         await draload.create_initial_claims(api, dra, workload.initial_pods)
+    if workload.gang:
+        await gangload.create_groups(api, namespace, workload.measured_pods, workload.gang)
     initial = [
         pod(f"init-{i:05d}", i).node(node_names[workload.ceiling_node(i)])
         for i in range(workload.initial_pods)
@@ -432,6 +454,19 @@ async def _run_one(
             _status(f"{label} device violation: {problem}")
         violations = {**assessed.violations, "devices": len(problems)}
         assessed = dataclasses.replace(assessed, violations=violations)
+    groups_placed = None
+    if workload.gang:
+        problems = gangload.part_placed(pods, workload.gang)
+        for problem in problems[:5]:
+            _status(f"{label} gang violation: {problem}")
+        violations = {**assessed.violations, "gangs": len(problems)}
+        assessed = dataclasses.replace(assessed, violations=violations)
+        member_of = {
+            name: gangload.group_of(index_of_pod(name) - workload.initial_pods, workload.gang)
+            for name in measured_names
+        }
+        spans = gangload.placed_whole(sent, bound, member_of)
+        groups_placed = gangload.group_figures(spans, workload.measured_pods // workload.gang)
     if workload.drain:
         timed = measuring.drain_timing(started, len(measured), bound)
         curve = latencies = sorted(at - started for at in bound.values())
@@ -450,6 +485,8 @@ async def _run_one(
     await populating.delete_run(api, namespace, node_selector)
     if dra is not None:
         await draload.delete_devices(api, dra)
+    if workload.gang:
+        await gangload.delete_groups(api, namespace)
     _finish(label, timed, assessed)
     return RunResult(
         workload=workload.name,
@@ -471,6 +508,8 @@ async def _run_one(
         wall_seconds=round(time.monotonic() - began, 1),
         controller_cpu_seconds=controller_cpu,
         claim_made=claim_made,
+        gang=workload.gang,
+        groups_placed=groups_placed,
     )
 
 
@@ -483,7 +522,9 @@ async def _start(
 ) -> schedulers.SchedulerProcess:
     if scheduler == PLUMB:
         return await schedulers.start_plumb(plane, directory, scheduler_name, workload.nodes)
-    return await schedulers.start_kube_scheduler(plane, directory)
+    # The gate for the gang workload only: the others measure kube-scheduler as it is by default.
+    gates = gangload.GATES if workload.gang else {}
+    return await schedulers.start_kube_scheduler(plane, directory, feature_gates=gates)
 
 
 def _side_meters(

@@ -307,21 +307,8 @@ async def delete_devices(api: k8s_client.ApiClient, run: DraRun) -> None:
     """The run's claims (their finalizers taken off first: no controller is left to), slices
     and class. The template goes with the namespace's other leftovers (benchruns keeps the
     namespace: nothing would finish deleting it)."""
-    claims = [c for c in await list_claims(api, run.namespace) if c["metadata"].get("finalizers")]
     path = _CLAIMS.format(namespace=quote(run.namespace))
-
-    async def unfinalize(index: int) -> None:
-        name = claims[index]["metadata"]["name"]
-        patch = {"metadata": {"finalizers": None}}
-        response = await api.request(
-            "PATCH", f"{path}/{quote(name)}", body=patch, content_type=k8s_client.MERGE_PATCH
-        )
-        if not response.ok and response.status != 404:
-            raise populating.PopulateError(
-                f"PATCH {path}/{name}: HTTP {response.status}: {response.message()}"
-            )
-
-    await populating.many(len(claims), unfinalize)
+    await populating.unfinalize(api, path, await list_claims(api, run.namespace))
     await populating.delete_collection(api, path, {})
     await populating.delete_collection(api, _SLICES, {"labelSelector": f"{RUN_LABEL}={run.run_id}"})
     response = await api.request("DELETE", f"{_CLASSES}/{quote(run.device_class)}")

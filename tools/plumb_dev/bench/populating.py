@@ -65,6 +65,23 @@ async def delete_collection(
             raise _refused("DELETE", path, response)
 
 
+async def unfinalize(api: k8s_client.ApiClient, path: str, items: Sequence[JSON]) -> None:
+    """Takes the finalizers off those of ``items`` (objects listed at collection ``path``) that
+    have any: in the bench no controller is there to, and they would never finish deleting."""
+    names = [item["metadata"]["name"] for item in items if item["metadata"].get("finalizers")]
+
+    async def clear(index: int) -> None:
+        name = names[index]
+        patch = {"metadata": {"finalizers": None}}
+        response = await api.request(
+            "PATCH", f"{path}/{quote(name)}", body=patch, content_type=k8s_client.MERGE_PATCH
+        )
+        if not response.ok and response.status != 404:
+            raise _refused("PATCH", f"{path}/{name}", response)
+
+    await many(len(names), clear)
+
+
 async def create_namespace(api: k8s_client.ApiClient, name: str) -> None:
     body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
     await _checked(api, "POST", "/api/v1/namespaces", body=body)

@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -166,8 +167,12 @@ async def start_plumb(
 
 
 async def start_kube_scheduler(
-    plane: controlplane.ControlPlane, directory: Path
+    plane: controlplane.ControlPlane,
+    directory: Path,
+    *,
+    feature_gates: Mapping[str, bool] | None = None,
 ) -> KubeSchedulerProcess:
+    """kube-scheduler with ``feature_gates`` (None: the plane's own)."""
     # client QPS and burst 5000 and no leader election, as scheduler_perf runs it.
     started = await asyncio.to_thread(
         kubescheduler.start,
@@ -177,6 +182,7 @@ async def start_kube_scheduler(
         qps=5000,
         burst=5000,
         timeout=SYNC_TIMEOUT,
+        feature_gates=feature_gates,
     )
     return KubeSchedulerProcess(started)
 

@@ -66,6 +66,9 @@ class Workload:
     draload.MATCHING: an initial pod through a claim allocated beforehand, a measured pod
     through the template, whose claims kube-controller-manager's resourceclaim controller makes
     (started for this workload's runs only)."""
+    gang: int = 0
+    """When set, the measured pods come in groups of this many consecutive pods, one upstream
+    PodGroup each with that minCount (``gangload``): all of a group's pods placed or none."""
     large: bool = False
     """Only with ``--large``: minutes of runtime per scheduler."""
     xlarge: bool = False
@@ -93,6 +96,13 @@ class Workload:
                     f"the template's selector accepts"
                 )
 
+        for _, _, measured in sizes if self.gang else ():
+            if measured % self.gang:
+                raise ValueError(
+                    f"workload {self.name!r}: {measured} measured pods do not make whole groups "
+                    f"of {self.gang}"
+                )
+
     def shape(self, pod_index: int) -> PodShape:
         """The shape of the pod_index-th pod (initial pods first), with its class label."""
         if not self.mix:
@@ -115,6 +125,11 @@ class Workload:
         workload's constraints (zone skew, one pod per host) without computing anything.
         """
         return pod_index % self.nodes
+
+
+def _gang_member(pod: builders.PodBuilder) -> builders.PodBuilder:
+    # A training worker: a whole cpu, so that 8 of them fill two nodes of 4.
+    return pod.req(cpu="1", memory="2Gi")
 
 
 def _zone_spread(pod: builders.PodBuilder) -> builders.PodBuilder:
@@ -207,6 +222,19 @@ WORKLOADS: tuple[Workload, ...] = (
         initial_pods=500,
         measured_pods=2000,
         dra=True,
+    ),
+    Workload(
+        name="gang",
+        description=(
+            "Gangs: upstream PodGroups (scheduling.k8s.io/v1beta1) of 8 pods of 1 cpu each, "
+            "minCount 8, all or nothing"
+        ),
+        nodes=1000,
+        initial_pods=1000,
+        measured_pods=2400,
+        pod=_gang_member,
+        gang=8,
+        quick=(200, 100, 240),
     ),
     Workload(
         name="large",

@@ -12,6 +12,12 @@ again after a backoff. An upstream PodGroup gets its PodGroupInitiallyScheduled 
 
 scheduler-plugins' Coscheduling reaches the same all-or-nothing through Permit waits, pod by
 pod; plumb decides its groups here too, and writes Coscheduling's words.
+
+A group whose members a SchedulingPolicy with ``spec.gangs`` governs is first tried in one
+topology domain at a time, least fragmentation first (framework/gangdomains.py), each trial
+unreserved whole when its minimum does not fit; only when no single domain holds it is it tried
+across domains, freely (ScheduleAnyway) or as one deviation on the policy's budget
+(DoNotSchedule), and refused in the budget's words once the budget is spent.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ from plumb import events as events_module
 from plumb.backend import queue as queue_module
 from plumb.backend.records import groupobjects, objects
 from plumb.backend.records.groupobjects import GroupRef, PodGroup
-from plumb.framework import cycle, emulation, scoring
+from plumb.framework import cycle, emulation, gangdomains, scoring
 from plumb.framework.plugins import gangscheduling
 from plumb.framework.plugins.gangscheduling import Feasibility, Progress
 from plumb.observability import metrics as metrics_module
@@ -39,6 +45,9 @@ if TYPE_CHECKING:
 logger = logging.getLogger("plumb.scheduler")
 
 GANG_PLUGINS = frozenset({gangscheduling.NAME})
+# spec.gangs: the most domains one cycle tries the group in (each a kernel run or more), the
+# tightest first; a group none of them holds is tried across domains.
+MAX_DOMAINS_TRIED = 8
 # plumb_podgroup_schedule_attempts_total's results (kube-scheduler's words).
 SCHEDULED, UNSCHEDULABLE, ERROR = "scheduled", "unschedulable", "error"
 # scheduler-plugins v0.34.7 is a kube-scheduler v1.34: its PostFilter words are that release's
@@ -71,6 +80,10 @@ class Walk:
     stop: Progress | None = None
     total: int = 0  # nodes in the last snapshot
     policy: spec.Policy | None = None
+    # Where the policy's spec.gangs rule put the group (None without the rule), and, set when
+    # no single domain holds it and the budget allows no deviation, the words it is refused in.
+    topology: trace.GroupDomainRecord | None = None
+    blocked: str = ""
 
 
 class GangCycle:
@@ -136,7 +149,14 @@ class GangCycle:
         walk.policy = s.policies.governing(ordered[0].pod)
         if walk.stops and walk.progress.verdict is Feasibility.UNSCHEDULABLE:
             walk.stop = walk.progress
-        await self._try(ordered, profile, walk)
+        rule = None if walk.policy is None else walk.policy.gangs
+        if rule is None or walk.stop is not None:
+            await self._try(ordered, profile, walk)
+        else:
+            walk = await self._in_one_domain(ordered, profile, walk, group, rule)
+            if walk.blocked:
+                self._blocked(walk, group)
+                return
         if walk.stop is None and walk.progress.verdict is Feasibility.SATISFIED:
             await self._place(walk, group, profile)
             return
@@ -159,19 +179,32 @@ class GangCycle:
                 self._scheduler.unreserve(member.entry, member.held)
 
     async def _try(
-        self, ordered: list[queue_module.Entry], profile: scoring.Profile, walk: Walk
+        self,
+        ordered: list[queue_module.Entry],
+        profile: scoring.Profile,
+        walk: Walk,
+        domain: tuple[str, str] | None = None,
     ) -> None:
         """Try the members in order, as many per kernel run as may share one: each that fits
         is reserved on its node at once, so the runs after see it; a member the kernel put off
         (its devices an earlier member of its run could take) goes first in the next run.
-        Stops where PlacementFeasible says the minimum cannot be reached any more."""
+        Stops where PlacementFeasible says the minimum cannot be reached any more.
+        ``domain``: (key, value) the members are confined to (decided as if each asked for it
+        in its required node affinity; reserved and bound as they are)."""
         s = self._scheduler
         members = [entry.pod.uid for entry in ordered]
         pending = list(ordered)
         while pending and walk.stop is None:
             chunk = self._chunk(pending)
             pending = pending[len(chunk) :]
-            decided = await s.decide_only(chunk, profile, walk.policy, together=members)
+            asked = chunk
+            if domain is not None:
+                key, value = domain
+                asked = [
+                    dataclasses.replace(entry, pod=gangdomains.confine(entry.pod, key, value))
+                    for entry in chunk
+                ]
+            decided = await s.decide_only(asked, profile, walk.policy, together=members)
             walk.records.update(decided.records)
             walk.total = decided.total
             decisions = {decision.pod.uid: decision for decision in decided.decisions}
@@ -216,6 +249,153 @@ class GangCycle:
             chunk.append(entry)
         return chunk
 
+    # Topology (spec.gangs) ------------------------------------------------------------------
+
+    async def _in_one_domain(
+        self,
+        ordered: list[queue_module.Entry],
+        profile: scoring.Profile,
+        start: Walk,
+        group: PodGroup,
+        rule: spec.GangTopology,
+    ) -> Walk:
+        """The group tried in one domain of the rule's key at a time, least fragmentation
+        first; the first whose minimum is placed wins, and a trial that fails is unreserved
+        whole. With members placed before all in one domain, only that one is tried; with
+        them in several, the group already spans. No single domain holds it: tried across
+        domains (``start``), kept when ScheduleAnyway or the budget allows one deviation for
+        the group, else unreserved and ``blocked``."""
+        s = self._scheduler
+        policy = start.policy
+        assert policy is not None
+        key = rule.topology_key
+        snap = s.cache.snapshot()
+        held = gangdomains.domains_of(
+            snap, key, (s.cache.node_of(uid) or "" for uid in s.cache.groups.placed(group.ref))
+        )
+        if len(held) > 1 or None in held:
+            await self._try(ordered, profile, start)
+            start.topology = trace.GroupDomainRecord(
+                key=key,
+                spans=True,
+                text=f"members placed before are not all in one {key} domain; the others go "
+                "where they fit",
+            )
+            return start
+        needed = start.progress.minimum - start.progress.scheduled
+        asked = gangdomains.demand([entry.pod for entry in ordered], needed)
+        within = next(iter(held), None)
+        rooms = gangdomains.candidates(snap, key, asked, within=within)
+        tried: list[str] = []
+        for room in rooms[:MAX_DOMAINS_TRIED]:
+            trial = Walk(progress=start.progress, policy=policy)
+            await self._try(ordered, profile, trial, (key, room.value))
+            tried.append(room.value)
+            if trial.stop is None and trial.progress.verdict is Feasibility.SATISFIED:
+                if within is not None:
+                    why = "where its members placed before are"
+                else:
+                    holding = "the 1 domain" if len(rooms) == 1 else f"the {len(rooms)} domains"
+                    why = (
+                        f"the tightest fit of {holding} whose free room holds its minimum: "
+                        f"{room.describe()}"
+                    )
+                    if len(tried) > 1:
+                        why += f" (tried {', '.join(tried)})"
+                trial.topology = trace.GroupDomainRecord(
+                    key=key, domain=room.value, tried=tuple(tried), text=why
+                )
+                return trial
+            self._unreserve(trial)
+        why = f"no single {key} domain holds its minimum {start.progress.minimum}"
+        why += f" (tried {', '.join(tried)})" if tried else " (none has the free room)"
+        await self._try(ordered, profile, start)
+        if start.stop is not None or start.progress.verdict is not Feasibility.SATISFIED:
+            start.topology = trace.GroupDomainRecord(
+                key=key, tried=tuple(tried), text=f"{why}, nor do the domains together"
+            )
+            return start
+        spans = gangdomains.domains_of(snap, key, _nodes(start))
+        across = ", ".join(sorted(value or "(no domain)" for value in spans))
+        if not rule.hard:
+            start.topology = trace.GroupDomainRecord(
+                key=key,
+                tried=tuple(tried),
+                spans=True,
+                text=f"{why}; placed across {across} (whenUnsatisfiable ScheduleAnyway)",
+            )
+            return start
+        name = f"SchedulingPolicy {policy.namespace}/{policy.name}"
+        if s.policies.may_span(policy, group.uid):
+            start.topology = trace.GroupDomainRecord(
+                key=key,
+                tried=tuple(tried),
+                spans=True,
+                deviation=True,
+                text=f"{why}; placed across {across}, one deviation on {name}'s budget",
+            )
+            return start
+        self._unreserve(start)
+        blocked = f"{why}; spanning domains needs a deviation. {s.policies.budget_text(policy)}."
+        start.topology = trace.GroupDomainRecord(key=key, tried=tuple(tried), text=blocked)
+        start.blocked = f"{gangscheduling.GROUP_UNSCHEDULABLE}, {blocked}"
+        return start
+
+    def _blocked(self, walk: Walk, group: PodGroup) -> None:
+        """No single domain holds the group, and its policy's budget allows it no deviation:
+        nothing stays reserved, each member is told so, naming the policy and its budget, and
+        the group is tried again after a backoff."""
+        s = self._scheduler
+        policy = walk.policy
+        assert policy is not None
+        s.metrics.podgroup_attempt(UNSCHEDULABLE)
+        told = _told(walk, group, trace.UNSCHEDULABLE, walk.blocked)
+        budget = self._budget(policy)
+        entries = [member.entry for member in walk.tried] + walk.untried
+        for entry in entries:
+            record = told(walk.records.get(entry.pod.uid) or _bare_record(entry, walk.total))
+            record = dataclasses.replace(record, budget=budget)
+            s.policies.record(policy, entry.pod, None, message=walk.blocked)
+            self._fail(entry, record, walk.blocked, GANG_PLUGINS)
+        status = walk.blocked.removeprefix(f"{gangscheduling.GROUP_UNSCHEDULABLE}, ")
+        s.state.group_conditions.initially_scheduled(group, status)
+
+    def _deviated(
+        self, walk: Walk, group: PodGroup, member: Tried, record: trace.Trace
+    ) -> trace.Trace:
+        """A member placed as part of a group spanning domains on its policy's budget: its
+        PolicyDeviation event, the policy's last decision, and its trace marked a deviation."""
+        s = self._scheduler
+        policy, topology = walk.policy, walk.topology
+        assert policy is not None
+        assert topology is not None
+        assert member.held is not None
+        node = member.held.node
+        note = (
+            f"Placed on {node} with pod group {group.key} beyond SchedulingPolicy "
+            f"{policy.namespace}/{policy.name} (generation {policy.generation}): "
+            f"{topology.text}. {s.policies.budget_text(policy)}."
+        )
+        s.state.recorder.deviated(member.entry.pod, note)
+        s.policies.record(policy, member.entry.pod, node, deviation=True, message=note)
+        return dataclasses.replace(
+            record, message=note, deviation=True, budget=self._budget(policy)
+        )
+
+    def _budget(self, policy: spec.Policy) -> trace.BudgetRecord | None:
+        """The policy's budget as a member's trace shows it (as a single pod's, loop.py)."""
+        s = self._scheduler
+        state = s.policies.budget_state(policy)
+        if state is None:
+            return None
+        return trace.BudgetRecord(
+            used=state.used,
+            remaining=state.remaining,
+            max_violations=state.max_violations,
+            open=s.policies.may_deviate(policy),
+            text=s.policies.budget_text(policy),
+        )
+
     # Outcomes ------------------------------------------------------------------------------
 
     async def _place(self, walk: Walk, group: PodGroup, profile: scoring.Profile) -> None:
@@ -231,6 +411,12 @@ class GangCycle:
         if group.api == groupobjects.COSCHEDULING:
             said = await self._coscheduling_post_filters(walk, profile)
         told = _told(walk, group, trace.SCHEDULED, "")
+        spanned = walk.topology is not None and walk.topology.deviation
+        if spanned:
+            assert walk.policy is not None
+            # One deviation for the whole group, charged to its PodGroup before the members'
+            # events, so that each tells the budget as it stands.
+            s.policies.spend_span(walk.policy, group.uid)
         for member in walk.tried:
             entry, record = member.entry, told(walk.records[member.entry.pod.uid])
             if member.held is None:
@@ -247,6 +433,8 @@ class GangCycle:
                     record = dataclasses.replace(record, preemption=found.preemption)
                 self._fail(entry, record, message, member.decision.plugins)
             elif s.queue.where(entry.pod.uid) is queue_module.Where.IN_FLIGHT:
+                if spanned:
+                    record = self._deviated(walk, group, member, record)
                 s.bind(entry, member.held, record, walk.policy)
             else:  # deleted while the others were tried
                 s.unreserve(entry, member.held)
@@ -436,5 +624,11 @@ def _told(
         members=len(walk.tried) + len(walk.untried),
         result=result,
         message=message,
+        topology=walk.topology,
     )
     return lambda member: dataclasses.replace(member, group=record)
+
+
+def _nodes(walk: Walk) -> list[str]:
+    """The nodes the walk's members were reserved on."""
+    return [member.held.node for member in walk.tried if member.held is not None]

@@ -14,8 +14,8 @@ scheduler-plugins' Coscheduling reaches the same all-or-nothing through Permit w
 pod; plumb decides its groups here too, and writes Coscheduling's words.
 
 A group whose members a SchedulingPolicy with ``spec.gangs`` governs is first tried in one
-topology domain at a time, least fragmentation first (framework/gangdomains.py), each trial
-unreserved whole when its minimum does not fit; only when no single domain holds it is it tried
+topology domain at a time, least fragmentation first (framework/gangdomains.py; the trials in
+scheduler/domaintrials.py), each trial unreserved whole when its minimum does not fit; only when no single domain holds it is it tried
 across domains, freely (ScheduleAnyway) or as one deviation on the policy's budget
 (DoNotSchedule), and refused in the budget's words once the budget is spent.
 """
@@ -38,6 +38,7 @@ from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import spec
 from plumb.preemption import evaluator, search
+from plumb.scheduler import domaintrials
 
 if TYPE_CHECKING:
     from plumb.scheduler import loop, postfilter
@@ -45,9 +46,6 @@ if TYPE_CHECKING:
 logger = logging.getLogger("plumb.scheduler")
 
 GANG_PLUGINS = frozenset({gangscheduling.NAME})
-# spec.gangs: the most domains one cycle tries the group in (each a kernel run or more), the
-# tightest first; a group none of them holds is tried across domains.
-MAX_DOMAINS_TRIED = 8
 # plumb_podgroup_schedule_attempts_total's results (kube-scheduler's words).
 SCHEDULED, UNSCHEDULABLE, ERROR = "scheduled", "unschedulable", "error"
 # scheduler-plugins v0.34.7 is a kube-scheduler v1.34: its PostFilter words are that release's
@@ -85,12 +83,18 @@ class Walk:
     topology: trace.GroupDomainRecord | None = None
     blocked: str = ""
 
+    def fresh(self) -> Walk:
+        """A new walk from where this one started (its progress and policy): a trial's."""
+        return Walk(progress=self.progress, policy=self.policy)
+
 
 class GangCycle:
     """Decides the pod groups the loop pops (``Scheduler.schedule_batch`` hands them over)."""
 
     def __init__(self, scheduler: loop.Scheduler) -> None:
         self._scheduler = scheduler
+        # A SchedulingPolicy's spec.gangs: the group tried in one topology domain at a time.
+        self._trials = domaintrials.DomainTrials(self, scheduler)
 
     def orphan(self, pod: objects.PodInfo) -> bool:
         """Whether the pod is labelled for a scheduler-plugins PodGroup that does not exist
@@ -150,10 +154,10 @@ class GangCycle:
         if walk.stops and walk.progress.verdict is Feasibility.UNSCHEDULABLE:
             walk.stop = walk.progress
         rule = None if walk.policy is None else walk.policy.gangs
-        if rule is None or walk.stop is not None:
-            await self._try(ordered, profile, walk)
+        if rule is None or walk.progress.verdict is Feasibility.UNSCHEDULABLE:
+            await self.try_members(ordered, profile, walk)
         else:
-            walk = await self._in_one_domain(ordered, profile, walk, group, rule)
+            walk = await self._trials.in_one_domain(ordered, profile, walk, group, rule)
             if walk.blocked:
                 self._blocked(walk, group)
                 return
@@ -165,20 +169,21 @@ class GangCycle:
             # scheduler-plugins runs a misfit's PostFilter while the members that fit wait
             # at Permit, still assumed; then its PostFilter rejects them.
             said = await self._coscheduling_post_filters(walk, profile)
-            self._unreserve(walk)
+            self.unreserve(walk)
             self._rejected_by_coscheduling(walk, group, said)
             return
         # kube-scheduler reverts the cycle's assumptions before the PodGroupPostFilter.
-        self._unreserve(walk)
+        self.unreserve(walk)
         members = [entry.pod for entry in ordered]
         await self._refuse(walk, group, walk.stop or walk.progress, members, profile)
 
-    def _unreserve(self, walk: Walk) -> None:
+    def unreserve(self, walk: Walk) -> None:
+        """Undo every reservation the walk made (nothing of it stays assumed)."""
         for member in walk.tried:
             if member.held is not None:
                 self._scheduler.unreserve(member.entry, member.held)
 
-    async def _try(
+    async def try_members(
         self,
         ordered: list[queue_module.Entry],
         profile: scoring.Profile,
@@ -249,153 +254,6 @@ class GangCycle:
             chunk.append(entry)
         return chunk
 
-    # Topology (spec.gangs) ------------------------------------------------------------------
-
-    async def _in_one_domain(
-        self,
-        ordered: list[queue_module.Entry],
-        profile: scoring.Profile,
-        start: Walk,
-        group: PodGroup,
-        rule: spec.GangTopology,
-    ) -> Walk:
-        """The group tried in one domain of the rule's key at a time, least fragmentation
-        first; the first whose minimum is placed wins, and a trial that fails is unreserved
-        whole. With members placed before all in one domain, only that one is tried; with
-        them in several, the group already spans. No single domain holds it: tried across
-        domains (``start``), kept when ScheduleAnyway or the budget allows one deviation for
-        the group, else unreserved and ``blocked``."""
-        s = self._scheduler
-        policy = start.policy
-        assert policy is not None
-        key = rule.topology_key
-        snap = s.cache.snapshot()
-        held = gangdomains.domains_of(
-            snap, key, (s.cache.node_of(uid) or "" for uid in s.cache.groups.placed(group.ref))
-        )
-        if len(held) > 1 or None in held:
-            await self._try(ordered, profile, start)
-            start.topology = trace.GroupDomainRecord(
-                key=key,
-                spans=True,
-                text=f"members placed before are not all in one {key} domain; the others go "
-                "where they fit",
-            )
-            return start
-        needed = start.progress.minimum - start.progress.scheduled
-        asked = gangdomains.demand([entry.pod for entry in ordered], needed)
-        within = next(iter(held), None)
-        rooms = gangdomains.candidates(snap, key, asked, within=within)
-        tried: list[str] = []
-        for room in rooms[:MAX_DOMAINS_TRIED]:
-            trial = Walk(progress=start.progress, policy=policy)
-            await self._try(ordered, profile, trial, (key, room.value))
-            tried.append(room.value)
-            if trial.stop is None and trial.progress.verdict is Feasibility.SATISFIED:
-                if within is not None:
-                    why = "where its members placed before are"
-                else:
-                    holding = "the 1 domain" if len(rooms) == 1 else f"the {len(rooms)} domains"
-                    why = (
-                        f"the tightest fit of {holding} whose free room holds its minimum: "
-                        f"{room.describe()}"
-                    )
-                    if len(tried) > 1:
-                        why += f" (tried {', '.join(tried)})"
-                trial.topology = trace.GroupDomainRecord(
-                    key=key, domain=room.value, tried=tuple(tried), text=why
-                )
-                return trial
-            self._unreserve(trial)
-        why = f"no single {key} domain holds its minimum {start.progress.minimum}"
-        why += f" (tried {', '.join(tried)})" if tried else " (none has the free room)"
-        await self._try(ordered, profile, start)
-        if start.stop is not None or start.progress.verdict is not Feasibility.SATISFIED:
-            start.topology = trace.GroupDomainRecord(
-                key=key, tried=tuple(tried), text=f"{why}, nor do the domains together"
-            )
-            return start
-        spans = gangdomains.domains_of(snap, key, _nodes(start))
-        across = ", ".join(sorted(value or "(no domain)" for value in spans))
-        if not rule.hard:
-            start.topology = trace.GroupDomainRecord(
-                key=key,
-                tried=tuple(tried),
-                spans=True,
-                text=f"{why}; placed across {across} (whenUnsatisfiable ScheduleAnyway)",
-            )
-            return start
-        name = f"SchedulingPolicy {policy.namespace}/{policy.name}"
-        if s.policies.may_span(policy, group.uid):
-            start.topology = trace.GroupDomainRecord(
-                key=key,
-                tried=tuple(tried),
-                spans=True,
-                deviation=True,
-                text=f"{why}; placed across {across}, one deviation on {name}'s budget",
-            )
-            return start
-        self._unreserve(start)
-        blocked = f"{why}; spanning domains needs a deviation. {s.policies.budget_text(policy)}."
-        start.topology = trace.GroupDomainRecord(key=key, tried=tuple(tried), text=blocked)
-        start.blocked = f"{gangscheduling.GROUP_UNSCHEDULABLE}, {blocked}"
-        return start
-
-    def _blocked(self, walk: Walk, group: PodGroup) -> None:
-        """No single domain holds the group, and its policy's budget allows it no deviation:
-        nothing stays reserved, each member is told so, naming the policy and its budget, and
-        the group is tried again after a backoff."""
-        s = self._scheduler
-        policy = walk.policy
-        assert policy is not None
-        s.metrics.podgroup_attempt(UNSCHEDULABLE)
-        told = _told(walk, group, trace.UNSCHEDULABLE, walk.blocked)
-        budget = self._budget(policy)
-        entries = [member.entry for member in walk.tried] + walk.untried
-        for entry in entries:
-            record = told(walk.records.get(entry.pod.uid) or _bare_record(entry, walk.total))
-            record = dataclasses.replace(record, budget=budget)
-            s.policies.record(policy, entry.pod, None, message=walk.blocked)
-            self._fail(entry, record, walk.blocked, GANG_PLUGINS)
-        status = walk.blocked.removeprefix(f"{gangscheduling.GROUP_UNSCHEDULABLE}, ")
-        s.state.group_conditions.initially_scheduled(group, status)
-
-    def _deviated(
-        self, walk: Walk, group: PodGroup, member: Tried, record: trace.Trace
-    ) -> trace.Trace:
-        """A member placed as part of a group spanning domains on its policy's budget: its
-        PolicyDeviation event, the policy's last decision, and its trace marked a deviation."""
-        s = self._scheduler
-        policy, topology = walk.policy, walk.topology
-        assert policy is not None
-        assert topology is not None
-        assert member.held is not None
-        node = member.held.node
-        note = (
-            f"Placed on {node} with pod group {group.key} beyond SchedulingPolicy "
-            f"{policy.namespace}/{policy.name} (generation {policy.generation}): "
-            f"{topology.text}. {s.policies.budget_text(policy)}."
-        )
-        s.state.recorder.deviated(member.entry.pod, note)
-        s.policies.record(policy, member.entry.pod, node, deviation=True, message=note)
-        return dataclasses.replace(
-            record, message=note, deviation=True, budget=self._budget(policy)
-        )
-
-    def _budget(self, policy: spec.Policy) -> trace.BudgetRecord | None:
-        """The policy's budget as a member's trace shows it (as a single pod's, loop.py)."""
-        s = self._scheduler
-        state = s.policies.budget_state(policy)
-        if state is None:
-            return None
-        return trace.BudgetRecord(
-            used=state.used,
-            remaining=state.remaining,
-            max_violations=state.max_violations,
-            open=s.policies.may_deviate(policy),
-            text=s.policies.budget_text(policy),
-        )
-
     # Outcomes ------------------------------------------------------------------------------
 
     async def _place(self, walk: Walk, group: PodGroup, profile: scoring.Profile) -> None:
@@ -431,10 +289,10 @@ class GangCycle:
                         )
                         message = f"{message} {words}"
                     record = dataclasses.replace(record, preemption=found.preemption)
-                self._fail(entry, record, message, member.decision.plugins)
+                self.fail(entry, record, message, member.decision.plugins)
             elif s.queue.where(entry.pod.uid) is queue_module.Where.IN_FLIGHT:
                 if spanned:
-                    record = self._deviated(walk, group, member, record)
+                    record = self._trials.deviated(walk, group, member, record)
                 s.bind(entry, member.held, record, walk.policy)
             else:  # deleted while the others were tried
                 s.unreserve(entry, member.held)
@@ -466,12 +324,31 @@ class GangCycle:
             record = told(walk.records[member.entry.pod.uid])
             decision = member.decision
             if member.held is not None:
-                self._fail(member.entry, record, fitted, GANG_PLUGINS)
+                self.fail(member.entry, record, fitted, GANG_PLUGINS)
             else:
-                self._fail(member.entry, record, decision.message, decision.plugins | GANG_PLUGINS)
+                self.fail(member.entry, record, decision.message, decision.plugins | GANG_PLUGINS)
         for entry in walk.untried:
             record = told(walk.records.get(entry.pod.uid) or _bare_record(entry, walk.total))
-            self._fail(entry, record, stop.message, GANG_PLUGINS)
+            self.fail(entry, record, stop.message, GANG_PLUGINS)
+        s.state.group_conditions.initially_scheduled(group, status)
+
+    def _blocked(self, walk: Walk, group: PodGroup) -> None:
+        """No single domain holds the group, and its policy's budget allows it no deviation:
+        nothing stays reserved, each member is told so, naming the policy and its budget, and
+        the group is tried again after a backoff."""
+        s = self._scheduler
+        policy = walk.policy
+        assert policy is not None
+        s.metrics.podgroup_attempt(UNSCHEDULABLE)
+        told = _told(walk, group, trace.UNSCHEDULABLE, walk.blocked)
+        budget = self._trials.budget(policy)
+        entries = [member.entry for member in walk.tried] + walk.untried
+        for entry in entries:
+            record = told(walk.records.get(entry.pod.uid) or _bare_record(entry, walk.total))
+            record = dataclasses.replace(record, budget=budget)
+            s.policies.record(policy, entry.pod, None, message=walk.blocked)
+            self.fail(entry, record, walk.blocked, GANG_PLUGINS)
+        status = walk.blocked.removeprefix(f"{gangscheduling.GROUP_UNSCHEDULABLE}, ")
         s.state.group_conditions.initially_scheduled(group, status)
 
     def _too_few(self, ordered: list[queue_module.Entry], group: PodGroup, siblings: int) -> None:
@@ -491,7 +368,7 @@ class GangCycle:
             rejected = gangscheduling.GROUP_REJECTED.format(group=group.key, pod=pod.name)
             message = f"0/{total} nodes are available: {reason}. {words}, {rejected}"
             record = _told(walk, group, trace.UNSCHEDULABLE, reason)(_bare_record(entry, total))
-            self._fail(entry, record, message, frozenset({gangscheduling.COSCHEDULING}), wait=True)
+            self.fail(entry, record, message, frozenset({gangscheduling.COSCHEDULING}), wait=True)
 
     async def _coscheduling_post_filters(
         self, walk: Walk, profile: scoring.Profile
@@ -520,14 +397,14 @@ class GangCycle:
             decision = member.decision
             if member.held is not None:
                 message = "0/1 nodes are available: 1 optimistic rejection in PostFilter."
-                self._fail(member.entry, record, message, plugins, wait=True)
+                self.fail(member.entry, record, message, plugins, wait=True)
                 continue
             found = said.get(member.entry.pod.uid)
             if found is None:
                 continue  # deleted, or bound by someone else, while the kernel ran
             preemption = found.preemption
             if preemption is not None and preemption.node is not None:
-                self._fail(member.entry, record, found.decision.message, decision.plugins)
+                self.fail(member.entry, record, found.decision.message, decision.plugins)
                 continue
             words = search.post_filter_words(
                 COSCHEDULING_KUBE, "" if preemption is None else preemption.message
@@ -537,7 +414,7 @@ class GangCycle:
             )
             message = f"{decision.message} {words}, {rejected}"
             record = dataclasses.replace(record, preemption=preemption)
-            self._fail(member.entry, record, message, decision.plugins | plugins, wait=True)
+            self.fail(member.entry, record, message, decision.plugins | plugins, wait=True)
         for entry in walk.untried:
             self._scheduler.queue.requeue(entry)
 
@@ -570,7 +447,7 @@ class GangCycle:
 
     # Reports -------------------------------------------------------------------------------
 
-    def _fail(
+    def fail(
         self,
         entry: queue_module.Entry,
         record: trace.Trace,
@@ -627,8 +504,3 @@ def _told(
         topology=walk.topology,
     )
     return lambda member: dataclasses.replace(member, group=record)
-
-
-def _nodes(walk: Walk) -> list[str]:
-    """The nodes the walk's members were reserved on."""
-    return [member.held.node for member in walk.tried if member.held is not None]

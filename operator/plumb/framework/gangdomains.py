@@ -27,6 +27,7 @@ import dataclasses
 from collections.abc import Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from plumb.backend.cache import snapshot as snapshot_module
 from plumb.backend.records import objects, specs
@@ -150,7 +151,7 @@ def _rooms(snap: snapshot_module.Snapshot, key: str) -> dict[str, tuple[int, tup
     return rooms
 
 
-def _free(snap: snapshot_module.Snapshot) -> np.ndarray[tuple[int, int], np.dtype[np.int64]]:
+def _free(snap: snapshot_module.Snapshot) -> npt.NDArray[np.int64]:
     """(nodes x RESOURCES): allocatable minus requested, never below 0."""
     columns = [_column(snap, r) for r in RESOURCES]
     out = np.zeros((len(snap), len(RESOURCES)), dtype=np.int64)

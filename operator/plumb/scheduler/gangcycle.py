@@ -15,9 +15,10 @@ pod; plumb decides its groups here too, and writes Coscheduling's words.
 
 A group whose members a SchedulingPolicy with ``spec.gangs`` governs is first tried in one
 topology domain at a time, least fragmentation first (framework/gangdomains.py; the trials in
-scheduler/domaintrials.py), each trial unreserved whole when its minimum does not fit; only when no single domain holds it is it tried
-across domains, freely (ScheduleAnyway) or as one deviation on the policy's budget
-(DoNotSchedule), and refused in the budget's words once the budget is spent.
+scheduler/domaintrials.py), each trial unreserved whole when its minimum does not fit; only
+when no single domain holds it is it tried across domains, freely (ScheduleAnyway) or as one
+deviation on the policy's budget (DoNotSchedule), and refused in the budget's words once the
+budget is spent.
 """
 
 from __future__ import annotations

@@ -126,13 +126,14 @@ def test_a_group_stays_in_the_tightest_zone_spans_on_the_budget_then_waits(
     # 2 x 3 cpu: no zone has 6 free; it spans a and b, one deviation for the group.
     wide = _group(kube_client, namespace, "wide", 2, "3")
     assert {zones[n] for n in _all_bound(kube_client, namespace, wide).values()} == {"a", "b"}
-    deviations = {name: events_of(kube_client, namespace, name, "PolicyDeviation") for name in wide}
-    for name, found in deviations.items():
-        assert len(found) == 1, (name, found)
-        assert (
-            f"with pod group {namespace}/wide beyond SchedulingPolicy {namespace}/train"
-            in (found[0]["message"])
+    for name in wide:
+        found = kube.wait_for(
+            f"{name}'s PolicyDeviation",
+            functools.partial(events_of, kube_client, namespace, name, "PolicyDeviation"),
         )
+        assert len(found) == 1, (name, found)
+        beyond = f"with pod group {namespace}/wide beyond SchedulingPolicy {namespace}/train"
+        assert beyond in found[0]["message"]
     budget = kube.wait_for(
         "status.budget to count the group's deviation",
         functools.partial(_budget_used, policy_crd, namespace, 1),

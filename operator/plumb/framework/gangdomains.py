@@ -126,6 +126,7 @@ def confine(pod: objects.PodInfo, key: str, value: str) -> objects.PodInfo:
     wanted = specs.Requirement(key, "In", (value,))
     scheduling = pod.scheduling
     terms = scheduling.required_node_terms
+    confined: tuple[specs.NodeSelectorTerm, ...]
     if terms is None:
         confined = (specs.NodeSelectorTerm(expressions=(wanted,)),)
     else:

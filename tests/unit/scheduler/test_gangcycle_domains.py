@@ -25,9 +25,10 @@ UPSTREAM = groupobjects.UPSTREAM
 
 
 def zones(**cpus: Sequence[str]) -> list[dict[str, Any]]:
-    """Nodes <zone><i> in each zone, of the cpus given: ``zones(a=("8", "8"), b=("4",))``."""
+    """Nodes <zone><i> in each zone, of the cpus given and 4Gi of memory per cpu:
+    ``zones(a=("8", "8"), b=("4",))``."""
     return [
-        make_node(f"{zone}{i}").zone(zone).capacity(cpu=cpu).obj()
+        make_node(f"{zone}{i}").zone(zone).capacity(cpu=cpu, memory=f"{4 * int(cpu)}Gi").obj()
         for zone, sizes in cpus.items()
         for i, cpu in enumerate(sizes, 1)
     ]

@@ -188,7 +188,7 @@ def _verdict(record: trace.Trace) -> str:
 
 def _group(record: trace.Trace) -> list[str]:
     """The pod group the pod was decided with: its PodGroup, how many of its minimum found a
-    node, and the group's outcome."""
+    node, the group's outcome, and the topology domain its policy's ``gangs`` rule chose."""
     group = record.group
     if group is None:
         return []
@@ -207,6 +207,19 @@ def _group(record: trace.Trace) -> list[str]:
     ]
     if group.message:
         lines.append(f"  {group.message}")
+    topology = group.topology
+    if topology is not None:
+        if topology.domain is not None:
+            where = f"all in {topology.key}={topology.domain}"
+        elif topology.spans:
+            where = f"spans {topology.key} domains"
+            if topology.deviation:
+                where += ", a deviation on its policy's budget"
+        else:
+            where = f"in no single {topology.key} domain"
+        lines.append(_row("domain", where))
+        if topology.text:
+            lines.append(f"  {topology.text}")
     return lines
 
 

@@ -59,6 +59,7 @@ _VALID_SPEC: JSON = {
         "scope": "SameNamespace",
         "maxVictimsPerPod": 3,
     },
+    "gangs": {"topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"},
 }
 
 
@@ -349,6 +350,25 @@ INVALID = [
         field="spec.preemption.maxVictimsPerPod",
         says="should be less than or equal to 10000",
     ),
+    # Topology for gangs.
+    Invalid(
+        id="gangs-topologyKey-not-a-label-key",
+        edits={"gangs.topologyKey": "-rack"},
+        field="spec.gangs.topologyKey",
+        says="should match",
+    ),
+    Invalid(
+        id="gangs-topologyKey-missing",
+        edits={"gangs.topologyKey": _DROP},
+        field="spec.gangs.topologyKey",
+        says="Required value",
+    ),
+    Invalid(
+        id="gangs-whenUnsatisfiable-unknown",
+        edits={"gangs.whenUnsatisfiable": "Sometimes"},
+        field="spec.gangs.whenUnsatisfiable",
+        says='supported values: "DoNotSchedule", "ScheduleAnyway"',
+    ),
     # Types and shape.
     Invalid(
         id="priority-not-a-number",
@@ -418,6 +438,16 @@ def test_the_api_server_refuses_an_invalid_policy_naming_the_field(
     assert case.says in applied.stderr
     missing = policy_crd.run("get", "spol", "-n", policy_namespace, name)
     assert "NotFound" in missing.stderr, f"{case.id} left a policy behind: {missing.stdout}"
+
+
+def test_gangs_without_when_unsatisfiable_comes_back_do_not_schedule(
+    policy_crd: crds.Kubectl, policy_namespace: str
+) -> None:
+    spec = {"selector": {"matchLabels": {"app": "train"}}, "gangs": {"topologyKey": "rack"}}
+    applied = _apply(policy_crd, policy_namespace, _policy("gangs-defaults", spec))
+    assert applied.returncode == 0, applied.stderr
+    got = _get(policy_crd, policy_namespace, "gangs-defaults")["spec"]
+    assert got["gangs"] == {"topologyKey": "rack", "whenUnsatisfiable": "DoNotSchedule"}
 
 
 def test_a_minimal_policy_comes_back_with_the_defaults_filled_in(

@@ -107,6 +107,14 @@ class PolicyBuilder:
         }
         return self
 
+    def gangs(self, key: str = ZONE, *, hard: bool = True) -> Self:
+        """spec.gangs: keep each pod group in one domain of ``key``."""
+        self._spec["gangs"] = {
+            "topologyKey": key,
+            "whenUnsatisfiable": "DoNotSchedule" if hard else "ScheduleAnyway",
+        }
+        return self
+
     def set(self, path: str, value: Any) -> Self:
         """Put ``value`` at a path such as ``spec.topology[0].maxSkew`` (for malformed
         objects the schema would refuse)."""

@@ -253,6 +253,43 @@ class ClaimRejection:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class GroupDomainRecord:
+    """Where a SchedulingPolicy's ``gangs`` rule put a pod group: the topology key, the domain
+    the group was placed in (None when it spans domains or was not placed), the domains tried
+    in order, whether it spans domains, whether that spanning was a deviation on the budget,
+    and the why, in words."""
+
+    key: str
+    domain: str | None = None
+    tried: tuple[str, ...] = ()
+    spans: bool = False
+    deviation: bool = False
+    text: str = ""
+
+    def fields(self) -> dict[str, Any]:
+        return {
+            "key": self.key,
+            "domain": self.domain,
+            "tried": list(self.tried),
+            "spans": self.spans,
+            "deviation": self.deviation,
+            "text": self.text,
+        }
+
+    @classmethod
+    def from_fields(cls, fields: Any) -> GroupDomainRecord:
+        record = _mapping(fields)
+        return cls(
+            key=_text(record["key"]),
+            domain=_optional(_text, record.get("domain")),
+            tried=tuple(_text(t) for t in _sequence(record.get("tried", []))),
+            spans=bool(record.get("spans", False)),
+            deviation=bool(record.get("deviation", False)),
+            text=_text(record.get("text", "")),
+        )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
 class GroupRecord:
     """The pod group a member was decided with: its PodGroup (API and namespace/name), the
     minimum it needs placed together, how many members found a node (placed before this
@@ -266,9 +303,11 @@ class GroupRecord:
     members: int
     result: str  # SCHEDULED (the minimum placed together) or UNSCHEDULABLE (none placed)
     message: str = ""
+    # Its governing policy's ``gangs`` rule at work; None without one (and absent from the line).
+    topology: GroupDomainRecord | None = None
 
     def fields(self) -> dict[str, Any]:
-        return {
+        fields: dict[str, Any] = {
             "name": self.name,
             "api": self.api,
             "minimum": self.minimum,
@@ -277,6 +316,9 @@ class GroupRecord:
             "result": self.result,
             "message": self.message,
         }
+        if self.topology is not None:
+            fields["topology"] = self.topology.fields()
+        return fields
 
     @classmethod
     def from_fields(cls, fields: Any) -> GroupRecord:
@@ -289,6 +331,10 @@ class GroupRecord:
             members=_integer(record["members"]),
             result=_text(record["result"]),
             message=_text(record.get("message", "")),
+            # Absent for a group no gangs rule governs, and from lines before the rule.
+            topology=None
+            if record.get("topology") is None
+            else GroupDomainRecord.from_fields(record["topology"]),
         )
 
 

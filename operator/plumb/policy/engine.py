@@ -263,12 +263,29 @@ class PolicyEngine:
     def spend(self, policy: spec_module.Policy, pod: objects.PodInfo) -> bool:
         """Take one deviation from the policy's budget for ``pod`` (once per pod in a window,
         budget.py); False when none is left."""
+        return self._charge(policy, pod.uid)
+
+    def may_span(self, policy: spec_module.Policy, group_uid: str) -> bool:
+        """Whether the budget allows a pod group (its PodGroup's uid) to span topology domains
+        beyond ``spec.gangs``, or that group's deviation is paid for already in the window."""
+        budget = self._budgets.get(policy.key)
+        if budget is None:
+            return False
+        now = self._clock()
+        return budget.allows_deviation(now) or budget.charged(group_uid, now)
+
+    def spend_span(self, policy: spec_module.Policy, group_uid: str) -> bool:
+        """Take one deviation for a whole pod group spanning domains: charged to its PodGroup's
+        uid (in ``chargedPods``), once per window however many members it places."""
+        return self._charge(policy, group_uid)
+
+    def _charge(self, policy: spec_module.Policy, uid: str) -> bool:
         budget = self._budgets.get(policy.key)
         if budget is None:
             return False
         now = self._clock()
         used = budget.used(now)
-        if not budget.record_deviation(now, pod.uid):
+        if not budget.record_deviation(now, uid):
             return False
         if budget.used(now) > used:  # not charged already (by an attempt that did not stand)
             self._deviations[policy.key] = self._deviations.get(policy.key, 0) + 1

@@ -34,6 +34,7 @@ __all__ = [
     "SCOPES",
     "VICTIM_ORDERS",
     "DeviationBudget",
+    "GangTopology",
     "Key",
     "OnExhausted",
     "Policy",
@@ -97,6 +98,22 @@ class TopologyRule:
     topology_key: str
     max_skew: int = 1
     min_domains: int | None = None
+    hard: bool = True
+
+    @property
+    def when_unsatisfiable(self) -> str:
+        return "DoNotSchedule" if self.hard else "ScheduleAnyway"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class GangTopology:
+    """``spec.gangs``: keep each pod group whose members the policy governs inside one domain
+    of ``topology_key`` when one can hold its minimum. ``hard`` (whenUnsatisfiable
+    DoNotSchedule): a group no single domain holds spans domains only on the deviation budget,
+    one deviation per group, and waits when the budget is spent; otherwise (ScheduleAnyway) it
+    spans domains freely."""
+
+    topology_key: str
     hard: bool = True
 
     @property
@@ -189,6 +206,7 @@ class Policy:
     zone_health: ZoneHealth = ZoneHealth()
     deviation_budget: DeviationBudget | None = None
     preemption: Preemption = NO_PREEMPTION_RULES
+    gangs: GangTopology | None = None
 
     @property
     def key(self) -> Key:
@@ -261,6 +279,7 @@ def _compile(obj: Any) -> Policy:
             "zoneHealth",
             "deviationBudget",
             "preemption",
+            "gangs",
         ),
     )
     budget = raw.get("deviationBudget")
@@ -278,6 +297,7 @@ def _compile(obj: Any) -> Policy:
         zone_health=_zone_health(raw.get("zoneHealth"), "spec.zoneHealth"),
         deviation_budget=None if budget is None else _budget(budget, "spec.deviationBudget"),
         preemption=_preemption(raw.get("preemption"), "spec.preemption"),
+        gangs=_gangs(raw.get("gangs"), "spec.gangs"),
     )
 
 
@@ -487,3 +507,22 @@ def _preemption(value: Any, where: str) -> Preemption:
         same_namespace=scope == SAME_NAMESPACE,
         max_victims=cap,
     )
+
+
+def _gangs(value: Any, where: str) -> GangTopology | None:
+    if value is None:
+        return None
+    raw = fields.mapping(value, where)
+    fields.known(raw, where, ("topologyKey", "whenUnsatisfiable"))
+    if raw.get("topologyKey") is None:
+        raise PolicyError(
+            f"{where}.topologyKey: required; name the node label whose values are the domains "
+            "(topology.kubernetes.io/zone, a rack label)"
+        )
+    key = fields.label_key(raw["topologyKey"], f"{where}.topologyKey")
+    when = fields.enum_value(
+        raw.get("whenUnsatisfiable", "DoNotSchedule"),
+        f"{where}.whenUnsatisfiable",
+        ["DoNotSchedule", "ScheduleAnyway"],
+    )
+    return GangTopology(topology_key=key, hard=when == "DoNotSchedule")

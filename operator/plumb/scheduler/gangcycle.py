@@ -12,6 +12,13 @@ again after a backoff. An upstream PodGroup gets its PodGroupInitiallyScheduled 
 
 scheduler-plugins' Coscheduling reaches the same all-or-nothing through Permit waits, pod by
 pod; plumb decides its groups here too, and writes Coscheduling's words.
+
+A group whose members a SchedulingPolicy with ``spec.gangs`` governs is first tried in one
+topology domain at a time, least fragmentation first (framework/gangdomains.py; the trials in
+scheduler/domaintrials.py), each trial unreserved whole when its minimum does not fit; only
+when no single domain holds it is it tried across domains, freely (ScheduleAnyway) or as one
+deviation on the policy's budget (DoNotSchedule), and refused in the budget's words once the
+budget is spent.
 """
 
 from __future__ import annotations
@@ -25,13 +32,14 @@ from plumb import events as events_module
 from plumb.backend import queue as queue_module
 from plumb.backend.records import groupobjects, objects
 from plumb.backend.records.groupobjects import GroupRef, PodGroup
-from plumb.framework import cycle, emulation, scoring
+from plumb.framework import cycle, emulation, gangdomains, scoring
 from plumb.framework.plugins import gangscheduling
 from plumb.framework.plugins.gangscheduling import Feasibility, Progress
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import spec
 from plumb.preemption import evaluator, search
+from plumb.scheduler import domaintrials
 
 if TYPE_CHECKING:
     from plumb.scheduler import loop, postfilter
@@ -71,6 +79,14 @@ class Walk:
     stop: Progress | None = None
     total: int = 0  # nodes in the last snapshot
     policy: spec.Policy | None = None
+    # Where the policy's spec.gangs rule put the group (None without the rule), and, set when
+    # no single domain holds it and the budget allows no deviation, the words it is refused in.
+    topology: trace.GroupDomainRecord | None = None
+    blocked: str = ""
+
+    def fresh(self) -> Walk:
+        """A new walk from where this one started (its progress and policy): a trial's."""
+        return Walk(progress=self.progress, policy=self.policy)
 
 
 class GangCycle:
@@ -78,6 +94,8 @@ class GangCycle:
 
     def __init__(self, scheduler: loop.Scheduler) -> None:
         self._scheduler = scheduler
+        # A SchedulingPolicy's spec.gangs: the group tried in one topology domain at a time.
+        self._trials = domaintrials.DomainTrials(self, scheduler)
 
     def orphan(self, pod: objects.PodInfo) -> bool:
         """Whether the pod is labelled for a scheduler-plugins PodGroup that does not exist
@@ -136,7 +154,14 @@ class GangCycle:
         walk.policy = s.policies.governing(ordered[0].pod)
         if walk.stops and walk.progress.verdict is Feasibility.UNSCHEDULABLE:
             walk.stop = walk.progress
-        await self._try(ordered, profile, walk)
+        rule = None if walk.policy is None else walk.policy.gangs
+        if rule is None or walk.progress.verdict is Feasibility.UNSCHEDULABLE:
+            await self.try_members(ordered, profile, walk)
+        else:
+            walk = await self._trials.in_one_domain(ordered, profile, walk, group, rule)
+            if walk.blocked:
+                self._blocked(walk, group)
+                return
         if walk.stop is None and walk.progress.verdict is Feasibility.SATISFIED:
             await self._place(walk, group, profile)
             return
@@ -145,33 +170,47 @@ class GangCycle:
             # scheduler-plugins runs a misfit's PostFilter while the members that fit wait
             # at Permit, still assumed; then its PostFilter rejects them.
             said = await self._coscheduling_post_filters(walk, profile)
-            self._unreserve(walk)
+            self.unreserve(walk)
             self._rejected_by_coscheduling(walk, group, said)
             return
         # kube-scheduler reverts the cycle's assumptions before the PodGroupPostFilter.
-        self._unreserve(walk)
+        self.unreserve(walk)
         members = [entry.pod for entry in ordered]
         await self._refuse(walk, group, walk.stop or walk.progress, members, profile)
 
-    def _unreserve(self, walk: Walk) -> None:
+    def unreserve(self, walk: Walk) -> None:
+        """Undo every reservation the walk made (nothing of it stays assumed)."""
         for member in walk.tried:
             if member.held is not None:
                 self._scheduler.unreserve(member.entry, member.held)
 
-    async def _try(
-        self, ordered: list[queue_module.Entry], profile: scoring.Profile, walk: Walk
+    async def try_members(
+        self,
+        ordered: list[queue_module.Entry],
+        profile: scoring.Profile,
+        walk: Walk,
+        domain: tuple[str, str] | None = None,
     ) -> None:
         """Try the members in order, as many per kernel run as may share one: each that fits
         is reserved on its node at once, so the runs after see it; a member the kernel put off
         (its devices an earlier member of its run could take) goes first in the next run.
-        Stops where PlacementFeasible says the minimum cannot be reached any more."""
+        Stops where PlacementFeasible says the minimum cannot be reached any more.
+        ``domain``: (key, value) the members are confined to (decided as if each asked for it
+        in its required node affinity; reserved and bound as they are)."""
         s = self._scheduler
         members = [entry.pod.uid for entry in ordered]
         pending = list(ordered)
         while pending and walk.stop is None:
             chunk = self._chunk(pending)
             pending = pending[len(chunk) :]
-            decided = await s.decide_only(chunk, profile, walk.policy, together=members)
+            asked = chunk
+            if domain is not None:
+                key, value = domain
+                asked = [
+                    dataclasses.replace(entry, pod=gangdomains.confine(entry.pod, key, value))
+                    for entry in chunk
+                ]
+            decided = await s.decide_only(asked, profile, walk.policy, together=members)
             walk.records.update(decided.records)
             walk.total = decided.total
             decisions = {decision.pod.uid: decision for decision in decided.decisions}
@@ -231,6 +270,12 @@ class GangCycle:
         if group.api == groupobjects.COSCHEDULING:
             said = await self._coscheduling_post_filters(walk, profile)
         told = _told(walk, group, trace.SCHEDULED, "")
+        spanned = walk.topology is not None and walk.topology.deviation
+        if spanned:
+            assert walk.policy is not None
+            # One deviation for the whole group, charged to its PodGroup before the members'
+            # events, so that each tells the budget as it stands.
+            s.policies.spend_span(walk.policy, group.uid)
         for member in walk.tried:
             entry, record = member.entry, told(walk.records[member.entry.pod.uid])
             if member.held is None:
@@ -245,8 +290,10 @@ class GangCycle:
                         )
                         message = f"{message} {words}"
                     record = dataclasses.replace(record, preemption=found.preemption)
-                self._fail(entry, record, message, member.decision.plugins)
+                self.fail(entry, record, message, member.decision.plugins)
             elif s.queue.where(entry.pod.uid) is queue_module.Where.IN_FLIGHT:
+                if spanned:
+                    record = self._trials.deviated(walk, group, member, record)
                 s.bind(entry, member.held, record, walk.policy)
             else:  # deleted while the others were tried
                 s.unreserve(entry, member.held)
@@ -278,12 +325,31 @@ class GangCycle:
             record = told(walk.records[member.entry.pod.uid])
             decision = member.decision
             if member.held is not None:
-                self._fail(member.entry, record, fitted, GANG_PLUGINS)
+                self.fail(member.entry, record, fitted, GANG_PLUGINS)
             else:
-                self._fail(member.entry, record, decision.message, decision.plugins | GANG_PLUGINS)
+                self.fail(member.entry, record, decision.message, decision.plugins | GANG_PLUGINS)
         for entry in walk.untried:
             record = told(walk.records.get(entry.pod.uid) or _bare_record(entry, walk.total))
-            self._fail(entry, record, stop.message, GANG_PLUGINS)
+            self.fail(entry, record, stop.message, GANG_PLUGINS)
+        s.state.group_conditions.initially_scheduled(group, status)
+
+    def _blocked(self, walk: Walk, group: PodGroup) -> None:
+        """No single domain holds the group, and its policy's budget allows it no deviation:
+        nothing stays reserved, each member is told so, naming the policy and its budget, and
+        the group is tried again after a backoff."""
+        s = self._scheduler
+        policy = walk.policy
+        assert policy is not None
+        s.metrics.podgroup_attempt(UNSCHEDULABLE)
+        told = _told(walk, group, trace.UNSCHEDULABLE, walk.blocked)
+        budget = self._trials.budget(policy)
+        entries = [member.entry for member in walk.tried] + walk.untried
+        for entry in entries:
+            record = told(walk.records.get(entry.pod.uid) or _bare_record(entry, walk.total))
+            record = dataclasses.replace(record, budget=budget)
+            s.policies.record(policy, entry.pod, None, message=walk.blocked)
+            self.fail(entry, record, walk.blocked, GANG_PLUGINS)
+        status = walk.blocked.removeprefix(f"{gangscheduling.GROUP_UNSCHEDULABLE}, ")
         s.state.group_conditions.initially_scheduled(group, status)
 
     def _too_few(self, ordered: list[queue_module.Entry], group: PodGroup, siblings: int) -> None:
@@ -303,7 +369,7 @@ class GangCycle:
             rejected = gangscheduling.GROUP_REJECTED.format(group=group.key, pod=pod.name)
             message = f"0/{total} nodes are available: {reason}. {words}, {rejected}"
             record = _told(walk, group, trace.UNSCHEDULABLE, reason)(_bare_record(entry, total))
-            self._fail(entry, record, message, frozenset({gangscheduling.COSCHEDULING}), wait=True)
+            self.fail(entry, record, message, frozenset({gangscheduling.COSCHEDULING}), wait=True)
 
     async def _coscheduling_post_filters(
         self, walk: Walk, profile: scoring.Profile
@@ -332,14 +398,14 @@ class GangCycle:
             decision = member.decision
             if member.held is not None:
                 message = "0/1 nodes are available: 1 optimistic rejection in PostFilter."
-                self._fail(member.entry, record, message, plugins, wait=True)
+                self.fail(member.entry, record, message, plugins, wait=True)
                 continue
             found = said.get(member.entry.pod.uid)
             if found is None:
                 continue  # deleted, or bound by someone else, while the kernel ran
             preemption = found.preemption
             if preemption is not None and preemption.node is not None:
-                self._fail(member.entry, record, found.decision.message, decision.plugins)
+                self.fail(member.entry, record, found.decision.message, decision.plugins)
                 continue
             words = search.post_filter_words(
                 COSCHEDULING_KUBE, "" if preemption is None else preemption.message
@@ -349,7 +415,7 @@ class GangCycle:
             )
             message = f"{decision.message} {words}, {rejected}"
             record = dataclasses.replace(record, preemption=preemption)
-            self._fail(member.entry, record, message, decision.plugins | plugins, wait=True)
+            self.fail(member.entry, record, message, decision.plugins | plugins, wait=True)
         for entry in walk.untried:
             self._scheduler.queue.requeue(entry)
 
@@ -382,7 +448,7 @@ class GangCycle:
 
     # Reports -------------------------------------------------------------------------------
 
-    def _fail(
+    def fail(
         self,
         entry: queue_module.Entry,
         record: trace.Trace,
@@ -436,5 +502,6 @@ def _told(
         members=len(walk.tried) + len(walk.untried),
         result=result,
         message=message,
+        topology=walk.topology,
     )
     return lambda member: dataclasses.replace(member, group=record)

@@ -402,3 +402,38 @@ def test_any_value_in_any_field_of_a_valid_policy_compiles_or_is_refused(
         )
     )
     _compiles_or_refuses(builder.set(path, value).obj())
+
+
+# spec.gangs ------------------------------------------------------------------------------------
+
+
+def test_gangs_compile_with_do_not_schedule_by_default() -> None:
+    assert spec.compile_policy(make_policy("web").obj()).gangs is None
+    policy = spec.compile_policy(
+        make_policy("web").set("spec.gangs", {"topologyKey": "rack"}).obj()
+    )
+    assert policy.gangs == spec.GangTopology(topology_key="rack", hard=True)
+    anyway = make_policy("web").gangs(ZONE, hard=False).obj()
+    gangs = spec.compile_policy(anyway).gangs
+    assert gangs is not None
+    assert (gangs.topology_key, gangs.when_unsatisfiable) == (ZONE, "ScheduleAnyway")
+
+
+@pytest.mark.parametrize(
+    ("gangs", "message"),
+    [
+        ({}, "spec.gangs.topologyKey: required"),
+        ({"topologyKey": "-rack"}, 'spec.gangs.topologyKey: "-rack" is not a label key'),
+        (
+            {"topologyKey": ZONE, "whenUnsatisfiable": "Sometimes"},
+            "spec.gangs.whenUnsatisfiable: must be one of DoNotSchedule, ScheduleAnyway, got "
+            '"Sometimes"',
+        ),
+        ({"topologyKey": ZONE, "maxSkew": 1}, "spec.gangs"),
+        ("zone", "spec.gangs"),
+    ],
+)
+def test_malformed_gangs_name_the_field(gangs: Any, message: str) -> None:
+    with pytest.raises(spec.PolicyError) as error:
+        spec.compile_policy(make_policy("web").set("spec.gangs", gangs).obj())
+    assert str(error.value).startswith(message)

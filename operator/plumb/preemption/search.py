@@ -60,12 +60,20 @@ class Search:
     victims: tuple[objects.PodInfo, ...] = ()
     searched: int = 0  # nodes whose victims were looked for
     kube: emulation.Emulation = emulation.NEWEST_EMULATION
+    # CapacityScheduling's preemption: the only PostFilter of scheduler-plugins' profile, whose
+    # status goes out as it is, with no "preemption: " (DefaultPreemption's) before it.
+    quota: bool = False
 
     def post_filter_message(self, dra: str = dynamicresources.NO_CLAIMS) -> str:
         """The text kube-scheduler appends to the FailedScheduling message: on success only
         DefaultPreemption's (its status alone is returned), from v1.37 the sentence naming the
-        node and the number of victims, before that nothing; otherwise ``post_filter_words``."""
+        node and the number of victims, before that nothing; otherwise ``post_filter_words``.
+        CapacityScheduling's: its evaluator's status alone, nothing on success."""
         outcome = self.outcome
+        if self.quota:
+            return (
+                "" if outcome.node is not None else outcome.message.removeprefix(evaluator.PREFIX)
+            )
         if outcome.node is None:
             return post_filter_words(self.kube, outcome.message, dra)
         if not self.kube.preemption_sentence:
@@ -323,6 +331,7 @@ class Plan:
             victims=tuple(by_uid[v.uid] for v in outcome.victims),
             searched=len(searched),
             kube=self.kube,
+            quota=self.quota is not None,
         )
 
 

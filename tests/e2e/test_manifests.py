@@ -1,6 +1,6 @@
 """manifests/ as kustomize renders it, checked without a cluster: what `kubectl apply -k`
 would install, its least-privilege RBAC, its pinned image and its one copy of the CRD; and the
-optional PodGroup CRD, scheduler-plugins' own file."""
+optional PodGroup and ElasticQuota CRDs, scheduler-plugins' own files."""
 
 from __future__ import annotations
 
@@ -19,7 +19,12 @@ from tests.support.installation import MANIFESTS, NAMESPACE, REPOSITORY
 
 CRD_FILE = REPOSITORY / "crds" / "schedulingpolicies.scheduling.plumb.dev.yaml"
 PODGROUP_CRD_NAME = "scheduling.x-k8s.io_podgroups.yaml"
-PODGROUP_CRD_FILE = crds.PODGROUPS_DIR / PODGROUP_CRD_NAME
+ELASTICQUOTA_CRD_NAME = "scheduling.x-k8s.io_elasticquotas.yaml"
+# scheduler-plugins' optional CRDs: (kustomization directory, its one file, the CRD's name).
+OPTIONAL_CRDS = {
+    "podgroups": (crds.PODGROUPS_DIR, PODGROUP_CRD_NAME, crds.PODGROUP_CRD),
+    "elasticquotas": (crds.ELASTICQUOTAS_DIR, ELASTICQUOTA_CRD_NAME, crds.ELASTICQUOTA_CRD),
+}
 # Every verb plumb's ClusterRole may carry, by (group, resource): README and docs/operations.md.
 CLUSTER_RULES = {
     ("", "pods"): {"list", "watch", "delete"},
@@ -186,19 +191,23 @@ def test_the_config_component_runs_plumb_from_a_kube_scheduler_configuration(
     assert config.profiles[1].strategy == scoring.MOST_ALLOCATED
 
 
-def test_the_podgroups_kustomization_installs_the_podgroup_crd_alone() -> None:
-    (crd,) = _render(crds.PODGROUPS_DIR)
-    assert (crd["kind"], crd["metadata"]["name"]) == ("CustomResourceDefinition", crds.PODGROUP_CRD)
-    assert crd == yaml.safe_load(PODGROUP_CRD_FILE.read_text())
+@pytest.mark.parametrize("optional", sorted(OPTIONAL_CRDS))
+def test_each_optional_kustomization_installs_its_crd_alone(optional: str) -> None:
+    directory, file_name, crd_name = OPTIONAL_CRDS[optional]
+    (crd,) = _render(directory)
+    assert (crd["kind"], crd["metadata"]["name"]) == ("CustomResourceDefinition", crd_name)
+    assert crd == yaml.safe_load((directory / file_name).read_text())
     assert [version["name"] for version in crd["spec"]["versions"]] == ["v1alpha1"]
 
 
-def test_the_podgroup_crd_is_scheduler_plugins_own_file() -> None:
+@pytest.mark.parametrize("optional", sorted(OPTIONAL_CRDS))
+def test_each_optional_crd_is_scheduler_plugins_own_file(optional: str) -> None:
     module = schedulerplugins.module_copy()
     if module is None:
         pytest.skip(reason=schedulerplugins.NOT_DOWNLOADED)
-    upstream = (module / "config" / "crd" / "bases" / PODGROUP_CRD_NAME).read_text()
-    lines = PODGROUP_CRD_FILE.read_text().splitlines(keepends=True)
+    directory, file_name, _ = OPTIONAL_CRDS[optional]
+    upstream = (module / "config" / "crd" / "bases" / file_name).read_text()
+    lines = (directory / file_name).read_text().splitlines(keepends=True)
     header = [line for line in lines if line.startswith("#")]
     assert lines[: len(header)] == header, "the comment lines come first, then the file"
     assert "".join(lines[len(header) :]) == upstream

@@ -18,6 +18,9 @@ scheduler-plugins' PodGroup holds plumb against scheduler-plugins' Coscheduling
     def gang_scheduler(request):
         with scheduler_runner(request, request.param) as runner:
             yield runner
+
+Tenant quotas on scheduler-plugins' ElasticQuota hold plumb against its CapacityScheduling
+(``CAPACITY_SCHEDULING``, the same binary with the other profile) in the same way.
 """
 
 from __future__ import annotations
@@ -44,6 +47,8 @@ SCHEDULERS = (PLUMB, KUBE_SCHEDULER)
 # scheduler-plugins' kube-scheduler (v0.34.7, Kubernetes v1.34) with Coscheduling enabled; not in
 # SCHEDULERS: only the gang tests ask for it.
 SCHEDULER_PLUGINS = schedulerplugins.SCHEDULER_NAME
+# The same binary with CapacityScheduling (ElasticQuota) instead; only the quota tests ask for it.
+CAPACITY_SCHEDULING = schedulerplugins.CAPACITY_SCHEDULER_NAME
 PLUMB_SCHEDULER_NAME = "plumb"
 FAILED_SCHEDULING = "FailedScheduling"
 _LOG_TAIL_LINES = 40
@@ -131,7 +136,8 @@ class Runner:
     """A scheduler running for one test."""
 
     name: str
-    """``"plumb"``, ``"kube-scheduler"`` or ``"scheduler-plugins"``: which implementation runs."""
+    """``"plumb"``, ``"kube-scheduler"``, ``"scheduler-plugins"`` (Coscheduling) or
+    ``"capacity-scheduling"`` (scheduler-plugins with CapacityScheduling): which one runs."""
     scheduler_name: str
     """The spec.schedulerName of the pods it takes; it leaves every other pod alone."""
     log: Path
@@ -159,7 +165,9 @@ def scheduler_runner(
     With ``gated``, both run against conftest's ``gated_plane`` (``gated_start_plumb``), and
     kube-scheduler with the plane's feature gates (``kubescheduler.start``'s default).
     scheduler-plugins' kube-scheduler runs the same way, with the Coscheduling profile of
-    ``schedulerplugins.profile`` and the PodGroup CRD installed first (built on first use).
+    ``schedulerplugins.profile`` and the PodGroup CRD installed first (built on first use);
+    ``CAPACITY_SCHEDULING`` is that binary with ``schedulerplugins.capacity_profile``, the
+    ElasticQuota CRD installed first.
     """
     plane_fixture, plumb_fixture = _GATED if gated else _DEFAULT
     if name == PLUMB:
@@ -167,14 +175,15 @@ def scheduler_runner(
         plumb = start_plumb("--scheduler-name", PLUMB_SCHEDULER_NAME)
         yield Runner(name=PLUMB, scheduler_name=PLUMB_SCHEDULER_NAME, log=plumb.log)
         return
-    if name not in (KUBE_SCHEDULER, SCHEDULER_PLUGINS):
-        raise ValueError(
-            f"no scheduler called {name!r}; choose one of {(*SCHEDULERS, SCHEDULER_PLUGINS)}"
-        )
+    others = (KUBE_SCHEDULER, SCHEDULER_PLUGINS, CAPACITY_SCHEDULING)
+    if name not in others:
+        raise ValueError(f"no scheduler called {name!r}; choose one of {(PLUMB, *others)}")
     plane: controlplane.ControlPlane = request.getfixturevalue(plane_fixture)
     tmp_path: Path = request.getfixturevalue("tmp_path")
     if name == SCHEDULER_PLUGINS:
         process = schedulerplugins.start(plane, tmp_path / SCHEDULER_PLUGINS)
+    elif name == CAPACITY_SCHEDULING:
+        process = schedulerplugins.start_capacity_scheduling(plane, tmp_path / CAPACITY_SCHEDULING)
     else:
         process = kubescheduler.start(plane, tmp_path / KUBE_SCHEDULER)
     try:

@@ -2,7 +2,8 @@
 it loses it.
 
 Gaining: wait for the cache's first sync, take every SchedulingPolicy's status up (the budget
-the previous leader spent stays spent), start the status writer, run the scheduling loop.
+the previous leader spent stays spent), start the status writers (policies, and the
+ElasticQuotas' status.used: app/quotastatus.py), run the scheduling loop.
 Losing: cancel the loop and the writer, cancel the bindings in flight and forget their
 assumptions. Shutting down: the same, after a last status write, then release the Lease so a
 standby takes over within one retry period. Without leader election the replica leads from the
@@ -19,7 +20,7 @@ from typing import Any
 
 from plumb import leader
 from plumb import scheduler as scheduler_module
-from plumb.app import policylist
+from plumb.app import policylist, quotastatus
 from plumb.k8s import client as k8s_client
 from plumb.policy import writer as writer_module
 
@@ -72,7 +73,10 @@ class Leadership:
         self._writer = writer
         scheduler.policies.on_dirty = writer.mark_dirty
         await self._take_over(writer)
-        writer_task = asyncio.get_running_loop().create_task(writer.run(), name="plumb-status")
+        loop = asyncio.get_running_loop()
+        writer_task = loop.create_task(writer.run(), name="plumb-status")
+        quotas = quotastatus.QuotaStatus(self._api, scheduler.cache.quotas)
+        quota_task = loop.create_task(quotas.run(), name="plumb-quota-status")
         try:
             await scheduler.run()
         except Exception as error:
@@ -80,9 +84,10 @@ class Leadership:
             logger.exception("the scheduling loop failed")
             raise
         finally:
-            writer_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await writer_task
+            for task in (writer_task, quota_task):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     async def _take_over(self, writer: writer_module.StatusWriter) -> None:
         """Read every policy's status as the previous leader left it (the standby's copy is

@@ -25,7 +25,7 @@ from typing import Any
 
 from plumb import scheduler as scheduler_module
 from plumb.backend.cache import controllers
-from plumb.backend.records import groupobjects
+from plumb.backend.records import groupobjects, quotaobjects
 from plumb.k8s import client as k8s_client
 from plumb.k8s import reflectors
 
@@ -71,6 +71,8 @@ GROUP_PATHS = (
         groupobjects.COSCHEDULING,
     ),
 )
+# scheduler-plugins' ElasticQuotas (where its CRD is installed): tenant quotas.
+QUOTAS = f"/apis/{quotaobjects.GROUP}/{quotaobjects.VERSION}/{quotaobjects.PLURAL}"
 NOT_FOUND, FORBIDDEN = 404, 403
 
 
@@ -132,6 +134,14 @@ def feeds(scheduler: scheduler_module.Scheduler) -> list[Feed]:
         *(resource(path, kind) for path, kind in DRA_PATHS),
         # Before the pods too: a gang listed with its PodGroup is let in at once.
         *(pod_groups(group, api) for group, api in GROUP_PATHS),
+        Feed(
+            QUOTAS,
+            cluster.on_quota,
+            lambda _mark, items: cluster.relist_quotas(items),
+            # Its own key: the PodGroup CRD of the same API group may be there without it.
+            optional_group=QUOTAS,
+            without="no namespace's pods are limited by an ElasticQuota",
+        ),
         Feed(
             NAMESPACES,
             cluster.on_namespace,

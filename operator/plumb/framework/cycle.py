@@ -20,6 +20,7 @@ from plumb.backend.records import objects
 from plumb.framework import compiling, diagnoses, scoring
 from plumb.framework.devices import allocator, availability
 from plumb.framework.plugins import (
+    capacityscheduling,
     dynamicresources,
     interpodaffinity,
     noderesourcesfit,
@@ -260,12 +261,15 @@ def prepare(
     cache: cache_module.Cache,
     profile: scoring.Profile = scoring.DEFAULT,
     nominated: Sequence[tuple[objects.PodInfo, str]] = (),
+    every_nominated: Sequence[objects.PodInfo] = (),
 ) -> Prepared:
     """Compile ``pods`` (in queue order) for the kernel, scored by ``profile``, with room held
-    for the ``nominated`` pods; pods that need no kernel are decided at once."""
+    for the ``nominated`` pods; pods that need no kernel are decided at once.
+    ``every_nominated``: all pods nominated to a node, whatever their priority (quotas count
+    them)."""
     total = len(snap)
     early: list[Decision] = []
-    ready = []
+    ready: list[objects.PodInfo] = []
     devices: dict[str, dynamicresources.NodeVerdicts] = {}
     # Pods with claims share the batch as availability.Sharing lets them.
     sharing = availability.Sharing()
@@ -301,6 +305,11 @@ def prepare(
             early.append(rejected)
         elif isinstance(found := _timed_verdicts(pod, snap, cache, profile, runs), Decision):
             early.append(found)
+        elif (quota := _quota_prefilter(pod, cache, every_nominated, ready)) is not None:
+            if quota.admission is capacityscheduling.Admission.DEFERRED:
+                waiting.append(pod)
+            else:
+                early.append(_over_quota(pod, len(snap), quota.message))
         else:
             if found is not None:
                 if columns_allowed is None:
@@ -438,6 +447,36 @@ def _volume_prefilter(
 
 
 VOLUME_PREFILTER_POSTFILTER = "not found"
+
+
+def _quota_prefilter(
+    pod: objects.PodInfo,
+    cache: cache_module.Cache,
+    nominated: Sequence[objects.PodInfo],
+    earlier: Sequence[objects.PodInfo],
+) -> capacityscheduling.Verdict | None:
+    """CapacityScheduling's PreFilter where the cluster has ElasticQuotas (plumb reads them
+    whenever scheduler-plugins' CRD is served): None when the pod is admitted, else rejected or
+    deferred (``earlier``: the pods this run places before it)."""
+    if not cache.quotas:
+        return None
+    verdict = capacityscheduling.admit(pod, cache.quotas, nominated, earlier)
+    return None if verdict.admission is capacityscheduling.Admission.ADMITTED else verdict
+
+
+def _over_quota(pod: objects.PodInfo, total: int, message: str) -> Decision:
+    """A pod CapacityScheduling's PreFilter rejects: kube-scheduler's FitError with a PreFilter
+    message; its PostFilter (CapacityScheduling's preemption) may still help it."""
+    return Decision(
+        pod=pod,
+        node=None,
+        feasible=0,
+        total=total,
+        message=f"{diagnoses.NO_NODES_PREFIX.format(total=total)} {message}.",
+        reasons={message: total},
+        plugins=frozenset({capacityscheduling.NAME}),
+        prefiltered=True,
+    )
 
 
 def device_verdicts(

@@ -345,6 +345,24 @@ def select_victims(
     return NodeSearch(Candidate(node=node.name, victims=tuple(victims), pdb_violations=violations))
 
 
+class SelectVictims(Protocol):
+    """A plugin's SelectVictimsOnNode: ``select_victims``, or CapacityScheduling's
+    (preemption/quotavictims.py) where the cluster has ElasticQuotas."""
+
+    def __call__(
+        self,
+        pod: Pod,
+        node: NodePods,
+        budgets: Sequence[DisruptionBudget],
+        fits: Fits,
+        explains: Explains | None = None,
+        fallback: tuple[str, ...] = (),
+        rules: Rules = NO_RULES,
+        *,
+        first_violation: bool = True,
+    ) -> NodeSearch: ...
+
+
 def choose(pod: Pod, candidates: Sequence[Candidate]) -> Candidate:
     """The best candidate by kube-scheduler's order (pickOneNodeForPreemption), then the hash."""
     names = np.array([hashing.stable_hash_u64(c.node) for c in candidates], dtype=np.uint64)
@@ -376,6 +394,7 @@ def preempt(
     rules: Rules = NO_RULES,
     *,
     first_violation: bool = True,
+    select: SelectVictims = select_victims,
 ) -> PreemptionVerdict:
     """Where ``pod`` should preempt and whom (Evaluator.Preempt without its API calls).
 
@@ -384,7 +403,8 @@ def preempt(
     ``explains``, a node where the pod does not fit even with every lower-priority pod gone is
     reported with its reasons from ``statuses``. ``rules`` are the preemptor's policy's
     ``spec.preemption`` (``NO_RULES`` for a pod no policy governs); ``budgets`` are spent in
-    their order, as ``first_violation`` says (``split_by_budgets``).
+    their order, as ``first_violation`` says (``split_by_budgets``); ``select`` chooses the
+    victims on each node searched.
     """
     by_name = {node.name: node for node in nodes}
     refusal = not_eligible(pod, by_name, statuses)
@@ -399,7 +419,7 @@ def preempt(
         verdict = statuses.get(node.name)
         if verdict is None or verdict.code is not Code.UNSCHEDULABLE:
             continue
-        result = select_victims(
+        result = select(
             pod,
             node,
             budgets,

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import datetime
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ from plumb.backend.records import objects, specs
 from plumb.framework import compiling, cycle, emulation, scoring
 from plumb.framework.plugins import dynamicresources, nodeports
 from plumb.kernel import contract
-from plumb.preemption import evaluator
+from plumb.preemption import evaluator, quotavictims
 
 _MASKED = 1  # a static code that rejects a node the what-if does not ask about
 
@@ -59,12 +60,20 @@ class Search:
     victims: tuple[objects.PodInfo, ...] = ()
     searched: int = 0  # nodes whose victims were looked for
     kube: emulation.Emulation = emulation.NEWEST_EMULATION
+    # CapacityScheduling's preemption: the only PostFilter of scheduler-plugins' profile, whose
+    # status goes out as it is, with no "preemption: " (DefaultPreemption's) before it.
+    quota: bool = False
 
     def post_filter_message(self, dra: str = dynamicresources.NO_CLAIMS) -> str:
         """The text kube-scheduler appends to the FailedScheduling message: on success only
         DefaultPreemption's (its status alone is returned), from v1.37 the sentence naming the
-        node and the number of victims, before that nothing; otherwise ``post_filter_words``."""
+        node and the number of victims, before that nothing; otherwise ``post_filter_words``.
+        CapacityScheduling's: its evaluator's status alone, nothing on success."""
         outcome = self.outcome
+        if self.quota:
+            return (
+                "" if outcome.node is not None else outcome.message.removeprefix(evaluator.PREFIX)
+            )
         if outcome.node is None:
             return post_filter_words(self.kube, outcome.message, dra)
         if not self.kube.preemption_sentence:
@@ -250,15 +259,26 @@ class Plan:
     exempt: frozenset[str]  # uids of pods their SchedulingPolicy protects
     nominated_node: str
     kube: emulation.Emulation = emulation.NEWEST_EMULATION  # the profile's release
+    # Where the cluster has ElasticQuotas: CapacityScheduling's victims (quotavictims), and
+    # its PreFilter's refusal when that was why the pod failed (every node then Unschedulable).
+    quota: quotavictims.QuotaView | None = None
+    prefiltered: str = ""
 
     def decide(self, kernel: contract.Kernel) -> Search | None:
         """Where the pod should preempt, and whom; None when it fits as things are now (try it
         again as a new attempt). Touches nothing but the plan: may run on any thread."""
         compiled = self.compiled
         result = kernel(compiled.cluster, compiled.batch)
-        if int(result.chosen[0]) >= 0:
+        if self.prefiltered:
+            # PreFilter refused the pod: every node is Unschedulable with its words.
+            failed = evaluator.NodeStatus(
+                code=evaluator.Code.UNSCHEDULABLE, reasons=(self.prefiltered,)
+            )
+            statuses = dict.fromkeys(compiled.names, failed)
+        elif int(result.chosen[0]) >= 0:
             return None
-        statuses = _statuses(compiled, result)
+        else:
+            statuses = _statuses(compiled, result)
         searched = {
             name for name, status in statuses.items() if status.code is evaluator.Code.UNSCHEDULABLE
         }
@@ -300,12 +320,18 @@ class Plan:
             explains,
             rules=self.rules,
             first_violation=self.kube.pdb_first_violation,
+            select=(
+                evaluator.select_victims
+                if self.quota is None
+                else functools.partial(quotavictims.select, view=self.quota)
+            ),
         )
         return Search(
             outcome=outcome,
             victims=tuple(by_uid[v.uid] for v in outcome.victims),
             searched=len(searched),
             kube=self.kube,
+            quota=self.quota is not None,
         )
 
 
@@ -320,13 +346,16 @@ def prepare(
     rules: evaluator.Rules = evaluator.NO_RULES,
     exempt: Callable[[objects.PodInfo], bool] | None = None,
     nominated_node: str = "",
+    quota: quotavictims.QuotaView | None = None,
+    prefiltered: str = "",
 ) -> Plan | None:
     """The search for ``pod`` (which just fit nowhere), read from the cache now; None when it
     cannot be compiled alone.
 
     ``held`` are the nominations of other pods of at least its priority (room they keep);
     ``nominated_node`` the node this pod is nominated to, if any; ``exempt`` tells the pods
-    a SchedulingPolicy protects; ``rules`` are the preemptor's policy's.
+    a SchedulingPolicy protects; ``rules`` are the preemptor's policy's; ``quota`` and
+    ``prefiltered`` as ``Plan``'s.
     """
     devices = cycle.device_verdicts(pod, snap, cache, profile)
     if isinstance(devices, cycle.Decision):
@@ -342,7 +371,7 @@ def prepare(
     if compiled.deferred or not compiled.pods:
         return None
     lowest = cache.lowest_priority()
-    if lowest is None or lowest >= pod.priority:
+    if quota is None and (lowest is None or lowest >= pod.priority):
         # No pod anywhere is less important: no node has a victim (nor one terminating).
         pods_on: dict[str, tuple[objects.PodInfo, ...]] = dict.fromkeys(compiled.names, ())
     else:
@@ -360,6 +389,8 @@ def prepare(
         exempt=protected,
         nominated_node=nominated_node,
         kube=profile.kube,
+        quota=quota,
+        prefiltered=prefiltered,
     )
 
 

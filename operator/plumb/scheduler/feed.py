@@ -20,8 +20,9 @@ from typing import Any, TypeVar
 
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import dra
-from plumb.backend.records import draobjects, groupobjects, objects
+from plumb.backend.records import draobjects, groupobjects, objects, quotaobjects
 from plumb.framework.plugins import (
+    capacityscheduling,
     dynamicresources,
     gangscheduling,
     interpodaffinity,
@@ -319,6 +320,28 @@ class ClusterFeed:
             if after is not None:
                 self._group_changed(before, after)
 
+    def on_quota(self, event_type: str | None, body: Mapping[str, Any]) -> None:
+        """An ElasticQuota was added, modified or deleted: every pod CapacityScheduling
+        rejected is tried again (its EventsToRegister: ElasticQuota, any action, no hint)."""
+        quota = _read("ElasticQuota", body, quotaobjects.parse_quota)
+        if quota is None:
+            return
+        store = self._state.cache.quotas
+        if event_type == "DELETED":
+            changed = store.remove(quota.namespace, quota.name) is not None
+        else:
+            changed = store.put(quota) != quota
+        if changed:
+            self._state.queue.move_all(QUOTA_HELPS)
+
+    def relist_quotas(self, bodies: Iterable[Mapping[str, Any]]) -> None:
+        """Every ElasticQuota after a (re)list: the ones missing are gone."""
+        quotas = [
+            q for body in bodies if (q := _read("ElasticQuota", body, quotaobjects.parse_quota))
+        ]
+        if self._state.cache.quotas.replace(quotas):
+            self._state.queue.move_all(QUOTA_HELPS)
+
     def _group_changed(
         self, before: groupobjects.PodGroup | None, after: groupobjects.PodGroup
     ) -> None:
@@ -515,6 +538,7 @@ POD_REMOVED_HELPS = frozenset(
         interpodaffinity.NAME,
         volumerestrictions.NAME,  # a ReadWriteOncePod claim released
         nodevolumelimits.NAME,  # a volume slot freed
+        capacityscheduling.NAME,  # its namespace's use fell
     }
 )
 # Coscheduling registers Pod/Add with no hint: a pod placed anywhere moves its pods.
@@ -527,6 +551,8 @@ SCALE_DOWN_HELPS = frozenset({noderesourcesfit.NAME})
 # devices it held are freed when the resourceclaim controller deallocates its claims, and
 # that claim update moves the pods.
 DRA_HELPS = frozenset({dra.PLUGIN})
+# CapacityScheduling's: any change of an ElasticQuota.
+QUOTA_HELPS = frozenset({capacityscheduling.NAME})
 # The plugins whose waiting pods a change of their pod group may help.
 GROUP_HELPS = frozenset({gangscheduling.NAME, gangscheduling.COSCHEDULING})
 _GROUP_PARSERS = {

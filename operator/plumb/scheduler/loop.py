@@ -31,7 +31,12 @@ from plumb.backend.records import groupobjects, objects
 from plumb.binder import Binder
 from plumb.events import Recorder
 from plumb.framework import cycle, deviation, scoring, traces
-from plumb.framework.plugins import dynamicresources, gangscheduling, podtopologyspread
+from plumb.framework.plugins import (
+    capacityscheduling,
+    dynamicresources,
+    gangscheduling,
+    podtopologyspread,
+)
 from plumb.framework.plugins import volumeverdicts as volume_plugins
 from plumb.k8s import gates
 from plumb.kernel import contract
@@ -324,8 +329,14 @@ class Scheduler:
             pods[0].priority, excluding=by_uid.keys() | set(together)
         )
         own = tuple(n for pod in pods if (n := self.state.nominations.get(pod.uid)) is not None)
+        every = [n.pod for n in self.state.nominations.all()] if self.cache.quotas else []
         prepared = cycle.prepare(
-            pods, snap, self.cache, profile, nominated=[(h.pod, h.node) for h in held]
+            pods,
+            snap,
+            self.cache,
+            profile,
+            nominated=[(h.pod, h.node) for h in held],
+            every_nominated=every,
         )
         self.runs.record(
             runs.Run(
@@ -384,7 +395,7 @@ class Scheduler:
             uid = decision.pod.uid
             if policy is not None and self._may_deviate(policy, decision):
                 blocked.append(decision)
-            elif decision.node is None and uid not in early:
+            elif decision.node is None and (uid not in early or _over_quota(decision)):
                 failed.append(decision)  # a filter rejected every node: PostFilter may help
             elif decision.node is not None and self.gangs.orphan(decision.pod):
                 # Coscheduling's Permit: a pod labelled for a PodGroup that does not exist.
@@ -738,3 +749,8 @@ def _device_backed(pod: objects.PodInfo) -> Iterator[str]:
 
 def _ref(policy: spec.Policy | None) -> traces.PolicyRef | None:
     return None if policy is None else (policy.namespace, policy.name, policy.generation)
+
+
+def _over_quota(decision: cycle.Decision) -> bool:
+    """CapacityScheduling's PreFilter refused the pod: its PostFilter (preemption) may help."""
+    return decision.prefiltered and capacityscheduling.NAME in decision.plugins

@@ -40,13 +40,13 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import nominations
 from plumb.backend.records import draobjects, groupobjects, objects
 from plumb.events import Recorder
-from plumb.framework import cycle, scoring, traces
-from plumb.framework.plugins import dynamicresources, extendedresources
+from plumb.framework import cycle, emulation, scoring, traces
+from plumb.framework.plugins import capacityscheduling, dynamicresources, extendedresources
 from plumb.kernel import contract, reference
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import engine, spec
-from plumb.preemption import evaluator, execution, groupsearch, search
+from plumb.preemption import evaluator, execution, groupsearch, quotavictims, search
 
 logger = logging.getLogger("plumb.scheduler")
 
@@ -65,6 +65,9 @@ async def inline(work: Callable[[contract.Kernel], _Found]) -> _Found:
 
 
 _IN_PROGRESS = evaluator.PREFIX + evaluator.NOT_ELIGIBLE_TERMINATING
+# scheduler-plugins v0.34.7 is a kube-scheduler v1.34: CapacityScheduling's preemption behaves
+# and speaks as that release's, whatever the cluster runs.
+QUOTA_KUBE = emulation.emulate(34)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -123,12 +126,20 @@ class PostFilter:
         nominated = self._nominations.node_of(pod.uid) or ""
         snap = self._cache.snapshot()
         held = self._nominations.holding(pod.priority, excluding=(pod.uid,))
+        quota, prefiltered = None, ""
+        if self._cache.quotas:
+            every = [n.pod for n in self._nominations.all()]
+            quota = quotavictims.view_of(pod, self._cache.quotas, every)
+            if decision.prefiltered and capacityscheduling.NAME in decision.plugins:
+                prefiltered = next(iter(decision.reasons))
         plan = search.prepare(
             pod,
             snap,
             self._cache,
             profile=profile,
             held=held,
+            quota=quota,
+            prefiltered=prefiltered,
             # In a fixed order (kube-scheduler's, its informer's, is random): with a pod under
             # several budgets, which one v1.37 leaves unspent depends on it (split_by_budgets).
             budgets=[self._budgets[key] for key in sorted(self._budgets)],
@@ -136,6 +147,9 @@ class PostFilter:
             exempt=self._exempt,
             nominated_node=nominated,
         )
+        if plan is not None and quota is not None:
+            # CapacityScheduling's preemption is scheduler-plugins' (a kube-scheduler v1.34).
+            plan = dataclasses.replace(plan, kube=QUOTA_KUBE)
         read = self._cache.journal.seq  # the cache the search reads, before any write
         said = await self._free_claim(pod, idle)
         if plan is None:

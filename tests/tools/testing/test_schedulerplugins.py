@@ -1,5 +1,5 @@
-"""The Coscheduling profile and PodGroups that plumb_dev.testing.schedulerplugins writes for
-scheduler-plugins' kube-scheduler."""
+"""The Coscheduling and CapacityScheduling profiles and the PodGroups that
+plumb_dev.testing.schedulerplugins writes for scheduler-plugins' kube-scheduler."""
 
 from __future__ import annotations
 
@@ -18,6 +18,17 @@ def test_the_profile_is_scheduler_plugins_coscheduling_manifest_under_another_na
     upstream["schedulerName"] = schedulerplugins.SCHEDULER_NAME
 
     assert schedulerplugins.profile() == upstream
+
+
+def test_the_capacity_profile_is_scheduler_plugins_manifest_under_another_name() -> None:
+    module = schedulerplugins.module_copy()
+    if module is None:
+        pytest.skip(reason=schedulerplugins.NOT_DOWNLOADED)
+    text = (module / "manifests" / "capacityscheduling" / "scheduler-config.yaml").read_text()
+    (upstream,) = yaml.safe_load(text)["profiles"]
+    upstream["schedulerName"] = schedulerplugins.CAPACITY_SCHEDULER_NAME
+
+    assert schedulerplugins.capacity_profile() == upstream
 
 
 def test_the_profile_carries_the_group_backoff_when_asked() -> None:

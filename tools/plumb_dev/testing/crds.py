@@ -22,6 +22,9 @@ EXAMPLES_DIR = _REPOSITORY / "manifests" / "examples"
 # scheduler-plugins' PodGroup CRD, an optional part of plumb's manifests.
 PODGROUPS_DIR = _REPOSITORY / "manifests" / "optional" / "scheduler-plugins-podgroups"
 PODGROUP_CRD = "podgroups.scheduling.x-k8s.io"
+# scheduler-plugins' ElasticQuota CRD (tenant quotas), optional beside it.
+ELASTICQUOTAS_DIR = _REPOSITORY / "manifests" / "optional" / "scheduler-plugins-elasticquotas"
+ELASTICQUOTA_CRD = "elasticquotas.scheduling.x-k8s.io"
 KUSTOMIZATION = "kustomization.yaml"
 
 

@@ -1,6 +1,7 @@
 """scheduler-plugins' kube-scheduler with its Coscheduling plugin, run against the local control
 plane beside plumb, so that gang scheduling on the PodGroup of scheduling.x-k8s.io/v1alpha1 can
-be held against the scheduler its users run today.
+be held against the scheduler its users run today; and the same binary with its
+CapacityScheduling plugin, for tenant quotas on its ElasticQuota (``start_capacity_scheduling``).
 
 The binary is ``cmd/scheduler`` of sigs.k8s.io/scheduler-plugins v0.34.7 (kube-scheduler v1.34
 with the out-of-tree plugins registered), built once by hack/build-scheduler-plugins.sh. It is
@@ -8,7 +9,10 @@ started by ``kubescheduler.start`` with one profile that enables Coscheduling as
 scheduler-plugins' own manifests/coscheduling/scheduler-config.yaml does, under a schedulerName
 of its own, so it takes only the pods that name it. The PodGroup CRD (plumb's
 manifests/optional/scheduler-plugins-podgroups/) is installed first: the plugin's informer for
-PodGroups must sync before the scheduler starts. A test helper: the scheduler never imports it.
+PodGroups must sync before the scheduler starts. CapacityScheduling runs the same way, with the
+profile of scheduler-plugins' manifests/capacityscheduling/scheduler-config.yaml under a
+schedulerName of its own, after the ElasticQuota CRD (manifests/optional/
+scheduler-plugins-elasticquotas/) is installed. A test helper: the scheduler never imports it.
 """
 
 from __future__ import annotations
@@ -31,6 +35,10 @@ COSCHEDULING = "Coscheduling"
 GROUP = "scheduling.x-k8s.io"
 API_VERSION = "v1alpha1"
 PODGROUPS = "podgroups"
+# The plugin of tenant quotas on ElasticQuota, and the schedulerName its scheduler takes: another
+# than Coscheduling's, so that both can run on one control plane.
+CAPACITY_SCHEDULING = "CapacityScheduling"
+CAPACITY_SCHEDULER_NAME = "capacity-scheduling"
 # The label that makes a pod a member of the PodGroup it names, in the pod's own namespace.
 POD_GROUP_LABEL = f"{GROUP}/pod-group"
 # scheduler-plugins' manifests set 10 s (the plugin's own default is 60 s): how long a member
@@ -109,10 +117,33 @@ def profile(
     }
 
 
+def capacity_profile(scheduler_name: str = CAPACITY_SCHEDULER_NAME) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration profile of scheduler-plugins' CapacityScheduling manifest:
+    CapacityScheduling at every extension point it has (multiPoint: PreFilter with its
+    PreFilterExtensions, Reserve and Unreserve, PostFilter), and as the only PostFilter, so
+    that its own preemption replaces DefaultPreemption (and DynamicResources' PostFilter)."""
+    return {
+        "schedulerName": scheduler_name,
+        "plugins": {
+            "multiPoint": {"enabled": [{"name": CAPACITY_SCHEDULING}]},
+            "postFilter": {
+                "enabled": [{"name": CAPACITY_SCHEDULING}],
+                "disabled": [{"name": "*"}],
+            },
+        },
+    }
+
+
 def install_podgroups(plane: controlplane.ControlPlane, cache_dir: Path) -> list[str]:
     """Applies the PodGroup CRD (``kubectl apply -k``) and waits until it is served."""
     kubectl = crds.Kubectl.of(plane, cache_dir=cache_dir)
     return crds.install(kubectl, crds.PODGROUPS_DIR)
+
+
+def install_elasticquotas(plane: controlplane.ControlPlane, cache_dir: Path) -> list[str]:
+    """Applies the ElasticQuota CRD (``kubectl apply -k``) and waits until it is served."""
+    kubectl = crds.Kubectl.of(plane, cache_dir=cache_dir)
+    return crds.install(kubectl, crds.ELASTICQUOTAS_DIR)
 
 
 def start(
@@ -140,6 +171,29 @@ def start(
                 group_backoff_seconds=group_backoff_seconds,
             )
         ],
+        binary=binary,
+        timeout=timeout,
+    )
+
+
+def start_capacity_scheduling(
+    plane: controlplane.ControlPlane,
+    directory: Path,
+    *,
+    scheduler_name: str = CAPACITY_SCHEDULER_NAME,
+    timeout: float = _START_TIMEOUT_SECONDS,
+) -> kubescheduler.KubeScheduler:
+    """Builds it if needed, installs the ElasticQuota CRD (the plugin's informer for
+    ElasticQuotas must sync before the scheduler starts), and starts it against plane with the
+    CapacityScheduling profile (``capacity_profile``); its configuration, certificates and log
+    go to directory. Stop it as any kube-scheduler."""
+    binary = ensure_binary()
+    install_elasticquotas(plane, directory / _KUBECTL_CACHE)
+    return kubescheduler.start(
+        plane,
+        directory,
+        scheduler_name=scheduler_name,
+        profiles=[capacity_profile(scheduler_name)],
         binary=binary,
         timeout=timeout,
     )

@@ -29,7 +29,16 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from plumb.backend.cache import controllers, countrows, dra, nodetable, podgroups, snapshot, volumes
+from plumb.backend.cache import (
+    controllers,
+    countrows,
+    dra,
+    nodetable,
+    podgroups,
+    quotas,
+    snapshot,
+    volumes,
+)
 from plumb.backend.cache import journal as journal_module
 from plumb.backend.records import objects, specs
 
@@ -71,6 +80,7 @@ class Cache:
         # PodGroups of both APIs, and each group's members placed (kept here at every place
         # and unplace, so a gang's count of scheduled members follows assume and forget).
         self.groups = podgroups.GroupStore()
+        self.quotas = quotas.QuotaStore()
         self._ports: dict[str, collections.Counter[specs.HostPort]] = {}
         self._assumed = 0
         self._priorities: collections.Counter[int] = collections.Counter()
@@ -297,6 +307,7 @@ class Cache:
         self.nodes.add_request(node, pod.requests, +1, pod.nonzero)
         self.rows.track(pod, +1)
         self.groups.place(pod)
+        self.quotas.place(pod)
         slot = self.nodes.slot(node)
         if slot is not None:
             self.rows.count(pod, slot, +1)
@@ -321,6 +332,7 @@ class Cache:
         self.nodes.add_request(placed.node, placed.pod.requests, -1, placed.pod.nonzero)
         self.rows.track(placed.pod, -1)
         self.groups.unplace(placed.pod)
+        self.quotas.unplace(placed.pod)
         slot = self.nodes.slot(placed.node)
         if slot is not None:
             self.rows.count(placed.pod, slot, -1)

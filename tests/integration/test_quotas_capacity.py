@@ -434,7 +434,6 @@ def test_a_raised_max_lets_a_waiting_pod_bind(tenants: Tenants) -> None:
     assert tenants.said(a, "a-2") == _refused(_max_words(a, "a-2"), _no_victims(node, "a-2"))
 
 
-@pytest.mark.long
 def test_a_quota_beyond_its_min_preempts_only_its_own_lower_priority_pods(
     tenants: Tenants,
 ) -> None:

@@ -29,8 +29,7 @@ gone as soon as it is deleted, and its quota use with it. Each scenario's namesp
 test's namespace (no quota: it holds the probes proving the nodes are in view) and tenants made
 beside it; the quotas are deleted at the end, and a scenario starts only when no quota from
 another one is left, since CapacityScheduling sums the mins and uses of every quota in the
-cluster. /work/notes/quota-observed.md (kept by whoever ran them last) records the texts and
-timings scheduler-plugins showed.
+cluster. Each scenario prints its tenants' events at the end (``pytest -rP`` shows them).
 """
 
 from __future__ import annotations

@@ -29,8 +29,7 @@ gone as soon as it is deleted, and its quota use with it. Each scenario's namesp
 test's namespace (no quota: it holds the probes proving the nodes are in view) and tenants made
 beside it; the quotas are deleted at the end, and a scenario starts only when no quota from
 another one is left, since CapacityScheduling sums the mins and uses of every quota in the
-cluster. /work/notes/quota-observed.md (kept by whoever ran them last) records the texts and
-timings scheduler-plugins showed.
+cluster. Each scenario prints its tenants' events at the end (``pytest -rP`` shows them).
 """
 
 from __future__ import annotations
@@ -144,9 +143,20 @@ class Tenants:
         )
 
     def pod(
-        self, name: str, namespace: str, priority: int | None = None, **requests: str
+        self, name: str, namespace: str, *, priority: int | None = None, **requests: str
     ) -> builders.PodBuilder:
         """A pod for the scheduler under test asking ``requests``, gone as soon as deleted."""
+        return self.asking(name, namespace, requests, priority=priority)
+
+    def asking(
+        self,
+        name: str,
+        namespace: str,
+        requests: Mapping[str, str],
+        *,
+        priority: int | None = None,
+    ) -> builders.PodBuilder:
+        """``pod`` for requests whose names are no Python keywords (``example.com/gpu``)."""
         pod = self.runner.pod(name, namespace).req(**requests).grace(0)
         return pod if priority is None else pod.priority(priority)
 
@@ -304,7 +314,9 @@ def test_a_quota_under_its_min_takes_back_what_another_borrowed(tenants: Tenants
     b = tenants.tenant("b", minimum={"cpu": "2"}, maximum={"cpu": "6"})
     # a borrows b's min; distinct priorities make the victims one answer.
     borrowers = [f"a-{i}" for i in range(4)]
-    placed = tenants.settle(a, *(tenants.pod(f"a-{i}", a, i + 1, cpu="1") for i in range(4)))
+    placed = tenants.settle(
+        a, *(tenants.pod(f"a-{i}", a, priority=i + 1, cpu="1") for i in range(4))
+    )
     assert placed == dict.fromkeys(borrowers, node)
 
     # b-0 has priority 0, below all of a's: a quota under its min preempts pods of quotas
@@ -330,12 +342,12 @@ def test_a_namespace_without_quota_is_unlimited_and_preempts_only_its_like(
     c = tenants.tenant("c", quota=False)
     assert tenants.settle(a, tenants.pod("a-0", a, cpu="1")) == {"a-0": node}
     # 3 cpu in a namespace without quota, beyond the sum of mins (1): no quota counts them.
-    open_pods = [tenants.pod(f"c-{i}", c, i + 1, cpu="1") for i in range(3)]
+    open_pods = [tenants.pod(f"c-{i}", c, priority=i + 1, cpu="1") for i in range(3)]
     assert tenants.settle(c, *open_pods) == dict.fromkeys(("c-0", "c-1", "c-2"), node)
 
     # The node is full. a-0 has the lowest priority (0), but it is a quota's: a pod without
     # quota preempts only lower-priority pods of namespaces without quota, c-0 the least.
-    tenants.create(tenants.pod("c-big", c, 10, cpu="1"))
+    tenants.create(tenants.pod("c-big", c, priority=10, cpu="1"))
     assert tenants.bound(c, "c-big") == node
 
     assert tenants.gone(c, ["c-0", "c-1", "c-2"]) == {"c-0"}
@@ -351,10 +363,10 @@ def test_each_resource_of_a_quota_counts_and_those_it_does_not_name(tenants: Ten
     b = tenants.tenant("b", minimum={"cpu": "2"}, maximum={"cpu": "2"})
     takes = {"cpu": "1", "memory": "2Gi", gpu: "1"}
 
-    placed = tenants.settle(a, tenants.pod("a-0", a, **takes), tenants.pod("a-1", a, **takes))
+    placed = tenants.settle(a, tenants.asking("a-0", a, takes), tenants.asking("a-1", a, takes))
     assert placed == {"a-0": node, "a-1": node}
     # Within cpu (3 of 4) and memory (6Gi of 8Gi), beyond the gpus (3 of 2).
-    assert tenants.settle(a, tenants.pod("a-2", a, **takes)) == {"a-2": None}
+    assert tenants.settle(a, tenants.asking("a-2", a, takes)) == {"a-2": None}
     assert tenants.said(a, "a-2") == _refused(_max_words(a, "a-2"), _no_victims(node, "a-2"))
     # b's max names only cpu: its memory max is 0, so any memory is beyond it.
     assert tenants.settle(b, tenants.pod("b-mem", b, cpu="1", memory="1Gi")) == {"b-mem": None}
@@ -362,7 +374,7 @@ def test_each_resource_of_a_quota_counts_and_those_it_does_not_name(tenants: Ten
     assert tenants.settle(b, tenants.pod("b-cpu", b, cpu="1")) == {"b-cpu": node}
     # Nor does it name the gpus: no max for them, but b's min of them is 0, and a's two are
     # all the mins hold: the sum of mins refuses a third.
-    assert tenants.settle(b, tenants.pod("b-gpu", b, **{gpu: "1"})) == {"b-gpu": None}
+    assert tenants.settle(b, tenants.asking("b-gpu", b, {gpu: "1"})) == {"b-gpu": None}
     assert tenants.said(b, "b-gpu") == _refused(_min_words(b, "b-gpu"), _no_victims(node, "b-gpu"))
 
 
@@ -421,7 +433,6 @@ def test_a_raised_max_lets_a_waiting_pod_bind(tenants: Tenants) -> None:
     assert tenants.said(a, "a-2") == _refused(_max_words(a, "a-2"), _no_victims(node, "a-2"))
 
 
-@pytest.mark.long
 def test_a_quota_beyond_its_min_preempts_only_its_own_lower_priority_pods(
     tenants: Tenants,
 ) -> None:
@@ -432,12 +443,12 @@ def test_a_quota_beyond_its_min_preempts_only_its_own_lower_priority_pods(
         "b-0": node,
         "b-1": node,
     }
-    own = [tenants.pod("a-0", a, 1, cpu="1"), tenants.pod("a-1", a, 2, cpu="1")]
+    own = [tenants.pod("a-0", a, priority=1, cpu="1"), tenants.pod("a-1", a, priority=2, cpu="1")]
     assert tenants.settle(a, *own) == {"a-0": node, "a-1": node}
 
     # b's pods have priority 0, the lowest on the full node, but b is within its min: a, at
     # its max, preempts among its own lower-priority pods, and one suffices (a-0).
-    tenants.create(tenants.pod("a-hi", a, 10, cpu="1"))
+    tenants.create(tenants.pod("a-hi", a, priority=10, cpu="1"))
     assert tenants.bound(a, "a-hi") == node
 
     assert tenants.gone(a, ["a-0", "a-1"]) == {"a-0"}

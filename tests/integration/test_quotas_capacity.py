@@ -295,6 +295,7 @@ def test_a_pod_beyond_its_quota_s_max_waits_and_says_so(tenants: Tenants) -> Non
     assert tenants.said(a, "a-2") == _refused(_max_words(a, "a-2"), _no_victims(node, "a-2"))
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_quota_borrows_the_min_of_idle_quotas_and_no_more(tenants: Tenants) -> None:
     (node,) = tenants.nodes(CPU8)
     a = tenants.tenant("a", minimum={"cpu": "2"}, maximum={"cpu": "6"})
@@ -334,6 +335,7 @@ def test_a_quota_under_its_min_takes_back_what_another_borrowed(tenants: Tenants
     assert tenants.said(b, "b-0") == f"0/1 nodes are available: {_min_words(b, 'b-0')}."
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_namespace_without_quota_is_unlimited_and_preempts_only_its_like(
     tenants: Tenants,
 ) -> None:
@@ -355,6 +357,7 @@ def test_a_namespace_without_quota_is_unlimited_and_preempts_only_its_like(
     assert tenants.said(c, "c-big") == "0/1 nodes are available: 1 Insufficient cpu."
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_each_resource_of_a_quota_counts_and_those_it_does_not_name(tenants: Tenants) -> None:
     gpu = "example.com/gpu"
     (node,) = tenants.nodes({"cpu": "8", "memory": "32Gi", gpu: "4"})
@@ -391,6 +394,7 @@ def test_a_batch_created_at_once_binds_exactly_what_the_max_holds(tenants: Tenan
         assert tenants.said(a, name) == _refused(_max_words(a, name), _no_victims(node, name))
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_deleted_quota_leaves_its_namespace_unlimited(tenants: Tenants) -> None:
     (node,) = tenants.nodes(CPU8)
     a = tenants.tenant("a", minimum={"cpu": "1"}, maximum={"cpu": "1"})
@@ -414,6 +418,7 @@ def test_a_deleted_quota_leaves_its_namespace_unlimited(tenants: Tenants) -> Non
     }
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_raised_max_lets_a_waiting_pod_bind(tenants: Tenants) -> None:
     (node,) = tenants.nodes(CPU8)
     a = tenants.tenant("a", minimum={"cpu": "1"}, maximum={"cpu": "1"})
@@ -433,6 +438,7 @@ def test_a_raised_max_lets_a_waiting_pod_bind(tenants: Tenants) -> None:
     assert tenants.said(a, "a-2") == _refused(_max_words(a, "a-2"), _no_victims(node, "a-2"))
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_quota_beyond_its_min_preempts_only_its_own_lower_priority_pods(
     tenants: Tenants,
 ) -> None:

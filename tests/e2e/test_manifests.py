@@ -62,6 +62,8 @@ CLUSTER_RULES = {
     ("scheduling.k8s.io", "workloads"): {"get", "list", "watch"},
     ("scheduling.k8s.io", "podgroups/status"): {"patch", "update"},
     ("scheduling.x-k8s.io", "podgroups"): {"get", "list", "watch"},
+    ("scheduling.x-k8s.io", "elasticquotas"): {"get", "list", "watch"},
+    ("scheduling.x-k8s.io", "elasticquotas/status"): {"patch", "update"},
     ("events.k8s.io", "events"): {"create"},
     ("scheduling.plumb.dev", "schedulingpolicies"): {"list", "watch", "patch"},
     ("scheduling.plumb.dev", "schedulingpolicies/status"): {"patch"},

@@ -166,6 +166,7 @@ def test_a_group_stays_in_the_tightest_zone_spans_on_the_budget_then_waits(
     assert topologies[f"{namespace}/wide-0"].deviation is True
 
 
+@pytest.mark.long  # in make test-long; the other scenario stays in make test
 def test_schedule_anyway_spans_zones_without_a_deviation(
     podgroups: None,
     kube_client: kube.Kube,

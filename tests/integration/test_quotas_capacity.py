@@ -281,6 +281,7 @@ def test_pods_within_their_quota_s_max_bind(tenants: Tenants) -> None:
     assert placed == {"a-0": node, "a-1": node, "a-2": node}
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_pod_beyond_its_quota_s_max_waits_and_says_so(tenants: Tenants) -> None:
     (node,) = tenants.nodes(CPU8)
     a = tenants.tenant("a", minimum={"cpu": "2"}, maximum={"cpu": "2"})
@@ -381,6 +382,7 @@ def test_each_resource_of_a_quota_counts_and_those_it_does_not_name(tenants: Ten
     assert tenants.said(b, "b-gpu") == _refused(_min_words(b, "b-gpu"), _no_victims(node, "b-gpu"))
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_a_batch_created_at_once_binds_exactly_what_the_max_holds(tenants: Tenants) -> None:
     (node,) = tenants.nodes(CPU8)
     a = tenants.tenant("a", minimum={"cpu": "3"}, maximum={"cpu": "3"})

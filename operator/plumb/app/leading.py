@@ -3,7 +3,8 @@ it loses it.
 
 Gaining: wait for the cache's first sync, take every SchedulingPolicy's status up (the budget
 the previous leader spent stays spent), start the status writers (policies, and the
-ElasticQuotas' status.used: app/quotastatus.py), run the scheduling loop.
+ElasticQuotas' status.used: app/quotastatus.py) and the SLO-elastic quota limits
+(app/quotalimits.py), run the scheduling loop.
 Losing: cancel the loop and the writer, cancel the bindings in flight and forget their
 assumptions. Shutting down: the same, after a last status write, then release the Lease so a
 standby takes over within one retry period. Without leader election the replica leads from the
@@ -20,7 +21,7 @@ from typing import Any
 
 from plumb import leader
 from plumb import scheduler as scheduler_module
-from plumb.app import policylist, quotastatus
+from plumb.app import policylist, quotalimits, quotastatus
 from plumb.k8s import client as k8s_client
 from plumb.policy import writer as writer_module
 
@@ -77,6 +78,9 @@ class Leadership:
         writer_task = loop.create_task(writer.run(), name="plumb-status")
         quotas = quotastatus.QuotaStatus(self._api, scheduler.cache.quotas)
         quota_task = loop.create_task(quotas.run(), name="plumb-quota-status")
+        limits_task = loop.create_task(
+            quotalimits.QuotaLimits(scheduler).run(), name="plumb-quota-limits"
+        )
         try:
             await scheduler.run()
         except Exception as error:
@@ -84,7 +88,7 @@ class Leadership:
             logger.exception("the scheduling loop failed")
             raise
         finally:
-            for task in (writer_task, quota_task):
+            for task in (writer_task, quota_task, limits_task):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task

@@ -450,6 +450,15 @@ class SchedulingQueue:
         entry = self._entries.get(uid)
         return entry.where if entry else None
 
+    def waiting(self, namespace: str) -> list[tuple[objects.PodInfo, float]]:
+        """The namespace's pending pods (in flight included), each with when it first came
+        into the queue (the ``now`` clock)."""
+        return [
+            (e.pod, e.first_enqueued)
+            for e in self._entries.values()
+            if e.pod.namespace == namespace
+        ]
+
     def counts(self) -> dict[Where, int]:
         counts = dict.fromkeys(Where, 0)
         for entry in self._entries.values():

@@ -62,6 +62,8 @@ class PolicyEngine:
         self._previous: dict[spec_module.Key, JSON] = {}
         self.zones = zonefeed.ZoneFeed()
         self._deviations: dict[spec_module.Key, int] = {}  # since plumb started, for metrics
+        # status.quota of the SLO-elastic policies (app/quotalimits.py sets it).
+        self._quota: dict[spec_module.Key, JSON] = {}
         self.on_dirty: Callable[[str, str], None] = lambda namespace, name: None
         """Called whenever what a policy's status shows may have changed (the status writer's
         ``mark_dirty``)."""
@@ -393,8 +395,21 @@ class PolicyEngine:
             previous=self._previous.get(state.key),
             now=now,
         )
+        quota = self._quota.get(state.key)
+        if quota is not None:
+            built["quota"] = quota
         self._previous[state.key] = built
         return built
+
+    def quota_status(self, key: spec_module.Key, status: JSON | None) -> None:
+        """The policy's ``status.quota`` (None: none); marks it dirty when it changed."""
+        if self._quota.get(key) == status:
+            return
+        if status is None:
+            self._quota.pop(key, None)
+        else:
+            self._quota[key] = status
+        self.on_dirty(*key)
 
     def placement(self, policy: spec_module.Policy | None) -> status_module.Placement:
         """Where the pods the policy's selector picks are placed, per topology domain."""

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from plumb.backend.records import specs
-from plumb.policy import fields
+from plumb.policy import fields, slo
 from plumb.policy.fields import PolicyError
 
 __all__ = [
@@ -207,6 +207,7 @@ class Policy:
     deviation_budget: DeviationBudget | None = None
     preemption: Preemption = NO_PREEMPTION_RULES
     gangs: GangTopology | None = None
+    quota_slo: slo.QuotaSLO | None = None
 
     @property
     def key(self) -> Key:
@@ -280,6 +281,7 @@ def _compile(obj: Any) -> Policy:
             "deviationBudget",
             "preemption",
             "gangs",
+            "quotaSLO",
         ),
     )
     budget = raw.get("deviationBudget")
@@ -298,6 +300,7 @@ def _compile(obj: Any) -> Policy:
         deviation_budget=None if budget is None else _budget(budget, "spec.deviationBudget"),
         preemption=_preemption(raw.get("preemption"), "spec.preemption"),
         gangs=_gangs(raw.get("gangs"), "spec.gangs"),
+        quota_slo=slo.parse(raw.get("quotaSLO"), "spec.quotaSLO"),
     )
 
 

@@ -62,7 +62,7 @@ def view_of(
     held = list(store)
     return QuotaView(
         lower={quota.namespace: quota.lower for quota in held},
-        upper={quota.namespace: quota.upper for quota in held},
+        upper={quota.namespace: store.upper(quota) for quota in held},
         used={quota.namespace: dict(store.used(quota.namespace)) for quota in held},
         request=request,
         in_quota=quotaobjects.total((request, counted.in_quota)),

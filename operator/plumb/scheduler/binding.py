@@ -160,7 +160,9 @@ class BindingCycle:
         )
         bound = result.outcome is BindOutcome.BOUND or committed
         outcome = BindOutcome.BOUND if bound else result.outcome
-        meters.count_bind(self._state.metrics, self._state.queue, entry, outcome, latency)
+        meters.count_bind(
+            self._state.metrics, self._state.queue, entry, outcome, latency, self._state.slo
+        )
         if outcome not in (BindOutcome.GONE, BindOutcome.CONFLICT):  # not the zone's doing
             self._state.policies.observe_bind(pod, node, success=bound, latency=latency)
         if pod.uid in self._state.committed_late:

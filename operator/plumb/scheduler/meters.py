@@ -12,6 +12,7 @@ from plumb.framework import cycle
 from plumb.framework.plugins import dynamicresources
 from plumb.kernel import contract
 from plumb.observability import metrics as metrics_module
+from plumb.policy import attainment
 
 BIND_RESULTS = {
     BindOutcome.BOUND: metrics_module.BOUND,
@@ -40,12 +41,15 @@ def count_bind(
     entry: queue_module.Entry,
     outcome: BindOutcome,
     seconds: float,
+    outcomes: attainment.SchedulingOutcomes | None = None,
 ) -> None:
     metrics.binding(BIND_RESULTS.get(outcome, metrics_module.ERROR), seconds)
     now = queue.now()
     if outcome is BindOutcome.BOUND:
         metrics.attempt(metrics_module.SCHEDULED, now - entry.popped_at)
         metrics.pod_scheduled(now - entry.first_enqueued, entry.attempts)
+        if outcomes is not None:
+            outcomes.bound(entry.pod, now - entry.first_enqueued, now)
     else:  # kube-scheduler counts a binding the API server refused as an error
         metrics.attempt(metrics_module.ERROR, now - entry.popped_at)
 

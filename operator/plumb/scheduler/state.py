@@ -16,7 +16,7 @@ from plumb.backend.cache import nominations as nominations_module
 from plumb.events import Recorder
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
-from plumb.policy import engine
+from plumb.policy import attainment, engine
 from plumb.preemption import evaluator
 from plumb.scheduler import profiles
 
@@ -58,6 +58,8 @@ class SchedulerState:
         # Pods nominated by preemption (room held for them), and the PodDisruptionBudgets
         # preemption honours, by (namespace, name).
         self.nominations = nominations_module.Nominations()
+        # The SLO-elastic tenants' bound pods and how long each waited (policy/attainment.py).
+        self.slo = attainment.SchedulingOutcomes()
         self.budgets: dict[tuple[str, str], evaluator.DisruptionBudget] = {}
         # Bindings whose answer never came (a lost connection, a 5xx, a 409 that may be our
         # own earlier try) for pods being retried: by uid, each try's node and trace line.

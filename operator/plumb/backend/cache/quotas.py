@@ -10,10 +10,33 @@ whichever its informer saw first. Not journalled: a replay reads the quotas as t
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Iterator, Mapping
 
 from plumb.backend.records import objects, quotaobjects
-from plumb.backend.records.quotaobjects import ElasticQuota
+from plumb.backend.records.quotaobjects import Bound, ElasticQuota
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class QuotaLimit:
+    """The max a SchedulingPolicy's SLO rule has the quota enforce instead of its own
+    (policy/slo.py): why, and what it was before it last changed."""
+
+    bound: Bound
+    policy: str  # namespace/name of the SchedulingPolicy
+    attainment: float
+    steps: int
+    since: float  # wall-clock seconds of the last change
+    before: Bound | None = None
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, QuotaLimit):
+            return NotImplemented
+        return (self.bound, self.policy, self.steps) == (other.bound, other.policy, other.steps)
+
+    def __hash__(self) -> int:
+        return hash((self.policy, self.steps))
 
 
 class QuotaStore:
@@ -22,7 +45,8 @@ class QuotaStore:
     def __init__(self) -> None:
         self._quotas: dict[str, dict[str, ElasticQuota]] = {}
         self._used: dict[str, dict[str, int]] = {}
-        self.generation = 0  # moves on at every change of an ElasticQuota
+        self._limits: dict[str, QuotaLimit] = {}
+        self.generation = 0  # moves on at every change of an ElasticQuota or of a limit
 
     # ElasticQuotas -------------------------------------------------------------------------
 
@@ -80,6 +104,28 @@ class QuotaStore:
     def __len__(self) -> int:
         return len(self._quotas)
 
+    # Limits of SLO-elastic quotas ----------------------------------------------------------
+
+    def upper(self, quota: ElasticQuota) -> Bound:
+        """The max ``quota`` enforces now: its own, or the one its SLO rule set."""
+        found = self._limits.get(quota.namespace)
+        return quota.upper if found is None else found.bound
+
+    def limit(self, namespace: str) -> QuotaLimit | None:
+        return self._limits.get(namespace)
+
+    def set_limit(self, namespace: str, limit: QuotaLimit | None) -> bool:
+        """Sets (None: clears) the namespace's limit; whether anything changed."""
+        before = self._limits.get(namespace)
+        if before == limit:
+            return False
+        if limit is None:
+            del self._limits[namespace]
+        else:
+            self._limits[namespace] = limit
+        self.generation += 1
+        return True
+
     # Use -----------------------------------------------------------------------------------
 
     def used(self, namespace: str) -> Mapping[str, int]:
@@ -102,3 +148,33 @@ class QuotaStore:
 def request(pod: objects.PodInfo) -> dict[str, int]:
     """What a pod counts against its namespace's quota."""
     return quotaobjects.vector(pod.requests)
+
+
+def limit_sentence(quota: ElasticQuota, limit: QuotaLimit) -> str:
+    """Why the quota's max is not its own: "its limit is cpu 8 (max cpu 10), lowered from cpu
+    9.6 at 12:04:05 UTC by SchedulingPolicy team-a/slo because its SLO attainment fell to 91%"."""
+    names = {name for name, value in limit.bound.values.items() if value < quota.upper.get(name)}
+    names = names or set(limit.bound.values)
+    now = _show(limit.bound, names)
+    top = _show(quota.upper, names)
+    when = time.strftime("%H:%M:%S UTC", time.gmtime(limit.since))
+    moved = "lowered" if limit.steps else "restored"
+    before = f" from {_show(limit.before, names)}" if limit.before is not None else ""
+    why = (
+        f"its SLO attainment fell to {limit.attainment:.0%}"
+        if limit.steps
+        else f"its SLO attainment is {limit.attainment:.0%}"
+    )
+    return (
+        f"its limit is {now} (max {top}), {moved}{before} at {when} by SchedulingPolicy "
+        f"{limit.policy} because {why}"
+    )
+
+
+def _show(bound: Bound, names: set[str]) -> str:
+    shown = [
+        f"{name} {quotaobjects.readable(name, bound.get(name))}"
+        for name in sorted(names)
+        if bound.get(name) < quotaobjects.UNLIMITED
+    ]
+    return ", ".join(shown) or "unlimited"

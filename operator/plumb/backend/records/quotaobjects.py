@@ -84,6 +84,19 @@ def over(first: Mapping[str, int], second: Mapping[str, int], bound: Bound) -> b
     )
 
 
+def readable(name: str, value: int) -> str:
+    """One amount as a person reads it: cpu in cores (7.5), bytes in Gi or Mi when whole."""
+    if name == objects.CPU:
+        return f"{value / 1000:g}"
+    if name in (objects.MEMORY, objects.EPHEMERAL_STORAGE) or name.startswith(
+        objects.HUGEPAGES_PREFIX
+    ):
+        for unit, size in (("Gi", 1024**3), ("Mi", 1024**2)):
+            if value and value % size == 0:
+                return f"{value // size}{unit}"
+    return str(value)
+
+
 def add(into: dict[str, int], other: Mapping[str, int], sign: int = 1) -> None:
     for name, value in other.items():
         into[name] = into.get(name, 0) + sign * value

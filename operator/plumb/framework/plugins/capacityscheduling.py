@@ -24,11 +24,17 @@ from plumb.backend.records.quotaobjects import Bound, ElasticQuota
 NAME = "CapacityScheduling"
 
 
-def over_max(pod: objects.PodInfo, quota: ElasticQuota) -> str:
-    return (
+def over_max(
+    pod: objects.PodInfo, quota: ElasticQuota, limit: quotas.QuotaLimit | None = None
+) -> str:
+    """CapacityScheduling's words; with an SLO rule's limit in force, plumb says which."""
+    words = (
         f"Pod {pod.namespace}/{pod.name} is rejected in PreFilter because ElasticQuota "
         f"{quota.namespace} is more than Max"
     )
+    if limit is None or limit.bound == quota.upper:
+        return words
+    return f"{words} ({quotas.limit_sentence(quota, limit)})"
 
 
 def over_min(pod: objects.PodInfo) -> str:
@@ -117,8 +123,9 @@ def admit(
     used = dict(store.used(pod.namespace))
     every = total_used(store)
     lowest = total_min(store)
-    if quotaobjects.over(in_quota, used, quota.upper):
-        return Verdict(Admission.REJECTED, over_max(pod, quota))
+    upper = store.upper(quota)
+    if quotaobjects.over(in_quota, used, upper):
+        return Verdict(Admission.REJECTED, over_max(pod, quota, store.limit(quota.namespace)))
     if quotaobjects.over(quotaobjects.total((every, everywhere)), {}, lowest):
         return Verdict(Admission.REJECTED, over_min(pod))
     before = list(earlier)
@@ -126,8 +133,8 @@ def admit(
     governed = quotaobjects.total(
         quotas.request(p) for p in before if store.governing(p.namespace) is not None
     )
-    if quotaobjects.over(in_quota, quotaobjects.total((used, same)), quota.upper):
-        return Verdict(Admission.DEFERRED, over_max(pod, quota))
+    if quotaobjects.over(in_quota, quotaobjects.total((used, same)), upper):
+        return Verdict(Admission.DEFERRED, over_max(pod, quota, store.limit(quota.namespace)))
     if quotaobjects.over(quotaobjects.total((every, governed, everywhere)), {}, lowest):
         return Verdict(Admission.DEFERRED, over_min(pod))
     return ADMITTED

@@ -60,6 +60,15 @@ _VALID_SPEC: JSON = {
         "maxVictimsPerPod": 3,
     },
     "gangs": {"topologyKey": ZONE, "whenUnsatisfiable": "DoNotSchedule"},
+    "quotaSLO": {
+        "objective": 0.99,
+        "window": "10m",
+        "tolerance": "1m",
+        "evaluationPeriod": "30s",
+        "ceiling": 30,
+        "step": {"drop": 5, "release": 2},
+        "scheduling": {"within": "30s"},
+    },
 }
 
 
@@ -368,6 +377,25 @@ INVALID = [
         edits={"gangs.whenUnsatisfiable": "Sometimes"},
         field="spec.gangs.whenUnsatisfiable",
         says='supported values: "DoNotSchedule", "ScheduleAnyway"',
+    ),
+    # SLO-elastic quotas.
+    Invalid(
+        id="quotaSLO-two-sources",
+        edits={"quotaSLO.prometheus": {"url": "http://prom:9090", "query": "up"}},
+        field="spec.quotaSLO",
+        says="set exactly one of scheduling",
+    ),
+    Invalid(
+        id="quotaSLO-objective-0",
+        edits={"quotaSLO.objective": 0},
+        field="spec.quotaSLO.objective",
+        says="should be greater than 0",
+    ),
+    Invalid(
+        id="quotaSLO-window-not-a-duration",
+        edits={"quotaSLO.window": "ten minutes"},
+        field="spec.quotaSLO.window",
+        says="must be a duration",
     ),
     # Types and shape.
     Invalid(

@@ -97,6 +97,10 @@ class Entry:
     updated_in_flight: bool = False
     popped_at_event: int = 0
     activated_at: float = 0.0  # when it last entered activeQ (the trace's queue wait)
+    # A member of a gang some of whose pods are bound, fewer than its minimum (a binding lost
+    # with a crash): it goes ahead of the pods of its priority, so that its group is finished
+    # with the room it was placed with, before another group takes that room.
+    resumes: bool = False
     popped_at: float = 0.0  # when it was last popped
     # Filter plugins that rejected nodes in the last attempt (empty: unknown, any event helps).
     plugins: frozenset[str] = frozenset()
@@ -125,7 +129,7 @@ class SchedulingQueue:
         self._wall = wall  # the failure times activeQ orders by, comparable to creationTimestamp
         self.backoff_policy = backoff  # replaced on a configuration reload
         self._entries: dict[str, Entry] = {}
-        self._active: list[tuple[int, str, int, str, int]] = []
+        self._active: list[tuple[int, int, str, int, str, int]] = []
         self._backoff: list[tuple[float, int, str]] = []
         # Insertion order is the order pods became unschedulable, so the oldest is first.
         self._unschedulable: dict[str, Entry] = {}
@@ -320,6 +324,17 @@ class SchedulingQueue:
             self._take(entry)
             members.append(entry)
         return members
+
+    def resume_group(self, ref: groupobjects.GroupRef) -> None:
+        """The group's pending members go ahead of the other pods of their priority
+        (``Entry.resumes``)."""
+        for uid in self._group_members.get(ref, ()):
+            entry = self._entries.get(uid)
+            if entry is None or entry.resumes:
+                continue
+            entry.resumes = True
+            if entry.where is Where.ACTIVE:
+                self._push_active(entry)
 
     def group_members(self, ref: groupobjects.GroupRef) -> list[objects.PodInfo]:
         """The group's pods the queue holds (pending, gated or in flight), by uid."""
@@ -522,7 +537,10 @@ class SchedulingQueue:
         self._landed(entry.pod.uid)
         pod = entry.pod
         in_line = entry.failed_at or pod.creation_timestamp
-        heapq.heappush(self._active, (-pod.priority, in_line, entry.line, pod.uid, entry.seq))
+        behind = 0 if entry.resumes else 1
+        heapq.heappush(
+            self._active, (-pod.priority, behind, in_line, entry.line, pod.uid, entry.seq)
+        )
         self._wakeup.set()
 
     def _next_in_line(self) -> int:

@@ -95,10 +95,23 @@ class ClusterFeed:
         ref = groupobjects.group_of(pod)
         added = ref is not None and event_type != "DELETED" and not self._known(pod.uid)
         self._record_pod(event_type, pod)
+        if ref is not None and event_type != "DELETED":
+            self._resume(ref)
         if added and ref is not None:
             # GangScheduling's hint on a pod added (unscheduled or assigned), once it is
             # recorded: its group's members may reach minCount now.
             self._state.queue.move_group(ref, GROUP_HELPS)
+
+    def _resume(self, ref: groupobjects.GroupRef) -> None:
+        """A gang bound in part, below its minimum (plumb binds a group whole, so only a
+        binding lost with a crash leaves one so): its pending members go first, to finish it
+        in the room it was placed with."""
+        group = self._state.cache.groups.get(ref)
+        if group is None or not group.gang:
+            return
+        placed = self._state.cache.groups.placed_count(ref)
+        if 0 < placed < gangscheduling.minimum(group):
+            self._state.queue.resume_group(ref)
 
     def _known(self, uid: str) -> bool:
         return self._state.cache.pod(uid) is not None or uid in self._state.queue

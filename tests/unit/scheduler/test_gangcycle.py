@@ -354,3 +354,25 @@ async def test_plumb_explain_says_which_group_a_member_waits_with_and_why(
         "cycle); not placed: nothing of it stays reserved\n"
         f"  {status}\n"
     ) in text
+
+
+async def test_a_gang_left_bound_in_part_by_a_crash_is_finished_first(
+    plumb: scheduler_module.Scheduler, api: GroupApi
+) -> None:
+    # A restarted plumb finds b with 2 of its 4 members bound (its other bindings were lost
+    # with the crash) and a, listed first, waiting whole. The room left holds b's two, or a
+    # part of a: b goes first and is finished; a, which would not fit whole, binds nothing.
+    for name in ("a", "b"):
+        group = make_coscheduling_group(name, "ml", 4).uid(f"g-{name}").obj()
+        plumb.feed.on_pod_group(COSCHEDULING, "ADDED", group)
+    bound = []
+    for i in range(2):
+        body = labelled(f"b-{i}", "b", "1")
+        body["spec"]["nodeName"] = "n1"
+        bound.append(body)
+    pending = [labelled(f"a-{i}", "a", "1") for i in range(4)]
+    pending += [labelled(f"b-{i}", "b", "1") for i in range(2, 4)]
+    plumb.feed.resync(nodes(4, 2), bound + pending)
+    await attempt(plumb)  # b's two
+    await attempt(plumb)  # a, whole or not at all
+    assert sorted(name for name, _ in api.binds) == ["b-2", "b-3"]

@@ -4,8 +4,9 @@ requests of its pods bound or assumed), the quota's min and its max as CapacityS
 reads them (docs/quotas.md), in base units: cpu in cores, the rest as counted (bytes, devices).
 
 The resources: cpu and memory always (a listed bound that leaves them out makes them 0, which a
-dashboard should show), and every other one the quota's min or max names. Read only; nothing
-here runs between scrapes.
+dashboard should show), and every other one the quota's min or max names. The max is the
+quota's own: a limit its SLO rule sets in its place (``QuotaStore.upper``) is another figure.
+Read only; nothing here runs between scrapes.
 """
 
 from __future__ import annotations

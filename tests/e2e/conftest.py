@@ -159,9 +159,11 @@ def installed(
     waiting = "e2e-first"
     cluster.client.create_namespace(waiting)
     kubectl.check("apply", "-f", "-", stdin=json.dumps(early_pod(waiting, cluster.image)))
-    # The optional component first, as a cluster whose training operators use scheduler-plugins'
-    # PodGroups installs it: plumb reads the PodGroups of a CRD that exists when it starts.
+    # The optional components first, as a cluster whose training operators use scheduler-plugins'
+    # PodGroups and whose tenants its ElasticQuotas installs them: plumb reads the PodGroups and
+    # ElasticQuotas of CRDs that exist when it starts.
     crds.install(kubectl, crds.PODGROUPS_DIR)
+    crds.install(kubectl, crds.ELASTICQUOTAS_DIR)
     kubectl.check("apply", "-k", str(directory), timeout=120)
     replicas = 2  # manifests/deployment.yaml
     try:

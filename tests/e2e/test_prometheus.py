@@ -1,8 +1,9 @@
 """The Grafana dashboard against a real Prometheus: Debian's ``prometheus``, started here on
 127.0.0.1 with a configuration of its own that scrapes both installed replicas at their pod
 addresses on the bridge, after a workload under a SchedulingPolicy with a spread, a budget and
-zone health. Every panel's query must evaluate without error and return at least one series,
-and ``plumb_leader`` must sum to 1: one leader, one standby.
+zone health, a pod with a ResourceClaim, a gang, and a tenant with an ElasticQuota whose second
+pod the quota refuses. Every panel's query must evaluate without error and return at least one
+series, and ``plumb_leader`` must sum to 1: one leader, one standby.
 
 Traffic stays on this machine: Prometheus listens on loopback and scrapes the bridge only.
 """
@@ -25,7 +26,7 @@ from typing import Any
 
 import pytest
 
-from plumb_dev.testing import builders, drabuilders, draclient, groupclient, kube
+from plumb_dev.testing import builders, drabuilders, draclient, groupclient, kube, quotaclient
 from plumb_dev.testing.groupbuilders import POD_GROUP_LABEL, make_coscheduling_group
 from tests.support.installation import REPOSITORY, Installed
 
@@ -270,8 +271,46 @@ def gang(installed: Installed, zoned_workload: str) -> Iterator[str]:
         client.delete_node(node)
 
 
+@pytest.fixture
+def tenant(installed: Installed) -> Iterator[str]:
+    """A namespace whose ElasticQuota (conftest installs the CRD before plumb) holds 1 cpu: its
+    first pod binds, its second is refused for passing the max, so the tenant quota panels
+    have use, bounds and a refusal to show."""
+    client = installed.cluster.client
+    namespace, node = "e2e-tenant", "e2e-tenant"
+    client.create_namespace(namespace)
+    client.create_node(builders.make_node(node).capacity(cpu=8).obj())
+    try:
+        body = quotaclient.elastic_quota(namespace, minimum={"cpu": "1"}, maximum={"cpu": "1"})
+        quotaclient.ElasticQuotaClient(client).create(body)
+        for name in ("t-0", "t-1"):
+            pod = builders.make_pod(name, namespace).scheduler("plumb").req(cpu="1")
+            client.create_pod(pod.node_selector(builders.HOSTNAME_LABEL, node).obj())
+            time.sleep(0.5)  # one at a time: t-1 is refused by the quota, not put off
+        kube.wait_for(
+            "the tenant's first pod bound",
+            lambda: client.pod(namespace, "t-0")["spec"].get("nodeName") == node,
+            timeout=60,
+        )
+
+        def refused() -> bool:
+            said = [str(e.get("message")) for e in client.events(namespace, "t-1")]
+            return any("ElasticQuota" in message for message in said)
+
+        kube.wait_for("the tenant's second pod refused by its quota", refused, timeout=60)
+        yield namespace
+    finally:
+        client.delete_namespace(namespace)
+        client.delete_node(node)
+
+
 def test_every_dashboard_query_returns_series_from_a_real_prometheus(
-    installed: Installed, prometheus: int, zoned_workload: str, claimed_pod: str, gang: str
+    installed: Installed,
+    prometheus: int,
+    zoned_workload: str,
+    claimed_pod: str,
+    gang: str,
+    tenant: str,
 ) -> None:
     kubectl = installed.kubectl
 

@@ -24,7 +24,7 @@ from aiohttp import web
 
 from plumb import __version__, binder, events, leader, runs
 from plumb import scheduler as scheduler_module
-from plumb.app import configuring, debug, handlers, leading, probes
+from plumb.app import configuring, debug, handlers, leading, probes, quotagauges
 from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import journal as journal_module
@@ -404,6 +404,7 @@ def register_metrics(registry: metrics.Metrics, scheduler: scheduler_module.Sche
         metrics.LABELS[metrics.POLICY_DEVIATIONS],
         lambda: {key: float(count) for key, count in policies.deviations().items()},
     )
+    registry.quotas_from(lambda: quotagauges.rows(cache.quotas))
 
 
 def _pending(queue: queue_module.SchedulingQueue) -> dict[tuple[str, ...], float]:

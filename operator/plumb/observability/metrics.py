@@ -7,13 +7,18 @@ Two kinds, so that scheduling pays only for what must be counted as it happens:
   ``watch_restart``, ``plugin_execution``):
   prometheus_client counters and histograms whose labelled children are looked up once, here,
   so the scheduler's hot path only increments and observes;
-- read from the scheduler's state at scrape time (``gauge_from``, ``counter_from``): pending
-  pods, cache size, policy budgets, zone health. They cost nothing between scrapes.
+- read from the scheduler's state at scrape time (``gauge_from``, ``counter_from``,
+  ``quotas_from``): pending pods, cache size, policy budgets, zone health, each tenant quota's
+  use and bounds. They cost nothing between scrapes.
+
+A tenant quota's refusals are counted as they happen (``quota_refusal``, a dict increment) and
+shown by the collector that reads the quotas, so that each quota namespace has its refusal
+series from 0 before its first refusal (``increase()`` then sees that one too).
 
 The page is rendered on the event loop (an aiohttp handler), the thread that owns the state
 the readers look at, so reading needs no locks. No label ever carries a pod name: every label
 value comes from a small fixed set (results, queues, cache types, attempt counts capped at
-``15+``) or names a zone or a SchedulingPolicy.
+``15+``, quota rules) or names a zone, a SchedulingPolicy, or a quota's namespace and resource.
 
 The names are constants here, and ``SERIES`` lists every series name PromQL can use, so the
 Grafana dashboard's test breaks when a metric is renamed.
@@ -21,6 +26,7 @@ Grafana dashboard's test breaks when a metric is renamed.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
@@ -52,6 +58,10 @@ BUILD_INFO = "plumb_build_info"
 PLUGIN_EXECUTION = "plumb_plugin_execution_duration_seconds"
 PODGROUP_ATTEMPTS = "plumb_podgroup_schedule_attempts_total"
 PODGROUP_DURATION = "plumb_podgroup_scheduling_duration_seconds"
+QUOTA_USED = "plumb_quota_used"
+QUOTA_MIN = "plumb_quota_min"
+QUOTA_MAX = "plumb_quota_max"
+QUOTA_REFUSALS = "plumb_quota_refusals_total"
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 KINDS: Mapping[str, str] = {
@@ -76,6 +86,10 @@ KINDS: Mapping[str, str] = {
     PLUGIN_EXECUTION: HISTOGRAM,
     PODGROUP_ATTEMPTS: COUNTER,
     PODGROUP_DURATION: HISTOGRAM,
+    QUOTA_USED: GAUGE,
+    QUOTA_MIN: GAUGE,
+    QUOTA_MAX: GAUGE,
+    QUOTA_REFUSALS: COUNTER,
 }
 """Every metric plumb exports, by kind."""
 
@@ -101,6 +115,10 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     PLUGIN_EXECUTION: ("plugin", "extension_point", "status"),
     PODGROUP_ATTEMPTS: ("result",),
     PODGROUP_DURATION: (),
+    QUOTA_USED: ("namespace", "resource"),
+    QUOTA_MIN: ("namespace", "resource"),
+    QUOTA_MAX: ("namespace", "resource"),
+    QUOTA_REFUSALS: ("namespace", "rule"),
 }
 """Each metric's labels (histograms add ``le`` to their buckets)."""
 
@@ -127,6 +145,10 @@ BIND_RESULTS = (BOUND, CONFLICT, GONE, ERROR)
 SUCCESS, FAILURE = "success", "failure"
 RELOAD_RESULTS = (SUCCESS, FAILURE)
 """A configuration reload's result: applied, or refused (the running configuration stays)."""
+OVER_MAX, OVER_MIN = "max", "min"
+QUOTA_RULES = (OVER_MAX, OVER_MIN)
+"""The CapacityScheduling PreFilter rule that refused a pod: its quota's ``max``, or the sum
+of every quota's ``min``."""
 MAX_ATTEMPTS_LABEL = 15
 """SLI ``attempts`` label values: 1 to 14, then ``15+`` (kube-scheduler's cap)."""
 
@@ -175,6 +197,79 @@ class _Read(registry.Collector):
         for label_values, value in sorted(values.items()):
             family.add_metric(list(label_values), value)
         return [family]
+
+
+@dataclasses.dataclass(frozen=True, slots=True, kw_only=True)
+class QuotaRow:
+    """One resource of the quota that governs a namespace, in base units (cpu in cores, memory
+    in bytes): what plumb counts its pods use (bound or assumed), its ``min`` and its ``max``
+    (None: unlimited, so no series)."""
+
+    namespace: str
+    resource: str
+    used: float
+    min: float
+    max: float | None
+
+
+QuotaReader = Callable[[], Iterable[QuotaRow]]
+"""Returns a row per quota namespace and resource, read at each scrape."""
+
+
+class _Quotas(registry.Collector):
+    """The tenant quota families from one read of the quotas per scrape, and the refusals
+    counted as they happened, at 0 for each quota namespace and rule until the first. The
+    SLO-elastic limits (issue 29: the effective limit, the SLO attainment) are to be families
+    of this collector, from more fields of the row."""
+
+    def __init__(self) -> None:
+        self.read: QuotaReader = lambda: ()
+        self.refusals: dict[tuple[str, str], int] = {}
+
+    def collect(self) -> Iterable[core.Metric]:
+        labels = LABELS[QUOTA_USED]
+        used = core.GaugeMetricFamily(
+            QUOTA_USED,
+            "Resources the pods of a namespace with an ElasticQuota request, bound or assumed: "
+            "the use CapacityScheduling's rules hold against the quota (cpu in cores, memory "
+            "and storage in bytes).",
+            labels=labels,
+        )
+        lower = core.GaugeMetricFamily(
+            QUOTA_MIN,
+            "An ElasticQuota's min, the guaranteed share (cpu in cores, memory and storage in "
+            "bytes; 0 for a resource a listed min leaves out).",
+            labels=labels,
+        )
+        upper = core.GaugeMetricFamily(
+            QUOTA_MAX,
+            "An ElasticQuota's max, the ceiling (cpu in cores, memory and storage in bytes); "
+            "no series for a resource it leaves unlimited.",
+            labels=labels,
+        )
+        refusals = core.CounterMetricFamily(
+            QUOTA_REFUSALS,
+            "Pods CapacityScheduling's PreFilter refused, once per attempt, by namespace and "
+            "rule: 'max' (the namespace's use would pass its quota's max) or 'min' (the use of "
+            "every quota would pass the sum of their mins).",
+            labels=LABELS[QUOTA_REFUSALS],
+        )
+        try:
+            rows = list(self.read())
+        except Exception:  # a scrape must not break on the scheduler's state
+            logger.exception("reading the ElasticQuotas for /metrics failed")
+            rows = []
+        counted = dict.fromkeys(((row.namespace, rule) for row in rows for rule in QUOTA_RULES), 0)
+        counted.update(self.refusals)
+        for row in rows:
+            key = [row.namespace, row.resource]
+            used.add_metric(key, row.used)
+            lower.add_metric(key, row.min)
+            if row.max is not None:
+                upper.add_metric(key, row.max)
+        for (namespace, rule), count in sorted(counted.items()):
+            refusals.add_metric([namespace, rule], float(count))
+        return [used, lower, upper, refusals]
 
 
 class Metrics:
@@ -306,6 +401,8 @@ class Metrics:
             LABELS[WATCH_RESTARTS],
             registry=self.registry,
         )
+        self._quotas = _Quotas()
+        self.registry.register(self._quotas)
 
     # Recorded as it happens ----------------------------------------------------------------
 
@@ -328,6 +425,12 @@ class Metrics:
         """A pod group's minimum was placed ``seconds`` after its first member entered the
         queue (the time to full placement)."""
         self._podgroup_duration.observe(seconds)
+
+    def quota_refusal(self, namespace: str, rule: str) -> None:
+        """CapacityScheduling's PreFilter refused a pod of ``namespace`` by ``rule`` (one of
+        ``QUOTA_RULES``), once per attempt."""
+        key = (namespace, rule)
+        self._quotas.refusals[key] = self._quotas.refusals.get(key, 0) + 1
 
     def watching(self, resource: str) -> None:
         """``resource`` is watched: its restart count is on the page from 0, so that
@@ -401,6 +504,11 @@ class Metrics:
         """A counter whose running totals ``read`` returns (``name`` with or without
         ``_total``; the page shows it with)."""
         self.registry.register(_Read(COUNTER, name, documentation, labels, read))
+
+    def quotas_from(self, read: QuotaReader) -> None:
+        """The tenant quota gauges (``QUOTA_USED``, ``QUOTA_MIN``, ``QUOTA_MAX``) from the rows
+        ``read`` returns at each scrape; their namespaces get refusal series from 0."""
+        self._quotas.read = read
 
     def render(self) -> bytes:
         return bytes(prometheus_client.generate_latest(self.registry))

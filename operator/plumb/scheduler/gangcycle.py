@@ -39,7 +39,7 @@ from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import spec
 from plumb.preemption import evaluator, search
-from plumb.scheduler import domaintrials
+from plumb.scheduler import domaintrials, meters
 
 if TYPE_CHECKING:
     from plumb.scheduler import loop, postfilter
@@ -470,6 +470,7 @@ class GangCycle:
         else:
             s.queue.backoff(pod.uid)
         s.metrics.attempt(metrics_module.UNSCHEDULABLE, s.queue.now() - entry.popped_at)
+        meters.count_quota_refusal(s.metrics, pod, plugins, message)
         s.state.recorder.failed_scheduling(pod, message, step=step)
         refused = dataclasses.replace(
             record, result=trace.UNSCHEDULABLE, node=None, message=message

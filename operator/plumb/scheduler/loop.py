@@ -573,6 +573,7 @@ class Scheduler:
         if decision.node is None:
             self.queue.unschedulable(pod.uid, decision.plugins)
             self.metrics.attempt(metrics_module.UNSCHEDULABLE, self.queue.now() - entry.popped_at)
+            meters.count_quota_refusal(self.metrics, pod, decision.plugins, message)
             step = self.queue.backoff_duration(entry.attempts)
             self.state.recorder.failed_scheduling(pod, message, step=step)
             self.tracer.emit(record, repeat_after=step)

@@ -1,15 +1,16 @@
-"""The scheduler's metrics as it goes: kernel runs, bindings, attempts and DynamicResources'
-extension points. An attempt runs from its pop to its result: the binding's answer when the pod
-was placed."""
+"""The scheduler's metrics as it goes: kernel runs, bindings, attempts, DynamicResources'
+extension points and tenant quota refusals. An attempt runs from its pop to its result: the
+binding's answer when the pod was placed."""
 
 from __future__ import annotations
 
 import time
 
 from plumb.backend import queue as queue_module
+from plumb.backend.records import objects
 from plumb.binder import BindOutcome
 from plumb.framework import cycle
-from plumb.framework.plugins import dynamicresources
+from plumb.framework.plugins import capacityscheduling, dynamicresources
 from plumb.kernel import contract
 from plumb.observability import metrics as metrics_module
 from plumb.policy import attainment
@@ -84,3 +85,16 @@ def count_prebind(metrics: metrics_module.Metrics, written: bool, seconds: float
     """DynamicResources' PreBind: the claims' allocation and reservation written, or not."""
     status = cycle.SUCCESS if written else cycle.ERROR
     metrics.plugin_execution(dynamicresources.NAME, cycle.PREBIND, status, seconds)
+
+
+def count_quota_refusal(
+    metrics: metrics_module.Metrics, pod: objects.PodInfo, plugins: frozenset[str], message: str
+) -> None:
+    """A failed attempt, reported with its ``plugins`` and ``message``: counted if
+    CapacityScheduling's PreFilter refused the pod (only its refusals name the plugin), by the
+    rule its words name (the sum of mins, else the quota's max)."""
+    if capacityscheduling.NAME not in plugins:
+        return
+    over_min = capacityscheduling.over_min(pod) in message
+    rule = metrics_module.OVER_MIN if over_min else metrics_module.OVER_MAX
+    metrics.quota_refusal(pod.namespace, rule)

@@ -127,6 +127,9 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
     m.plugin_execution("DynamicResources", "Filter", "Success", 0.002)
     m.podgroup_attempt("scheduled")
     m.podgroup_placed(1.5)
+    m.quota_refusal("team-a", metrics.OVER_MAX)
+    row = metrics.QuotaRow(namespace="team-a", resource="cpu", used=1.5, min=2.0, max=4.0)
+    m.quotas_from(lambda: [row])
     families = {f.name: f for f in parser.text_string_to_metric_families(m.render().decode())}
     recorded = {
         metrics.SCHEDULE_ATTEMPTS,
@@ -144,6 +147,10 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
         metrics.PLUGIN_EXECUTION,
         metrics.PODGROUP_ATTEMPTS,
         metrics.PODGROUP_DURATION,
+        metrics.QUOTA_USED,
+        metrics.QUOTA_MIN,
+        metrics.QUOTA_MAX,
+        metrics.QUOTA_REFUSALS,
     }
     # The parser names a counter's family without _total.
     assert {f if f in metrics.KINDS else f"{f}_total" for f in families} == recorded

@@ -273,11 +273,15 @@ def rejections(
     plugin; only NodeResourcesFit gives one node several reasons (Insufficient cpu and
     memory), so its node count is what the other plugins leave."""
     grouped: dict[str, dict[str, int]] = {}
+    # A PreFilter's refusal (CapacityScheduling's) names the one plugin that made it.
+    fallback = noderesourcesfit.NAME
+    if decision.prefiltered and len(decision.plugins) == 1:
+        (fallback,) = decision.plugins
     for reason, count in sorted(decision.reasons.items()):
-        plugin = plugin_of.get(reason, noderesourcesfit.NAME)
+        plugin = plugin_of.get(reason, fallback)
         grouped.setdefault(plugin, {})[reason] = count
     nodes = {plugin: sum(reasons.values()) for plugin, reasons in grouped.items()}
-    if noderesourcesfit.NAME in nodes:
+    if noderesourcesfit.NAME in nodes and fallback == noderesourcesfit.NAME:
         others = sum(n for plugin, n in nodes.items() if plugin != noderesourcesfit.NAME)
         nodes[noderesourcesfit.NAME] = decision.total - decision.feasible - others
     if not grouped:

@@ -7,6 +7,7 @@ from typing import Any
 
 from plumb.backend.cache import quotas
 from plumb.backend.records import objects, quotaobjects
+from plumb.framework import cycle, traces
 from plumb.framework.plugins import capacityscheduling
 from plumb.framework.plugins.capacityscheduling import Admission
 from plumb_dev.testing.builders import make_pod
@@ -158,3 +159,20 @@ def test_bounds_read_missing_names_as_capacity_scheduling_does() -> None:
         "cpu": 1,
         "hugepages-2Mi": 4,
     }
+
+
+def test_a_refusal_is_traced_under_capacity_scheduling() -> None:
+    pod = _pod("p", "team-a", cpu="1")
+    decision = cycle.Decision(
+        pod=pod,
+        node=None,
+        feasible=0,
+        total=3,
+        message="0/3 nodes are available: words.",
+        reasons={"words": 3},
+        plugins=frozenset({capacityscheduling.NAME}),
+        prefiltered=True,
+    )
+    rejected = traces.rejections(decision, {})
+    assert list(rejected) == [capacityscheduling.NAME]
+    assert rejected[capacityscheduling.NAME].nodes == 3

@@ -275,7 +275,8 @@ def gang(installed: Installed, zoned_workload: str) -> Iterator[str]:
 def tenant(installed: Installed) -> Iterator[str]:
     """A namespace whose ElasticQuota (conftest installs the CRD before plumb) holds 1 cpu: its
     first pod binds, its second is refused for passing the max, so the tenant quota panels
-    have use, bounds and a refusal to show."""
+    have use, bounds and a refusal to show; an SLO-elastic SchedulingPolicy over it gives the
+    attainment panel its series."""
     client = installed.cluster.client
     namespace, node = "e2e-tenant", "e2e-tenant"
     client.create_namespace(namespace)
@@ -283,6 +284,20 @@ def tenant(installed: Installed) -> Iterator[str]:
     try:
         body = quotaclient.elastic_quota(namespace, minimum={"cpu": "1"}, maximum={"cpu": "1"})
         quotaclient.ElasticQuotaClient(client).create(body)
+        policy = {
+            "apiVersion": "scheduling.plumb.dev/v1alpha1",
+            "kind": "SchedulingPolicy",
+            "metadata": {"name": "tenant-slo", "namespace": namespace},
+            "spec": {
+                "selector": {"matchLabels": {"app": "tenant"}},
+                "quotaSLO": {
+                    "objective": 0.99,
+                    "evaluationPeriod": "1s",
+                    "scheduling": {"within": "30s"},
+                },
+            },
+        }
+        installed.kubectl.check("apply", "-f", "-", stdin=json.dumps(policy))
         for name in ("t-0", "t-1"):
             pod = builders.make_pod(name, namespace).scheduler("plumb").req(cpu="1")
             client.create_pod(pod.node_selector(builders.HOSTNAME_LABEL, node).obj())

@@ -1,7 +1,8 @@
 """The tenant quota gauges' rows, read from the cache's QuotaStore at each scrape: for each
 namespace an ElasticQuota governs, per resource, what plumb holds against the quota (the
 requests of its pods bound or assumed), the quota's min and its max as CapacityScheduling
-reads them (docs/quotas.md), in base units: cpu in cores, the rest as counted (bytes, devices).
+reads them (docs/quotas.md), the max in force (the limit an SLO rule set, else the max) and the
+attainment it was set from, in base units: cpu in cores, the rest as counted (bytes, devices).
 
 The resources: cpu and memory always (a listed bound that leaves them out makes them 0, which a
 dashboard should show), and every other one the quota's min or max names. The max is the
@@ -24,16 +25,18 @@ def rows(store: quotas.QuotaStore) -> list[metrics.QuotaRow]:
     found = []
     for quota in store:
         used = store.used(quota.namespace)
-        lower, upper = quota.lower, quota.upper
+        lower, upper, enforced = quota.lower, quota.upper, store.upper(quota)
+        attained = store.attainment(quota.namespace)
         for name in resources(quota):
-            ceiling = upper.get(name)
             found.append(
                 metrics.QuotaRow(
                     namespace=quota.namespace,
                     resource=name,
                     used=base(name, used.get(name, 0)),
                     min=base(name, lower.get(name)),
-                    max=None if ceiling >= quotaobjects.UNLIMITED else base(name, ceiling),
+                    max=bounded(name, upper.get(name)),
+                    limit=bounded(name, enforced.get(name)),
+                    attainment=attained,
                 )
             )
     return found
@@ -43,6 +46,11 @@ def resources(quota: ElasticQuota) -> list[str]:
     """cpu, memory and the names its min or max lists that CapacityScheduling compares."""
     named = {*ALWAYS, *quotaobjects.vector(quota.min or {}), *quotaobjects.vector(quota.max or {})}
     return sorted(named)
+
+
+def bounded(resource: str, amount: int) -> float | None:
+    """``base``, None for unlimited."""
+    return None if amount >= quotaobjects.UNLIMITED else base(resource, amount)
 
 
 def base(resource: str, amount: int) -> float:

@@ -130,6 +130,7 @@ class QuotaLimits:
         for namespace in {q.namespace for q in s.cache.quotas}:
             if not any(p.namespace == namespace for p in policies):
                 self._set(namespace, None, None)
+                s.cache.quotas.set_attainment(namespace, None)
         now = s.queue.now()
         for policy in policies:
             tenant = self._tenants.setdefault(policy.key, _Tenant())
@@ -156,6 +157,7 @@ class QuotaLimits:
             s.policies.quota_status(policy.key, self._status(policy, quota, tenant))
             return
         tenant.error = ""
+        s.cache.quotas.set_attainment(quota.namespace, attainment)
         tenant.breach = slo.judge(rule, attainment, s.queue.now(), tenant.breach)
         bound = slo.limit(rule, quota.lower, quota.upper, tenant.breach.steps)
         before = s.cache.quotas.limit(quota.namespace)

@@ -62,6 +62,8 @@ QUOTA_USED = "plumb_quota_used"
 QUOTA_MIN = "plumb_quota_min"
 QUOTA_MAX = "plumb_quota_max"
 QUOTA_REFUSALS = "plumb_quota_refusals_total"
+QUOTA_LIMIT = "plumb_quota_limit"
+QUOTA_ATTAINMENT = "plumb_quota_slo_attainment"
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 KINDS: Mapping[str, str] = {
@@ -90,6 +92,8 @@ KINDS: Mapping[str, str] = {
     QUOTA_MIN: GAUGE,
     QUOTA_MAX: GAUGE,
     QUOTA_REFUSALS: COUNTER,
+    QUOTA_LIMIT: GAUGE,
+    QUOTA_ATTAINMENT: GAUGE,
 }
 """Every metric plumb exports, by kind."""
 
@@ -119,6 +123,8 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     QUOTA_MIN: ("namespace", "resource"),
     QUOTA_MAX: ("namespace", "resource"),
     QUOTA_REFUSALS: ("namespace", "rule"),
+    QUOTA_LIMIT: ("namespace", "resource"),
+    QUOTA_ATTAINMENT: ("namespace",),
 }
 """Each metric's labels (histograms add ``le`` to their buckets)."""
 
@@ -210,6 +216,10 @@ class QuotaRow:
     used: float
     min: float
     max: float | None
+    # The max in force: the quota's own, or the limit its SLO rule set (None: unlimited).
+    limit: float | None = None
+    # The tenant's SLO attainment last read by the rule (None: no SLO-elastic policy).
+    attainment: float | None = None
 
 
 QuotaReader = Callable[[], Iterable[QuotaRow]]
@@ -218,9 +228,8 @@ QuotaReader = Callable[[], Iterable[QuotaRow]]
 
 class _Quotas(registry.Collector):
     """The tenant quota families from one read of the quotas per scrape, and the refusals
-    counted as they happened, at 0 for each quota namespace and rule until the first. The
-    SLO-elastic limits (issue 29: the effective limit, the SLO attainment) are to be families
-    of this collector, from more fields of the row."""
+    counted as they happened, at 0 for each quota namespace and rule until the first; the
+    SLO-elastic limit in force and the attainment it was set from."""
 
     def __init__(self) -> None:
         self.read: QuotaReader = lambda: ()
@@ -254,6 +263,19 @@ class _Quotas(registry.Collector):
             "every quota would pass the sum of their mins).",
             labels=LABELS[QUOTA_REFUSALS],
         )
+        limit = core.GaugeMetricFamily(
+            QUOTA_LIMIT,
+            "The max an ElasticQuota enforces now: its own, or the limit its SLO-elastic "
+            "SchedulingPolicy set (cpu in cores, memory and storage in bytes); no series when "
+            "unlimited.",
+            labels=LABELS[QUOTA_LIMIT],
+        )
+        attainment = core.GaugeMetricFamily(
+            QUOTA_ATTAINMENT,
+            "A tenant's SLO attainment (0 to 1) as its SLO-elastic SchedulingPolicy last read "
+            "it; no series for a namespace without one.",
+            labels=LABELS[QUOTA_ATTAINMENT],
+        )
         try:
             rows = list(self.read())
         except Exception:  # a scrape must not break on the scheduler's state
@@ -267,9 +289,15 @@ class _Quotas(registry.Collector):
             lower.add_metric(key, row.min)
             if row.max is not None:
                 upper.add_metric(key, row.max)
+            if row.limit is not None:
+                limit.add_metric(key, row.limit)
+        for namespace, attained in sorted(
+            {r.namespace: r.attainment for r in rows if r.attainment is not None}.items()
+        ):
+            attainment.add_metric([namespace], attained)
         for (namespace, rule), count in sorted(counted.items()):
             refusals.add_metric([namespace, rule], float(count))
-        return [used, lower, upper, refusals]
+        return [used, lower, upper, refusals, limit, attainment]
 
 
 class Metrics:

@@ -128,7 +128,9 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
     m.podgroup_attempt("scheduled")
     m.podgroup_placed(1.5)
     m.quota_refusal("team-a", metrics.OVER_MAX)
-    row = metrics.QuotaRow(namespace="team-a", resource="cpu", used=1.5, min=2.0, max=4.0)
+    row = metrics.QuotaRow(
+        namespace="team-a", resource="cpu", used=1.5, min=2.0, max=4.0, limit=3.0, attainment=0.9
+    )
     m.quotas_from(lambda: [row])
     families = {f.name: f for f in parser.text_string_to_metric_families(m.render().decode())}
     recorded = {
@@ -148,6 +150,8 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
         metrics.PODGROUP_ATTEMPTS,
         metrics.PODGROUP_DURATION,
         metrics.QUOTA_USED,
+        metrics.QUOTA_LIMIT,
+        metrics.QUOTA_ATTAINMENT,
         metrics.QUOTA_MIN,
         metrics.QUOTA_MAX,
         metrics.QUOTA_REFUSALS,

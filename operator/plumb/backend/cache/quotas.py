@@ -46,6 +46,7 @@ class QuotaStore:
         self._quotas: dict[str, dict[str, ElasticQuota]] = {}
         self._used: dict[str, dict[str, int]] = {}
         self._limits: dict[str, QuotaLimit] = {}
+        self._attainments: dict[str, float] = {}
         self.generation = 0  # moves on at every change of an ElasticQuota or of a limit
 
     # ElasticQuotas -------------------------------------------------------------------------
@@ -113,6 +114,16 @@ class QuotaStore:
 
     def limit(self, namespace: str) -> QuotaLimit | None:
         return self._limits.get(namespace)
+
+    def attainment(self, namespace: str) -> float | None:
+        """The SLO attainment its SLO-elastic policy last read (None: none does)."""
+        return self._attainments.get(namespace)
+
+    def set_attainment(self, namespace: str, value: float | None) -> None:
+        if value is None:
+            self._attainments.pop(namespace, None)
+        else:
+            self._attainments[namespace] = value
 
     def set_limit(self, namespace: str, limit: QuotaLimit | None) -> bool:
         """Sets (None: clears) the namespace's limit; whether anything changed."""

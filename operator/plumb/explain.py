@@ -149,6 +149,8 @@ def render(record: trace.Trace) -> str:
         lines.append(f"  {record.message}")
     lines.append(_row("node", record.node or "none"))
     lines.extend(_group(record))
+    if record.quota:
+        lines.append(_row("quota", record.quota))
     lines.extend(_policy(record))
     lines.append(_row("nodes", f"{record.feasible} of {record.total} passed every filter"))
     if record.rejected:

@@ -25,6 +25,7 @@ from typing import Any
 
 import pytest
 
+from plumb.observability import trace
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import crds, kube, prometheus, quotaclient, schedulerplugins
 from tests.support import side_by_side
@@ -120,6 +121,15 @@ def _freed_room_goes_to_b(tenants: Tenants, a: str, b: str, node: str) -> None:
     said = tenants.said(a, "a-more") or ""
     assert f"ElasticQuota {a} is more than Max (its limit is cpu 4 (max cpu 12), lowered" in said
     assert "because its SLO attainment fell to" in said
+    # Its trace line (what `plumb explain` reads) has the figures behind the refusal.
+    lines = tenants.runner.log.read_text().splitlines()
+    traced = [t for line in lines if (t := trace.from_log_line(line)) is not None]
+    (refusal, *_) = [t for t in traced if t.pod == f"{a}/a-more"]
+    assert refusal.quota.startswith(
+        f"namespace {a} uses cpu 8 of 4 and asks 4 cpu more; its limit is cpu 4 (max cpu 12), "
+        "lowered from cpu 12"
+    )
+    assert list(refusal.rejected) == ["CapacityScheduling"]
     assert tenants.settle(b, tenants.pod("b-more", b, priority=100, cpu="4")) == {"b-more": node}
 
 

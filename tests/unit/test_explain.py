@@ -451,3 +451,15 @@ def test_a_claim_pod_no_node_fits_reads_which_claim_failed_on_which_nodes_and_wh
     assert "  shop/db rejected on every node (6): resourceclaim in use" in (
         explain.render(turned_away).splitlines()
     )
+
+
+def test_a_quota_refusal_reads_what_the_namespace_uses_and_why_its_limit() -> None:
+    said = (
+        "namespace team-a uses cpu 7.5 of 8 and asks 1 cpu more; its limit is cpu 8 (max cpu "
+        "10), lowered from cpu 9.6 at 12:04:05 UTC by SchedulingPolicy team-a/slo because its "
+        "SLO attainment fell to 91%"
+    )
+    record = dataclasses.replace(UNSCHEDULABLE, quota=said)
+    assert f"quota:    {said}" in explain.render(record).splitlines()
+    assert trace.Trace.from_fields(record.fields()).quota == said
+    assert "quota" not in UNSCHEDULABLE.fields()

@@ -84,6 +84,8 @@ class Decision:
     # Nodes (by index) where only a device column fell short: the devices the pod's claims
     # could have had went to pods placed before it in its batch (explained in its trace).
     devices_taken: tuple[int, ...] = ()
+    # A quota refusal's figures for a person (CapacityScheduling's PreFilter), "" otherwise.
+    quota: str = ""
 
 
 def unschedulable_as_written(pod: objects.PodInfo, total: int) -> Decision:
@@ -309,7 +311,7 @@ def prepare(
             if quota.admission is capacityscheduling.Admission.DEFERRED:
                 waiting.append(pod)
             else:
-                early.append(_over_quota(pod, len(snap), quota.message))
+                early.append(_over_quota(pod, len(snap), quota))
         else:
             if found is not None:
                 if columns_allowed is None:
@@ -464,7 +466,7 @@ def _quota_prefilter(
     return None if verdict.admission is capacityscheduling.Admission.ADMITTED else verdict
 
 
-def _over_quota(pod: objects.PodInfo, total: int, message: str) -> Decision:
+def _over_quota(pod: objects.PodInfo, total: int, verdict: capacityscheduling.Verdict) -> Decision:
     """A pod CapacityScheduling's PreFilter rejects: kube-scheduler's FitError with a PreFilter
     message; its PostFilter (CapacityScheduling's preemption) may still help it."""
     return Decision(
@@ -472,10 +474,11 @@ def _over_quota(pod: objects.PodInfo, total: int, message: str) -> Decision:
         node=None,
         feasible=0,
         total=total,
-        message=f"{diagnoses.NO_NODES_PREFIX.format(total=total)} {message}.",
-        reasons={message: total},
+        message=f"{diagnoses.NO_NODES_PREFIX.format(total=total)} {verdict.message}.",
+        reasons={verdict.message: total},
         plugins=frozenset({capacityscheduling.NAME}),
         prefiltered=True,
+        quota=verdict.explained,
     )
 
 

@@ -84,6 +84,7 @@ def build(
             feasible=decision.feasible,
             total=decision.total,
             rejected=rejections(decision, plugin_of),
+            quota=decision.quota,
             candidates=candidates,
             weights=weights,
             profile=profile.name,

@@ -367,6 +367,9 @@ class Trace:
     claims: tuple[ClaimRejection, ...] = ()
     # The pod group it was decided with (a member's line), None for a pod of no group.
     group: GroupRecord | None = None
+    # A quota refusal's figures (CapacityScheduling's PreFilter): what the namespace uses
+    # against which bound, and why that bound; "" for any other pod (absent from the line).
+    quota: str = ""
     snapshot: int = 0
     input_hash: str = ""
     plan_hash: str = ""
@@ -429,6 +432,8 @@ class Trace:
             fields["claims"] = [c.fields() for c in self.claims]
         if self.group is not None:
             fields["group"] = self.group.fields()
+        if self.quota:
+            fields["quota"] = self.quota
         return fields
 
     @classmethod
@@ -489,6 +494,7 @@ class Trace:
                 group=None
                 if fields.get("group") is None
                 else GroupRecord.from_fields(fields["group"]),
+                quota=_text(fields.get("quota", "")),  # absent but for a quota refusal
                 snapshot=_integer(fields.get("snapshot", 0)),
                 input_hash=_text(fields.get("input_hash", "")),
                 plan_hash=_text(fields.get("plan_hash", "")),

@@ -56,6 +56,8 @@ class Admission(enum.Enum):
 class Verdict:
     admission: Admission
     message: str = ""
+    # For a person (the trace, ``plumb explain``): the figures behind a refusal.
+    explained: str = ""
 
 
 ADMITTED = Verdict(Admission.ADMITTED)
@@ -125,9 +127,13 @@ def admit(
     lowest = total_min(store)
     upper = store.upper(quota)
     if quotaobjects.over(in_quota, used, upper):
-        return Verdict(Admission.REJECTED, over_max(pod, quota, store.limit(quota.namespace)))
+        return Verdict(
+            Admission.REJECTED,
+            over_max(pod, quota, store.limit(quota.namespace)),
+            explain_max(quota, store, used, in_quota),
+        )
     if quotaobjects.over(quotaobjects.total((every, everywhere)), {}, lowest):
-        return Verdict(Admission.REJECTED, over_min(pod))
+        return Verdict(Admission.REJECTED, over_min(pod), explain_min(every, everywhere, lowest))
     before = list(earlier)
     same = quotaobjects.total(quotas.request(p) for p in before if p.namespace == pod.namespace)
     governed = quotaobjects.total(
@@ -138,3 +144,46 @@ def admit(
     if quotaobjects.over(quotaobjects.total((every, governed, everywhere)), {}, lowest):
         return Verdict(Admission.DEFERRED, over_min(pod))
     return ADMITTED
+
+
+def explain_max(
+    quota: ElasticQuota,
+    store: quotas.QuotaStore,
+    used: Mapping[str, int],
+    asked: Mapping[str, int],
+) -> str:
+    """ "namespace team-a uses cpu 7.5 of 8 and asks 1 more; its limit is cpu 8 (max cpu 10),
+    lowered from ..." (or "its max is ..."): the resources over the bound."""
+    upper = store.upper(quota)
+    names = _over(asked, used, upper)
+    uses = ", ".join(f"{n} {_show(n, used.get(n, 0))} of {_show(n, upper.get(n))}" for n in names)
+    more = ", ".join(f"{_show(n, asked.get(n, 0))} {n}" for n in names)
+    limit = store.limit(quota.namespace)
+    why = (
+        quotas.limit_sentence(quota, limit)
+        if limit is not None and limit.bound != quota.upper
+        else f"its max is {', '.join(f'{n} {_show(n, upper.get(n))}' for n in names)}"
+    )
+    return f"namespace {quota.namespace} uses {uses} and asks {more} more; {why}"
+
+
+def explain_min(every: Mapping[str, int], asked: Mapping[str, int], lowest: Bound) -> str:
+    """ "all quotas use cpu 15 of the 16 their mins add up to, and this pod asks 2 more"."""
+    names = _over(asked, every, lowest)
+    uses = ", ".join(
+        f"{n} {_show(n, every.get(n, 0))} of the {_show(n, lowest.get(n))}" for n in names
+    )
+    more = ", ".join(f"{_show(n, asked.get(n, 0))} {n}" for n in names)
+    return (
+        f"all quotas together use {uses} their mins add up to, and this pod asks {more} more: "
+        f"a quota borrows beyond its min only what the others leave of theirs"
+    )
+
+
+def _over(first: Mapping[str, int], second: Mapping[str, int], bound: Bound) -> list[str]:
+    names = {*quotaobjects.FIXED, *first}
+    return sorted(n for n in names if first.get(n, 0) + second.get(n, 0) > bound.get(n))
+
+
+def _show(name: str, value: int) -> str:
+    return "unlimited" if value >= quotaobjects.UNLIMITED else quotaobjects.readable(name, value)

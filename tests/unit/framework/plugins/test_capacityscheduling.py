@@ -176,3 +176,19 @@ def test_a_refusal_is_traced_under_capacity_scheduling() -> None:
     rejected = traces.rejections(decision, {})
     assert list(rejected) == [capacityscheduling.NAME]
     assert rejected[capacityscheduling.NAME].nodes == 3
+
+
+def test_a_refusal_says_what_the_namespace_uses_against_which_bound() -> None:
+    quota = _quota("team-a", min={"cpu": "2", "memory": "4Gi"}, max={"cpu": "8", "memory": "8Gi"})
+    idle = _quota("team-b", min={"cpu": "8", "memory": "8Gi"})
+    store = _store(quota, idle, placed=(_pod("old", "team-a", cpu="7500m"),))
+    verdict = capacityscheduling.admit(_pod("p", "team-a", cpu="1"), store)
+    assert verdict.explained == (
+        "namespace team-a uses cpu 7.5 of 8 and asks 1 cpu more; its max is cpu 8"
+    )
+    lone = _store(_quota("team-a", min={"cpu": "2"}), placed=(_pod("x", "team-a", cpu="1"),))
+    verdict = capacityscheduling.admit(_pod("p", "team-a", cpu="1500m"), lone)
+    assert verdict.explained.startswith(
+        "all quotas together use cpu 1 of the 2 their mins add up to, and this pod asks 1.5 cpu "
+        "more"
+    )

@@ -12,32 +12,23 @@ import urllib.request
 from typing import Any
 
 import pytest
-from prometheus_client import parser
 
 from plumb.observability import metrics
 from plumb_dev.testing import builders, kube
+from tests.support import metrics_page
 from tests.support.live_cluster import NodeFactory
+from tests.support.metrics_page import Samples
 from tests.support.plumb_process import PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration
 
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 SCHEDULABLE = 8
 UNSCHEDULABLE = 3
 
 
-def _scrape(port: int) -> Samples:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
-        text = page.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in parser.text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
-
 def _value(samples: Samples, name: str, **labels: str) -> float:
-    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+    found = metrics_page.value(samples, name, **labels)
+    return 0.0 if found is None else found
 
 
 def _by(samples: Samples, name: str, label: str, values: tuple[str, ...]) -> dict[str, float]:
@@ -91,7 +82,7 @@ def test_the_metrics_page_counts_what_the_workload_did(
         "--debug-port",
         str(debug_port),
     )
-    before = _scrape(metrics_port)
+    before = metrics_page.scrape(metrics_port)
     assert _by(before, metrics.SCHEDULE_ATTEMPTS, "result", metrics.RESULTS) == {
         "scheduled": 0,
         "unschedulable": 0,
@@ -121,7 +112,7 @@ def test_the_metrics_page_counts_what_the_workload_did(
         with the unschedulable attempts plumb made (more than ``beyond``, and unchanged around
         the scrape)."""
         tried = [_tried(debug_port, namespace, name) for name in huge]
-        samples = _scrape(metrics_port)
+        samples = metrics_page.scrape(metrics_port)
         again = [_tried(debug_port, namespace, name) for name in huge]
         known = [t for t in tried if t is not None]
         if len(known) < len(huge) or tried != again or sum(known) <= beyond:
@@ -159,7 +150,7 @@ def test_the_metrics_page_counts_what_the_workload_did(
     assert _value(samples, metrics.CACHE_SIZE, type="nodes") == nodes
 
     def cache_pods() -> bool:
-        scraped = _value(_scrape(metrics_port), metrics.CACHE_SIZE, type="pods")
+        scraped = _value(metrics_page.scrape(metrics_port), metrics.CACHE_SIZE, type="pods")
         return scraped == _bound_pods(kube_client) >= SCHEDULABLE
 
     kube.wait_for("the cache's pods to match the API server's bound pods", cache_pods)

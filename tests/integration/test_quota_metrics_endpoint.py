@@ -14,32 +14,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client import parser
 
 from plumb.observability import metrics
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube, quotaclient, schedulerplugins
-from tests.support import side_by_side
+from tests.support import metrics_page, side_by_side
 from tests.support.live_cluster import NodeFactory
+from tests.support.metrics_page import Samples
 from tests.support.plumb_process import PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration
 
-Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
-
-
-def _scrape(port: int) -> Samples:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as page:
-        text = page.read().decode()
-    return {
-        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
-        for family in parser.text_string_to_metric_families(text)
-        for sample in family.samples
-    }
-
 
 def _value(samples: Samples, name: str, **labels: str) -> float | None:
-    return samples.get((name, tuple(sorted(labels.items()))))
+    return metrics_page.value(samples, name, **labels)
 
 
 def _tried(port: int, namespace: str, name: str) -> int | None:
@@ -119,7 +107,7 @@ def test_the_page_shows_each_quota_s_use_and_bounds_and_counts_its_refusals(
     def settled() -> tuple[Samples, int, int] | None:
         """The page with the attempts plumb made at both refused pods, unchanged around it."""
         tried = (_tried(debug_port, a, "a-2"), _tried(debug_port, b, "b-0"))
-        samples = _scrape(metrics_port)
+        samples = metrics_page.scrape(metrics_port)
         again = (_tried(debug_port, a, "a-2"), _tried(debug_port, b, "b-0"))
         over_max, over_min = tried
         if over_max is None or over_min is None or tried != again:

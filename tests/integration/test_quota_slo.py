@@ -25,11 +25,12 @@ from typing import Any
 
 import pytest
 
-from plumb.observability import trace
+from plumb.observability import metrics, trace
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import crds, kube, prometheus, quotaclient, schedulerplugins
-from tests.support import side_by_side
+from tests.support import metrics_page, side_by_side
 from tests.support.live_cluster import NodeFactory, events_of
+from tests.support.plumb_process import PlumbFactory, free_port
 from tests.support.tenants import Tenants, no_quota_left
 
 pytestmark = [pytest.mark.integration, pytest.mark.quotas]
@@ -41,24 +42,40 @@ SLACK = 3.0  # watch and status write delays on top of one period
 
 
 @pytest.fixture
+def metrics_port() -> int:
+    return free_port()
+
+
+@pytest.fixture
 def tenants(
-    request: pytest.FixtureRequest,
     control_plane: controlplane.ControlPlane,
     kube_client: kube.Kube,
     namespace: str,
     add_node: NodeFactory,
     policy_crd: crds.Kubectl,
+    start_plumb: PlumbFactory,
+    metrics_port: int,
     tmp_path: Path,
 ) -> Iterator[Tenants]:
-    """plumb with the ElasticQuota and SchedulingPolicy CRDs installed before it starts."""
+    """plumb (its /metrics on ``metrics_port``) with the ElasticQuota and SchedulingPolicy
+    CRDs installed before it starts."""
     schedulerplugins.install_elasticquotas(control_plane, tmp_path / "kubectl-cache")
     no_quota_left(quotaclient.ElasticQuotaClient(kube_client))
-    with side_by_side.scheduler_runner(request, side_by_side.PLUMB) as runner:
-        scene = Tenants(kube_client, runner, namespace, add_node)
-        try:
-            yield scene
-        finally:
-            scene.clean()
+    name = side_by_side.PLUMB_SCHEDULER_NAME
+    port = str(metrics_port)
+    plumb = start_plumb(
+        "--scheduler-name", name, "--metrics-port", port, "--metrics-address", "127.0.0.1"
+    )
+    runner = side_by_side.Runner(name=side_by_side.PLUMB, scheduler_name=name, log=plumb.log)
+    scene = Tenants(kube_client, runner, namespace, add_node)
+    try:
+        yield scene
+    finally:
+        scene.clean()
+
+
+def _metric(port: int, name: str, **labels: str) -> float | None:
+    return metrics_page.value(metrics_page.scrape(port), name, **labels)
 
 
 def _policy(kubectl: crds.Kubectl, namespace: str, source: dict[str, Any]) -> None:
@@ -134,7 +151,7 @@ def _freed_room_goes_to_b(tenants: Tenants, a: str, b: str, node: str) -> None:
 
 
 def test_a_falling_scheduling_slo_lowers_the_limit_and_a_recovered_one_restores_it(
-    tenants: Tenants, policy_crd: crds.Kubectl
+    tenants: Tenants, policy_crd: crds.Kubectl, metrics_port: int
 ) -> None:
     client = tenants.client
     node, a, b = _tenants(tenants)
@@ -161,6 +178,9 @@ def test_a_falling_scheduling_slo_lowers_the_limit_and_a_recovered_one_restores_
     assert status["max"] == {"cpu": "12"}
     assert status["steps"] == 6  # 99% - 67% = 32 points: 6 steps of 20%
     assert float(status["attainment"]) == pytest.approx(8 / 12, abs=1e-3)
+    assert _metric(metrics_port, metrics.QUOTA_LIMIT, namespace=a, resource="cpu") == 4.0
+    attained = _metric(metrics_port, metrics.QUOTA_ATTAINMENT, namespace=a)
+    assert attained == pytest.approx(8 / 12, abs=1e-3)
     lowered = kube.wait_for("QuotaLimitLowered", lambda: _events(client, a, "QuotaLimitLowered"))
     assert (
         f"ElasticQuota {a}/quota: its limit is cpu 4 (max cpu 12), lowered from cpu 12"
@@ -175,6 +195,8 @@ def test_a_falling_scheduling_slo_lowers_the_limit_and_a_recovered_one_restores_
     )
     restored = kube.wait_for("QuotaLimitRestored", lambda: _events(client, a, "QuotaLimitRestored"))
     assert "its limit is its max again" in restored[0]
+    assert _metric(metrics_port, metrics.QUOTA_LIMIT, namespace=a, resource="cpu") == 12.0
+    assert _metric(metrics_port, metrics.QUOTA_ATTAINMENT, namespace=a) == 1.0
 
 
 class _Attainment(http.server.BaseHTTPRequestHandler):

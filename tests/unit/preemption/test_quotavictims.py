@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 
 from plumb.backend.records import quotaobjects
@@ -118,3 +119,31 @@ def test_the_selection_plugs_into_the_evaluator() -> None:
     verdict = evaluator.preempt(preemptor, [node], statuses, (), _fits, select=select)
     assert verdict.node == "n1"
     assert [v.name for v in verdict.victims] == ["a-low"]
+
+
+def test_a_policys_qos_rules_hold_in_quota_preemption() -> None:
+    # team-a, under its min, takes back from team-b (borrowing): with victimOrder
+    # QoSThenPriority the BestEffort pod goes before the Burstable one of lower priority, and a
+    # Guaranteed pod its policy exempts is never a victim.
+    preemptor = _pod("a-new", "team-a", 2000)
+    best_effort = dataclasses.replace(_pod("b-be", "team-b", 2000, priority=50), qos="BestEffort")
+    burstable = dataclasses.replace(_pod("b-bu", "team-b", 2000, priority=10), qos="Burstable")
+    guarded = dataclasses.replace(
+        _pod("b-gu", "team-b", 2000, priority=0), qos="Guaranteed", exempt=True
+    )
+    view = _view(
+        preemptor, used={"team-a": 0, "team-b": 6000}, mins={"team-a": 4000, "team-b": 3000}
+    )
+    rules = evaluator.Rules(qos_order=True)
+    node = NodePods(name="n1", pods=(best_effort, burstable, guarded))
+    capacity = 6000
+
+    def fits(pod: Pod, node: NodePods, remaining: Sequence[Pod]) -> bool:
+        return sum(p.requests.get("cpu", 0) for p in remaining) + 2000 <= capacity
+
+    found = quotavictims.select(preemptor, node, (), fits, rules=rules, view=view)
+    assert found.candidate is not None
+    assert [v.name for v in found.candidate.victims] == ["b-be"]
+    plain = quotavictims.select(preemptor, node, (), fits, view=view)
+    assert plain.candidate is not None
+    assert [v.name for v in plain.candidate.victims] == ["b-bu"]  # by priority alone

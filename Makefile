@@ -60,7 +60,7 @@ lint: install
 	$(BIN)/lint-imports
 
 unit: install
-	$(BIN)/pytest tests/unit tests/tools tests/chaos/test_faultproxy.py tests/chaos/test_invariant_devices.py -q
+	$(BIN)/pytest tests/unit tests/tools tests/chaos/test_faultproxy.py tests/chaos/test_invariant_devices.py tests/chaos/test_invariant_quotas.py -q
 
 test: lint controlplane
 	$(BIN)/pytest -q -m "not long" --durations=25

@@ -19,6 +19,10 @@
    two ResourceClaims' allocations, unless every one takes it with admin access or as a share
    (consumable capacity); every bound pod's claims exist, are allocated, are reachable from
    its node (the allocation's nodeSelector matches the node) and are reserved for the pod.
+7. Quotas (``quotas``, from the API objects alone): for every namespace with an ElasticQuota,
+   the requests of its bound pods (not terminal; terminating ones still hold their room) stay
+   within the quota's max, and those of every quota namespace together within the sum of the
+   quotas' mins, both read as CapacityScheduling reads them (docs/quotas.md, "The rules").
 
 ``check`` returns the violations found (a scenario asserts there are none) with the figures
 docs/reliability.md reports: pods bound and pending, and how long the cache took to match.
@@ -94,9 +98,12 @@ def check(
     history: NodeHistory | None = None,
     settle: float = SETTLE,
     wait: float = 120.0,
+    replicas: Iterable[harness.RestartablePlumb] = (),
 ) -> InvariantVerdict:
     """Checks the invariant; first waits up to ``wait`` s for every pod to be settled (bound or
-    FailedScheduling), then up to ``settle`` s for the cache to match the API server."""
+    FailedScheduling), then up to ``settle`` s for ``plumb``'s cache to match the API server.
+    ``replicas``: the other replicas of a leader election, whose bindings count as its own."""
+    runs = [plumb, *replicas]
     namespaces = list(namespaces)
     violations: list[str] = []
     deadline = time.monotonic() + wait
@@ -125,10 +132,11 @@ def check(
         for p in _all_pods(client)
         if p["spec"].get("nodeName") and p.get("status", {}).get("phase") not in TERMINAL
     ]
-    violations += _bound_once(plumb, bound)
+    violations += _bound_once(runs, bound)
     violations += _overcommit(nodes, every_bound)
-    violations += _constraints(plumb, bound, nodes, history)
+    violations += _constraints(runs, bound, nodes, history)
     violations += devices(client, namespaces)
+    violations += quotas(client)
     matched, problems = _cache_matches(client, plumb, settle)
     violations += problems
     return InvariantVerdict(
@@ -159,16 +167,17 @@ def _failed_scheduling(client: kube.Kube, namespaces: list[str]) -> set[str]:
     }
 
 
-def _bindings(plumb: harness.RestartablePlumb) -> dict[str, list[JSON]]:
+def _bindings(runs: Iterable[harness.RestartablePlumb]) -> dict[str, list[JSON]]:
     found: dict[str, list[JSON]] = defaultdict(list)
-    for line in plumb.lines():
-        if line.get("result") == SCHEDULED and line.get("uid"):
-            found[str(line["uid"])].append(line)
+    for plumb in runs:
+        for line in plumb.lines():
+            if line.get("result") == SCHEDULED and line.get("uid"):
+                found[str(line["uid"])].append(line)
     return found
 
 
-def _bound_once(plumb: harness.RestartablePlumb, bound: list[JSON]) -> list[str]:
-    bindings = _bindings(plumb)
+def _bound_once(runs: list[harness.RestartablePlumb], bound: list[JSON]) -> list[str]:
+    bindings = _bindings(runs)
     problems = [
         f"uid {uid}: {len(lines)} successful bindings traced ({[ln.get('node') for ln in lines]})"
         for uid, lines in bindings.items()
@@ -238,12 +247,12 @@ def _epoch(stamp: str) -> float:
 
 
 def _constraints(
-    plumb: harness.RestartablePlumb,
+    runs: list[harness.RestartablePlumb],
     bound: list[JSON],
     nodes: Mapping[str, JSON],
     history: NodeHistory | None,
 ) -> list[str]:
-    bindings = _bindings(plumb)
+    bindings = _bindings(runs)
     problems = []
     for pod in bound:
         name = pod["spec"]["nodeName"]
@@ -532,3 +541,97 @@ def _requirement(expression: JSON, values: Mapping[str, str]) -> bool:
             return False
         return have > bound if operator == "Gt" else have < bound
     return False
+
+
+# Quotas ---------------------------------------------------------------------------------------
+
+QUOTA_GROUP, QUOTA_VERSION, QUOTA_PLURAL = "scheduling.x-k8s.io", "v1alpha1", "elasticquotas"
+# framework.Resource's own names: a bound that lists some names is 0 on those it leaves out.
+FIXED = ("cpu", "memory", "ephemeral-storage")
+
+
+def quotas(client: kube.Kube) -> list[str]:
+    """Item 7 of the invariant: what the ElasticQuotas and the bound pods the API server has say
+    of the quotas (no ElasticQuota CRD: nothing to say)."""
+    try:
+        listed = client._raw(
+            k8s.CustomObjectsApi(client.api).list_cluster_custom_object(
+                QUOTA_GROUP, QUOTA_VERSION, QUOTA_PLURAL, _preload_content=False
+            )
+        )
+    except k8s.ApiException as error:
+        if error.status == 404:
+            return []
+        raise
+    return quota_violations(listed["items"], _all_pods(client))
+
+
+def quota_violations(quotas: Iterable[JSON], pods: Iterable[JSON]) -> list[str]:
+    """``quotas`` over listed objects: every ElasticQuota of the cluster and every pod (the
+    bound, not terminal ones count). Each namespace's use against its quota's max, then the
+    use of all quota namespaces together against the sum of their mins."""
+    governing: dict[str, JSON] = {}
+    for quota in sorted(
+        quotas,
+        key=lambda q: (q["metadata"].get("creationTimestamp") or "", q["metadata"]["name"]),
+    ):
+        governing.setdefault(quota["metadata"]["namespace"], quota)  # the oldest governs
+    used: dict[str, Counter[str]] = {namespace: Counter() for namespace in governing}
+    for pod in pods:
+        namespace = pod["metadata"]["namespace"]
+        placed = pod["spec"].get("nodeName") and pod.get("status", {}).get("phase") not in TERMINAL
+        if placed and namespace in used:
+            used[namespace].update(_quota_request(pod))
+    problems = []
+    for namespace, quota in sorted(governing.items()):
+        upper = (quota.get("spec") or {}).get("max")
+        if upper is None:
+            continue  # no max: unlimited
+        for resource, amount in sorted(used[namespace].items()):
+            limit = _bound(upper, resource, missing=None)
+            if limit is not None and amount > limit:
+                problems.append(
+                    f"namespace {namespace}: {_shown(resource, amount)} bound, ElasticQuota "
+                    f"{quota['metadata']['name']} max {_shown(resource, limit)}"
+                )
+    together: Counter[str] = Counter()
+    for each in used.values():
+        together.update(each)
+    for resource, amount in sorted(together.items()):
+        lowest = sum(
+            _bound((quota.get("spec") or {}).get("min") or {}, resource, missing=0) or 0
+            for quota in governing.values()
+        )
+        if amount > lowest:
+            problems.append(
+                f"quota namespaces together: {_shown(resource, amount)} bound, sum of mins "
+                f"{_shown(resource, lowest)} ({', '.join(sorted(used))})"
+            )
+    return problems
+
+
+def _quota_request(pod: JSON) -> dict[str, int]:
+    """What a pod counts against its quota: its effective requests on cpu, memory,
+    ephemeral-storage and the scalar names (extended resources, hugepages-*), not "pods"
+    (framework.Resource of a pod has no pod count)."""
+    return {
+        name: amount
+        for name, amount in requests(pod).items()
+        if amount and (name in FIXED or "/" in name or name.startswith(_SCALAR_PREFIXES))
+    }
+
+
+_SCALAR_PREFIXES = ("hugepages-", "attachable-volumes-")
+
+
+def _bound(listed: Mapping[str, Any], resource: str, *, missing: int | None) -> int | None:
+    """A quota's min or max on ``resource`` as CapacityScheduling reads a list it is given: a
+    name it leaves out is 0 among cpu, memory and ephemeral-storage, ``missing`` otherwise (0
+    for a min, None, unlimited, for a max)."""
+    if resource in listed:
+        return _amount(resource, listed[resource])
+    return 0 if resource in FIXED else missing
+
+
+def _shown(resource: str, amount: int) -> str:
+    return f"{amount}m cpu" if resource == "cpu" else f"{amount} {resource}"

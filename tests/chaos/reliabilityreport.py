@@ -20,6 +20,8 @@ ORDER = (
     "sigkill",
     "sigkill-dra",
     "sigkill-gangs",
+    "sigkill-quotas",
+    "handover-quotas",
     "restart-kube-apiserver",
     "restart-etcd",
     "watch-expiry",

@@ -677,11 +677,17 @@ class Scheduler:
 
     async def stand_down(self) -> None:
         """Leadership is lost (the loop was cancelled first): cancel the bindings in flight
-        and forget their assumptions, and put back the pods of a batch cut short while it was
-        being decided, so every pod is in the queue for whoever leads next, this replica
-        included (the watch drops those that were bound after all)."""
+        and forget their assumptions and the tries whose answer was lost, and put back the pods
+        of a batch cut short while it was being decided, so every pod is in the queue for
+        whoever leads next, this replica included (the watch drops those that were bound after
+        all)."""
         cancelled = await self.binding.stand_down(alongside=self.post_filter.tasks)
         recalled = self.queue.recall()
+        # Tries whose answer was lost are the term's: a replica that no longer leads reports
+        # none of them, even if the watch then shows the pod where a try went (the next
+        # leader may have bound it there).
+        self.state.uncertain.clear()
+        self.state.committed_late.clear()
         if cancelled or recalled:
             logger.info(
                 "stood down: %d bindings in flight cancelled, %d pods being decided put back",

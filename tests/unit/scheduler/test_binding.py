@@ -269,3 +269,20 @@ async def test_a_bind_that_fails_after_the_pod_was_deleted_is_not_retried() -> N
     assert "uid-web" not in s.queue  # deleted: never retried, nothing posted for it
     assert "FailedScheduling" not in _reasons(api)
     assert not api.patches
+
+
+async def test_a_replica_that_stood_down_reports_none_of_its_lost_answers() -> None:
+    # Its binding's answer lost, then the lease lost: the next leader binds the pod to the same
+    # node. The watch shows it there; the replica that no longer leads reports nothing of it
+    # (the binding was the new leader's, as far as anyone can tell).
+    api, clock = (
+        FakeApi(k8s_client.TransportError("POST binding: ServerDisconnectedError")),
+        ManualClock(),
+    )
+    s = make_scheduler(api, clock)
+    s.feed.resync(NODES, [WEB.obj()])
+    await _attempt(s)
+    await s.stand_down()
+    s.feed.on_pod("MODIFIED", WEB_ON_N1.obj())
+    await s.drain()
+    assert "Scheduled" not in _reasons(api)

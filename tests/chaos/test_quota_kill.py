@@ -277,6 +277,7 @@ def test_sigkill_during_a_burst_of_several_tenants_pods_never_exceeds_a_quota(
     assert sum(caught) > 0, caught
 
 
+@pytest.mark.long  # in make test-long (short there too); sigkill-quotas stays in make test
 def test_leader_handovers_during_a_burst_of_several_tenants_pods_never_exceed_a_quota(
     plane: controlplane.ControlPlane,
     client: kube.Kube,

@@ -82,6 +82,7 @@ def test_cluster_up_env_down(tmp_path: Path) -> None:
     assert "plumb cluster up" in gone.stderr
 
 
+@pytest.mark.long  # in make test-long: make demo itself, 17 s
 def test_demo_places_pods_reports_the_misfit_and_leaves_nothing_running() -> None:
     parts = ("kube-apiserver", "etcd", "kube-controller-manager")
     before = _processes(*parts)

@@ -96,6 +96,7 @@ def tenants(
 CPU8 = {"cpu": "8"}
 
 
+@pytest.mark.long  # in make test-long; the rest of this file stays in make test
 def test_pods_within_their_quota_s_max_bind(tenants: Tenants) -> None:
     (node,) = tenants.nodes(CPU8)
     a = tenants.tenant("a", minimum={"cpu": "3"}, maximum={"cpu": "3"})

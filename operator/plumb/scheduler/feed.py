@@ -370,6 +370,10 @@ class ClusterFeed:
         record = self._state.uncertain.pop(pod.uid, {}).get(pod.node_name)
         if record is None:
             return
+        if not self._state.recorder.writes.may_act("the report of a lost answer", pod):
+            # Leadership lost, before the loop has stood down (a replica stalled past its
+            # lease): the binding may be the next leader's; this replica reports nothing.
+            return
         self._state.committed_late.add(pod.uid)
         if record.deviation and record.policy:
             # The deviation was refunded when the request failed; it stands after all.

@@ -4,6 +4,7 @@ never lost, and the cache counts it at most once."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -15,6 +16,7 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.records import objects
 from plumb.k8s import client as k8s_client
 from plumb.kernel import contract, reference
+from plumb.observability import logs
 from plumb_dev.testing.builders import make_node, make_pod
 from tests.support.fakes import Answer, FakeApi, ManualClock, make_scheduler
 
@@ -285,4 +287,28 @@ async def test_a_replica_that_stood_down_reports_none_of_its_lost_answers() -> N
     await s.stand_down()
     s.feed.on_pod("MODIFIED", WEB_ON_N1.obj())
     await s.drain()
+    assert "Scheduled" not in _reasons(api)
+
+
+async def test_a_replica_that_lost_its_lease_reports_no_lost_answer_before_it_stands_down(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    # Stalled past its lease: the watch shows the pod where its try went before the loop has
+    # stood down. It may not act any more, so it reports nothing (the next leader bound it):
+    # no trace line says the binding's answer was lost.
+    api, clock = (
+        FakeApi(k8s_client.TransportError("POST binding: ServerDisconnectedError")),
+        ManualClock(),
+    )
+    s = make_scheduler(api, clock, log=logging.getLogger("test.trace"))
+    s.feed.resync(NODES, [WEB.obj()])
+    await _attempt(s)
+    leading = False
+    s.state.recorder.writes._gate = lambda: leading
+    with caplog.at_level(logging.INFO, logger="test.trace"):
+        s.feed.on_pod("MODIFIED", WEB_ON_N1.obj())
+        await s.drain()
+    lines = [getattr(r, logs.FIELDS, {}) for r in caplog.records]
+    assert lines  # the trace lines are captured: the attempt's own is there
+    assert not [line for line in lines if "answer was lost" in str(line.get("message"))]
     assert "Scheduled" not in _reasons(api)

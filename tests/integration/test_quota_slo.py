@@ -8,8 +8,10 @@ Prometheus (Debian's) scraping a tiny exporter the test sets.
 
 The tenants (tests/support/tenants.py): a and b with min 4 / max 12 cpu each, c idle with min 8,
 one node of 16 cpu. a holds 8 cpu (4 borrowed from c's idle min), b 4: 4 cpu are left under the
-sum of mins (16), which a's next pod would take. With a's SLO breached, its limit falls to its
-min (the policy's step releases 20% a step), so a's pod is refused and b's takes the room.
+sum of mins (16), which a's next pod would take. With a's SLO breached, its limit falls by the
+rule's amount (the policy's step releases 5% of its 12 cpu per 5 points below the objective:
+8.4 cpu at 67%, 6.6 at 50%), below what a's next pod needs, so it is refused and b's takes the
+room.
 """
 
 from __future__ import annotations
@@ -90,7 +92,7 @@ def _policy(kubectl: crds.Kubectl, namespace: str, source: dict[str, Any]) -> No
                 "tolerance": f"{TOLERANCE:g}s",
                 "evaluationPeriod": f"{PERIOD:g}s",
                 "window": "10m",
-                "step": {"drop": 5, "release": 20},
+                "step": {"drop": 5, "release": 5},
                 **source,
             },
         },
@@ -130,21 +132,23 @@ def _fill(tenants: Tenants, node: str, a: str, b: str) -> None:
     assert set(tenants.settle(b, *others).values()) == {node}
 
 
-def _freed_room_goes_to_b(tenants: Tenants, a: str, b: str, node: str) -> None:
-    """a's next pod is refused by its lowered limit, and b's higher-priority pod takes the room
-    a would have borrowed."""
+def _freed_room_goes_to_b(tenants: Tenants, a: str, b: str, node: str, limit: str) -> None:
+    """a's next pod is refused by its lowered limit (``limit`` cpu), and b's higher-priority pod
+    takes the room a would have borrowed."""
     placed = tenants.settle(a, tenants.pod("a-more", a, cpu="4").label("app", "web"))
     assert placed == {"a-more": None}
     said = tenants.said(a, "a-more") or ""
-    assert f"ElasticQuota {a} is more than Max (its limit is cpu 4 (max cpu 12), lowered" in said
+    assert f"ElasticQuota {a} is more than Max (its limit is cpu {limit} (max cpu 12), lowered" in (
+        said
+    )
     assert "because its SLO attainment fell to" in said
     # Its trace line (what `plumb explain` reads) has the figures behind the refusal.
     lines = tenants.runner.log.read_text().splitlines()
     traced = [t for line in lines if (t := trace.from_log_line(line)) is not None]
     (refusal, *_) = [t for t in traced if t.pod == f"{a}/a-more"]
     assert refusal.quota.startswith(
-        f"namespace {a} uses cpu 8 of 4 and asks 4 cpu more; its limit is cpu 4 (max cpu 12), "
-        "lowered from cpu 12"
+        f"namespace {a} uses cpu 8 of {limit} and asks 4 cpu more; its limit is cpu {limit} "
+        "(max cpu 12), lowered from cpu 12"
     )
     assert list(refusal.rejected) == ["CapacityScheduling"]
     assert tenants.settle(b, tenants.pod("b-more", b, priority=100, cpu="4")) == {"b-more": node}
@@ -168,25 +172,25 @@ def test_a_falling_scheduling_slo_lowers_the_limit_and_a_recovered_one_restores_
     tenants.create(*stuck)
     breached = time.monotonic() + WITHIN + TOLERANCE
     status = kube.wait_for(
-        "a's limit lowered to its min",
-        functools.partial(_limit_is, policy_crd, a, "4"),
+        "a's limit lowered by the rule",
+        functools.partial(_limit_is, policy_crd, a, "8.4"),
         timeout=WITHIN + TOLERANCE + PERIOD + 30,
     )
     late = time.monotonic() - breached
     print(f"limit lowered {late:.1f} s after the breach counted")
     assert late <= PERIOD + SLACK
     assert status["max"] == {"cpu": "12"}
-    assert status["steps"] == 6  # 99% - 67% = 32 points: 6 steps of 20%
+    assert status["steps"] == 6  # 99% - 67% = 32 points: 6 steps of 5% of 12 cpu
     assert float(status["attainment"]) == pytest.approx(8 / 12, abs=1e-3)
-    assert _metric(metrics_port, metrics.QUOTA_LIMIT, namespace=a, resource="cpu") == 4.0
+    assert _metric(metrics_port, metrics.QUOTA_LIMIT, namespace=a, resource="cpu") == 8.4
     attained = _metric(metrics_port, metrics.QUOTA_ATTAINMENT, namespace=a)
     assert attained == pytest.approx(8 / 12, abs=1e-3)
     lowered = kube.wait_for("QuotaLimitLowered", lambda: _events(client, a, "QuotaLimitLowered"))
     assert (
-        f"ElasticQuota {a}/quota: its limit is cpu 4 (max cpu 12), lowered from cpu 12"
+        f"ElasticQuota {a}/quota: its limit is cpu 8.4 (max cpu 12), lowered from cpu 12"
         in (lowered[0])
     )
-    _freed_room_goes_to_b(tenants, a, b, node)
+    _freed_room_goes_to_b(tenants, a, b, node, "8.4")
 
     for pod in stuck:  # nothing waits past `within` any more: 100% met
         client.core.delete_namespaced_pod(pod.obj()["metadata"]["name"], a, grace_period_seconds=0)
@@ -235,6 +239,7 @@ def test_a_prometheus_query_moves_the_limit(
     tenants: Tenants,
     policy_crd: crds.Kubectl,
     exporter: tuple[int, type[_Attainment]],
+    metrics_port: int,
     tmp_path: Path,
 ) -> None:
     exporter_port, attained = exporter
@@ -254,18 +259,26 @@ def test_a_prometheus_query_moves_the_limit(
         _fill(tenants, node, a, b)
         url = f"http://127.0.0.1:{port}"
         _policy(policy_crd, a, {"prometheus": {"url": url, "query": "tenant_slo_attainment"}})
-        attained.value = 0.5  # 49 points below: 9 steps of 20%, the limit at min
+        attained.value = 0.5  # 49 points below: 9 steps of 5% of 12 cpu
         kube.wait_for(
-            "a's limit lowered to its min",
-            functools.partial(_limit_is, policy_crd, a, "4"),
+            "a's limit lowered by the rule",
+            functools.partial(_limit_is, policy_crd, a, "6.6"),
             timeout=TOLERANCE + PERIOD + 30,
         )
         assert float(_quota_status(policy_crd, a)["attainment"]) == 0.5
-        _freed_room_goes_to_b(tenants, a, b, node)
+        assert _metric(metrics_port, metrics.QUOTA_LIMIT, namespace=a, resource="cpu") == 6.6
+        assert _metric(metrics_port, metrics.QUOTA_ATTAINMENT, namespace=a) == 0.5
+        lowered = kube.wait_for(
+            "QuotaLimitLowered", lambda: _events(client, a, "QuotaLimitLowered")
+        )
+        assert "its limit is cpu 6.6 (max cpu 12)" in lowered[0]
+        _freed_room_goes_to_b(tenants, a, b, node, "6.6")
         attained.value = 1.0
         kube.wait_for(
             "a's limit back at its max",
             functools.partial(_limit_is, policy_crd, a, "12"),
             timeout=30,
         )
-        assert _events(client, a, "QuotaLimitRestored")
+        kube.wait_for("QuotaLimitRestored", lambda: _events(client, a, "QuotaLimitRestored"))
+        assert _metric(metrics_port, metrics.QUOTA_LIMIT, namespace=a, resource="cpu") == 12.0
+        assert _metric(metrics_port, metrics.QUOTA_ATTAINMENT, namespace=a) == 1.0

@@ -11,22 +11,14 @@ Traffic stays on this machine: Prometheus listens on loopback and scrapes the br
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import socket
-import subprocess
-import tempfile
 import time
-import urllib.error
-import urllib.parse
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from plumb_dev.testing import builders, drabuilders, draclient, groupclient, kube, quotaclient
+from plumb_dev.testing import prometheus as prometheus_module
 from plumb_dev.testing.groupbuilders import POD_GROUP_LABEL, make_coscheduling_group
 from tests.support.installation import REPOSITORY, Installed
 
@@ -51,87 +43,19 @@ def _queries() -> list[tuple[str, str]]:
     return found
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
-
-
-# No proxy, whatever the environment says: Prometheus is on this machine's loopback.
-_OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
-
-
-def _query(port: int, expr: str) -> dict[str, Any]:
-    """Prometheus's answer to an instant query; {} while it is not listening yet."""
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
-    try:
-        with _OPENER.open(url, timeout=10) as response:
-            answer: dict[str, Any] = json.load(response)
-    except urllib.error.HTTPError as error:
-        answer = json.load(error)
-    except urllib.error.URLError:
-        return {}
-    return answer
-
-
-def _prometheus_binary() -> str:
-    """Debian's prometheus: the installed one, else the package's binary unpacked into the
-    cache (``apt-get download`` and ``dpkg-deb -x``: no maintainer scripts, so no service is
-    started or user made, and nothing is left installed)."""
-    installed = shutil.which("prometheus")
-    if installed is not None:
-        return installed
-    root = Path(os.environ.get("PLUMB_CACHE_DIR") or Path.home() / ".cache" / "plumb")
-    unpacked = root / "prometheus-deb"
-    binary = unpacked / "usr" / "bin" / "prometheus"
-    if binary.is_file():
-        return str(binary)
-    with tempfile.TemporaryDirectory() as scratch:
-        download = subprocess.run(
-            ["apt-get", "download", "prometheus"],
-            cwd=scratch,
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=False,
-        )
-        debs = list(Path(scratch).glob("prometheus_*.deb"))
-        if download.returncode != 0 or not debs:
-            why = (
-                f"Debian's prometheus package could not be downloaded ({download.stderr.strip()}); "
-                f"install it with apt-get install --no-install-recommends prometheus"
-            )
-            pytest.skip(reason=why)
-        partial = Path(tempfile.mkdtemp(prefix=".prometheus-", dir=root))
-        subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(partial)], check=True, timeout=120)
-        partial.rename(unpacked)
-    return str(binary)
-
-
 @pytest.fixture
 def prometheus(installed: Installed, tmp_path: Path) -> Iterator[int]:
     """Prometheus on 127.0.0.1, scraping every replica's pod address every second."""
-    binary = _prometheus_binary()
+    try:
+        prometheus_module.binary()
+    except prometheus_module.PrometheusUnavailable as error:
+        pytest.skip(reason=str(error))
     targets = [f"{pod['status']['podIP']}:10251" for pod in installed.plumb_pods()]
     config = {
         "global": {"scrape_interval": SCRAPE, "evaluation_interval": SCRAPE},
         "scrape_configs": [{"job_name": "plumb", "static_configs": [{"targets": targets}]}],
     }
-    (tmp_path / "prometheus.yml").write_text(json.dumps(config))  # JSON is YAML
-    port = _free_port()
-    log = (tmp_path / "prometheus.log").open("wb")
-    process = subprocess.Popen(
-        [
-            binary,
-            f"--config.file={tmp_path / 'prometheus.yml'}",
-            f"--storage.tsdb.path={tmp_path / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-            "--log.level=warn",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    try:
+    with prometheus_module.running(config, tmp_path) as port:
         kube.wait_for(
             f"Prometheus to scrape {targets}",
             lambda: len(_query(port, "up == 1").get("data", {}).get("result", [])) == len(targets),
@@ -139,15 +63,9 @@ def prometheus(installed: Installed, tmp_path: Path) -> Iterator[int]:
             interval=1.0,
         )
         yield port
-    finally:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-        log.close()
-        print((tmp_path / "prometheus.log").read_text(errors="replace")[-3000:])
+
+
+_query = prometheus_module.query
 
 
 @pytest.fixture

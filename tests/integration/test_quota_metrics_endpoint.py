@@ -26,10 +26,6 @@ from tests.support.plumb_process import PlumbFactory, free_port
 pytestmark = pytest.mark.integration
 
 
-def _value(samples: Samples, name: str, **labels: str) -> float | None:
-    return metrics_page.value(samples, name, **labels)
-
-
 def _tried(port: int, namespace: str, name: str) -> int | None:
     """The attempts plumb made at a pod it has not placed (None: no decision yet)."""
     url = f"http://127.0.0.1:{port}/debug/pods/{namespace}/{name}"
@@ -118,14 +114,14 @@ def test_the_page_shows_each_quota_s_use_and_bounds_and_counts_its_refusals(
     assert over_max >= 1
     assert over_min >= 1
     refusals = {
-        (ns, rule): _value(samples, metrics.QUOTA_REFUSALS, namespace=ns, rule=rule)
+        (ns, rule): metrics_page.value(samples, metrics.QUOTA_REFUSALS, namespace=ns, rule=rule)
         for ns in (a, b)
         for rule in metrics.QUOTA_RULES
     }
     assert refusals == {(a, "max"): over_max, (a, "min"): 0, (b, "max"): 0, (b, "min"): over_min}
 
     def gauge(name: str, ns: str, resource: str = "cpu") -> float | None:
-        return _value(samples, name, namespace=ns, resource=resource)
+        return metrics_page.value(samples, name, namespace=ns, resource=resource)
 
     assert (gauge(metrics.QUOTA_USED, a), gauge(metrics.QUOTA_USED, b)) == (2.0, 0.0)
     assert (gauge(metrics.QUOTA_MIN, a), gauge(metrics.QUOTA_MIN, b)) == (2.0, 0.0)

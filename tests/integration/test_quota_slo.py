@@ -154,6 +154,7 @@ def _freed_room_goes_to_b(tenants: Tenants, a: str, b: str, node: str, limit: st
     assert tenants.settle(b, tenants.pod("b-more", b, priority=100, cpu="4")) == {"b-more": node}
 
 
+@pytest.mark.long  # in make test-long with the Prometheus case; unit-tested in make test
 def test_a_falling_scheduling_slo_lowers_the_limit_and_a_recovered_one_restores_it(
     tenants: Tenants, policy_crd: crds.Kubectl, metrics_port: int
 ) -> None:

@@ -336,9 +336,9 @@ class SchedulingQueue:
             if entry.where is Where.ACTIVE:
                 self._push_active(entry)
 
-    def group_members(self, ref: groupobjects.GroupRef) -> list[objects.PodInfo]:
-        """The group's pods the queue holds (pending, gated or in flight), by uid."""
-        return [self._entries[uid].pod for uid in sorted(self._group_members.get(ref, ()))]
+    def group_size(self, ref: groupobjects.GroupRef) -> int:
+        """How many of the group's pods the queue holds (pending, gated or in flight)."""
+        return len(self._group_members.get(ref, ()))
 
     def _peek_active(self) -> Entry | None:
         while self._active:

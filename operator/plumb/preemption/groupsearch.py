@@ -31,7 +31,7 @@ from plumb.framework import compiling, scoring
 from plumb.framework.plugins import gangscheduling
 from plumb.framework.plugins.gangscheduling import Feasibility, Progress
 from plumb.kernel import contract
-from plumb.preemption import evaluator
+from plumb.preemption import evaluator, search
 
 _MASKED = 1  # a static code that keeps a pinned member off every node but its own
 
@@ -137,28 +137,11 @@ class GroupPlan:
 
     def _without(self, removed: Sequence[Unit]) -> contract.Cluster:
         """The cluster with ``removed``'s pods taken off their nodes."""
-        compiled = self.compiled
-        cluster = compiled.cluster
-        requested = cluster.requested.copy()
-        nonzero = cluster.nonzero_requested.copy()
-        counts = cluster.counts.copy()
-        column = {name: i for i, name in enumerate(compiled.resources)}
-        for unit in removed:
-            for pod, node in unit.placed:
-                n = compiled.index.get(node)
-                if n is None:
-                    continue
-                for name, amount in pod.requests.items():
-                    c = column.get(name)
-                    if c is not None:
-                        requested[c, n] -= amount
-                requested[cluster.pods_column, n] -= 1
-                nonzero[:, n] -= pod.nonzero
-                if counts.shape[0]:
-                    counts[:, n] -= self._member(pod)
-        return dataclasses.replace(
-            cluster, requested=requested, nonzero_requested=nonzero, counts=counts
-        )
+        index = self.compiled.index
+        placed = [
+            (pod, index[node]) for unit in removed for pod, node in unit.placed if node in index
+        ]
+        return search.without(self.compiled, placed, self._member)
 
     def _member(self, pod: objects.PodInfo) -> np.ndarray:
         keys = self.compiled.row_keys

@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -122,6 +122,33 @@ def victim_record(pod: objects.PodInfo, *, exempt: bool = False) -> evaluator.Po
     )
 
 
+def without(
+    compiled: compiling.Compiled,
+    placed: Iterable[tuple[objects.PodInfo, int]],
+    member: Callable[[objects.PodInfo], np.ndarray],
+) -> contract.Cluster:
+    """The compiled cluster with each (pod, node index) of ``placed`` taken off its node: its
+    requests, its pod slot, its non-zero requests and its count rows (``member``: the pod's
+    membership of the count rows)."""
+    cluster = compiled.cluster
+    requested = cluster.requested.copy()
+    nonzero = cluster.nonzero_requested.copy()
+    counts = cluster.counts.copy()
+    column = {name: i for i, name in enumerate(compiled.resources)}
+    for pod, n in placed:
+        for name, amount in pod.requests.items():
+            c = column.get(name)
+            if c is not None:
+                requested[c, n] -= amount
+        requested[cluster.pods_column, n] -= 1
+        nonzero[:, n] -= pod.nonzero
+        if counts.shape[0]:
+            counts[:, n] -= member(pod)
+    return dataclasses.replace(
+        cluster, requested=requested, nonzero_requested=nonzero, counts=counts
+    )
+
+
 class WhatIf:
     """The kernel's verdict for one compiled pod on one node with some of its pods removed."""
 
@@ -153,19 +180,9 @@ class WhatIf:
     def verdict(self, node: str, removed: Sequence[objects.PodInfo]) -> tuple[int, int]:
         """(code, detail) of the pod on ``node`` once ``removed`` are gone (contract codes)."""
         compiled, n = self._compiled, self._index[node]
-        cluster, batch = compiled.cluster, compiled.batch
-        requested = cluster.requested.copy()
-        nonzero = cluster.nonzero_requested.copy()
-        counts = cluster.counts.copy()
-        for pod in removed:
-            for name, amount in pod.requests.items():
-                column = self._column.get(name)
-                if column is not None:
-                    requested[column, n] -= amount
-            requested[cluster.pods_column, n] -= 1
-            nonzero[:, n] -= pod.nonzero
-            if counts.shape[0]:
-                counts[:, n] -= self._member(pod)
+        batch = compiled.batch
+        cluster = without(compiled, [(pod, n) for pod in removed], self._member)
+        requested = cluster.requested
         own = self._static_code(node, n, removed)
         if own > 0:
             return contract.STATIC, own
@@ -177,9 +194,7 @@ class WhatIf:
         static[0, n] = own  # 0, or a reason the kernel checks last (negative)
         self.runs += 1
         result = self._kernel(
-            dataclasses.replace(
-                cluster, requested=requested, nonzero_requested=nonzero, counts=counts
-            ),
+            cluster,
             dataclasses.replace(
                 batch,
                 static_row=np.zeros(1, dtype=np.int32),

@@ -76,7 +76,7 @@ class ClusterFeed:
         ref, group = self._state.cache.groups.of(pod)
         if ref is None or ref.api != groupobjects.UPSTREAM:
             return None
-        members = len(self._state.queue.group_members(ref))
+        members = self._state.queue.group_size(ref)
         members += self._state.cache.groups.placed_count(ref)
         return gangscheduling.pre_enqueue(group, ref.name, members)
 

@@ -141,7 +141,7 @@ class GangCycle:
                 self._invalid(ordered, group, invalid)
                 return
         if group.api == groupobjects.COSCHEDULING:
-            siblings = len(s.queue.group_members(ref)) + placed_before
+            siblings = s.queue.group_size(ref) + placed_before
             if siblings < group.min_count:
                 self._too_few(ordered, group, siblings)
                 return

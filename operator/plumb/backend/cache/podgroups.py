@@ -3,7 +3,7 @@ for each group, the members placed (assumed or bound) on nodes.
 
 The cache keeps the placed members in step as it places and unplaces pods, so a group's
 count of scheduled members is exact at every assume and forget; the pending members are the
-queue's (SchedulingQueue.group_members). Not journalled: a replayed gang reads its groups as
+queue's (SchedulingQueue.group_size). Not journalled: a replayed gang reads its groups as
 they are now.
 """
 

@@ -149,18 +149,8 @@ class DomainTrials:
         return dataclasses.replace(record, message=note, deviation=True, budget=self.budget(policy))
 
     def budget(self, policy: spec.Policy) -> trace.BudgetRecord | None:
-        """The policy's budget as a member's trace shows it (as a single pod's, loop.py)."""
-        s = self._scheduler
-        state = s.policies.budget_state(policy)
-        if state is None:
-            return None
-        return trace.BudgetRecord(
-            used=state.used,
-            remaining=state.remaining,
-            max_violations=state.max_violations,
-            open=s.policies.may_deviate(policy),
-            text=s.policies.budget_text(policy),
-        )
+        """The policy's budget as a member's trace shows it (as a single pod's)."""
+        return self._scheduler.budget_record(policy)
 
 
 def _reserved(walk: gangcycle.Walk) -> list[str]:

@@ -553,7 +553,7 @@ class Scheduler:
             )
             if outcome.reverted is not None:
                 self._report_revert(policy, outcome.reverted)
-            budget = self._budget(policy)
+            budget = self.budget_record(policy)
         record = dataclasses.replace(record, message=message, deviation=deviation, budget=budget)
         if decision.node is None and decision.error:
             # A plugin's error (kube-scheduler's Error status): reason SchedulerError, a
@@ -663,7 +663,8 @@ class Scheduler:
                 self.policies.refund(policy, pod)
         self.binding.start(entry, held.node, record, held.plan, charged, held.devices)
 
-    def _budget(self, policy: spec.Policy) -> trace.BudgetRecord | None:
+    def budget_record(self, policy: spec.Policy) -> trace.BudgetRecord | None:
+        """The policy's deviation budget as a trace line shows it (a pod's, a group member's)."""
         state = self.policies.budget_state(policy)
         if state is None:
             return None

@@ -7,9 +7,6 @@ queue, and the cache holding the cluster's nodes and bound pods. Never a timing.
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
-from typing import Any
 
 import pytest
 
@@ -37,19 +34,6 @@ def _by(samples: Samples, name: str, label: str, values: tuple[str, ...]) -> dic
 
 def _total(samples: Samples, name: str) -> float:
     return sum(value for (series, _), value in samples.items() if series == name)
-
-
-def _tried(port: int, namespace: str, name: str) -> int | None:
-    url = f"http://127.0.0.1:{port}/debug/pods/{namespace}/{name}"
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            record: dict[str, Any] = json.loads(answer.read())
-    except urllib.error.HTTPError as error:
-        if error.code == 404:
-            return None  # no decision yet
-        raise
-    assert record["result"] == "Unschedulable", record
-    return int(record["tried"])
 
 
 def _bound_pods(client: kube.Kube) -> int:
@@ -111,9 +95,9 @@ def test_the_metrics_page_counts_what_the_workload_did(
         """The page once every pod has had its answer and the watch confirmed the bindings,
         with the unschedulable attempts plumb made (more than ``beyond``, and unchanged around
         the scrape)."""
-        tried = [_tried(debug_port, namespace, name) for name in huge]
+        tried = [metrics_page.tried(debug_port, namespace, name) for name in huge]
         samples = metrics_page.scrape(metrics_port)
-        again = [_tried(debug_port, namespace, name) for name in huge]
+        again = [metrics_page.tried(debug_port, namespace, name) for name in huge]
         known = [t for t in tried if t is not None]
         if len(known) < len(huge) or tried != again or sum(known) <= beyond:
             return None

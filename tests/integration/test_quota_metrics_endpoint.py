@@ -6,12 +6,8 @@ plumb made attempts at the refused pods (its debug endpoint counts them). Never 
 
 from __future__ import annotations
 
-import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -24,20 +20,6 @@ from tests.support.metrics_page import Samples
 from tests.support.plumb_process import PlumbFactory, free_port
 
 pytestmark = pytest.mark.integration
-
-
-def _tried(port: int, namespace: str, name: str) -> int | None:
-    """The attempts plumb made at a pod it has not placed (None: no decision yet)."""
-    url = f"http://127.0.0.1:{port}/debug/pods/{namespace}/{name}"
-    try:
-        with urllib.request.urlopen(url, timeout=10) as answer:
-            record: dict[str, Any] = json.loads(answer.read())
-    except urllib.error.HTTPError as error:
-        if error.code == 404:
-            return None
-        raise
-    assert record["result"] == "Unschedulable", record
-    return int(record["tried"])
 
 
 @pytest.fixture
@@ -102,9 +84,9 @@ def test_the_page_shows_each_quota_s_use_and_bounds_and_counts_its_refusals(
 
     def settled() -> tuple[Samples, int, int] | None:
         """The page with the attempts plumb made at both refused pods, unchanged around it."""
-        tried = (_tried(debug_port, a, "a-2"), _tried(debug_port, b, "b-0"))
+        tried = (metrics_page.tried(debug_port, a, "a-2"), metrics_page.tried(debug_port, b, "b-0"))
         samples = metrics_page.scrape(metrics_port)
-        again = (_tried(debug_port, a, "a-2"), _tried(debug_port, b, "b-0"))
+        again = (metrics_page.tried(debug_port, a, "a-2"), metrics_page.tried(debug_port, b, "b-0"))
         over_max, over_min = tried
         if over_max is None or over_min is None or tried != again:
             return None

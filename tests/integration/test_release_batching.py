@@ -122,14 +122,21 @@ def _place_two(client: kube.Kube, namespace: str, start: Starter) -> tuple[list[
 
 
 def _hinted(runner: side_by_side.Runner, pod: str) -> bool:
-    """plumb's trace line of the pod says ``hinted``; kube-scheduler logs its hint."""
-    lines = runner.log.read_text(errors="replace").splitlines()
+    """plumb's trace line of the pod says ``hinted``; kube-scheduler logs its hint. plumb
+    writes the line once the binding has answered, so a pod seen bound may not have it yet."""
+
+    def lines() -> list[str]:
+        return runner.log.read_text(errors="replace").splitlines()
+
     if runner.name == side_by_side.KUBE_SCHEDULER:
-        return any(HINT in line and f'pod="{pod}"' in line for line in lines)
-    found = (trace.from_log_line(line) for line in lines)
-    records = [r for r in found if r is not None and r.pod == pod and r.node is not None]
-    assert records, f"no Scheduled trace line for {pod}"
-    return records[-1].hinted
+        return any(HINT in line and f'pod="{pod}"' in line for line in lines())
+
+    def scheduled() -> trace.Trace | None:
+        found = (trace.from_log_line(line) for line in lines())
+        records = [r for r in found if r is not None and r.pod == pod and r.node is not None]
+        return records[-1] if records else None
+
+    return kube.wait_for(f"a Scheduled trace line for {pod}", scheduled, timeout=15).hinted
 
 
 @pytest.mark.differential

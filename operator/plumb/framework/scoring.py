@@ -12,6 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 
 from plumb.backend.records import specs
+from plumb.extensions import enabling
 from plumb.framework import emulation
 from plumb.framework.plugins import (
     interpodaffinity,
@@ -93,6 +94,8 @@ class Profile:
     - ``capacity_shape``: VolumeBindingArgs.shape, (utilization 0-100, score 0-10) points the
       storage-capacity score follows (plugins/volumecapacity.py); read only where
       ``kube``'s StorageCapacityScoring gate is on.
+    - ``extensions``: the Python plugins the profile enables (extensions/enabling.py), in the
+      order of their first extension point.
     """
 
     name: str = ""
@@ -113,6 +116,7 @@ class Profile:
     zone_factors: Mapping[str, float] = dataclasses.field(default_factory=dict)
     kube: emulation.Emulation = emulation.NEWEST_EMULATION
     capacity_shape: volumecapacity.Shape = volumecapacity.DEFAULT_SHAPE
+    extensions: tuple[enabling.Enabled, ...] = ()
 
 
 DEFAULT = Profile()

@@ -211,6 +211,8 @@ class NodeInfo:
     # status.declaredFeatures: the features the kubelet says the node has (sorted, as the
     # API server requires; NodeDeclaredFeatures' filter reads them).
     declared_features: tuple[str, ...] = ()
+    # metadata.annotations: what Python plugins may read (extensions/interface.py NodeView).
+    annotations: Mapping[str, str] = dataclasses.field(default_factory=lambda: _EMPTY_LABELS)
 
 
 def amount(resource: str, text: Any) -> int:
@@ -910,7 +912,15 @@ def parse_node(body: Mapping[str, Any]) -> NodeInfo:
         declared_features=tuple(
             sys.intern(str(name)) for name in status.get("declaredFeatures") or ()
         ),
+        annotations=_annotations(metadata),
     )
+
+
+def _annotations(metadata: Mapping[str, Any]) -> Mapping[str, str]:
+    raw = metadata.get("annotations")
+    if not raw:
+        return _EMPTY_LABELS
+    return MappingProxyType({str(key): str(value) for key, value in raw.items()})
 
 
 _COMPARED_BUT_NODE = tuple(

@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from plumb.backend.records import specs
+from plumb.extensions import arguments, enabling, interface, registry
 from plumb.framework import emulation, scoring
 from plumb.framework.plugins import volumecapacity
 from plumb.framework.schedconfig import args as plugin_args
@@ -77,12 +78,16 @@ class Configuration:
 
 
 def parse(
-    text: str | bytes, *, kube: emulation.Emulation = emulation.NEWEST_EMULATION
+    text: str | bytes,
+    *,
+    kube: emulation.Emulation = emulation.NEWEST_EMULATION,
+    extensions: registry.Registry | None = None,
 ) -> Configuration:
     """Reads a KubeSchedulerConfiguration (YAML or JSON); raises ConfigError where
     kube-scheduler of the release ``kube`` would refuse it (saying so where a later release
     has what the file uses), or where plumb would schedule differently. Every profile decides
-    as that release."""
+    as that release. ``extensions``: the Python plugins a profile may enable (by default
+    those installed, extensions/registry.py)."""
     data = text.encode("utf-8") if isinstance(text, str) else text
     digest = hashlib.sha256(data).hexdigest()[:16]
     try:
@@ -94,7 +99,9 @@ def parse(
     except documents.DocumentError as error:
         raise ConfigError(error.field, error.message, error.text) from None
     decoding.type_meta(document, body)
-    return _read(document, digest, kube)
+    if extensions is None:
+        extensions = registry.installed(frozenset(plugins.registry()))
+    return _read(document, digest, kube, extensions)
 
 
 def default_profile(
@@ -107,7 +114,7 @@ def default_profile(
         "kind": decoding.KIND,
         "profiles": [{"schedulerName": scheduler_name}],
     }
-    return _read(document, "", kube).profiles[0]
+    return _read(document, "", kube, registry.EMPTY).profiles[0]
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -122,7 +129,12 @@ class _Profile:
     config: tuple[tuple[str, plugin_args.Args | None, Any, str], ...]
 
 
-def _read(document: dict[str, Any], digest: str, kube: emulation.Emulation) -> Configuration:
+def _read(
+    document: dict[str, Any],
+    digest: str,
+    kube: emulation.Emulation,
+    extensions: registry.Registry,
+) -> Configuration:
     points = [row.name for row in revisions.rows(revisions.POINT, kube.minor)]
     unknown = decoding.check(document, decoding.configuration(points))
     for where in unknown:
@@ -138,7 +150,7 @@ def _read(document: dict[str, Any], digest: str, kube: emulation.Emulation) -> C
     _validate_volume_binding(profiles, kube)
     frameworks = []
     for profile in profiles:
-        frameworks.append(_framework(profile, kube))
+        frameworks.append(_framework(profile, kube, extensions))
         _same_queue_sort_args(profile, profiles[0])
     ignored: list[str] = [
         f"{field}: {why}"
@@ -146,7 +158,7 @@ def _read(document: dict[str, Any], digest: str, kube: emulation.Emulation) -> C
         if document.get(field) is not None
     ]
     built = tuple(
-        _profile(profile, framework, digest, ignored, kube)
+        _profile(profile, framework, digest, ignored, kube, extensions)
         for profile, framework in zip(profiles, frameworks, strict=True)
     )
     extenders = document.get("extenders") or []
@@ -439,7 +451,9 @@ def _validate_extenders(extenders: Sequence[Any]) -> None:
 # The framework (NewFramework) and plumb's own refusals -------------------------------------
 
 
-def _framework(profile: _Profile, kube: emulation.Emulation) -> plugins.Framework:
+def _framework(
+    profile: _Profile, kube: emulation.Emulation, extensions: registry.Registry
+) -> plugins.Framework:
     needed = plugins.enabled_names(profile.sets)
     if "NodeResourcesFit" in needed:
         _build_fit(profile, kube)
@@ -459,7 +473,9 @@ def _framework(profile: _Profile, kube: emulation.Emulation) -> plugins.Framewor
                 profile.name,
                 f'initializing plugin "{name}": got args of type <nil>, want *{name}Args',
             )
-    framework = plugins.build(profile.sets, profile.name, profile.path, kube)
+    framework = plugins.build(
+        profile.sets, profile.name, profile.path, kube, extensions.config_points()
+    )
     _refuse_what_plumb_cannot_do(profile, framework, kube)
     return framework
 
@@ -568,10 +584,12 @@ def _profile(
     digest: str,
     ignored: list[str],
     kube: emulation.Emulation,
+    extensions: registry.Registry,
 ) -> scoring.Profile:
     points = framework.points
     needed = plugins.enabled_names(profile.sets)
-    _note_args(profile, needed, ignored)
+    enabled = _extensions(profile, framework, extensions)
+    _note_args(profile, needed - {e.name for e in enabled}, ignored)
     _note_plugins(profile, kube, ignored)
     if profile.raw.get("percentageOfNodesToScore") is not None:
         ignored.append(f"{profile.path}.percentageOfNodesToScore: plumb scores every feasible node")
@@ -619,7 +637,43 @@ def _profile(
         added_preferred=preferred,
         kube=kube,
         capacity_shape=capacity_shape,
+        extensions=enabled,
     )
+
+
+def _extensions(
+    profile: _Profile, framework: plugins.Framework, extensions: registry.Registry
+) -> tuple[enabling.Enabled, ...]:
+    """The Python plugins the profile enables, in the order of their first extension point,
+    each with its args decoded (the first pluginConfig entry naming it, as kube-scheduler
+    reads one), refused naming the field where they do not fit."""
+    usable = extensions.usable()
+    order: list[str] = []
+    for point in framework.points.values():
+        order.extend(name for name in point if name in usable and name not in order)
+    found = []
+    for name in order:
+        installed = usable[name]
+        points = frozenset(
+            point
+            for point, config_point in registry.CONFIG_POINTS.items()
+            if name in framework.points.get(config_point, ())
+        )
+        raw, where = next(
+            ((raw, where) for entry, _, raw, where in profile.config if entry == name and where),
+            (None, ""),
+        )
+        weight = framework.weights.get(name, 0) if interface.SCORE in points else 0
+        try:
+            found.append(enabling.enable(installed, points, weight, raw))
+        except arguments.ArgsError as error:
+            field = f"{where}.args" if where else f"{profile.path}.pluginConfig"
+            if error.field:
+                field = f"{field}.{error.field}"
+            raise ConfigError(
+                field, f"the plugin {name} ({installed.entry}) refuses its args: {error.message}"
+            ) from None
+    return tuple(found)
 
 
 def _note_args(profile: _Profile, needed: set[str], ignored: list[str]) -> None:

@@ -251,12 +251,14 @@ def build(
     scheduler_name: str,
     path: str,
     kube: emulation.Emulation = emulation.NEWEST_EMULATION,
+    extensions: Mapping[str, frozenset[str]] | None = None,
 ) -> Framework:
     """NewFramework's checks and lists, raising its refusals (each names plumb's field); a
     plugin, or a plugin at an extension point, of a later release than ``kube`` is refused
-    saying so."""
+    saying so. ``extensions``: the installed Python plugins and their points, registered
+    beside the in-tree ones (as an out-of-tree registry joins kube-scheduler's)."""
     minor = kube.minor
-    plugins = registry(minor)
+    plugins = {**registry(minor), **(extensions or {})}
 
     def refuse(where: str, message: str) -> errors.ConfigError:
         return errors.framework(where, scheduler_name, message)

@@ -1,0 +1,272 @@
+"""The Python plugins' verdicts on one pod over every node: PreFilter, Filter and Score.
+
+``judge`` calls each enabled plugin once for the pod with the snapshot's ``NodeView`` and
+checks what it answers: a Filter's rejections must be boolean arrays of one per node, a Score
+an integer array of one per node within its normalisation's range. A plugin that raises or
+answers in the wrong shape ends the pod's attempt with an error in kube-scheduler's words for
+that extension point ("running \"Name\" filter plugin: ..."); the timing out of a call is the
+caller's to see (extensions/calls.py), since a call that never returns cannot be judged here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from plumb.backend.cache import snapshot
+from plumb.backend.records import objects
+from plumb.extensions import enabling, interface
+
+MAX_SCORE = 100
+
+# Why a call failed, as the failures metric labels it.
+RAISED, MALFORMED, TIMED_OUT, BUSY = "raised", "malformed", "timeout", "busy"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Rejected:
+    """One Filter rejection: the plugin, the nodes, the reason."""
+
+    plugin: str
+    fails: interface.Bools
+    reason: str
+    unresolvable: bool = False
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Failure:
+    """A plugin that failed for this pod: the message FailedScheduling gives (reason
+    SchedulerError), the extension point, and why (RAISED, MALFORMED, TIMED_OUT, BUSY)."""
+
+    plugin: str
+    point: str
+    message: str
+    why: str
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Judgement:
+    """What the plugins said of one pod: refused before any node (``refused``: PreFilter's
+    status), failed (``failure``), or each Filter's rejections and each Score's raw scores
+    (in the profile's order), and the seconds each plugin took."""
+
+    refused: tuple[str, interface.Status] | None = None
+    failure: Failure | None = None
+    rejections: tuple[Rejected, ...] = ()
+    scores: Mapping[str, interface.Ints] = dataclasses.field(default_factory=dict)
+    seconds: Mapping[str, float] = dataclasses.field(default_factory=dict)
+
+
+def pod_view(pod: objects.PodInfo) -> interface.Pod:
+    """The pod as a plugin sees it."""
+    return interface.Pod(
+        namespace=pod.namespace,
+        name=pod.name,
+        uid=pod.uid,
+        labels=pod.labels,
+        requests=pod.requests,
+        priority=pod.priority,
+        scheduler_name=pod.scheduler_name,
+    )
+
+
+def node_view(snap: snapshot.Snapshot, now: float) -> interface.NodeView:
+    """Every node of the snapshot as read-only columns, each built on first use."""
+    statics = snap.statics
+    columns: dict[tuple[str, str], Any] = {}
+
+    def kept(kind: str, key: str, build: Callable[[], Any]) -> Any:
+        found = columns.get((kind, key))
+        if found is None:
+            found = build()
+            found.flags.writeable = False
+            columns[(kind, key)] = found
+        return found
+
+    def strings(read: Callable[[objects.NodeInfo], Mapping[str, str]], key: str) -> Any:
+        return np.array([read(node).get(key, "") for node in statics.nodes], dtype=np.object_)
+
+    def resource(table: Any, name: str) -> Any:
+        if name not in snap.resources:
+            return np.zeros(len(statics), dtype=np.int64)
+        return np.ascontiguousarray(table[:, snap.resources.index(name)], dtype=np.int64)
+
+    def tainted(key: str) -> Any:
+        return np.array(
+            [any(t.key == key for t in node.taints) for node in statics.nodes], dtype=np.bool_
+        )
+
+    return interface.NodeView(
+        statics.names,
+        now=now,
+        labels=lambda key: kept("label", key, lambda: strings(lambda n: n.labels, key)),
+        annotations=lambda key: kept(
+            "annotation", key, lambda: strings(lambda n: n.annotations, key)
+        ),
+        allocatable=lambda name: kept(
+            "allocatable", name, lambda: resource(snap.allocatable, name)
+        ),
+        requested=lambda name: kept("requested", name, lambda: resource(snap.requested, name)),
+        taints=lambda key: kept("taint", key, lambda: tainted(key)),
+    )
+
+
+Plugins = Sequence[tuple[enabling.Enabled, interface.Plugin]]
+
+
+def judge(
+    pod: interface.Pod,
+    nodes: interface.NodeView,
+    plugins: Plugins,
+    calling: Callable[[str, str], None] = lambda plugin, point: None,
+) -> Judgement:
+    """Each plugin's PreFilter, then Filter, then Score for ``pod`` (``calling`` is told of
+    each call before it is made: the caller's watch for calls that do not return)."""
+    seconds: dict[str, float] = {}
+
+    def timed(enabled: enabling.Enabled, point: str, call: Callable[[], Any]) -> Any:
+        calling(enabled.name, point)
+        started = time.perf_counter()
+        try:
+            return call()
+        finally:
+            seconds[enabled.name] = seconds.get(enabled.name, 0.0) + (
+                time.perf_counter() - started
+            )
+
+    def failed(enabled: enabling.Enabled, point: str, error: str, why: str) -> Judgement:
+        message = _ERROR_WORDS[point].format(name=enabled.name, error=error)
+        return Judgement(failure=Failure(enabled.name, point, message, why), seconds=seconds)
+
+    count = len(nodes)
+    for enabled, plugin in plugins:
+        if enabled.runs(interface.PRE_FILTER):
+            try:
+                status = timed(enabled, interface.PRE_FILTER, lambda: plugin.pre_filter(pod, nodes))  # type: ignore[attr-defined]
+            except Exception as error:
+                return failed(enabled, interface.PRE_FILTER, _said(error), RAISED)
+            if status is not None:
+                if not isinstance(status, interface.Status):
+                    return failed(enabled, interface.PRE_FILTER, _shape(status, "a Status or None"), MALFORMED)
+                return Judgement(refused=(enabled.name, status), seconds=seconds)
+    rejections: list[Rejected] = []
+    for enabled, plugin in plugins:
+        if not enabled.runs(interface.FILTER):
+            continue
+        try:
+            answer = timed(enabled, interface.FILTER, lambda: plugin.filter(pod, nodes))  # type: ignore[attr-defined]
+        except Exception as error:
+            return failed(enabled, interface.FILTER, _said(error), RAISED)
+        found = _rejections(enabled.name, answer, count)
+        if isinstance(found, str):
+            return failed(enabled, interface.FILTER, found, MALFORMED)
+        rejections.extend(found)
+    scores: dict[str, interface.Ints] = {}
+    for enabled, plugin in plugins:
+        if not enabled.runs(interface.SCORE) or enabled.weight == 0:
+            continue
+        try:
+            answer = timed(enabled, interface.SCORE, lambda: plugin.score(pod, nodes))  # type: ignore[attr-defined]
+        except Exception as error:
+            return failed(enabled, interface.SCORE, _said(error), RAISED)
+        raw = _scores(answer, count)
+        if isinstance(raw, str):
+            return failed(enabled, interface.SCORE, raw, MALFORMED)
+        out_of_range = _out_of_range(raw, enabled.normalize)
+        if out_of_range is not None:
+            message = _INVALID_SCORE.format(name=enabled.name, score=out_of_range)
+            failure = Failure(enabled.name, interface.SCORE, message, MALFORMED)
+            return Judgement(failure=failure, seconds=seconds)
+        scores[enabled.name] = raw
+    return Judgement(rejections=tuple(rejections), scores=scores, seconds=seconds)
+
+
+def normalised(raw: interface.Ints, how: str, passing: interface.Bools) -> interface.Ints:
+    """A plugin's raw scores as 0-100 (DefaultNormalizeScore over the nodes ``passing`` every
+    filter): as they are, or scaled by the highest (reversed: the lowest raw is 100)."""
+    if how == interface.AS_IS:
+        return raw
+    highest = int(raw[passing].max()) if passing.any() else 0
+    if highest == 0:
+        scaled = np.zeros_like(raw)
+        return np.full_like(raw, MAX_SCORE) if how == interface.REVERSED else scaled
+    scaled = raw * MAX_SCORE // highest
+    return MAX_SCORE - scaled if how == interface.REVERSED else scaled
+
+
+# kube-scheduler's words for a plugin's error at each point (framework/runtime/framework.go).
+_ERROR_WORDS = {
+    interface.PRE_FILTER: 'running PreFilter plugin "{name}": {error}',
+    interface.FILTER: 'running "{name}" filter plugin: {error}',
+    interface.SCORE: 'running Score plugins: plugin "{name}" failed with: {error}',
+    interface.RESERVE: 'running Reserve plugin "{name}": {error}',
+    interface.PERMIT: 'running Permit plugin "{name}": {error}',
+    interface.PRE_BIND: 'running PreBind plugin "{name}": {error}',
+    interface.POST_BIND: 'running PostBind plugin "{name}": {error}',
+}
+_INVALID_SCORE = (
+    'applying score defaultWeights on Score plugins: plugin "{name}" returns an invalid score '
+    "{score}, it should in the range of [0, 100] after normalizing"
+)
+
+
+def error_words(point: str, name: str, error: str) -> str:
+    """kube-scheduler's message for plugin ``name`` failing at ``point`` with ``error``."""
+    return _ERROR_WORDS[point].format(name=name, error=error)
+
+
+def _said(error: Exception) -> str:
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _shape(answer: Any, wanted: str) -> str:
+    return f"answered {type(answer).__name__}, not {wanted}"
+
+
+def _rejections(name: str, answer: Any, count: int) -> list[Rejected] | str:
+    """A Filter's answer as rejections, or what is wrong with it."""
+    if answer is None:
+        return []
+    items = [answer] if isinstance(answer, interface.Rejection) else answer
+    if not isinstance(items, list | tuple):
+        return _shape(answer, "a Rejection, a list of them or None")
+    found = []
+    for item in items:
+        if not isinstance(item, interface.Rejection):
+            return _shape(item, "a Rejection")
+        fails = np.asarray(item.fails)
+        if fails.dtype != np.bool_ or fails.shape != (count,):
+            return (
+                f"a Rejection's fails is {fails.dtype}{list(fails.shape)}, "
+                f"not one boolean per node (bool[{count}])"
+            )
+        if not isinstance(item.reason, str) or not item.reason:
+            return "a Rejection has no reason"
+        found.append(Rejected(name, fails, item.reason, bool(item.unresolvable)))
+    return found
+
+
+def _scores(answer: Any, count: int) -> interface.Ints | str:
+    """A Score's answer as int64 per node, or what is wrong with it."""
+    array = np.asarray(answer) if isinstance(answer, np.ndarray | list | tuple) else None
+    if array is None:
+        return _shape(answer, "an array of one integer per node")
+    if array.shape != (count,) or not np.issubdtype(array.dtype, np.integer):
+        return f"scores are {array.dtype}{list(array.shape)}, not one integer per node (int[{count}])"
+    return array.astype(np.int64, copy=False)
+
+
+def _out_of_range(raw: interface.Ints, how: str) -> int | None:
+    """A score that cannot be 0-100 once normalised (any negative; above 100 as is)."""
+    if raw.size == 0:
+        return None
+    low, high = int(raw.min()), int(raw.max())
+    if low < 0:
+        return low
+    if how == interface.AS_IS and high > MAX_SCORE:
+        return high
+    return None

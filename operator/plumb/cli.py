@@ -7,6 +7,7 @@ import argparse
 import asyncio
 import importlib
 import importlib.util
+import json
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -15,7 +16,9 @@ from typing import TypeAlias
 from plumb import DEFAULT_SCHEDULER_NAME, __version__, explain, leader, replay
 from plumb import scheduler as scheduler_module
 from plumb.app import configuring, debug, runtime
+from plumb.extensions import registry
 from plumb.framework import emulation
+from plumb.framework.schedconfig import plugins as schedconfig_plugins
 from plumb.k8s import credentials as credentials_module
 from plumb.observability import logs, trace
 
@@ -270,6 +273,17 @@ def _add_replay(commands: Commands) -> None:
     )
 
 
+def _add_plugins(commands: Commands) -> None:
+    plugins_cmd = commands.add_parser(
+        "plugins",
+        help="list the Python scheduling plugins installed beside plumb",
+        description="Lists the plugins of the plumb.plugins entry points: each one's name (what "
+        "a profile enables), extension points, version and distribution, or why it cannot be "
+        "used. Exit code 1 when one cannot.",
+    )
+    plugins_cmd.add_argument("--output", "-o", choices=["table", "json"], default="table")
+
+
 def _add_tooling(commands: Commands) -> None:
     """The tooling's commands, listed by ``plumb --help``; main hands them over before parsing."""
     for name, summary in TOOLING.items():
@@ -277,7 +291,7 @@ def _add_tooling(commands: Commands) -> None:
 
 
 # In the order ``plumb --help`` lists the commands.
-_ADDERS = (_add_run, _add_explain, _add_replay, _add_tooling)
+_ADDERS = (_add_run, _add_explain, _add_replay, _add_plugins, _add_tooling)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -413,6 +427,46 @@ def _command_replay(args: argparse.Namespace) -> int:
     )
 
 
+def _command_plugins(args: argparse.Namespace) -> int:
+    found = registry.installed(frozenset(schedconfig_plugins.registry()))
+    plugins = sorted(found.plugins.values(), key=lambda p: p.name)
+    if args.output == "json":
+        listed = [
+            {
+                "name": p.name,
+                "points": list(p.points),
+                "version": p.version,
+                "distribution": p.distribution,
+                "entryPoint": p.entry,
+                **({"problem": p.problem} if p.problem else {}),
+            }
+            for p in plugins
+        ]
+        print(json.dumps({"plugins": listed}, indent=2))
+    elif not plugins:
+        print(f"No plugins found (entry point group {registry.GROUP}).")
+    else:
+        rows = [("NAME", "EXTENSION POINTS", "VERSION", "DISTRIBUTION", "STATUS")]
+        rows += [
+            (
+                p.name,
+                ",".join(p.points) or "-",
+                p.version or "-",
+                p.distribution or "-",
+                f"unusable: {p.problem}" if p.problem else "ok",
+            )
+            for p in plugins
+        ]
+        widths = [max(len(row[i]) for row in rows) for i in range(4)]
+        for row in rows:
+            print(
+                "   ".join(cell.ljust(width) for cell, width in zip(row[:4], widths, strict=True))
+                + "   "
+                + row[4]
+            )
+    return 1 if any(p.problem for p in plugins) else 0
+
+
 _Runner: TypeAlias = Callable[[argparse.Namespace], int]
 """A subcommand: its parsed arguments to its exit code."""
 
@@ -422,6 +476,7 @@ _RUNNERS: Mapping[str, _Runner] = {
     "run": _command_run,
     "explain": _command_explain,
     "replay": _command_replay,
+    "plugins": _command_plugins,
 }
 
 

@@ -52,6 +52,8 @@ class Run:
     preemption: PreemptionInputs | None = None
     # The DRA store's generation (an input hash's "devices" for the pods with claims).
     devices: int = 0
+    # The cycle's clock (seconds since the epoch): what the Python plugins read as now.
+    clock: float = 0.0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
@@ -194,7 +196,7 @@ def replay(
     snap = cache.snapshot()
     governed = [podtopologyspread.with_constraints(pod, run.rules) for pod in pods]
     held = [(h.pod, h.node) for h in run.held]
-    prepared = cycle.prepare(governed, snap, cache, run.profile, nominated=held)
+    prepared = cycle.prepare(governed, snap, cache, run.profile, nominated=held, now=run.clock)
     decisions = list(prepared.early)
     if prepared.compiled is not None:
         compiled = prepared.compiled
@@ -247,7 +249,7 @@ def _replay_deviation(
 ) -> dict[str, Replayed]:
     assert run.deviation is not None
     snap = cache.snapshot()
-    prepared = cycle.prepare([pod], snap, cache, run.profile)
+    prepared = cycle.prepare([pod], snap, cache, run.profile, now=run.clock)
     found = None
     if prepared.compiled is not None and not prepared.deferred:
         compiled = prepared.compiled

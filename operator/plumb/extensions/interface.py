@@ -58,7 +58,12 @@ REVERSED = "Reversed"  # 100 - that: the lowest raw score is the best
 NORMALIZATIONS = (AS_IS, HIGHEST, REVERSED)
 
 # Cluster events after which a pod the plugin rejected may fit (Plugin.events).
-NODE_ADDED, NODE_CHANGED, POD_DELETED, POD_ADDED = "NodeAdded", "NodeChanged", "PodDeleted", "PodAdded"
+NODE_ADDED, NODE_CHANGED, POD_DELETED, POD_ADDED = (
+    "NodeAdded",
+    "NodeChanged",
+    "PodDeleted",
+    "PodAdded",
+)
 EVENTS = (NODE_ADDED, NODE_CHANGED, POD_DELETED, POD_ADDED)
 
 

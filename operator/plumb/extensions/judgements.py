@@ -52,13 +52,14 @@ class Failure:
 class Judgement:
     """What the plugins said of one pod: refused before any node (``refused``: PreFilter's
     status), failed (``failure``), or each Filter's rejections and each Score's raw scores
-    (in the profile's order), and the seconds each plugin took."""
+    (in the profile's order), and the seconds each call took, by (plugin, point)."""
 
+    nodes: tuple[str, ...] = ()  # the nodes judged, in the order of every array here
     refused: tuple[str, interface.Status] | None = None
     failure: Failure | None = None
     rejections: tuple[Rejected, ...] = ()
     scores: Mapping[str, interface.Ints] = dataclasses.field(default_factory=dict)
-    seconds: Mapping[str, float] = dataclasses.field(default_factory=dict)
+    seconds: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)
 
 
 def pod_view(pod: objects.PodInfo) -> interface.Pod:
@@ -123,66 +124,75 @@ def judge(
     nodes: interface.NodeView,
     plugins: Plugins,
     calling: Callable[[str, str], None] = lambda plugin, point: None,
+    *,
+    watched: bool = False,
 ) -> Judgement:
     """Each plugin's PreFilter, then Filter, then Score for ``pod`` (``calling`` is told of
-    each call before it is made: the caller's watch for calls that do not return)."""
-    seconds: dict[str, float] = {}
+    each call before it is made: the caller's watch for calls that do not return). When
+    ``watched``, a call that answers after its plugin's timeout fails the pod."""
+    seconds: dict[tuple[str, str], float] = {}
 
-    def timed(enabled: enabling.Enabled, point: str, call: Callable[[], Any]) -> Any:
+    def call(enabled: enabling.Enabled, plugin: interface.Plugin, point: str) -> Any:
+        """The plugin's answer at ``point``, or the Failure that ends the pod's attempt."""
         calling(enabled.name, point)
         started = time.perf_counter()
         try:
-            return call()
+            answer = getattr(plugin, interface.METHODS[point])(pod, nodes)
+        except Exception as error:
+            return failed(enabled, point, _said(error), RAISED)
         finally:
-            seconds[enabled.name] = seconds.get(enabled.name, 0.0) + (
-                time.perf_counter() - started
-            )
+            took = time.perf_counter() - started
+            seconds[(enabled.name, point)] = took
+        if watched and took > enabled.timeout:
+            return failed(enabled, point, late(enabled.timeout), TIMED_OUT)
+        return answer
 
-    def failed(enabled: enabling.Enabled, point: str, error: str, why: str) -> Judgement:
-        message = _ERROR_WORDS[point].format(name=enabled.name, error=error)
-        return Judgement(failure=Failure(enabled.name, point, message, why), seconds=seconds)
+    def failed(enabled: enabling.Enabled, point: str, error: str, why: str) -> Failure:
+        return Failure(enabled.name, point, error_words(point, enabled.name, error), why)
+
+    def ended(failure: Failure) -> Judgement:
+        return Judgement(nodes=nodes.names, failure=failure, seconds=seconds)
 
     count = len(nodes)
     for enabled, plugin in plugins:
         if enabled.runs(interface.PRE_FILTER):
-            try:
-                status = timed(enabled, interface.PRE_FILTER, lambda: plugin.pre_filter(pod, nodes))  # type: ignore[attr-defined]
-            except Exception as error:
-                return failed(enabled, interface.PRE_FILTER, _said(error), RAISED)
+            status = call(enabled, plugin, interface.PRE_FILTER)
+            if isinstance(status, Failure):
+                return ended(status)
             if status is not None:
                 if not isinstance(status, interface.Status):
-                    return failed(enabled, interface.PRE_FILTER, _shape(status, "a Status or None"), MALFORMED)
-                return Judgement(refused=(enabled.name, status), seconds=seconds)
+                    wrong = _shape(status, "a Status or None")
+                    return ended(failed(enabled, interface.PRE_FILTER, wrong, MALFORMED))
+                return Judgement(nodes=nodes.names, refused=(enabled.name, status), seconds=seconds)
     rejections: list[Rejected] = []
     for enabled, plugin in plugins:
         if not enabled.runs(interface.FILTER):
             continue
-        try:
-            answer = timed(enabled, interface.FILTER, lambda: plugin.filter(pod, nodes))  # type: ignore[attr-defined]
-        except Exception as error:
-            return failed(enabled, interface.FILTER, _said(error), RAISED)
+        answer = call(enabled, plugin, interface.FILTER)
+        if isinstance(answer, Failure):
+            return ended(answer)
         found = _rejections(enabled.name, answer, count)
         if isinstance(found, str):
-            return failed(enabled, interface.FILTER, found, MALFORMED)
+            return ended(failed(enabled, interface.FILTER, found, MALFORMED))
         rejections.extend(found)
     scores: dict[str, interface.Ints] = {}
     for enabled, plugin in plugins:
         if not enabled.runs(interface.SCORE) or enabled.weight == 0:
             continue
-        try:
-            answer = timed(enabled, interface.SCORE, lambda: plugin.score(pod, nodes))  # type: ignore[attr-defined]
-        except Exception as error:
-            return failed(enabled, interface.SCORE, _said(error), RAISED)
+        answer = call(enabled, plugin, interface.SCORE)
+        if isinstance(answer, Failure):
+            return ended(answer)
         raw = _scores(answer, count)
         if isinstance(raw, str):
-            return failed(enabled, interface.SCORE, raw, MALFORMED)
+            return ended(failed(enabled, interface.SCORE, raw, MALFORMED))
         out_of_range = _out_of_range(raw, enabled.normalize)
         if out_of_range is not None:
             message = _INVALID_SCORE.format(name=enabled.name, score=out_of_range)
-            failure = Failure(enabled.name, interface.SCORE, message, MALFORMED)
-            return Judgement(failure=failure, seconds=seconds)
+            return ended(Failure(enabled.name, interface.SCORE, message, MALFORMED))
         scores[enabled.name] = raw
-    return Judgement(rejections=tuple(rejections), scores=scores, seconds=seconds)
+    return Judgement(
+        nodes=nodes.names, rejections=tuple(rejections), scores=scores, seconds=seconds
+    )
 
 
 def normalised(raw: interface.Ints, how: str, passing: interface.Bools) -> interface.Ints:
@@ -217,6 +227,18 @@ _INVALID_SCORE = (
 def error_words(point: str, name: str, error: str) -> str:
     """kube-scheduler's message for plugin ``name`` failing at ``point`` with ``error``."""
     return _ERROR_WORDS[point].format(name=name, error=error)
+
+
+def late(timeout: float) -> str:
+    """A call's error when it did not answer within ``timeout`` seconds."""
+    return f"did not answer within {timeout:g}s"
+
+
+def first_point(enabled: enabling.Enabled) -> str:
+    """The first extension point at which the plugin judges a pod over the nodes."""
+    return next(
+        p for p in (interface.PRE_FILTER, interface.FILTER, interface.SCORE) if enabled.runs(p)
+    )
 
 
 def _said(error: Exception) -> str:
@@ -256,7 +278,9 @@ def _scores(answer: Any, count: int) -> interface.Ints | str:
     if array is None:
         return _shape(answer, "an array of one integer per node")
     if array.shape != (count,) or not np.issubdtype(array.dtype, np.integer):
-        return f"scores are {array.dtype}{list(array.shape)}, not one integer per node (int[{count}])"
+        return (
+            f"scores are {array.dtype}{list(array.shape)}, not one integer per node (int[{count}])"
+        )
     return array.astype(np.int64, copy=False)
 
 

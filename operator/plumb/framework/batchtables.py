@@ -109,6 +109,10 @@ class StaticTable:
     images: list[contract.I64] = dataclasses.field(default_factory=list)
     volumes: list[contract.I64] = dataclasses.field(default_factory=list)
     dras: list[contract.I64] = dataclasses.field(default_factory=list)
+    # The Python plugins' weighted score sum per node, and each scoring plugin's normalised
+    # score (in the profile's order, for the trace); None / () where no plugin scores.
+    extensions: list[contract.I64 | None] = dataclasses.field(default_factory=list)
+    extension_parts: list[tuple[contract.I64, ...]] = dataclasses.field(default_factory=list)
 
     def append(
         self,
@@ -122,6 +126,8 @@ class StaticTable:
         image: contract.I64,
         volume: contract.I64,
         dra: contract.I64,
+        extension: contract.I64 | None = None,
+        extension_parts: tuple[contract.I64, ...] = (),
     ) -> int:
         u = self.index[spec] = len(self.verdicts)
         self.verdicts.append(verdicts)
@@ -132,6 +138,8 @@ class StaticTable:
         self.images.append(image)
         self.volumes.append(volume)
         self.dras.append(dra)
+        self.extensions.append(extension)
+        self.extension_parts.append(extension_parts)
         return u
 
     def last_codes(self, nodes: int) -> contract.I32 | None:
@@ -156,6 +164,12 @@ class StaticTable:
             "image_score": rows_of(self.images, np.int64, nodes),
             "volume_score": rows_of(self.volumes, np.int64, nodes),
             "dra_raw": rows_of(self.dras, np.int64, nodes),
+            "extension_score": rows_of(
+                [np.zeros(nodes, dtype=np.int64) if e is None else e for e in self.extensions],
+                np.int64,
+                nodes,
+            ),
+            "extension_scored": any(e is not None for e in self.extensions),
         }
 
 

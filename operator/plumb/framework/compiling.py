@@ -30,6 +30,7 @@ import numpy as np
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import countrows, snapshot
 from plumb.backend.records import draobjects, objects, specs
+from plumb.extensions import interface, judgements
 from plumb.framework import batchtables, scoring, signatures
 from plumb.framework.devices import allocator, availability
 from plumb.framework.plugins import (
@@ -56,6 +57,7 @@ MAX_COLUMNS = 63
 _NO_DEVICES: Mapping[str, dynamicresources.NodeVerdicts] = {}
 _NO_DEVICE_COLUMNS: Mapping[str, tuple[tuple[availability.RequestKey, int], ...]] = {}
 _NO_HAVE: Mapping[availability.RequestKey, contract.I64] = {}
+_NO_JUDGEMENTS: Mapping[str, judgements.Judgement] = {}
 # The name of a device column (availability.Sharing): a set of devices some pods of the batch
 # ask for, as a resource each node has so many of; no resource is named so.
 DEVICE_COLUMN = "<" + dynamicresources.NAME + " devices #{}>"
@@ -80,6 +82,10 @@ class Compiled:
     # The resource columns that are device columns (a bit per column, as the kernel's
     # RESOURCES details): a node short there fails DynamicResources, not NodeResourcesFit.
     device_bits: int = 0
+    # The Python plugins that score (the profile's order), and per static row each one's
+    # normalised score per node (() for a row no plugin scored): the trace shows them.
+    extension_names: tuple[str, ...] = ()
+    extension_parts: tuple[tuple[contract.I64, ...], ...] = ()
 
     @property
     def index(self) -> Mapping[str, int]:
@@ -461,6 +467,7 @@ def compile_batch(
         _NO_DEVICE_COLUMNS
     ),
     device_have: Mapping[availability.RequestKey, contract.I64] = _NO_HAVE,
+    judged: Mapping[str, judgements.Judgement] = _NO_JUDGEMENTS,
 ) -> Compiled:
     """Compile ``pods`` (in queue order) for the kernel against ``snap``, scored by
     ``profile``. ``nominated`` pods count as placed on their node (room held for them).
@@ -468,12 +475,14 @@ def compile_batch(
     pods follow one another, for OpportunisticBatching); ``pods`` by default.
     ``devices``: DynamicResources' verdicts of the pods that keep them (reasons checked
     last); ``device_columns``: what the pods decided by device columns ask of each
-    (availability.Sharing), ``device_have``: each column's devices per node."""
+    (availability.Sharing), ``device_have``: each column's devices per node. ``judged``: the
+    Python plugins' verdicts per pod uid (their rejections checked last, their scores summed
+    into the batch's extension score)."""
     names = {key: DEVICE_COLUMN.format(i) for i, key in enumerate(device_have)}
     columns = _Columns.of(pods, profile, tuple(names.values()))
     held = [(pod, node) for pod, node in nominated if node in snap.statics.index]
     carriers = _carriers(cache, held, columns.taken)
-    tables = _fill(columns, snap.statics, cache, profile, carriers, devices)
+    tables = _fill(columns, snap.statics, cache, profile, carriers, devices, judged)
     if names:
         for b, pod in enumerate(columns.taken):
             for key, count in device_columns.get(pod.uid, ()):
@@ -509,7 +518,14 @@ def compile_batch(
         row_keys=row_keys,
         last_codes=tables.statics.last_codes(len(snap.statics)),
         device_bits=sum(1 << columns.index[name] for name in names.values()),
+        extension_names=_extension_names(profile),
+        extension_parts=tuple(tables.statics.extension_parts),
     )
+
+
+def _extension_names(profile: scoring.Profile) -> tuple[str, ...]:
+    """The Python plugins that score for the profile, in its order."""
+    return tuple(e.name for e in profile.extensions if e.runs(interface.SCORE) and e.weight)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -615,6 +631,7 @@ def _fill(
     profile: scoring.Profile,
     carriers: Sequence[countrows.Carrier],
     devices: Mapping[str, dynamicresources.NodeVerdicts],
+    judged: Mapping[str, judgements.Judgement] = _NO_JUDGEMENTS,
 ) -> batchtables.Tables:
     """The batch's tables, pod after pod in queue order (the order numbers the count rows,
     topology keys and static reasons); ``devices``: DynamicResources' verdicts per pod uid
@@ -626,7 +643,15 @@ def _fill(
     filters = _Filters.of(profile, statics)
     scores = _StaticScores.of(profile, statics)
     for b, pod in enumerate(columns.taken):
-        u = _static_row(pod, statics, cache, tables, filters, scores, devices.get(pod.uid))
+        u = _static_row(
+            pod,
+            statics,
+            cache,
+            tables,
+            (filters, scores, profile),
+            devices.get(pod.uid),
+            _judgement(judged.get(pod.uid), statics),
+        )
         verdicts = tables.statics.verdicts[u]
         require_all = _spread(b, pod, statics, cache, tables, verdicts, profile)
         affinity_self = _inter_pod(b, pod, carriers, cache, tables, profile)
@@ -639,20 +664,22 @@ def _static_row(
     statics: snapshot.NodeStatics,
     cache: cache_module.Cache,
     tables: batchtables.Tables,
-    filters: _Filters,
-    scores: _StaticScores,
+    settings: tuple[_Filters, _StaticScores, scoring.Profile],
     devices: dynamicresources.NodeVerdicts | None = None,
+    judgement: judgements.Judgement | None = None,
 ) -> int:
     """The pod's row of the static table, evaluated for the first pod of its spec."""
+    filters, scores, profile = settings
     # Replicas share a row, unless they claim volumes or devices (each its own claims; the
-    # pods decided by device columns keep no verdict of their own here).
+    # pods decided by device columns keep no verdict of their own here) or Python plugins
+    # judged them (each pod its own verdict).
     spec = (
         pod.scheduling,
         pod.node_name,
         pod.images,
         pod.image_volumes,
         pod.needed_features,
-        pod.uid if pod.claims or devices is not None else "",
+        pod.uid if pod.claims or devices is not None or judgement is not None else "",
     )
     u = tables.statics.index.get(spec)
     if u is not None:
@@ -664,6 +691,13 @@ def _static_row(
         affinity_fails=nodeaffinity.filter(pod, statics),
     )
     code, last = _static(pod, statics, cache, tables, verdicts, filters, devices)
+    if judgement is not None and judgement.rejections:
+        last = _rejected(judgement, tables, len(statics), last)
+    extension, parts = (
+        _extension_score(judgement, profile, code, last)
+        if judgement is not None and judgement.scores
+        else (None, ())
+    )
     zeros = scores.zeros
     taint = tainttoleration.score_raw(pod, statics) if scores.taint else zeros
     preferred = nodeaffinity.score_raw(pod, statics) if scores.node_affinity else zeros
@@ -681,7 +715,55 @@ def _static_row(
         image=image,
         volume=volume,
         dra=zeros if devices is None else devices.raw_score,
+        extension=extension,
+        extension_parts=parts,
     )
+
+
+def _judgement(
+    found: judgements.Judgement | None, statics: snapshot.NodeStatics
+) -> judgements.Judgement | None:
+    """A pod's judgement if it was made over these very nodes (a preemption search reads a
+    later snapshot: a node added or gone since, and the plugins' arrays no longer line up)."""
+    if found is None or (found.nodes is not statics.names and found.nodes != statics.names):
+        return None
+    return found
+
+
+def _rejected(
+    judgement: judgements.Judgement,
+    tables: batchtables.Tables,
+    nodes: int,
+    last: contract.I32 | None,
+) -> contract.I32:
+    """The Python plugins' Filter rejections, checked after every built-in filter (as a
+    filter plugin added to a profile runs after the defaults): on each node the first one."""
+    last = np.zeros(nodes, dtype=np.int32) if last is None else last.copy()
+    for rejected in judgement.rejections:
+        reason = tables.reason(rejected.plugin, rejected.reason, rejected.unresolvable)
+        last[(last == 0) & rejected.fails] = reason
+    return last
+
+
+def _extension_score(
+    judgement: judgements.Judgement,
+    profile: scoring.Profile,
+    code: contract.I32,
+    last: contract.I32 | None,
+) -> tuple[contract.I64, tuple[contract.I64, ...]]:
+    """The Python plugins' weighted score sum per node, and each one's normalised score,
+    normalised over the nodes that pass the static filters and every plugin's Filter."""
+    passing = code == 0 if last is None else (code == 0) & (last == 0)
+    total = np.zeros(code.shape[0], dtype=np.int64)
+    parts = []
+    for enabled in profile.extensions:
+        raw = judgement.scores.get(enabled.name)
+        if raw is None:
+            continue
+        score = judgements.normalised(raw, enabled.normalize, passing)
+        parts.append(score)
+        total += enabled.weight * score
+    return total, tuple(parts)
 
 
 def _volume_score(

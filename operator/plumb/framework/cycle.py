@@ -17,6 +17,7 @@ import numpy as np
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import countrows, snapshot
 from plumb.backend.records import objects
+from plumb.extensions import calls, judgements, registry
 from plumb.framework import compiling, diagnoses, scoring
 from plumb.framework.devices import allocator, availability
 from plumb.framework.plugins import (
@@ -27,6 +28,7 @@ from plumb.framework.plugins import (
     podtopologyspread,
 )
 from plumb.framework.plugins import volumeverdicts as volume_plugins
+from plumb.framework.schedconfig import plugins as schedconfig_plugins
 from plumb.kernel import contract, reference
 
 _NONE: Mapping[str, str] = MappingProxyType({})
@@ -54,7 +56,8 @@ _DYNAMIC_REASONS = {
 class ScoredNode:
     node: str
     total: int
-    scores: tuple[int, ...]  # normalised, per contract.SCORE_PLUGINS
+    # normalised, per contract.SCORE_PLUGINS, then per scoring Python plugin of the profile
+    scores: tuple[int, ...]
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -120,6 +123,8 @@ def explain(
     # more than the rest of the explanation.
     chosen_of, feasible_of = result.chosen.tolist(), result.feasible.tolist()
     hinted_of = result.hinted.tolist()
+    extension_parts = compiled.extension_parts
+    static_row_of = compiled.batch.static_row.tolist()
     top_of, top_scores_of = result.top.tolist(), result.top_scores.tolist()
     top_totals_of = np.take_along_axis(result.total, np.maximum(result.top, 0), axis=1).tolist()
     for b, pod in enumerate(compiled.pods):
@@ -130,8 +135,13 @@ def explain(
             if int(result.code[b, n]) == contract.PASS:
                 chosen, hinted = n, False
         top_totals, top_scores = top_totals_of[b], top_scores_of[b]
+        parts = extension_parts[static_row_of[b]] if extension_parts else ()
         candidates = tuple(
-            ScoredNode(node=names[n], total=top_totals[rank], scores=tuple(top_scores[rank]))
+            ScoredNode(
+                node=names[n],
+                total=top_totals[rank],
+                scores=(*top_scores[rank], *(int(part[n]) for part in parts)),
+            )
             for rank, n in enumerate(top_of[b])
             if n >= 0
         )
@@ -264,12 +274,18 @@ def prepare(
     profile: scoring.Profile = scoring.DEFAULT,
     nominated: Sequence[tuple[objects.PodInfo, str]] = (),
     every_nominated: Sequence[objects.PodInfo] = (),
+    judged: Mapping[str, judgements.Judgement] | None = None,
+    now: float = 0.0,
 ) -> Prepared:
     """Compile ``pods`` (in queue order) for the kernel, scored by ``profile``, with room held
     for the ``nominated`` pods; pods that need no kernel are decided at once.
     ``every_nominated``: all pods nominated to a node, whatever their priority (quotas count
-    them)."""
+    them). ``judged``: the profile's Python plugins' verdicts per pod uid (the scheduling loop
+    has them made off the loop, watched, extensions/calls.py); None: made here, on this thread,
+    with the cycle's clock ``now`` (a replay, the tests)."""
     total = len(snap)
+    if judged is None:
+        judged = judge_here(pods, snap, profile, now)
     early: list[Decision] = []
     ready: list[objects.PodInfo] = []
     devices: dict[str, dynamicresources.NodeVerdicts] = {}
@@ -312,6 +328,8 @@ def prepare(
                 waiting.append(pod)
             else:
                 early.append(_over_quota(pod, len(snap), quota))
+        elif (refused := _judged_early(pod, total, judged.get(pod.uid))) is not None:
+            early.append(refused)
         else:
             if found is not None:
                 if columns_allowed is None:
@@ -352,6 +370,7 @@ def prepare(
         devices=devices,
         device_columns=device_columns,
         device_have=sharing.have if device_columns else {},
+        judged=judged,
     )
     return Prepared(
         early=early,
@@ -361,6 +380,54 @@ def prepare(
         device_runs=runs,
         devices_generation=cache.dra.generation,
     )
+
+
+def judge_here(
+    pods: Sequence[objects.PodInfo],
+    snap: snapshot.Snapshot,
+    profile: scoring.Profile,
+    now: float,
+) -> Mapping[str, judgements.Judgement]:
+    """The profile's Python plugins' verdicts, made on this thread (the installed plugins)."""
+    if not profile.extensions:
+        return {}
+    found = registry.installed(frozenset(schedconfig_plugins.registry()))
+    plugins = calls.instances(profile.extensions, found)
+    return calls.judge_now(pods, snap, plugins, now)
+
+
+def _judged_early(
+    pod: objects.PodInfo, total: int, judgement: judgements.Judgement | None
+) -> Decision | None:
+    """A pod the Python plugins decided before any node is looked at: one failed (an error,
+    kube-scheduler's SchedulerError) or a PreFilter refused it (its PostFilter may run)."""
+    if judgement is None:
+        return None
+    if judgement.failure is not None:
+        failure = judgement.failure
+        return Decision(
+            pod=pod,
+            node=None,
+            feasible=0,
+            total=total,
+            message=failure.message,
+            plugins=frozenset({failure.plugin}),
+            error=True,
+        )
+    if judgement.refused is not None:
+        plugin, status = judgement.refused
+        return Decision(
+            pod=pod,
+            node=None,
+            feasible=0,
+            total=total,
+            message=f"{diagnoses.NO_NODES_PREFIX.format(total=total)} {status.reason}.",
+            reasons={status.reason: total},
+            unresolvable=status.unresolvable,
+            plugins=frozenset({plugin}),
+            prefiltered=True,
+        )
+    return None
 
 
 def _device_columns_allowed(

@@ -32,6 +32,7 @@ from collections.abc import Hashable, Sequence
 import numpy as np
 
 from plumb.backend.records import objects
+from plumb.extensions import interface
 from plumb.framework import scoring
 from plumb.framework.plugins import (
     dynamicresources,
@@ -53,15 +54,22 @@ GATE = "OpportunisticBatching"
 Signature = tuple[Hashable, ...]
 
 
+_JUDGING = frozenset({interface.PRE_FILTER, interface.FILTER, interface.SCORE})
+
+
 def _runs(profile: scoring.Profile, name: str, score: int | None = None) -> bool:
     """Whether the profile runs the plugin (as a filter, or as a score weighing more than 0)."""
     return name in profile.filters or (score is not None and profile.weights[score] != 0)
 
 
 def signs(profile: scoring.Profile) -> bool:
-    """Whether the profile signs any pod: its release has the gate on, and PodTopologySpread
-    (when it runs) has no default constraints."""
+    """Whether the profile signs any pod: its release has the gate on, it runs no Python plugin
+    at PreFilter, Filter or Score (plugins that cannot sign a pod turn signatures off for the
+    profile, framework.go's "plugins do not support it"), and PodTopologySpread (when it
+    runs) has no default constraints."""
     if not profile.kube.gate(GATE):
+        return False
+    if any(e.points & _JUDGING for e in profile.extensions):
         return False
     if not _runs(profile, podtopologyspread.NAME, contract.SPREAD):
         return True

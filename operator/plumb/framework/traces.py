@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from plumb.backend import queue
 from plumb.backend.cache import dra, snapshot
 from plumb.backend.records import draobjects, objects
+from plumb.extensions import interface
 from plumb.framework import claimrejections, cycle, scoring
 from plumb.framework.plugins import (
     dynamicresources,
@@ -60,6 +61,7 @@ def build(
         plugin_of |= {reason.message: reason.plugin for reason in compiled.static_reasons}
     early = {decision.pod.uid for decision in prepared.early}
     weights = dict(zip(contract.SCORE_PLUGINS, profile.weights, strict=False))
+    weights |= {e.name: e.weight for e in profile.extensions if e.name in score_names(profile)}
     hashed = hashes(
         decisions,
         prepared,
@@ -104,6 +106,13 @@ def build(
             else claim_rejections(decision, prepared, snap, store, profile),
         )
     return traces
+
+
+def score_names(profile: scoring.Profile) -> tuple[str, ...]:
+    """The plugins a candidate's scores name: the kernel's, then the profile's scoring Python
+    plugins."""
+    extra = tuple(e.name for e in profile.extensions if e.runs(interface.SCORE) and e.weight)
+    return (*contract.SCORE_PLUGINS, *extra)
 
 
 def claim_rejections(
@@ -174,6 +183,7 @@ def hashes(
     early = {decision.pod.uid for decision in prepared.early}
     in_run = prepared.compiled is not None
     profile_digest = trace.digest(profile)
+    names = score_names(profile)
     ahead: list[str] = []
     hashed = {}
     for decision in decisions:
@@ -183,7 +193,7 @@ def hashes(
             trace.CandidateRecord(
                 node=c.node,
                 score=c.total,
-                scores=trace.Scores(contract.SCORE_PLUGINS, c.scores),
+                scores=trace.Scores(names, c.scores),
             )
             for c in decision.candidates
         )

@@ -64,6 +64,7 @@ QUOTA_MAX = "plumb_quota_max"
 QUOTA_REFUSALS = "plumb_quota_refusals_total"
 QUOTA_LIMIT = "plumb_quota_limit"
 QUOTA_ATTAINMENT = "plumb_quota_slo_attainment"
+PLUGIN_FAILURES = "plumb_plugin_failures_total"
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 KINDS: Mapping[str, str] = {
@@ -94,6 +95,7 @@ KINDS: Mapping[str, str] = {
     QUOTA_REFUSALS: COUNTER,
     QUOTA_LIMIT: GAUGE,
     QUOTA_ATTAINMENT: GAUGE,
+    PLUGIN_FAILURES: COUNTER,
 }
 """Every metric plumb exports, by kind."""
 
@@ -125,6 +127,7 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     QUOTA_REFUSALS: ("namespace", "rule"),
     QUOTA_LIMIT: ("namespace", "resource"),
     QUOTA_ATTAINMENT: ("namespace",),
+    PLUGIN_FAILURES: ("plugin", "extension_point", "reason"),
 }
 """Each metric's labels (histograms add ``le`` to their buckets)."""
 
@@ -421,6 +424,15 @@ class Metrics:
             registry=self.registry,
         )
         self._plugin_children: dict[tuple[str, str, str], prometheus_client.Histogram] = {}
+        self._plugin_failures = prometheus_client.Counter(
+            PLUGIN_FAILURES,
+            "Calls into a Python plugin that failed a pod's attempt, by plugin, extension point "
+            "and reason: 'raised', 'malformed' (an answer of the wrong shape or range), "
+            "'timeout' (no answer within the plugin's timeout), 'busy' (an earlier call that "
+            "timed out still running).",
+            LABELS[PLUGIN_FAILURES],
+            registry=self.registry,
+        )
         self._watch_restarts = prometheus_client.Counter(
             WATCH_RESTARTS,
             "Watches restarted from a fresh list after an unexpected error (a bug handling an "
@@ -493,6 +505,10 @@ class Metrics:
         if child is None:
             child = self._plugin_children[key] = self._plugin_execution.labels(*key)
         child.observe(seconds)
+
+    def plugin_failure(self, plugin: str, point: str, reason: str) -> None:
+        """A Python plugin's call failed a pod's attempt (extensions/judgements.py's reasons)."""
+        self._plugin_failures.labels(plugin, point, reason).inc()
 
     def set_build_info(self, *, version: str, emulated_version: str, server_version: str) -> None:
         """1 under plumb's version, the kube-scheduler release it decides as ("1.37") and the

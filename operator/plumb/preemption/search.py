@@ -30,6 +30,7 @@ import numpy as np
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import countrows, nominations, snapshot
 from plumb.backend.records import objects, specs
+from plumb.extensions import judgements
 from plumb.framework import compiling, cycle, emulation, scoring
 from plumb.framework.plugins import dynamicresources, nodeports
 from plumb.kernel import contract
@@ -363,6 +364,7 @@ def prepare(
     nominated_node: str = "",
     quota: quotavictims.QuotaView | None = None,
     prefiltered: str = "",
+    judgement: judgements.Judgement | None = None,
 ) -> Plan | None:
     """The search for ``pod`` (which just fit nowhere), read from the cache now; None when it
     cannot be compiled alone.
@@ -370,7 +372,8 @@ def prepare(
     ``held`` are the nominations of other pods of at least its priority (room they keep);
     ``nominated_node`` the node this pod is nominated to, if any; ``exempt`` tells the pods
     a SchedulingPolicy protects; ``rules`` are the preemptor's policy's; ``quota`` and
-    ``prefiltered`` as ``Plan``'s.
+    ``prefiltered`` as ``Plan``'s; ``judgement``: the Python plugins' verdicts of the pod's
+    cycle (their Filter rejections hold: no victim changes a plugin's verdict).
     """
     devices = cycle.device_verdicts(pod, snap, cache, profile)
     if isinstance(devices, cycle.Decision):
@@ -382,6 +385,7 @@ def prepare(
         profile=profile,
         nominated=[(h.pod, h.node) for h in held],
         devices={} if devices is None else {pod.uid: devices},
+        judged={} if judgement is None else {pod.uid: judgement},
     )
     if compiled.deferred or not compiled.pods:
         return None

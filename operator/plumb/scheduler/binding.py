@@ -30,6 +30,7 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import volumes as volumes_module
 from plumb.backend.records import draobjects, objects
 from plumb.binder import Binder, BindOutcome
+from plumb.extensions import interface
 from plumb.framework import traces
 from plumb.framework.devices import statuses
 from plumb.framework.plugins import dynamicresources, extendedresources
@@ -176,6 +177,7 @@ class BindingCycle:
                 dataclasses.replace(record, result=trace.SCHEDULED, bind_ms=trace.ms(latency))
             )
             self._state.recorder.scheduled(pod, node)
+            await self._post_bind(pod, node)
             return True
         self._state.recorder.forget(pod.uid)
         # Still assumed: the watch has not settled the pod. Otherwise it has: bound (ours,
@@ -214,6 +216,7 @@ class BindingCycle:
         if not settled:
             self._state.cache.forget(pod.uid)
             self._forget_devices(pod, devices, unreserve=True)
+            self._unreserve_extensions(pod, node)
         else:
             self._made.pop(pod.uid, None)  # bound after all, or gone with the claims it owns
         if result.outcome is BindOutcome.GONE or settled:
@@ -237,6 +240,18 @@ class BindingCycle:
         self._state.tracer.emit(failed, repeat_after=step, level=level)
         return False
 
+    def _unreserve_extensions(self, pod: objects.PodInfo, node: str) -> None:
+        """The Python plugins' Unreserve for a pod whose binding failed."""
+        profile = self._state.served.get(pod.scheduler_name)
+        if profile is not None and profile.extensions:
+            self._state.hooks.unreserve(profile.extensions, pod, node)
+
+    async def _post_bind(self, pod: objects.PodInfo, node: str) -> None:
+        """The Python plugins' PostBind, once the binding stands."""
+        profile = self._state.served.get(pod.scheduler_name)
+        if profile is not None and any(e.runs(interface.POST_BIND) for e in profile.extensions):
+            await self._state.hooks.post_bind(profile.extensions, pod, node)
+
     def _holds_room(self, pod: objects.PodInfo) -> bool:
         """Whether a failed binding of ``pod`` is tried again in place: a member of a pod
         group that exists."""
@@ -257,17 +272,27 @@ class BindingCycle:
         pod gets FailedScheduling with kube-scheduler's words and is retried after a backoff."""
         volumes = plan is not None and not plan.empty
         claims = devices is not None and devices.prebinds
-        if not volumes and not claims:
+        profile = self._state.served.get(entry.pod.scheduler_name)
+        extensions = () if profile is None else profile.extensions
+        binding_plugins = any(e.runs(interface.PRE_BIND) for e in extensions)
+        if not volumes and not claims and not binding_plugins:
             return True
         pod = entry.pod
-        nominated = await self._nominate(pod, node)
+        nominated = await self._nominate(pod, node) if volumes or claims else False
         message = ""
         if plan is not None and volumes:
             message = await self._prebind_volumes(pod, plan)
         if not message and devices is not None and claims:
             message = await self._prebind_devices(pod, devices)
+        if not message and binding_plugins:
+            refusal = await self._state.hooks.pre_bind(extensions, pod, node)
+            if refusal is not None:
+                message = refusal.message
+                if refusal.why:
+                    self._state.metrics.plugin_failure(refusal.plugin, refusal.point, refusal.why)
         if not message:
             return True
+        self._state.hooks.unreserve(extensions, pod, node)
         if nominated:
             self._clear_nomination(pod)
         if plan is not None:

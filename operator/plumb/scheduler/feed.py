@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import dra
 from plumb.backend.records import draobjects, groupobjects, objects, quotaobjects
+from plumb.extensions import interface
 from plumb.framework.plugins import (
     capacityscheduling,
     dynamicresources,
@@ -54,6 +55,14 @@ class ClusterFeed:
         self.synced = asyncio.Event()  # set by the first full list
         # The queue asks this before letting a pod in (it knows no cache of its own).
         state.queue.pre_enqueue = self.pre_enqueue
+
+    def _move(self, helps: frozenset[str] | None, event: str = "") -> None:
+        """A cluster event that may help the pods ``helps`` rejected (None: every pod): the
+        Python plugins that wait for it (its ``event``, one of interface.EVENTS, or any event
+        for a plugin that names none) join the built-ins it helps."""
+        if helps is not None:
+            helps = helps | self._state.served.extension_hints(event)
+        self._state.queue.move_all(helps)
 
     def pre_enqueue(self, pod: objects.PodInfo) -> str | None:
         """The PreEnqueue plugins: GangScheduling's (a pod of an upstream PodGroup waits
@@ -119,7 +128,7 @@ class ClusterFeed:
     def _record_pod(self, event_type: str | None, pod: objects.PodInfo) -> None:
         if event_type == "DELETED":
             if self._forget(pod):
-                self._state.queue.move_all(POD_REMOVED_HELPS)
+                self._move(POD_REMOVED_HELPS, interface.POD_DELETED)
             return
         if pod.node_name:
             self._committed_late(pod)
@@ -129,14 +138,14 @@ class ClusterFeed:
             was = self._state.cache.pod(pod.uid)
             self._state.cache.add_pod(pod)
             if pod.terminal:
-                self._state.queue.move_all(POD_REMOVED_HELPS)
+                self._move(POD_REMOVED_HELPS, interface.POD_DELETED)
             elif before is not cache_module.PodState.ADDED:
                 # A pod newly placed, or our own binding confirmed: pods waiting for affinity
                 # to it, or for its domain to fill, may fit now.
-                self._state.queue.move_all(POD_ADDED_HELPS)
+                self._move(POD_ADDED_HELPS, interface.POD_ADDED)
             elif was is not None and _scaled_down(was, pod):
                 # A resize that gives room back (kube-scheduler's AssignedPod UpdatePodScaleDown).
-                self._state.queue.move_all(SCALE_DOWN_HELPS)
+                self._move(SCALE_DOWN_HELPS)
             return
         if self._state.cache.state(pod.uid) is cache_module.PodState.ASSUMED:
             # Being bound by us; the watch has not caught up yet. The decision stands, but a
@@ -145,7 +154,7 @@ class ClusterFeed:
             return
         if pod.scheduler_name not in self._state.served.names or pod.deleting or pod.terminal:
             if self._state.nominations.remove(pod.uid) is not None:
-                self._state.queue.move_all(POD_REMOVED_HELPS)
+                self._move(POD_REMOVED_HELPS, interface.POD_DELETED)
             self._state.queue.delete(pod.uid)
             return
         # The nomination follows the status (set before this replica saw the pod: a restart,
@@ -158,7 +167,7 @@ class ClusterFeed:
             follows = self._state.queue.pod(pod.uid) is not None
         now_on = self._state.nominations.update(pod) if follows else None
         if held_on is not None and now_on != held_on:
-            self._state.queue.move_all(POD_REMOVED_HELPS)  # the room it held there is free
+            self._move(POD_REMOVED_HELPS, interface.POD_DELETED)  # the room it held there is free
         self._state.queue.add(pod)
 
     def _forget(self, pod: objects.PodInfo) -> bool:
@@ -211,7 +220,7 @@ class ClusterFeed:
             volumes.on_storage_capacity(current, str(metadata.get("namespace", "")), name)
         else:
             raise ValueError(f"{kind!r} is not one of {VOLUME_KINDS}")
-        self._state.queue.move_all(VOLUME_HELPS)
+        self._move(VOLUME_HELPS)
 
     def relist_volumes(self, kind: str, bodies: Iterable[Mapping[str, Any]]) -> None:
         """Every object of a volume ``kind`` after a (re)list: the ones missing are gone."""
@@ -224,7 +233,7 @@ class ClusterFeed:
             CSI_STORAGE_CAPACITY: self._state.cache.volumes.resync_storage_capacities,
         }
         resync[kind](bodies)
-        self._state.queue.move_all(VOLUME_HELPS)
+        self._move(VOLUME_HELPS)
 
     def on_dra(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A ResourceSlice, DeviceClass, ResourceClaim or ResourceClaimTemplate (``kind``, one
@@ -242,14 +251,14 @@ class ClusterFeed:
             if current is None:  # its selector verdicts are of no use any more
                 dynamicresources.VERDICTS.forget(name)
             else:  # added or updated: devices may have appeared
-                self._state.queue.move_all(DRA_HELPS)
+                self._move(DRA_HELPS)
         elif kind == DEVICE_CLASS:
             held = store.device_class(name)
             store.on_class(current, name)
             device_class = store.device_class(name)
             if device_class is not None:
                 helps = self._class_helps_fit(held, device_class)
-                self._state.queue.move_all(DRA_HELPS | helps)
+                self._move(DRA_HELPS | helps)
         elif kind == RESOURCE_CLAIM_TEMPLATE:
             store.on_template(current, namespace, name)  # no event kube-scheduler acts on
         else:
@@ -280,14 +289,14 @@ class ClusterFeed:
         elif kind == DEVICE_CLASS:
             store.resync_classes(bodies)
             if self._state.served.kube.devices.extended_resources:
-                self._state.queue.move_all(DRA_HELPS | CLASS_HELPS_FIT)
+                self._move(DRA_HELPS | CLASS_HELPS_FIT)
                 return
         elif kind == RESOURCE_CLAIM_TEMPLATE:
             store.resync_templates(bodies)
             return
         else:
             raise ValueError(f"{kind!r} is not one of {DRA_KINDS}")
-        self._state.queue.move_all(DRA_HELPS)
+        self._move(DRA_HELPS)
 
     def _claim_changed(
         self,
@@ -303,7 +312,7 @@ class ClusterFeed:
         queue = self._state.queue
         allocated = before is not None and before.allocation is not None
         if allocated and (after is None or after.allocation is None):
-            queue.move_all(DRA_HELPS)
+            self._move(DRA_HELPS)
             return
         if after is None:
             return
@@ -345,7 +354,7 @@ class ClusterFeed:
         else:
             changed = store.put(quota) != quota
         if changed:
-            self._state.queue.move_all(QUOTA_HELPS)
+            self._move(QUOTA_HELPS)
 
     def relist_quotas(self, bodies: Iterable[Mapping[str, Any]]) -> None:
         """Every ElasticQuota after a (re)list: the ones missing are gone."""
@@ -353,7 +362,7 @@ class ClusterFeed:
             q for body in bodies if (q := _read("ElasticQuota", body, quotaobjects.parse_quota))
         ]
         if self._state.cache.quotas.replace(quotas):
-            self._state.queue.move_all(QUOTA_HELPS)
+            self._move(QUOTA_HELPS)
 
     def _group_changed(
         self, before: groupobjects.PodGroup | None, after: groupobjects.PodGroup
@@ -405,7 +414,9 @@ class ClusterFeed:
             )
         before = self._state.cache.nodes.info(node.name)
         if self._state.cache.upsert_node(node):
-            self._state.queue.move_all(None if before is None else node_change_helps(before, node))
+            self._move(
+                None if before is None else node_change_helps(before, node), interface.NODE_CHANGED
+            )
 
     def on_workload(self, kind: str, event_type: str | None, body: Mapping[str, Any]) -> None:
         """A Service or controller changed: the default spread selector of pods may change."""

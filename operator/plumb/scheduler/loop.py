@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Collection, Hashable, Iterator
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
 from typing import Any
 
 from plumb import claimreservations, groupconditions, prebind, runs
@@ -30,6 +30,7 @@ from plumb.backend.cache import volumes as volumes_module
 from plumb.backend.records import groupobjects, objects
 from plumb.binder import Binder
 from plumb.events import Recorder
+from plumb.extensions import judgements, registry
 from plumb.framework import cycle, deviation, scoring, traces
 from plumb.framework.plugins import (
     capacityscheduling,
@@ -78,6 +79,9 @@ class Decided:
     profile: scoring.Profile
     policy: spec.Policy | None
     total: int  # nodes in the snapshot
+    # The Python plugins' verdicts per pod uid (its preemption search keeps their rejections).
+    judged: Mapping[str, judgements.Judgement] = dataclasses.field(default_factory=dict)
+    clock: float = 0.0  # the cycle's clock (what the plugins read as now)
 
 
 class Scheduler:
@@ -102,6 +106,7 @@ class Scheduler:
         volume_api: prebind.VolumeApi | None = None,
         claim_api: claimreservations.ExtendedClaimApi | None = None,
         group_api: groupconditions.GroupStatusApi | None = None,
+        extensions: registry.Registry | None = None,
     ) -> None:
         cache = cache_module.Cache(journal)  # keeps the last `journal` writes' undos
         self.state = state_module.SchedulerState(
@@ -118,6 +123,7 @@ class Scheduler:
             metrics=metrics if metrics is not None else metrics_module.Metrics(),
             # The condition an upstream PodGroup gets after its first cycle.
             group_conditions=groupconditions.GroupConditions(group_api, recorder.writes),
+            extensions=extensions,
         )
         # What the cluster told us comes in here (the app layer's watch handlers call it).
         self.feed = feed.ClusterFeed(self.state)
@@ -330,6 +336,11 @@ class Scheduler:
         )
         own = tuple(n for pod in pods if (n := self.state.nominations.get(pod.uid)) is not None)
         every = [n.pod for n in self.state.nominations.all()] if self.cache.quotas else []
+        now = time.time()  # the cycle's clock, as the Python plugins read it
+        judged: dict[str, judgements.Judgement] = {}
+        if profile.extensions:
+            judged = await self.state.plugin_calls.judge(pods, snap, profile.extensions, now)
+            meters.count_judgements(self.metrics, judged)
         prepared = cycle.prepare(
             pods,
             snap,
@@ -337,6 +348,8 @@ class Scheduler:
             profile,
             nominated=[(h.pod, h.node) for h in held],
             every_nominated=every,
+            judged=judged,
+            now=now,
         )
         self.runs.record(
             runs.Run(
@@ -350,6 +363,7 @@ class Scheduler:
                 held=tuple(held),
                 nominated=own,
                 devices=self.cache.dra.generation,
+                clock=now,
             )
         )
         decisions = list(prepared.early)
@@ -374,6 +388,8 @@ class Scheduler:
             profile=profile,
             policy=policy,
             total=len(snap),
+            judged=judged,
+            clock=now,
         )
 
     async def carry_out(self, entries: list[queue_module.Entry], decided: Decided) -> None:
@@ -409,10 +425,14 @@ class Scheduler:
             # After the others are placed, one at a time: each deviation moves the skew.
             assert policy is not None
             uid = decision.pod.uid
-            await self._deviate(by_uid[uid], decision, records[uid], policy)
+            await self._deviate(
+                by_uid[uid], decision, records[uid], policy, decided.judged.get(uid), decided.clock
+            )
         for decision in failed:
             uid = decision.pod.uid
-            await self._fail(by_uid[uid], decision, records[uid], policy, profile)
+            await self._fail(
+                by_uid[uid], decision, records[uid], policy, profile, decided.judged.get(uid)
+            )
 
     async def _fail(
         self,
@@ -421,6 +441,7 @@ class Scheduler:
         record: trace.Trace,
         policy: spec.Policy | None,
         profile: scoring.Profile,
+        judgement: judgements.Judgement | None = None,
     ) -> None:
         """A pod no node fits: preemption (PostFilter) first, then the failure is reported."""
         if self.queue.where(entry.pod.uid) is not queue_module.Where.IN_FLIGHT:
@@ -432,7 +453,7 @@ class Scheduler:
             message = f"{decision.message} {words}" if words else decision.message
             self.apply(entry, dataclasses.replace(decision, message=message), record, policy)
             return
-        outcome = await self.post_filter.run(decision, policy, profile)
+        outcome = await self.post_filter.run(decision, policy, profile, judgement)
         if outcome.retry:
             self.queue.requeue(entry)  # room appeared since the cycle: a new attempt
             return
@@ -474,8 +495,11 @@ class Scheduler:
         blocked: cycle.Decision,
         record: trace.Trace,
         policy: spec.Policy,
+        judgement: judgements.Judgement | None = None,
+        clock: float = 0.0,
     ) -> None:
-        """Place a pod beyond the policy's maxSkew on its budget, or let it wait."""
+        """Place a pod beyond the policy's maxSkew on its budget, or let it wait (the Python
+        plugins' verdicts from its cycle, ``judgement``, still hold)."""
         rules = [c for c in self.policies.constraints(policy) if c.hard]
         snap = self.cache.snapshot()
         base = self.served.get(entry.pod.scheduler_name)
@@ -483,7 +507,8 @@ class Scheduler:
             self.queue.delete(entry.pod.uid)
             return
         profile = self.policies.profile(policy, snap, base)
-        prepared = cycle.prepare([entry.pod], snap, self.cache, profile)
+        judged = {} if judgement is None else {entry.pod.uid: judgement}
+        prepared = cycle.prepare([entry.pod], snap, self.cache, profile, judged=judged)
         self.runs.record(
             runs.Run(
                 seq=self.cache.journal.seq,
@@ -493,6 +518,7 @@ class Scheduler:
                 profile=profile,
                 policy=_ref(policy),
                 deviation=tuple(rules),
+                clock=clock,
             )
         )
         found, deviated = None, record
@@ -504,7 +530,7 @@ class Scheduler:
             deviated = traces.rerun(record, entry.pod, snap, profile, _ref(policy), seconds)
             found = deviation.least_skew(entry.pod, rules, snap, compiled, result, self.cache)
         if found is None or not self.policies.may_deviate(policy, entry.pod):
-            await self._fail(entry, blocked, record, policy, profile)
+            await self._fail(entry, blocked, record, policy, profile, judgement)
             return
         if self.queue.where(entry.pod.uid) is not queue_module.Where.IN_FLIGHT:
             return
@@ -582,8 +608,39 @@ class Scheduler:
         if held is None:
             self.queue.requeue(entry)  # the node, a volume, a claim or a device changed
             return False
+        refused = self._extensions_refuse(entry, held, decision)
+        if refused is not None:
+            unplaced = dataclasses.replace(record, result=trace.UNSCHEDULABLE, node=None)
+            return self.apply(entry, refused, unplaced, policy, deviation=deviation)
         self.bind(entry, held, record, policy, deviation=deviation)
         return True
+
+    def _extensions_refuse(
+        self, entry: queue_module.Entry, held: Held, decision: cycle.Decision
+    ) -> cycle.Decision | None:
+        """The Python plugins' Reserve and Permit for a pod reserved on its node: None when
+        they let it through; else the pod's reservation is undone and the decision says why
+        (a rejection, as kube-scheduler's FitError over that one node, or an error)."""
+        profile = self.served.get(entry.pod.scheduler_name)
+        if profile is None or not profile.extensions:
+            return None
+        refusal = self.state.hooks.reserve(profile.extensions, entry.pod, held.node)
+        if refusal is None:
+            return None
+        self.unreserve(entry, held)
+        if refusal.why:
+            self.metrics.plugin_failure(refusal.plugin, refusal.point, refusal.why)
+        reason = refusal.message.removeprefix("0/1 nodes are available: 1 ").removesuffix(".")
+        return cycle.Decision(
+            pod=decision.pod,
+            node=None,
+            feasible=0,
+            total=1,
+            message=refusal.message,
+            reasons={} if refusal.error else {reason: 1},
+            plugins=frozenset({refusal.plugin}),
+            error=refusal.error,
+        )
 
     def reserve(self, entry: queue_module.Entry, node_name: str) -> Held | None:
         """The Reserve plugins for a pod placed on ``node_name``: its volumes' and claims'
@@ -710,11 +767,14 @@ class Scheduler:
         # A pod whose extended resources a DeviceClass may back too (devices the batch's
         # device columns do not count). Pods with resource claims share batches: cycle.prepare
         # defers those whose devices an earlier pod of the batch could take
-        # (framework/devices/availability.py Sharing).
+        # (framework/devices/availability.py Sharing). A pod a Python plugin judges by what
+        # earlier pods of its batch did (``batch_dependent``) too.
+        profile = self.served.get(pod.scheduler_name)
         return (
             bool(pod.scheduling.host_ports or pod.claims or pod.nonzero_incoming)
             or pod.uid in self.state.nominations
             or any(self.cache.dra.extended_class(name) for name in _device_backed(pod))
+            or (profile is not None and any(e.batch_dependent for e in profile.extensions))
         )
 
     def _together(self, pod: objects.PodInfo) -> groupobjects.GroupRef | None:

@@ -5,10 +5,12 @@ binding's answer when the pod was placed."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 from plumb.backend import queue as queue_module
 from plumb.backend.records import objects
 from plumb.binder import BindOutcome
+from plumb.extensions import judgements
 from plumb.framework import cycle
 from plumb.framework.plugins import capacityscheduling, dynamicresources
 from plumb.kernel import contract
@@ -72,6 +74,28 @@ def count_device_runs(metrics: metrics_module.Metrics, prepared: cycle.Prepared)
     """DynamicResources' PreFilter and Filter over every node, once per pod with claims."""
     for run in prepared.device_runs.values():
         metrics.plugin_execution(dynamicresources.NAME, run.point, run.status, run.seconds)
+
+
+def count_judgements(
+    metrics: metrics_module.Metrics, judged: Mapping[str, judgements.Judgement]
+) -> None:
+    """The Python plugins' calls for a batch: each plugin's time per pod (its PreFilter,
+    Filter and Score together, under the point it ended at), and each failure."""
+    for found in judged.values():
+        failure = found.failure
+        if failure is not None:
+            metrics.plugin_failure(failure.plugin, failure.point, failure.why)
+        for (plugin, point), seconds in found.seconds.items():
+            status = cycle.SUCCESS
+            if failure is not None and (failure.plugin, failure.point) == (plugin, point):
+                status = cycle.ERROR
+            elif found.refused is not None and found.refused[0] == plugin:
+                unresolvable = found.refused[1].unresolvable
+                status = cycle.UNRESOLVABLE if unresolvable else UNSCHEDULABLE
+            metrics.plugin_execution(plugin, point, status, seconds)
+
+
+UNSCHEDULABLE = "Unschedulable"  # kube-scheduler's code of a rejection preemption may cure
 
 
 def count_reserve(metrics: metrics_module.Metrics, reserved: bool, seconds: float) -> None:

@@ -40,6 +40,7 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import nominations
 from plumb.backend.records import draobjects, groupobjects, objects
 from plumb.events import Recorder
+from plumb.extensions import judgements
 from plumb.framework import cycle, emulation, scoring, traces
 from plumb.framework.plugins import capacityscheduling, dynamicresources, extendedresources
 from plumb.kernel import contract, reference
@@ -112,8 +113,10 @@ class PostFilter:
         decision: cycle.Decision,
         policy: spec.Policy | None,
         profile: scoring.Profile,
+        judgement: judgements.Judgement | None = None,
     ) -> PostFilterResult:
-        """PostFilter for ``decision`` (a pod that fit nowhere)."""
+        """PostFilter for ``decision`` (a pod that fit nowhere); ``judgement``: the Python
+        plugins' verdicts its cycle made (their rejections hold in the search)."""
         pod = decision.pod
         kube = profile.kube
         # DynamicResources' PostFilter picks its claim, and preemption reads the cache, before
@@ -146,6 +149,7 @@ class PostFilter:
             rules=self._rules(policy),
             exempt=self._exempt,
             nominated_node=nominated,
+            judgement=judgement,
         )
         if plan is not None and quota is not None:
             # CapacityScheduling's preemption is scheduler-plugins' (a kube-scheduler v1.34).

@@ -58,6 +58,20 @@ class Served:
             pod_level_status=self.kube.gate(POD_LEVEL_RESIZE),
         )
 
+    @functools.cached_property
+    def _hints(self) -> tuple[tuple[str, tuple[str, ...]], ...]:
+        return tuple(
+            (enabled.name, enabled.events)
+            for profile in self.profiles
+            for enabled in profile.extensions
+        )
+
+    def extension_hints(self, event: str) -> frozenset[str]:
+        """The Python plugins whose rejections a cluster ``event`` may cure: those that wait
+        for it, and those that name no event (any event may); "" for an event of another
+        kind (a volume, a claim, a quota), which only the latter wait for."""
+        return frozenset(name for name, events in self._hints if not events or event in events)
+
     def get(self, scheduler_name: str) -> scoring.Profile | None:
         return self.by_name.get(scheduler_name)
 

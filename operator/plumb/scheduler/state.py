@@ -14,6 +14,8 @@ from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import nominations as nominations_module
 from plumb.events import Recorder
+from plumb.extensions import calls, hooks, registry
+from plumb.framework.schedconfig import plugins as schedconfig_plugins
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import attainment, engine
@@ -40,6 +42,7 @@ class SchedulerState:
         tracer: tracing.Tracer,
         metrics: metrics_module.Metrics,
         group_conditions: groupconditions.GroupConditions | None = None,
+        extensions: registry.Registry | None = None,
     ) -> None:
         # The configuration in force: pods whose spec.schedulerName names one of its profiles
         # are ours.
@@ -50,6 +53,16 @@ class SchedulerState:
         self.recorder = recorder
         self.tracer = tracer
         self.metrics = metrics
+        # The Python plugins the profiles enable, called off the loop and watched (by default
+        # those installed).
+        found = extensions
+        self.extensions = (
+            found
+            if found is not None
+            else registry.installed(frozenset(schedconfig_plugins.registry()))
+        )
+        self.plugin_calls = calls.PluginCalls(lambda: self.extensions)
+        self.hooks = hooks.Hooks(lambda: self.extensions)
         # Where an upstream PodGroup's PodGroupInitiallyScheduled condition is written from
         # (not at all by default: no API).
         self.group_conditions = group_conditions or groupconditions.GroupConditions(

@@ -494,6 +494,10 @@ class NodeBuilder:
         self._body["metadata"]["labels"][key] = value
         return self
 
+    def annotate(self, key: str, value: str) -> Self:
+        self._body["metadata"].setdefault("annotations", {})[key] = value
+        return self
+
     def unschedulable(self) -> Self:
         self._body["spec"]["unschedulable"] = True
         return self

@@ -589,7 +589,7 @@ def _profile(
     points = framework.points
     needed = plugins.enabled_names(profile.sets)
     enabled = _extensions(profile, framework, extensions)
-    _note_args(profile, needed - {e.name for e in enabled}, ignored)
+    _note_args(profile, needed, ignored, frozenset(e.name for e in enabled))
     _note_plugins(profile, kube, ignored)
     if profile.raw.get("percentageOfNodesToScore") is not None:
         ignored.append(f"{profile.path}.percentageOfNodesToScore: plumb scores every feasible node")
@@ -676,10 +676,12 @@ def _extensions(
     return tuple(found)
 
 
-def _note_args(profile: _Profile, needed: set[str], ignored: list[str]) -> None:
+def _note_args(
+    profile: _Profile, needed: set[str], ignored: list[str], extensions: frozenset[str]
+) -> None:
     for name, args, _, where in profile.config:
-        if not where:
-            continue
+        if not where or name in extensions:
+            continue  # a default, or a Python plugin's (read as it is enabled)
         if args is None:
             ignored.append(
                 f"{where}.args: {name!r} has no arguments kube-scheduler reads; it ignores them too"

@@ -211,6 +211,7 @@ def inputs(nodes: int, pods: int) -> tuple[c.Cluster, c.Batch]:
         image_score=np.zeros((1, nodes), dtype=np.int64),  # the nodes report no images
         volume_score=np.zeros((1, nodes), dtype=np.int64),  # the pods claim no volumes
         dra_raw=np.zeros((1, nodes), dtype=np.int64),  # nor devices
+        extension_score=np.zeros((1, nodes), dtype=np.int64),  # no Python score plugin
         member=np.tile(np.array([1, 0, 0, 0], dtype=np.int32), (pods, 1)),
         spread_pod=twice,
         spread_row=np.full(2 * pods, ROW_WEB, dtype=np.int32),

@@ -31,6 +31,7 @@ class _Pod:
     image: list[int] = dataclasses.field(default_factory=list)
     volume: list[int] = dataclasses.field(default_factory=list)
     dra: list[int] = dataclasses.field(default_factory=list)
+    extension: list[int] = dataclasses.field(default_factory=list)
     member: dict[str, int] = dataclasses.field(default_factory=dict)
     spread: list[dict[str, Any]] = dataclasses.field(default_factory=list)
     affinity: list[tuple[str, str, bool]] = dataclasses.field(default_factory=list)
@@ -200,6 +201,12 @@ class KernelCase:
         self._pod.dra = list(raw)
         return self
 
+    def extension(self, scores: Sequence[int]) -> Self:
+        """The Python score plugins' weighted sum for the pod per node (0 unless told); the
+        batch is ``extension_scored`` once any pod has one."""
+        self._pod.extension = list(scores)
+        return self
+
     def member(self, row: str, value: int = 1) -> Self:
         self._pod.member[row] = value
         return self
@@ -301,6 +308,10 @@ class KernelCase:
             dra_raw=np.array([p.dra or [0] * self.nodes for p in pods], dtype=np.int64).reshape(
                 len(pods), self.nodes
             ),
+            extension_score=np.array(
+                [p.extension or [0] * self.nodes for p in pods], dtype=np.int64
+            ).reshape(len(pods), self.nodes),
+            extension_scored=any(p.extension for p in pods),
             member=np.array(
                 [[p.member.get(r, 0) for r in rows] for p in pods], dtype=np.int32
             ).reshape(len(pods), len(rows)),

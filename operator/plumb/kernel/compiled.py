@@ -100,6 +100,7 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
         _array(batch.image_score, np.int64),
         _array(batch.volume_score, np.int64),
         _array(batch.dra_raw, np.int64),
+        (_array(batch.extension_score, np.int64), bool(batch.extension_scored)),
         _array(batch.member, np.int32),
         _array(batch.spread_pod, np.int32),
         _array(batch.spread_row, np.int32),
@@ -272,7 +273,8 @@ def warm_up() -> float:
 
 def tiny() -> tuple[c.Cluster, c.Batch]:
     """Two nodes in two zones and two pods with every kind of constraint between them, the
-    second with negative raw taint scores (the general path), to exercise every variant."""
+    second with negative raw taint scores (the general path), and the Python score plugins'
+    scores, to exercise every variant."""
     i32, i64, b1 = np.int32, np.int64, np.bool_
     cluster = c.Cluster(
         allocatable=np.array([[4000, 4000], [8 << 30, 8 << 30], [110, 110]], dtype=i64),
@@ -298,6 +300,7 @@ def tiny() -> tuple[c.Cluster, c.Batch]:
         image_score=np.array([[0, 40], [7, 0]], dtype=i64),
         volume_score=np.array([[50, 0], [0, 95]], dtype=i64),
         dra_raw=np.array([[0, 3], [0, 0]], dtype=i64),
+        extension_score=np.array([[0, -7], [250, 0]], dtype=i64),
         member=np.ones((2, 1), dtype=i32),
         spread_pod=np.zeros(2, dtype=i32),
         spread_row=np.zeros(2, dtype=i32),
@@ -327,5 +330,6 @@ def tiny() -> tuple[c.Cluster, c.Batch]:
         fit_strategy=c.LEAST_ALLOCATED,
         zone_score=np.array([100, 14], dtype=i64),
         **c.default_resources(cluster.cpu_column, cluster.memory_column),
+        extension_scored=True,
     )
     return cluster, batch

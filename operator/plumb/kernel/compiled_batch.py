@@ -53,6 +53,7 @@ def decide(
     image_score: c.I64,
     volume_score: c.I64,
     dra_raw: c.I64,
+    extension: Any,
     member: c.I32,
     spread_pod: c.I32,
     spread_row: c.I32,
@@ -113,7 +114,7 @@ def decide(
         (pods_column, cpu_column, memory_column),
         (pod_hashes, spread_require_all, affinity_self, balanced_skip, static_row, continues),
         (requests, pod_nonzero, static_code, taint_raw, node_affinity_raw, image_score, member),
-        (volume_score, dra_raw),
+        (volume_score, dra_raw, extension[0]),
         (spread_pod, spread_row, spread_key, spread_max_skew, spread_min_domains),
         (spread_hard, spread_self, spread_hostname, spread_eligible),
         (affinity_pod, affinity_row, affinity_key, affinity_anti),
@@ -311,6 +312,7 @@ def decide(
             )
         taint_row, affinity_raw, image_row = taint_raw[u], node_affinity_raw[u], image_score[u]
         volume_row, dra_row = volume_score[u], dra_raw[u]
+        extension_scored, extension_row = extension[1], extension[0][u]
         taint_low, taint_high, affinity_low, affinity_high, dra_high = compiled_scores.gather(
             feasible,
             count,
@@ -319,6 +321,7 @@ def decide(
             affinity_raw,
             (weights[c.IMAGE_LOCALITY], image_row, weights[c.VOLUME_BINDING], volume_row),
             (weights[c.DYNAMIC_RESOURCES], dra_row),
+            (extension_scored, extension_row),
             slots,
         )
 

@@ -59,9 +59,9 @@ def valid(
     ok = ok and requests.shape == (pods, resources) and pod_nonzero.shape == (pods, 2)
     ok = ok and static_code.shape[1] == nodes and taint_raw.shape == (distinct, nodes)
     ok = ok and node_affinity_raw.shape == (distinct, nodes) and member.shape == (pods, rows)
-    volume, dra = scored_rows
+    volume, dra, extension = scored_rows
     ok = ok and image.shape == (distinct, nodes) and volume.shape == (distinct, nodes)
-    ok = ok and dra.shape == (distinct, nodes)
+    ok = ok and dra.shape == (distinct, nodes) and extension.shape == (distinct, nodes)
     fit_columns, fit_weights, fit_nonzero, fit_optional, points, shape_scores = fit_spec
     size = fit_columns.shape[0]
     ok = ok and fit_weights.shape[0] == size and fit_nonzero.shape[0] == size
@@ -138,6 +138,7 @@ def check(cluster: c.Cluster, batch: c.Batch) -> None:
         "image_score": (batch.image_score, (distinct, nodes)),
         "volume_score": (batch.volume_score, (distinct, nodes)),
         "dra_raw": (batch.dra_raw, (distinct, nodes)),
+        "extension_score": (batch.extension_score, (distinct, nodes)),
         "member": (batch.member, (pods, rows)),
         "spread_eligible": (batch.spread_eligible, (spreads, nodes)),
         "spread_require_all": (batch.spread_require_all, (pods,)),

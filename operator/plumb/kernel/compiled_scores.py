@@ -332,6 +332,7 @@ def gather(
     affinity_raw: c.I64,
     image: Any,
     dra: Any,
+    extension: Any,
     slots: c.I64,
 ) -> tuple[int, int, int, int, int]:
     """Each feasible node's weighted resource, zone health, image locality and volume scores
@@ -339,9 +340,10 @@ def gather(
     score row, VolumeBinding's weight, the pod's score row)), taint
     and node-affinity raw scores into ``slots[0]``, ``slots[1]``, ``slots[2]`` by slot;
     DynamicResources' (``dra``: its weight, the pod's raw row), normalised by the highest
-    raw score over the feasible nodes (DefaultNormalizeScore), weighted into ``slots[0]`` too.
-    Returns the lowest and highest taint, then node-affinity, raw score, and DynamicResources'
-    highest."""
+    raw score over the feasible nodes (DefaultNormalizeScore), weighted into ``slots[0]`` too;
+    and the Python score plugins' (``extension``: whether the batch has any, the pod's row),
+    added as they are (a pass of its own, run only when there are any). Returns the lowest and
+    highest taint, then node-affinity, raw score, and DynamicResources' highest."""
     slot_weighted, slot_taint, slot_affinity = slots[0], slots[1], slots[2]
     image_weight, image_row, volume_weight, volume_row = image
     for j in range(count):
@@ -363,6 +365,10 @@ def gather(
         for j in range(count):
             n = np.uint64(feasible[j])
             slot_weighted[j] += dra_weight * (c.MAX_NODE_SCORE * dra_row[n] // dra_high)
+    extension_scored, extension_row = extension
+    if extension_scored:
+        for j in range(count):
+            slot_weighted[j] += extension_row[np.uint64(feasible[j])]
     return taint_low, taint_high, affinity_low, affinity_high, dra_high
 
 

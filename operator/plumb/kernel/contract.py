@@ -123,6 +123,11 @@ class Batch:
     volume_score: I64  # (U, N) VolumeBinding's storage-capacity score, 0-100 (not normalised)
     dra_raw: I64  # (U, N) DynamicResources' raw score (>= 0), normalised to 0-100 by the
     #               highest over the feasible nodes (0 everywhere: all score 0)
+    extension_score: I64  # (U, N) the profile's Python score plugins (framework/compiling.py):
+    #                       the sum of weight x normalised score, added to each feasible node's
+    #                       total as it is (any int64, negative too; read only when
+    #                       ``extension_scored``); not one of SCORE_PLUGINS (no weight, no
+    #                       ``top_scores`` column: the compile step reports each plugin's score)
     member: I32  # (B, T) what placing pod b adds to each count row
 
     # PodTopologySpread constraints (C rows)
@@ -191,6 +196,9 @@ class Batch:
     # the same resources, 100 on a node with nothing requested. False: the balance with the
     # pod, up to v1.35.
     balanced_change: bool = False
+    # Whether any row of ``extension_score`` is not all zeros: False (no Python plugin scores,
+    # the common case), and the kernels do not read it.
+    extension_scored: bool = False
 
     @property
     def size(self) -> int:
@@ -204,7 +212,7 @@ class Result:
     detail: I64  # (B, N) for a pod no node fits: per node the static reason code (code
     #              STATIC) or the bitmask of the resources short (RESOURCES), else 0; all 0 for
     #              a pod placed (only a FailedScheduling message asks why nodes failed)
-    total: I64  # (B, N) weighted score sum (0 where infeasible)
+    total: I64  # (B, N) weighted score sum plus the extension score (0 where infeasible)
     feasible: I32  # (B,)
     top: I32  # (B, TOP) best candidates by (total, tie-break), -1 padding
     top_scores: I64  # (B, TOP, 9) normalised per-plugin scores of those candidates
@@ -239,6 +247,8 @@ _SHARED = (
     "image_score",
     "volume_score",
     "dra_raw",
+    "extension_score",
+    "extension_scored",
     "fit_filter",
     "fit_columns",
     "fit_weights",

@@ -429,10 +429,12 @@ def run(cluster: c.Cluster, batch: c.Batch) -> c.Result:
             {n: int(batch.volume_score[batch.static_row[b]][n]) for n in feasible},  # the same
             _normalised(batch.dra_raw[batch.static_row[b]], feasible, reverse=False),
         ]
+        # The Python score plugins' sum, weighed and normalised already (no SCORE_PLUGINS slot).
+        extension = batch.extension_score[batch.static_row[b]]
         for n in feasible:
             total[b, n] = sum(
                 int(batch.weights[p]) * scores[n] for p, scores in enumerate(per_plugin)
-            )
+            ) + (int(extension[n]) if batch.extension_scored else 0)
         ties = mix(cluster.name_hashes, batch.pod_hashes[b])
         ranked = sorted(feasible, key=lambda n: (int(total[b, n]), int(ties[n])), reverse=True)
         for rank, n in enumerate(ranked[: c.TOP]):

@@ -169,6 +169,7 @@ class GroupPlan:
             image_score=batch.image_score[rows],
             volume_score=batch.volume_score[rows],
             dra_raw=batch.dra_raw[rows],
+            extension_score=batch.extension_score[rows],
             continues=np.zeros(size, dtype=np.bool_),
         )
         result = kernel(self._without(removed), pinned)

@@ -174,6 +174,7 @@ class WhatIf:
         self._affinity = batch.node_affinity_raw[row : row + 1]
         self._image = batch.image_score[row : row + 1]
         self._volume = batch.volume_score[row : row + 1]
+        self._extension = batch.extension_score[row : row + 1]
         self._column = {name: i for i, name in enumerate(compiled.resources)}
         self._membership: dict[str, np.ndarray] = {}
         self.runs = 0
@@ -204,6 +205,7 @@ class WhatIf:
                 node_affinity_raw=self._affinity,
                 image_score=self._image,
                 volume_score=self._volume,
+                extension_score=self._extension,
             ),
         )
         return int(result.code[0, n]), int(result.detail[0, n])

@@ -126,6 +126,29 @@ def test_the_framework_and_the_benchmark_decide_alike() -> None:
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name), name)
 
 
+def test_the_extension_score_is_one_weighed_random_row_and_changes_decisions() -> None:
+    nodes, pods = 300, 40
+    cluster, plain = kerneltimings.inputs(nodes, pods)
+    _, scored = kerneltimings.inputs(nodes, pods, extension=True)
+    assert not plain.extension_scored
+    assert not plain.extension_score.any()
+    assert scored.extension_scored
+    assert scored.extension_score.shape == (1, nodes)
+    weight = kerneltimings.EXTENSION_WEIGHT
+    assert not (scored.extension_score % weight).any()
+    assert 0 <= scored.extension_score.min() < scored.extension_score.max() <= 100 * weight
+    np.testing.assert_array_equal(
+        kerneltimings.inputs(nodes, pods, extension=True)[1].extension_score,
+        scored.extension_score,
+    )  # the same at every run
+    without, with_score = compiled.run(cluster, plain), compiled.run(cluster, scored)
+    assert (with_score.total - without.total).any()
+    assert with_score.chosen.tolist() != without.chosen.tolist()
+    # The bench names it as the child does, without importing the child's module.
+    assert kernelbench.EXTENSION == kerneltimings.EXTENSION
+    assert kernelbench.EXTENSION_WEIGHT == kerneltimings.EXTENSION_WEIGHT
+
+
 def test_every_filter_of_the_scenario_rejects_some_nodes() -> None:
     figures = kerneltimings.measure(300, pods=40, reference_pods=2, batch_size=8, repeats=1)
     rejected = figures.rejected_share
@@ -177,16 +200,18 @@ def test_a_batch_that_decides_unlike_single_calls_is_caught(
 
 def test_the_child_process_prints_a_json_line_per_size() -> None:
     command = [sys.executable, "-m", "plumb_dev.bench.kerneltimings", "--repeats", "1"]
-    command += ["--batch-size", "2", "--size", "40:4:1", "--size", "50:4:2"]
+    command += ["--batch-size", "2", "--size", "40:4:1", "--size", "50:4:2:extension"]
     done = subprocess.run(command, capture_output=True, text=True, check=True, timeout=300)
     lines = [json.loads(line) for line in done.stdout.splitlines()]
     assert [line["nodes"] for line in lines] == [40, 50]
     assert [line["reference_pods"] for line in lines] == [1, 2]
+    assert [line["extension"] for line in lines] == [False, True]
 
 
-def test_a_bad_size_is_refused_with_the_expected_form() -> None:
+@pytest.mark.parametrize("size", ["5000", "5000:256:8:plugins", "5000:256:8:extension:1"])
+def test_a_bad_size_is_refused_with_the_expected_form(size: str) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "plumb_dev.bench.kerneltimings", "--size", "5000"],
+        [sys.executable, "-m", "plumb_dev.bench.kerneltimings", "--size", size],
         capture_output=True,
         text=True,
         check=False,
@@ -197,8 +222,12 @@ def test_a_bad_size_is_refused_with_the_expected_form() -> None:
 
 
 def test_the_bench_reads_the_childs_figures_into_records() -> None:
-    figures = kernelbench.run([kernelbench.Size(nodes=40, pods=4, reference_pods=1)], repeats=1)
-    assert len(figures) == 1
+    sizes = [
+        kernelbench.Size(nodes=40, pods=4, reference_pods=1),
+        kernelbench.Size(nodes=40, pods=4, reference_pods=1, extension=True),
+    ]
+    figures = kernelbench.run(sizes, repeats=1)
+    assert [record.extension for record in figures] == [False, True]
     record = figures[0]
     assert isinstance(record, kernelbench.KernelFigures)
     assert record.nodes == 40

@@ -144,7 +144,9 @@ def test_json_keeps_lists_of_numbers_on_one_line() -> None:
 # Targets and the kernel micro-benchmark ------------------------------------------------------
 
 
-def _kernel_row(nodes: int = 5000, batch_us: float = 18.0, reference_us: float = 4000.0) -> Any:
+def _kernel_row(
+    nodes: int = 5000, batch_us: float = 18.0, reference_us: float = 4000.0, extension: bool = False
+) -> Any:
     figures = kernelbench.KernelFigures(
         nodes=nodes,
         resident_pods=4 * nodes,
@@ -158,6 +160,7 @@ def _kernel_row(nodes: int = 5000, batch_us: float = 18.0, reference_us: float =
         placed=256,
         feasible_share=0.25,
         rejected_share={"static": 0.5, "resources": 0.0, "spread_skew": 0.25},
+        extension=extension,
     )
     return kernelbench.as_dict(figures)
 
@@ -302,6 +305,39 @@ def test_kernel_targets_are_judged_at_5000_nodes(
     assert verdicts[KERNEL_SPEED].status == speed
     assert verdicts[KERNEL_VERSUS].status == versus
     assert verdicts[KERNEL_SPEED].figures.startswith(f"{batch_us:.1f} µs/pod in batches of 32")
+
+
+def test_kernel_targets_are_judged_without_the_python_plugins_score() -> None:
+    rows = [_kernel_row(5000, 18.0), _kernel_row(5000, 21.0, extension=True)]
+    assert _verdicts([], rows)[KERNEL_SPEED].status == report.MET
+    alone = _verdicts([], rows[1:])[KERNEL_SPEED]
+    assert alone.status == report.NOT_MEASURED
+
+
+def test_the_report_shows_what_the_python_plugins_score_adds(tmp_path: Path) -> None:
+    kernel = [
+        _kernel_row(500, 2.0, 900.0),
+        _kernel_row(5000, 18.0, 9000.0),
+        _kernel_row(5000, 18.75, 9000.0, extension=True),
+        _kernel_row(15000, 50.0, 30000.0),
+    ]
+    report.write(tmp_path, [_result("plumb", 300.0)], _context(), kernel)
+    markdown = (tmp_path / "benchmarks.md").read_text()
+    assert "| 5,000 | 36.0 | 18.0 | 9,000 | 250x | 500x | 256 / 8 | 25.0 |" in markdown
+    row = "| 5,000, with a Python plugin's score | 37.5 | 18.8 | 9,000 | 240x | 480x |"
+    assert row in markdown
+    assert (
+        "At 5,000 nodes, a Python plugin's score adds +1.5 µs per pod one pod per call "
+        "(36.0 → 37.5) and +0.8 in batches of 32 (18.0 → 18.8).\n\nAt 15,000 nodes"
+    ) in markdown
+    assert "weighing 2 (random, 0-100 per node)" in markdown  # the method says what it is
+    raw = json.loads((tmp_path / "benchmarks.json").read_text())
+    assert [row["extension"] for row in raw["kernel"]] == [False, False, True, False]
+
+
+def test_without_both_rows_nothing_is_said_of_the_python_plugins_score() -> None:
+    assert kernelbench.extension_cost([_kernel_row(5000, 18.0)]) == []
+    assert kernelbench.extension_cost([_kernel_row(5000, 18.0, extension=True)]) == []
 
 
 def test_kernel_targets_without_5000_nodes_are_not_measured() -> None:

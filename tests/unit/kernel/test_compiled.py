@@ -68,6 +68,8 @@ _POD_REQUESTS = (
     (1,),
     (0,) * 7 + (1,),
 )
+# The Python score plugins' weighted sums (Batch.extension_score): any int64, negative too.
+_EXTENSION = (0, 0, 100, 7, 250, -40, -300, 10**15, -(10**15))
 # The framework's reason codes, when a static filter fails: checked first (positive) or last
 # (negative: NodeDeclaredFeatures').
 _STATIC = (0,) * 18 + (1, 5, -3, -3)
@@ -91,7 +93,7 @@ def kernel_inputs(
     sums, maxSkew 0), which the kernel computes on its general path. ``huge``: cpu or memory
     up to int64's maximum (clamped absurd quantities), which it hands over to the reference.
     ``batching``: pods continue the one before them (OpportunisticBatching) at random; else
-    none does.
+    none does. The Python score plugins score half the batches.
     """
     nodes = draw(st.integers(1, max_nodes))
     pods = draw(st.integers(1, max_pods))
@@ -172,6 +174,12 @@ def kernel_inputs(
     # Pods with the same static rows share one (replicas); some of the rows no pod uses.
     distinct = draw(st.integers(1, pods + 1))
     static_row = draw(hnp.arrays(np.int32, pods, elements=st.integers(0, distinct - 1)))
+    extension_scored = draw(st.booleans())
+    extension = (
+        menu((distinct, nodes), _EXTENSION)
+        if extension_scored
+        else np.zeros((distinct, nodes), dtype=np.int64)
+    )
     batch = c.Batch(
         pod_hashes=draw(hnp.arrays(np.uint64, pods, elements=st.integers(0, 2**64 - 1))),
         requests=requests,
@@ -185,6 +193,8 @@ def kernel_inputs(
         image_score=menu((distinct, nodes), (0, 0, 100, 37, 1, 64)),
         volume_score=menu((distinct, nodes), (0, 0, 100, 50, 95, 3)),
         dra_raw=menu((distinct, nodes), (0, 0, 0, 8, 16, 15)),
+        extension_score=extension,
+        extension_scored=extension_scored,
         member=ints((pods, rows), 0, 1).astype(i32),
         spread_pod=np.array(spread_pod, dtype=i32),
         spread_row=ints(n_spread, 0, rows - 1).astype(i32),
@@ -422,6 +432,10 @@ def test_quantities_beyond_the_exact_range_go_to_the_reference(
         (
             lambda cl, b: (cl, dataclasses.replace(b, static_code=b.static_code[:, :3])),
             "static_code has shape (1, 3), not (1, 8)",
+        ),
+        (
+            lambda cl, b: (cl, dataclasses.replace(b, extension_score=b.extension_score[:, :3])),
+            "extension_score has shape (1, 3), not (1, 8)",
         ),
         (
             lambda cl, b: (cl, dataclasses.replace(b, static_row=b.static_row + 1)),

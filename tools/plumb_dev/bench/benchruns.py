@@ -224,22 +224,25 @@ def kernel_only(*, quick: bool) -> int:
         print(f"FAILED: {problem}", file=sys.stderr)
         return 1
     rows = [kernelbench.as_dict(figures) for figures in kernel]
-    print("\n".join([*kernelbench.table(rows), "", kernelbench.rejections(rows[-1])]))
+    cost = kernelbench.extension_cost(rows)
+    print("\n".join([*kernelbench.table(rows), "", *cost, kernelbench.rejections(rows[-1])]))
     return 0
 
 
 def _kernel(*, quick: bool) -> tuple[list[kernelbench.KernelFigures], str | None]:
     """The micro-benchmark's figures, or none and what went wrong."""
     sizes = kernelbench.sizes(quick=quick)
-    nodes = ", ".join(f"{size.nodes:,}" for size in sizes)
+    nodes = ", ".join(dict.fromkeys(f"{size.nodes:,}" for size in sizes))
     _status(f"kernel micro-benchmark at {nodes} nodes ...")
     try:
         figures = kernelbench.run(sizes, repeats=kernelbench.REPEATS[quick])
     except kernelbench.KernelBenchError as error:
         return [], str(error)
     for row in figures:
+        label = kernelbench.EXTENSION_LABEL if row.extension else ""
         _status(
-            f"kernel {row.nodes:>6} nodes: numba {row.numba_single_us:.1f} µs/pod one per call, "
+            f"kernel {row.nodes:>6} nodes{label}: numba {row.numba_single_us:.1f} µs/pod "
+            "one per call, "
             f"{row.numba_batch_us:.1f} in batches of {row.batch_size}; reference "
             f"{row.reference_us:,.0f} µs/pod ({row.batch_speedup:,.0f}x)"
         )

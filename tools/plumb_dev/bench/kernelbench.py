@@ -1,5 +1,6 @@
 """The kernel micro-benchmark in ``plumb bench``: µs per pod of the numba kernel (one pod per call
-and batches) and of the pure-Python reference at 500, 5,000 and 15,000 nodes.
+and batches) and of the pure-Python reference at 500, 5,000 and 15,000 nodes, and at 5,000 nodes
+with the Python score plugins' score too.
 
 The measuring is ``plumb_dev.bench.kerneltimings`` (read its docstring for the cluster and the
 method), run as a child process like the schedulers under test: the bench never imports the
@@ -16,22 +17,30 @@ import time
 from typing import Any
 
 MODULE = "plumb_dev.bench.kerneltimings"
+EXTENSION = "extension"  # kerneltimings.EXTENSION: the bench does not import the child's module
+EXTENSION_WEIGHT = 2  # kerneltimings.EXTENSION_WEIGHT, for the words
+EXTENSION_LABEL = ", with a Python plugin's score"  # after the nodes of such a row
 TIMEOUT_SECONDS = 1800.0
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Size:
     """One size to measure: nodes, pods timed with numba, and the first of them timed with the
-    reference too (two to three orders of magnitude slower, so fewer at the larger sizes)."""
+    reference too (two to three orders of magnitude slower, so fewer at the larger sizes);
+    ``extension``: with a Python score plugin's score (kerneltimings.EXTENSION_WEIGHT)."""
 
     nodes: int
     pods: int
     reference_pods: int
+    extension: bool = False
 
 
+# The row with the extension score follows the same size without (and the largest size comes
+# last: the report says what its filters rejected).
 FULL = (
     Size(nodes=500, pods=256, reference_pods=32),
     Size(nodes=5000, pods=256, reference_pods=8),
+    Size(nodes=5000, pods=256, reference_pods=8, extension=True),
     Size(nodes=15000, pods=256, reference_pods=4),
 )
 QUICK = (Size(nodes=500, pods=64, reference_pods=8),)
@@ -55,6 +64,7 @@ class KernelFigures:
     placed: int
     feasible_share: float
     rejected_share: dict[str, float]
+    extension: bool = False  # (the figures of earlier runs have none)
 
     @property
     def single_speedup(self) -> float:
@@ -85,7 +95,8 @@ def run(
     if batch_size is not None:  # else the scheduler's batch, which the child knows
         command += ["--batch-size", str(batch_size)]
     for size in selected:
-        command += ["--size", f"{size.nodes}:{size.pods}:{size.reference_pods}"]
+        extension = f":{EXTENSION}" if size.extension else ""
+        command += ["--size", f"{size.nodes}:{size.pods}:{size.reference_pods}{extension}"]
     started = time.monotonic()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
@@ -129,7 +140,9 @@ METHOD = (
     "call counts at its fastest (other processes share the CPUs; every run does the same "
     "work). The numba kernel's arrays must equal the reference's for every pod the reference "
     "decides, and the batches must choose the nodes the single calls chose, or the bench "
-    "fails."
+    "fails. The row marked with a Python plugin's score measures the same pods with the score of "
+    f"one Python score plugin weighing {EXTENSION_WEIGHT} (random, 0-100 per node) added to each "
+    "feasible node's total, as the compile step hands it to the kernel (`Batch.extension_score`)."
 )
 
 
@@ -144,12 +157,35 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
         "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for row in rows:
+        nodes = f"{row['nodes']:,}" + (EXTENSION_LABEL if row.get("extension") else "")
         lines.append(
-            f"| {row['nodes']:,} | {row['numba_single_us']:.1f} | {row['numba_batch_us']:.1f} "
+            f"| {nodes} | {row['numba_single_us']:.1f} | {row['numba_batch_us']:.1f} "
             f"| {row['reference_us']:,.0f} | {row['single_speedup']:,.0f}x "
             f"| {row['batch_speedup']:,.0f}x | {row['pods']} / {row['reference_pods']} "
             f"| {100 * row['feasible_share']:.1f} |"
         )
+    return lines
+
+
+def extension_cost(rows: list[dict[str, Any]]) -> list[str]:
+    """What the Python score plugins' score adds, per size measured with and without it, in
+    words: a sentence and a blank line per size (none when no size was measured both ways)."""
+    lines = []
+    for row in rows:
+        plain = next(
+            (r for r in rows if r["nodes"] == row["nodes"] and not r.get("extension")), None
+        )
+        if not row.get("extension") or plain is None:
+            continue
+        single = row["numba_single_us"] - plain["numba_single_us"]
+        batch = row["numba_batch_us"] - plain["numba_batch_us"]
+        lines += [
+            f"At {row['nodes']:,} nodes, a Python plugin's score adds {single:+.1f} µs per pod "
+            f"one pod per call ({plain['numba_single_us']:.1f} → {row['numba_single_us']:.1f}) "
+            f"and {batch:+.1f} in batches of {row['batch_size']} "
+            f"({plain['numba_batch_us']:.1f} → {row['numba_batch_us']:.1f}).",
+            "",
+        ]
     return lines
 
 

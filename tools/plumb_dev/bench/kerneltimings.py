@@ -13,7 +13,10 @@ spreads over zones (DoNotSchedule, maxSkew 1) and hosts (ScheduleAnyway), must a
 running a cache pod, prefers zones running api pods, and asks for a host port that some api
 pods hold; database pods keep web pods off their hosts. The arrays are what
 ``framework/compiling.py`` makes of those pods (tests/tools/bench/test_kernelbench.py holds them
-equal, array by array).
+equal, array by array). A size may ask for the Python score plugins' score too
+(``NODES:PODS:REFERENCE_PODS:extension``): one plugin weighing ``EXTENSION_WEIGHT`` that scores
+each node 0-100 at random, the row the compile step would hand the kernel
+(``Batch.extension_score``), to show what it adds beside the same size without.
 
 How it measures: every call is timed with ``time.perf_counter`` around ``compiled.run`` (or
 ``reference.run``) alone, the Python wrapper and the output arrays included; the placements
@@ -75,6 +78,8 @@ PREFERRED_SIZE = "large"
 PREFERRED_SIZE_WEIGHT = 20
 API_AFFINITY_WEIGHT = 10
 HOSTNAME_MAX_SKEW = 2
+EXTENSION_WEIGHT = 2  # the Python score plugin's weight, when a size asks for one
+EXTENSION_SEED = 30  # its random scores are the same at every run
 # Reason codes of the static filters, numbered as compiling.py numbers them (every static
 # plugin's reason is registered in order, 1 = NodeUnschedulable ... 5 = NodePorts).
 STATIC_TAINT, STATIC_NODE_AFFINITY, STATIC_PORTS = 3, 4, 5
@@ -148,8 +153,9 @@ def _hash(text: str) -> int:
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little")
 
 
-def inputs(nodes: int, pods: int) -> tuple[c.Cluster, c.Batch]:
-    """The kernel's input for ``pods`` web replicas on the scenario's first ``nodes`` nodes."""
+def inputs(nodes: int, pods: int, *, extension: bool = False) -> tuple[c.Cluster, c.Batch]:
+    """The kernel's input for ``pods`` web replicas on the scenario's first ``nodes`` nodes;
+    ``extension``: with a Python score plugin's score (see the module's doc)."""
     infos = [node(i) for i in range(nodes)]
     resources = 3  # cpu, memory, pods: the columns compiling.py makes for these pods
     allocatable = np.array([[n.cpu, n.memory, MAX_PODS] for n in infos], dtype=np.int64).T.copy()
@@ -211,6 +217,8 @@ def inputs(nodes: int, pods: int) -> tuple[c.Cluster, c.Batch]:
         image_score=np.zeros((1, nodes), dtype=np.int64),  # the nodes report no images
         volume_score=np.zeros((1, nodes), dtype=np.int64),  # the pods claim no volumes
         dra_raw=np.zeros((1, nodes), dtype=np.int64),  # nor devices
+        extension_score=_extension_score(nodes) if extension else np.zeros((1, nodes), np.int64),
+        extension_scored=extension,
         member=np.tile(np.array([1, 0, 0, 0], dtype=np.int32), (pods, 1)),
         spread_pod=twice,
         spread_row=np.full(2 * pods, ROW_WEB, dtype=np.int32),
@@ -245,6 +253,12 @@ def inputs(nodes: int, pods: int) -> tuple[c.Cluster, c.Batch]:
     return cluster, batch
 
 
+def _extension_score(nodes: int) -> c.I64:
+    """One plugin's normalised score, 0-100 per node at random, weighed: the one static row."""
+    scores = np.random.default_rng(EXTENSION_SEED).integers(0, c.MAX_NODE_SCORE + 1, nodes)
+    return (EXTENSION_WEIGHT * scores).astype(np.int64)[np.newaxis]
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Measurement:
     """One size's figures; times in µs per pod, each call at its fastest of ``repeats`` runs."""
@@ -261,6 +275,7 @@ class Measurement:
     placed: int  # of ``pods``, how many found a node
     feasible_share: float  # nodes passing every filter, on average over the pods
     rejected_share: dict[str, float]  # per failure code: the share of nodes it rejected
+    extension: bool  # with a Python score plugin's score (Batch.extension_score)
 
 
 class Disagreement(AssertionError):
@@ -271,16 +286,23 @@ Kernel = Callable[[c.Cluster, c.Batch], c.Result]
 
 
 def measure(
-    nodes: int, *, pods: int, reference_pods: int, batch_size: int = BATCH_SIZE, repeats: int = 5
+    nodes: int,
+    *,
+    pods: int,
+    reference_pods: int,
+    batch_size: int = BATCH_SIZE,
+    repeats: int = 5,
+    extension: bool = False,
 ) -> Measurement:
-    """Time the kernels on ``pods`` web replicas over ``nodes`` nodes (see the module's doc)."""
+    """Time the kernels on ``pods`` web replicas over ``nodes`` nodes (see the module's doc),
+    with a Python score plugin's score if ``extension``."""
     if not 0 < reference_pods <= pods or batch_size <= 0 or repeats <= 0:
         raise ValueError(
             f"need 0 < reference_pods <= pods, batch_size > 0 and repeats > 0: got "
             f"pods={pods}, reference_pods={reference_pods}, batch_size={batch_size}, "
             f"repeats={repeats}"
         )
-    cluster, batch = inputs(nodes, pods)
+    cluster, batch = inputs(nodes, pods, extension=extension)
     singles = [c.part(batch, b, b + 1) for b in range(pods)]
     batches = [
         (start, c.part(batch, start, min(start + batch_size, pods)))
@@ -327,6 +349,7 @@ def measure(
         placed=sum(1 for node_index in chosen if node_index >= 0),
         feasible_share=round(float(np.mean(codes == c.PASS)), 4),
         rejected_share=shares,
+        extension=extension,
     )
 
 
@@ -408,14 +431,22 @@ def _agree(
         )
 
 
-def _size(text: str) -> tuple[int, int, int]:
+EXTENSION = "extension"  # the last part of a --size with a Python score plugin's score
+
+
+def _size(text: str) -> tuple[int, int, int, bool]:
+    parts = text.split(":")
+    extension = parts[3:] == [EXTENSION]
     try:
-        nodes, pods, reference_pods = (int(part) for part in text.split(":"))
+        if len(parts) != (4 if extension else 3):
+            raise ValueError(text)
+        nodes, pods, reference_pods = (int(part) for part in parts[:3])
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"--size {text!r}: expected NODES:PODS:REFERENCE_PODS, e.g. 5000:256:8"
+            f"--size {text!r}: expected NODES:PODS:REFERENCE_PODS, e.g. 5000:256:8, with "
+            f":{EXTENSION} for a Python score plugin's score"
         ) from None
-    return nodes, pods, reference_pods
+    return nodes, pods, reference_pods, extension
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -426,7 +457,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--batch-size", type=int, default=BATCH_SIZE)
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args(argv)
-    for nodes, pods, reference_pods in args.size:
+    for nodes, pods, reference_pods, extension in args.size:
         try:
             figures = measure(
                 nodes,
@@ -434,6 +465,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 reference_pods=reference_pods,
                 batch_size=args.batch_size,
                 repeats=args.repeats,
+                extension=extension,
             )
         except (Disagreement, ValueError) as error:
             print(f"kernel micro-benchmark at {nodes} nodes: {error}", file=sys.stderr)

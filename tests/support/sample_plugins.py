@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import threading
 import time
+from typing import ClassVar
 
 import numpy as np
 
@@ -18,7 +19,7 @@ HANG_SECONDS = 3.0
 released = threading.Event()  # set by a test to let a hanging call return at once
 
 
-def _misbehave(pod: interface.Pod, count: int) -> object | None:
+def _misbehave(pod: interface.PodView, count: int) -> object | None:
     """What the plugin answers instead, for a pod named to make it misbehave."""
     if pod.name.startswith(RAISE):
         raise RuntimeError(f"cannot judge {pod.name}")
@@ -51,15 +52,15 @@ class RackFilter(interface.Plugin):
     timeout = 0.5
     events = (interface.NODE_CHANGED,)
 
-    def filter(self, pod: interface.Pod, nodes: interface.NodeView) -> object:
+    def filter(self, pod: interface.PodView, nodes: interface.NodeView) -> object:
         wrong = _misbehave(pod, len(nodes))
         if wrong is not None:
             return wrong
         args: RackArgs = self.args
         rack = nodes.label(args.label)
         return [
-            interface.Rejection(rack == "", "node(s) had no rack label", unresolvable=True),
-            interface.Rejection(
+            interface.FilterRejection(rack == "", "node(s) had no rack label", unresolvable=True),
+            interface.FilterRejection(
                 ~np.isin(rack, list(args.allowed)) & (rack != ""), "node(s) were in another rack"
             ),
         ]
@@ -73,7 +74,7 @@ class CheapScore(interface.Plugin):
     normalize = interface.REVERSED
     timeout = 0.5
 
-    def score(self, pod: interface.Pod, nodes: interface.NodeView) -> object:
+    def score(self, pod: interface.PodView, nodes: interface.NodeView) -> object:
         wrong = _misbehave(pod, len(nodes))
         if wrong is not None:
             return wrong
@@ -88,31 +89,31 @@ class Gatekeeper(interface.Plugin):
 
     name = "Gatekeeper"
     version = "1.0"
-    reserved: list[tuple[str, str]] = []
-    unreserved: list[tuple[str, str]] = []
+    reserved: ClassVar[list[tuple[str, str]]] = []
+    unreserved: ClassVar[list[tuple[str, str]]] = []
 
-    def pre_filter(self, pod: interface.Pod, nodes: interface.NodeView) -> object:
+    def pre_filter(self, pod: interface.PodView, nodes: interface.NodeView) -> object:
         if pod.labels.get("plumb.test/refuse") == "PreFilter":
             return interface.Status("the gate is closed")
         return None
 
-    def reserve(self, pod: interface.Pod, node: str) -> object:
+    def reserve(self, pod: interface.PodView, node: str) -> object:
         if pod.labels.get("plumb.test/refuse") == "Reserve":
             return interface.Status("no room in the ledger")
         self.reserved.append((pod.key, node))
         return None
 
-    def unreserve(self, pod: interface.Pod, node: str) -> None:
+    def unreserve(self, pod: interface.PodView, node: str) -> None:
         self.unreserved.append((pod.key, node))
 
-    def permit(self, pod: interface.Pod, node: str) -> object:
+    def permit(self, pod: interface.PodView, node: str) -> object:
         if pod.labels.get("plumb.test/refuse") == "Permit":
             return interface.Status("not permitted today")
         if pod.name.startswith(HANG):
             time.sleep(HANG_SECONDS)
         return None
 
-    async def pre_bind(self, pod: interface.Pod, node: str) -> object:
+    async def pre_bind(self, pod: interface.PodView, node: str) -> object:
         if pod.labels.get("plumb.test/refuse") == "PreBind":
             return interface.Status("the ledger is closed")
         return None

@@ -26,7 +26,7 @@ POLL_SECONDS = 0.01
 
 
 @dataclasses.dataclass(slots=True)
-class _Progress:
+class _WorkerProgress:
     """What the worker is doing, read by the loop's watch (under ``lock``)."""
 
     lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
@@ -99,7 +99,7 @@ class PluginCalls:
         results: dict[str, judgements.Judgement] = {}
         remaining = list(pods)
         while remaining:
-            progress = _Progress()
+            progress = _WorkerProgress()
             worker = self._worker
             future = asyncio.wrap_future(
                 worker.submit(self._work, remaining, view, plugins, timeouts, progress)
@@ -124,7 +124,7 @@ class PluginCalls:
     async def _watch(
         self,
         future: asyncio.Future[None],
-        progress: _Progress,
+        progress: _WorkerProgress,
         timeouts: Mapping[str, float],
     ) -> _Hung | None:
         """Wait for the worker; the pod whose call outran its timeout, if one did."""
@@ -142,7 +142,7 @@ class PluginCalls:
             with self._busy_lock:
                 self._busy[plugin] = started
             message = judgements.error_words(point, plugin, judgements.late(timeouts[plugin]))
-            failure = judgements.Failure(plugin, point, message, judgements.TIMED_OUT)
+            failure = judgements.PluginFailure(plugin, point, message, judgements.TIMED_OUT)
             return self._Hung(pod, judgements.Judgement(failure=failure))
 
     def _work(
@@ -151,7 +151,7 @@ class PluginCalls:
         view: interface.NodeView,
         plugins: judgements.Plugins,
         timeouts: Mapping[str, float],
-        progress: _Progress,
+        progress: _WorkerProgress,
     ) -> None:
         """The worker: judge pod after pod until done or abandoned."""
         try:
@@ -170,7 +170,9 @@ class PluginCalls:
                         f"an earlier call did not answer within {timeouts[waiting.name]:g}s "
                         "and is still running",
                     )
-                    failure = judgements.Failure(waiting.name, point, message, judgements.BUSY)
+                    failure = judgements.PluginFailure(
+                        waiting.name, point, message, judgements.BUSY
+                    )
                     found = judgements.Judgement(failure=failure)
                 else:
                     found = judgements.judge(
@@ -194,7 +196,7 @@ class PluginCalls:
                     self._busy.pop(plugin, None)
 
     @staticmethod
-    def _calling(progress: _Progress) -> Callable[[str, str], None]:
+    def _calling(progress: _WorkerProgress) -> Callable[[str, str], None]:
         def calling(plugin: str, point: str) -> None:
             with progress.lock:
                 progress.plugin, progress.point = plugin, point

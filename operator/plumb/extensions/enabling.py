@@ -43,7 +43,7 @@ _lock = threading.Lock()
 
 
 def enable(
-    installed: registry.Installed, points: frozenset[str], weight: int, raw_args: object
+    installed: registry.InstalledPlugin, points: frozenset[str], weight: int, raw_args: object
 ) -> Enabled:
     """The record of ``installed`` enabled at ``points``; its args decoded now, so a bad one
     is refused when the configuration is read (raises arguments.ArgsError)."""

@@ -25,7 +25,7 @@ logger = logging.getLogger("plumb.extensions")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Refusal:
+class PlacementRefusal:
     """Why a plugin turned a placement down: its ``message`` as FailedScheduling gives it,
     whether it is an error (reason SchedulerError, a backoff) or a rejection (the pod waits for
     a cluster event), and ``why`` for the failures metric ("" for a rejection)."""
@@ -54,7 +54,7 @@ class Hooks:
 
     def reserve(
         self, enabled: Sequence[enabling.Enabled], pod: objects.PodInfo, node: str
-    ) -> Refusal | None:
+    ) -> PlacementRefusal | None:
         """Each plugin's Reserve, then each one's Permit; on a refusal those reserved are
         unreserved and the refusal returned."""
         view = judgements.pod_view(pod)
@@ -80,7 +80,7 @@ class Hooks:
 
     async def pre_bind(
         self, enabled: Sequence[enabling.Enabled], pod: objects.PodInfo, node: str
-    ) -> Refusal | None:
+    ) -> PlacementRefusal | None:
         """Each plugin's PreBind, awaited in turn; the first refusal."""
         return await self._awaited(enabled, interface.PRE_BIND, pod, node)
 
@@ -99,14 +99,14 @@ class Hooks:
         pod: objects.PodInfo,
         node: str,
         every: bool = False,
-    ) -> Refusal | None:
+    ) -> PlacementRefusal | None:
         view = judgements.pod_view(pod)
-        first: Refusal | None = None
+        first: PlacementRefusal | None = None
         for plugin in enabled:
             if not plugin.runs(point):
                 continue
             method = getattr(enabling.instance(plugin, self._found()), interface.METHODS[point])
-            refusal: Refusal | None
+            refusal: PlacementRefusal | None
             try:
                 answer = await asyncio.wait_for(method(view, node), timeout=plugin.timeout)
             except TimeoutError:
@@ -124,8 +124,8 @@ class Hooks:
         return first
 
     def _bounded(
-        self, plugin: enabling.Enabled, point: str, pod: interface.Pod, node: str
-    ) -> Refusal | None:
+        self, plugin: enabling.Enabled, point: str, pod: interface.PodView, node: str
+    ) -> PlacementRefusal | None:
         """One synchronous call on the worker, waited for at most the plugin's timeout."""
         with self._lock:
             if plugin.name in self._busy:
@@ -152,7 +152,7 @@ class Hooks:
             self._busy.discard(name)
 
     def _unreserve(
-        self, reserved: Sequence[enabling.Enabled], pod: interface.Pod, node: str
+        self, reserved: Sequence[enabling.Enabled], pod: interface.PodView, node: str
     ) -> None:
         for plugin in reversed(reserved):
             unreserve = getattr(enabling.instance(plugin, self._found()), "unreserve", None)
@@ -164,7 +164,9 @@ class Hooks:
                 logger.exception("plugin %s failed to unreserve %s", plugin.name, pod.key)
 
 
-def _timed(method: Callable[[interface.Pod, str], Any], pod: interface.Pod, node: str) -> Any:
+def _timed(
+    method: Callable[[interface.PodView, str], Any], pod: interface.PodView, node: str
+) -> Any:
     started = time.perf_counter()
     return method(pod, node), time.perf_counter() - started
 
@@ -173,12 +175,12 @@ def _said(error: Exception) -> str:
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
 
 
-def _failed(plugin: enabling.Enabled, point: str, error: str, why: str) -> Refusal:
+def _failed(plugin: enabling.Enabled, point: str, error: str, why: str) -> PlacementRefusal:
     message = judgements.error_words(point, plugin.name, error)
-    return Refusal(plugin.name, point, message, error=True, why=why)
+    return PlacementRefusal(plugin.name, point, message, error=True, why=why)
 
 
-def _refused(plugin: enabling.Enabled, point: str, answer: Any) -> Refusal | None:
+def _refused(plugin: enabling.Enabled, point: str, answer: Any) -> PlacementRefusal | None:
     """A point's answer: None passes; a Status refuses (kube-scheduler's FitError over the
     one node, "0/1 nodes are available: 1 <reason>."); anything else is malformed."""
     if answer is None:
@@ -187,5 +189,7 @@ def _refused(plugin: enabling.Enabled, point: str, answer: Any) -> Refusal | Non
         wrong = f"answered {type(answer).__name__}, not a Status or None"
         return _failed(plugin, point, wrong, judgements.MALFORMED)
     if point == interface.PRE_BIND:
-        return Refusal(plugin.name, point, answer.reason, error=False)
-    return Refusal(plugin.name, point, f"0/1 nodes are available: 1 {answer.reason}.", error=False)
+        return PlacementRefusal(plugin.name, point, answer.reason, error=False)
+    return PlacementRefusal(
+        plugin.name, point, f"0/1 nodes are available: 1 {answer.reason}.", error=False
+    )

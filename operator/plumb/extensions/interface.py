@@ -9,9 +9,9 @@ KubeSchedulerConfiguration enables it by its ``name`` as it enables a built-in p
 It implements any of these methods; the ones it defines are its extension points:
 
 - ``pre_filter(pod, nodes) -> Status | None``: reject the pod before any node is looked at.
-- ``filter(pod, nodes) -> Rejection | Sequence[Rejection] | None``: the nodes it rejects, each
-  with its reason (the first rejection that names a node is that node's), checked after every
-  built-in filter.
+- ``filter(pod, nodes) -> FilterRejection | Sequence[FilterRejection] | None``: the nodes it
+  rejects, each with its reason (the first rejection that names a node is that node's),
+  checked after every built-in filter.
 - ``score(pod, nodes) -> array``: an integer per node; 0 to 100 as it is, or normalised over
   the nodes every filter passed as ``normalize`` says; the profile's weight multiplies it.
 - ``reserve(pod, node) -> Status | None`` and ``unreserve(pod, node)``; ``permit(pod, node) ->
@@ -68,7 +68,7 @@ EVENTS = (NODE_ADDED, NODE_CHANGED, POD_DELETED, POD_ADDED)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Pod:
+class PodView:
     """The pod being scheduled: ``requests`` is its effective request per resource (cpu in
     millicores, everything else in its base unit, as the scheduler counts it)."""
 
@@ -121,8 +121,7 @@ class NodeView:
         return self._labels(key)
 
     def annotation(self, key: str) -> Strings:
-        """Each node's value of annotation ``key`` ("" where it lacks it); only the keys the
-        plugin declares in ``node_annotations`` are kept by the cache."""
+        """Each node's value of annotation ``key`` ("" where it lacks it)."""
         return self._annotations(key)
 
     def allocatable(self, resource: str) -> Ints:
@@ -139,7 +138,7 @@ class NodeView:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Rejection:
+class FilterRejection:
     """The nodes a Filter rejects (``fails``: a boolean per node) for one ``reason``, in the
     words FailedScheduling counts ("3 <reason>"). ``unresolvable``: no preemption on such a
     node could help (kube-scheduler's UnschedulableAndUnresolvable)."""
@@ -164,7 +163,8 @@ class Plugin:
     ``pluginConfig`` arguments, validated field by field (its ``__post_init__`` may raise
     ValueError for a rule of its own); the instance finds them in ``self.args``.
 
-    - ``node_annotations``: the node annotations it reads (``NodeView.annotation``).
+    - ``node_annotations``: the node annotations it reads (``NodeView.annotation``), for a
+      person reading ``plumb plugins``; the cache keeps every node annotation.
     - ``normalize``: how its scores become 0-100 (AS_IS, HIGHEST, REVERSED).
     - ``batch_dependent``: its verdict on a pod depends on where earlier pods of the same batch
       went (beyond ``requested``): its pods are decided one per batch.

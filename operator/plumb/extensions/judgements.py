@@ -38,7 +38,7 @@ class Rejected:
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Failure:
+class PluginFailure:
     """A plugin that failed for this pod: the message FailedScheduling gives (reason
     SchedulerError), the extension point, and why (RAISED, MALFORMED, TIMED_OUT, BUSY)."""
 
@@ -56,15 +56,15 @@ class Judgement:
 
     nodes: tuple[str, ...] = ()  # the nodes judged, in the order of every array here
     refused: tuple[str, interface.Status] | None = None
-    failure: Failure | None = None
+    failure: PluginFailure | None = None
     rejections: tuple[Rejected, ...] = ()
     scores: Mapping[str, interface.Ints] = dataclasses.field(default_factory=dict)
     seconds: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)
 
 
-def pod_view(pod: objects.PodInfo) -> interface.Pod:
+def pod_view(pod: objects.PodInfo) -> interface.PodView:
     """The pod as a plugin sees it."""
-    return interface.Pod(
+    return interface.PodView(
         namespace=pod.namespace,
         name=pod.name,
         uid=pod.uid,
@@ -120,7 +120,7 @@ Plugins = Sequence[tuple[enabling.Enabled, interface.Plugin]]
 
 
 def judge(
-    pod: interface.Pod,
+    pod: interface.PodView,
     nodes: interface.NodeView,
     plugins: Plugins,
     calling: Callable[[str, str], None] = lambda plugin, point: None,
@@ -133,7 +133,7 @@ def judge(
     seconds: dict[tuple[str, str], float] = {}
 
     def call(enabled: enabling.Enabled, plugin: interface.Plugin, point: str) -> Any:
-        """The plugin's answer at ``point``, or the Failure that ends the pod's attempt."""
+        """The plugin's answer at ``point``, or the PluginFailure that ends the pod's attempt."""
         calling(enabled.name, point)
         started = time.perf_counter()
         try:
@@ -147,17 +147,17 @@ def judge(
             return failed(enabled, point, late(enabled.timeout), TIMED_OUT)
         return answer
 
-    def failed(enabled: enabling.Enabled, point: str, error: str, why: str) -> Failure:
-        return Failure(enabled.name, point, error_words(point, enabled.name, error), why)
+    def failed(enabled: enabling.Enabled, point: str, error: str, why: str) -> PluginFailure:
+        return PluginFailure(enabled.name, point, error_words(point, enabled.name, error), why)
 
-    def ended(failure: Failure) -> Judgement:
+    def ended(failure: PluginFailure) -> Judgement:
         return Judgement(nodes=nodes.names, failure=failure, seconds=seconds)
 
     count = len(nodes)
     for enabled, plugin in plugins:
         if enabled.runs(interface.PRE_FILTER):
             status = call(enabled, plugin, interface.PRE_FILTER)
-            if isinstance(status, Failure):
+            if isinstance(status, PluginFailure):
                 return ended(status)
             if status is not None:
                 if not isinstance(status, interface.Status):
@@ -169,7 +169,7 @@ def judge(
         if not enabled.runs(interface.FILTER):
             continue
         answer = call(enabled, plugin, interface.FILTER)
-        if isinstance(answer, Failure):
+        if isinstance(answer, PluginFailure):
             return ended(answer)
         found = _rejections(enabled.name, answer, count)
         if isinstance(found, str):
@@ -180,7 +180,7 @@ def judge(
         if not enabled.runs(interface.SCORE) or enabled.weight == 0:
             continue
         answer = call(enabled, plugin, interface.SCORE)
-        if isinstance(answer, Failure):
+        if isinstance(answer, PluginFailure):
             return ended(answer)
         raw = _scores(answer, count)
         if isinstance(raw, str):
@@ -188,7 +188,7 @@ def judge(
         out_of_range = _out_of_range(raw, enabled.normalize)
         if out_of_range is not None:
             message = _INVALID_SCORE.format(name=enabled.name, score=out_of_range)
-            return ended(Failure(enabled.name, interface.SCORE, message, MALFORMED))
+            return ended(PluginFailure(enabled.name, interface.SCORE, message, MALFORMED))
         scores[enabled.name] = raw
     return Judgement(
         nodes=nodes.names, rejections=tuple(rejections), scores=scores, seconds=seconds
@@ -253,21 +253,21 @@ def _rejections(name: str, answer: Any, count: int) -> list[Rejected] | str:
     """A Filter's answer as rejections, or what is wrong with it."""
     if answer is None:
         return []
-    items = [answer] if isinstance(answer, interface.Rejection) else answer
+    items = [answer] if isinstance(answer, interface.FilterRejection) else answer
     if not isinstance(items, list | tuple):
-        return _shape(answer, "a Rejection, a list of them or None")
+        return _shape(answer, "a FilterRejection, a list of them or None")
     found = []
     for item in items:
-        if not isinstance(item, interface.Rejection):
-            return _shape(item, "a Rejection")
+        if not isinstance(item, interface.FilterRejection):
+            return _shape(item, "a FilterRejection")
         fails = np.asarray(item.fails)
         if fails.dtype != np.bool_ or fails.shape != (count,):
             return (
-                f"a Rejection's fails is {fails.dtype}{list(fails.shape)}, "
+                f"a FilterRejection's fails is {fails.dtype}{list(fails.shape)}, "
                 f"not one boolean per node (bool[{count}])"
             )
         if not isinstance(item.reason, str) or not item.reason:
-            return "a Rejection has no reason"
+            return "a FilterRejection has no reason"
         found.append(Rejected(name, fails, item.reason, bool(item.unresolvable)))
     return found
 

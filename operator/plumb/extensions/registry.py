@@ -32,7 +32,7 @@ CONFIG_POINTS = {
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
-class Installed:
+class InstalledPlugin:
     """One entry point: the plugin's name, where it comes from, its extension points (in
     interface.METHODS' order), or why it cannot be used (``problem``)."""
 
@@ -49,9 +49,9 @@ class Installed:
 class Registry:
     """The installed plugins by name (those with a problem too)."""
 
-    plugins: Mapping[str, Installed] = dataclasses.field(default_factory=dict)
+    plugins: Mapping[str, InstalledPlugin] = dataclasses.field(default_factory=dict)
 
-    def usable(self) -> Mapping[str, Installed]:
+    def usable(self) -> Mapping[str, InstalledPlugin]:
         return {name: p for name, p in self.plugins.items() if not p.problem}
 
     def config_points(self) -> Mapping[str, frozenset[str]]:
@@ -77,11 +77,11 @@ def points_of(plugin: type[interface.Plugin]) -> tuple[str, ...]:
 
 def examine(
     plugin: Any, entry: str, distribution: str, version: str, builtin: Iterable[str] = ()
-) -> Installed:
-    """An entry point's object as an Installed plugin, its problem said if it has one."""
+) -> InstalledPlugin:
+    """An entry point's object as an InstalledPlugin plugin, its problem said if it has one."""
 
-    def broken(name: str, problem: str) -> Installed:
-        return Installed(
+    def broken(name: str, problem: str) -> InstalledPlugin:
+        return InstalledPlugin(
             name=name, entry=entry, distribution=distribution, version=version, problem=problem
         )
 
@@ -105,7 +105,7 @@ def examine(
         return broken(name, f"events {unknown} are not among {', '.join(interface.EVENTS)}")
     if plugin.timeout <= 0:
         return broken(name, f"timeout is {plugin.timeout}; it must be above 0 seconds")
-    return Installed(
+    return InstalledPlugin(
         name=name,
         entry=entry,
         distribution=distribution,
@@ -128,7 +128,7 @@ def of(*plugins: type[interface.Plugin], version: str = "0") -> Registry:
 def discover(builtin: Iterable[str] = ()) -> Registry:
     """The plugins the environment's distributions declare, loaded; a second entry point of
     the same name is a problem of its own (listed under its entry)."""
-    found: dict[str, Installed] = {}
+    found: dict[str, InstalledPlugin] = {}
     names = frozenset(builtin)
     for point in sorted(importlib.metadata.entry_points(group=GROUP), key=lambda p: p.value):
         distribution = point.dist.name if point.dist is not None else ""
@@ -136,7 +136,7 @@ def discover(builtin: Iterable[str] = ()) -> Registry:
         try:
             loaded = point.load()
         except Exception as error:  # a broken package must not stop plumb
-            installed = Installed(
+            installed = InstalledPlugin(
                 name=point.name,
                 entry=point.value,
                 distribution=distribution,

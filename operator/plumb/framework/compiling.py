@@ -887,6 +887,4 @@ def _batch(
         fit_strategy=_FIT_STRATEGIES[profile.strategy],
         zone_score=zone_scores(profile, snap),
         **_resource_fields(profile, column),
-        extension_score=contract.empty_i64(len(tables.statics.codes), len(snap.statics)),
-        extension_scored=False,
     )

@@ -38,12 +38,15 @@ CHEAP = _enabled("CheapScore", {interface.SCORE}, weight=2)
 
 def _judge(name: str, *enabled: enabling.Enabled) -> judgements.Judgement:
     view = _view()
-    return judgements.judge(judgements.pod_view(pod(make_pod(name), name)), view, _plugins(*enabled))
+    return judgements.judge(
+        judgements.pod_view(pod(make_pod(name), name)), view, _plugins(*enabled)
+    )
 
 
 def test_a_filter_rejects_nodes_with_its_reasons_and_a_score_gives_raw_scores() -> None:
     found = _judge("web", RACK, CHEAP)
-    assert found.failure is None and found.refused is None
+    assert found.failure is None
+    assert found.refused is None
     by_reason = {r.reason: (r.fails.tolist(), r.unresolvable) for r in found.rejections}
     assert by_reason == {
         "node(s) had no rack label": ([False, False, True, False], True),
@@ -73,13 +76,15 @@ def test_scores_are_normalised_over_the_nodes_every_filter_passed() -> None:
         ),
         (
             "wrong-1",
-            'running "RackFilter" filter plugin: answered ndarray, not a Rejection, a list of '
-            "them or None",
+            'running "RackFilter" filter plugin: answered ndarray, not a FilterRejection, a '
+            "list of them or None",
             judgements.MALFORMED,
         ),
     ],
 )
-def test_a_filter_that_raises_or_answers_wrong_fails_the_pod(name: str, message: str, why: str) -> None:
+def test_a_filter_that_raises_or_answers_wrong_fails_the_pod(
+    name: str, message: str, why: str
+) -> None:
     failure = _judge(name, RACK, CHEAP).failure
     assert failure is not None
     assert (failure.plugin, failure.point, failure.message, failure.why) == (
@@ -102,7 +107,7 @@ def test_a_score_of_the_wrong_length_fails_the_pod_in_the_score_words() -> None:
 class _Loud(interface.Plugin):
     name = "Loud"
 
-    def score(self, pod: interface.Pod, nodes: interface.NodeView) -> object:
+    def score(self, pod: interface.PodView, nodes: interface.NodeView) -> object:
         return np.full(len(nodes), 150)
 
 

@@ -31,7 +31,9 @@ def _judge(plugin_calls: calls.PluginCalls, *names: str) -> dict[str, judgements
     return asyncio.run(plugin_calls.judge(pods, c.snapshot(), [RACK], now=0.0))
 
 
-def test_a_hung_call_fails_its_pod_within_the_timeout_and_the_plugin_is_busy_until_it_returns() -> None:
+def test_a_hung_call_fails_its_pod_within_the_timeout_and_the_plugin_is_busy_until_it_returns() -> (
+    None
+):
     plugin_calls = calls.PluginCalls(lambda: FOUND)
     started = time.monotonic()
     found = _judge(plugin_calls, "web-1", "hang-1", "web-2")
@@ -48,9 +50,11 @@ def test_a_hung_call_fails_its_pod_within_the_timeout_and_the_plugin_is_busy_unt
     ]
     # While that call runs on, the plugin is busy: its next pods fail at once, saying so.
     after = found["web-2"].failure
-    assert after is not None and after.why == judgements.BUSY
+    assert after is not None
+    assert after.why == judgements.BUSY
     again = _judge(plugin_calls, "web-3")["web-3"].failure
-    assert again is not None and again.why == judgements.BUSY
+    assert again is not None
+    assert again.why == judgements.BUSY
     assert "an earlier call did not answer within 0.5s and is still running" in again.message
     # Once it returns, the plugin judges again.
     sample_plugins.released.set()
@@ -64,7 +68,8 @@ def test_a_hung_call_fails_its_pod_within_the_timeout_and_the_plugin_is_busy_unt
 def test_a_raising_plugin_fails_only_its_pod() -> None:
     found = _judge(calls.PluginCalls(lambda: FOUND), "web-1", "raise-1", "web-2")
     failure = found["raise-1"].failure
-    assert failure is not None and failure.why == judgements.RAISED
+    assert failure is not None
+    assert failure.why == judgements.RAISED
     assert [found[n].failure for n in ("web-1", "web-2")] == [None, None]
 
 

@@ -19,7 +19,7 @@ def test_a_plugins_points_are_the_methods_it_defines() -> None:
 
 
 class _Nameless(interface.Plugin):
-    def filter(self, pod: interface.Pod, nodes: interface.NodeView) -> None:
+    def filter(self, pod: interface.PodView, nodes: interface.NodeView) -> None:
         return None
 
 
@@ -30,7 +30,7 @@ class _Pointless(interface.Plugin):
 class _Taken(interface.Plugin):
     name = "NodeAffinity"
 
-    def filter(self, pod: interface.Pod, nodes: interface.NodeView) -> None:
+    def filter(self, pod: interface.PodView, nodes: interface.NodeView) -> None:
         return None
 
 
@@ -38,7 +38,7 @@ class _Odd(interface.Plugin):
     name = "Odd"
     normalize = "Squared"
 
-    def score(self, pod: interface.Pod, nodes: interface.NodeView) -> None:
+    def score(self, pod: interface.PodView, nodes: interface.NodeView) -> None:
         return None
 
 

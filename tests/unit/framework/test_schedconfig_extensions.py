@@ -36,8 +36,11 @@ profiles:
     (profile,) = config.profiles
     by_name = {e.name: e for e in profile.extensions}
     assert by_name["RackFilter"].points == {interface.FILTER}
-    assert by_name["RackFilter"].args == '{"allowed":["r1","r2"],"label":"topology.example.com/rack"}'
-    assert (by_name["CheapScore"].points, by_name["CheapScore"].weight) == ({interface.SCORE}, 3)
+    assert (
+        by_name["RackFilter"].args == '{"allowed":["r1","r2"],"label":"topology.example.com/rack"}'
+    )
+    assert by_name["CheapScore"].points == {interface.SCORE}
+    assert by_name["CheapScore"].weight == 3
     assert by_name["CheapScore"].normalize == interface.REVERSED
     assert by_name["Gatekeeper"].points == {
         interface.PRE_FILTER,

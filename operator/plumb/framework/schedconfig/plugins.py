@@ -62,7 +62,7 @@ REMOVED = ("AzureDiskLimits", "CinderLimits", "EBSLimits", "GCEPDLimits")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class Plugin:
+class PluginEntry:
     """One enabled entry; weight 0 when the file sets none (the internal type's zero)."""
 
     name: str
@@ -72,7 +72,7 @@ class Plugin:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class PluginSet:
-    enabled: tuple[Plugin, ...] = ()
+    enabled: tuple[PluginEntry, ...] = ()
     disabled: tuple[str, ...] = ()
 
 
@@ -80,25 +80,25 @@ class PluginSet:
 # DynamicResources sits before DefaultPreemption); ``default_multi_point`` gives each release's.
 DEFAULT_MULTI_POINT = PluginSet(
     enabled=(
-        Plugin("SchedulingGates"),
-        Plugin("PrioritySort"),
-        Plugin("NodeUnschedulable"),
-        Plugin("NodeName"),
-        Plugin("TaintToleration", 3),
-        Plugin("NodeAffinity", 2),
-        Plugin("NodePorts"),
-        Plugin("NodeResourcesFit", 1),
-        Plugin("VolumeRestrictions"),
-        Plugin("NodeVolumeLimits"),
-        Plugin("VolumeBinding"),
-        Plugin("VolumeZone"),
-        Plugin("PodTopologySpread", 2),
-        Plugin("InterPodAffinity", 2),
-        Plugin("DynamicResources"),
-        Plugin("DefaultPreemption"),
-        Plugin("NodeResourcesBalancedAllocation", 1),
-        Plugin("ImageLocality", 1),
-        Plugin("DefaultBinder"),
+        PluginEntry("SchedulingGates"),
+        PluginEntry("PrioritySort"),
+        PluginEntry("NodeUnschedulable"),
+        PluginEntry("NodeName"),
+        PluginEntry("TaintToleration", 3),
+        PluginEntry("NodeAffinity", 2),
+        PluginEntry("NodePorts"),
+        PluginEntry("NodeResourcesFit", 1),
+        PluginEntry("VolumeRestrictions"),
+        PluginEntry("NodeVolumeLimits"),
+        PluginEntry("VolumeBinding"),
+        PluginEntry("VolumeZone"),
+        PluginEntry("PodTopologySpread", 2),
+        PluginEntry("InterPodAffinity", 2),
+        PluginEntry("DynamicResources"),
+        PluginEntry("DefaultPreemption"),
+        PluginEntry("NodeResourcesBalancedAllocation", 1),
+        PluginEntry("ImageLocality", 1),
+        PluginEntry("DefaultBinder"),
     )
 )
 
@@ -155,12 +155,12 @@ def default_multi_point(kube: emulation.Emulation = emulation.NEWEST_EMULATION) 
         wanted = row.added and revisions.gates_on(row, kube)
         if present is not None:
             if wanted:
-                enabled[present] = Plugin(name, row.weight)
+                enabled[present] = PluginEntry(name, row.weight)
             else:
                 del enabled[present]
         elif wanted:
             index = next((i for i, p in enumerate(enabled) if p.name == row.before), None)
-            enabled.insert(len(enabled) if index is None else index, Plugin(name, row.weight))
+            enabled.insert(len(enabled) if index is None else index, PluginEntry(name, row.weight))
     return PluginSet(enabled=tuple(enabled))
 
 
@@ -168,7 +168,7 @@ def plugin_set(raw: Mapping[str, Any] | None, path: str) -> PluginSet:
     """A decoded PluginSet (already type-checked)."""
     raw = raw or {}
     enabled = tuple(
-        Plugin(str(p.get("name") or ""), int(p.get("weight") or 0), f"{path}.enabled[{i}]")
+        PluginEntry(str(p.get("name") or ""), int(p.get("weight") or 0), f"{path}.enabled[{i}]")
         for i, p in enumerate(raw.get("enabled") or ())
         if p is not None
     )
@@ -182,7 +182,7 @@ def merge(default: PluginSet, custom: PluginSet) -> PluginSet:
     disabled = custom.disabled + default.disabled
     replaced: set[int] = set()
     custom_index = {plugin.name: i for i, plugin in enumerate(custom.enabled)}
-    enabled: list[Plugin] = []
+    enabled: list[PluginEntry] = []
     if "*" not in disabled:
         for plugin in default.enabled:
             if plugin.name in disabled:
@@ -263,7 +263,7 @@ def build(
     def refuse(where: str, message: str) -> errors.ConfigError:
         return errors.framework(where, scheduler_name, message)
 
-    def check_exists(plugin: Plugin, where: str, interface: str) -> None:
+    def check_exists(plugin: PluginEntry, where: str, interface: str) -> None:
         if plugin.name in plugins:
             return
         row = revisions.later(revisions.PLUGIN, plugin.name, minor)
@@ -349,7 +349,7 @@ def build(
 
 
 def _weights(
-    enabled: Sequence[Plugin],
+    enabled: Sequence[PluginEntry],
     point: str,
     plugins: Mapping[str, frozenset[str]],
     scheduler_name: str,

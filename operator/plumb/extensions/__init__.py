@@ -1,0 +1,1 @@
+"""plumb's extension points: Python plugins and kube-scheduler's HTTP extenders."""

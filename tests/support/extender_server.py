@@ -42,7 +42,7 @@ class Reply:
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class Request:
+class Received:
     """One request as the server got it: ``body`` is its JSON (None if it is not JSON)."""
 
     method: str
@@ -62,7 +62,7 @@ class ExtenderServer:
     def __init__(self, port: int = 0) -> None:
         self.port = port or _free_port()
         self._handlers: dict[str, Handler] = {}
-        self._requests: list[Request] = []
+        self._requests: list[Received] = []
         self._lock = threading.Lock()
         self._server: http.server.ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -77,7 +77,7 @@ class ExtenderServer:
         with self._lock:
             self._handlers[verb] = handler
 
-    def requests(self, verb: str | None = None) -> list[Request]:
+    def requests(self, verb: str | None = None) -> list[Received]:
         """The requests so far, in arrival order (those for verb only, if given)."""
         with self._lock:
             return [r for r in self._requests if verb is None or r.verb == verb]
@@ -96,7 +96,10 @@ class ExtenderServer:
         server.owner = self
         self._server = server
         self._thread = threading.Thread(
-            target=server.serve_forever, name=f"extender-{self.port}", daemon=True
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},  # stop() waits for a poll
+            name=f"extender-{self.port}",
+            daemon=True,
         )
         self._thread.start()
 
@@ -123,7 +126,7 @@ class ExtenderServer:
     ) -> None:
         self.stop()
 
-    def answer(self, request: Request) -> Reply:
+    def answer(self, request: Received) -> Reply:
         with self._lock:
             self._requests.append(request)
             handler = self._handlers.get(request.verb)
@@ -149,7 +152,7 @@ def api_binder(client: kube.Kube) -> Handler:
             client.core.create_namespaced_pod_binding(
                 args["PodName"], args["PodNamespace"], body, _preload_content=False
             )
-        except Exception as error:  # noqa: BLE001 - any failure is the extender's answer
+        except Exception as error:
             return {"Error": f"binding failed: {error}"}
         return {}
 
@@ -165,10 +168,10 @@ class _Server(http.server.ThreadingHTTPServer):
 class _Handler(http.server.BaseHTTPRequestHandler):
     server: _Server
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's name
+    def do_POST(self) -> None:
         self._serve()
 
-    def do_GET(self) -> None:  # noqa: N802 - a redirected POST arrives as GET
+    def do_GET(self) -> None:
         self._serve()
 
     def _serve(self) -> None:
@@ -178,7 +181,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except ValueError:
             body = None
-        request = Request(
+        request = Received(
             method=self.command,
             path=self.path,
             headers=dict(self.headers.items()),
@@ -198,7 +201,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         except OSError:
             pass  # the client gave up waiting (a timeout under test)
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - http.server's name
+    def log_message(self, format: str, *args: Any) -> None:
         pass  # pytest shows nothing of a passing test; requests() has them all
 
 

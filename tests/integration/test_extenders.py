@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -41,7 +41,14 @@ OTHER = "example.com/extender-other"
 # Preferred node affinity (weight 100) to the nodes made with pref="yes".
 PREFERRED = {"key": "plumb.test/pref", "operator": "In", "values": ["yes"]}
 
-Starter = Callable[[Sequence[Mapping[str, Any]]], side_by_side.Runner]
+
+class Starter(Protocol):
+    def __call__(
+        self, extenders: Sequence[Mapping[str, Any]], profile: Mapping[str, Any] | None = None
+    ) -> side_by_side.Runner: ...
+
+
+ProfileStarter = Callable[[Mapping[str, Any]], side_by_side.Runner]
 
 
 @pytest.fixture(name="start", params=SCHEDULERS)
@@ -50,10 +57,30 @@ def start_fixture(
 ) -> Iterator[Starter]:
     """Starts the scheduler under test with one profile (``PROFILE``) and these extenders,
     once the test has made its nodes and its extender."""
+    yield from _starter(request, control_plane, tmp_path)
+
+
+@pytest.fixture(name="start_both", params=side_by_side.SCHEDULERS)
+def start_both_fixture(
+    request: pytest.FixtureRequest, control_plane: controlplane.ControlPlane, tmp_path: Path
+) -> Iterator[ProfileStarter]:
+    """``start`` under plumb too, for what plumb does already: a profile of the test's own,
+    no extenders."""
+    starter = _starter(request, control_plane, tmp_path)
+    start = next(starter)
+    yield lambda profile: start((), profile)
+    next(starter, None)
+
+
+def _starter(
+    request: pytest.FixtureRequest, control_plane: controlplane.ControlPlane, tmp_path: Path
+) -> Iterator[Starter]:
     started: list[kubescheduler.KubeScheduler] = []
 
-    def start(extenders: Sequence[Mapping[str, Any]]) -> side_by_side.Runner:
-        profiles = [{"schedulerName": PROFILE}]
+    def start(
+        extenders: Sequence[Mapping[str, Any]], profile: Mapping[str, Any] | None = None
+    ) -> side_by_side.Runner:
+        profiles = [{"schedulerName": PROFILE, **(profile or {})}]
         if request.param == side_by_side.PLUMB:
             config = tmp_path / "scheduler-config.json"
             body = kubescheduler.configuration(
@@ -602,3 +629,39 @@ def test_ignorable_extenders_filter_after_the_others(
         # ignorable one only about what it kept.
         assert sorted(second.bodies("filter")[0]["NodeNames"]) == sorted(n.values())
         assert sorted(first.bodies("filter")[0]["NodeNames"]) == [n["n2"], n["n3"]]
+
+
+# NodeResourcesFit's ignored resources, from the file alone (what ignoredByScheduler feeds) -----
+
+
+@pytest.mark.differential
+def test_the_fit_filter_skips_ignored_resources_and_groups(
+    kube_client: kube.Kube,
+    namespace: str,
+    add_node: NodeFactory,
+    start_both: ProfileStarter,
+    words: side_by_side.Words,
+) -> None:
+    n = nodes(add_node, namespace, n1=node())
+    start_both(
+        {
+            "pluginConfig": [
+                {
+                    "name": "NodeResourcesFit",
+                    "args": {
+                        "ignoredResources": [GPU],
+                        "ignoredResourceGroups": ["ignored.example"],
+                    },
+                }
+            ]
+        }
+    )
+    asks = {"by-name": GPU, "by-group": "ignored.example/fpga", "checked": OTHER}
+    for name, resource in asks.items():
+        kube_client.create_pod(pod(name, namespace).req(cpu="100m", **{resource: 2}).obj())
+    placed = settle(kube_client, namespace, *asks)
+    assert placed == {"by-name": n["n1"], "by-group": n["n1"], "checked": None}
+    assert said(kube_client, namespace, "checked") == words.post_filter(
+        f"0/1 nodes are available: 1 Insufficient {OTHER}.",
+        "0/1 nodes are available: 1 Preemption is not helpful for scheduling.",
+    )

@@ -491,6 +491,9 @@ def compile_batch(
         tables.reason(
             dynamicresources.NAME, allocator.CANNOT_ALLOCATE, dynamicresources.UNRESOLVABLE
         )
+    for r, name in enumerate(columns.names):  # NodeResourcesFit's ignored resources
+        if noderesourcesfit.fit_ignored(name, profile.fit_ignored, profile.fit_ignored_groups):
+            tables.pods.requests[:, r] = 0
     row_keys = tuple(tables.rows)
     member = _member(columns.taken, row_keys, cache)
     cluster = _cluster(snap, cache, columns, held, row_keys, tuple(tables.keys))

@@ -79,7 +79,9 @@ class Profile:
     - NodeResourcesFit's scoring strategy: ``strategy`` (LeastAllocated, MostAllocated,
       RequestedToCapacityRatio; a policy may also make it BalancedAllocation), over
       ``fit_resources`` (name, weight), and for RequestedToCapacityRatio ``fit_shape``:
-      (utilization 0-100, score 0-10) points in increasing utilization.
+      (utilization 0-100, score 0-10) points in increasing utilization. Its filter skips the
+      extended resources named in ``fit_ignored`` (ignoredResources, or the extenders'
+      ignoredByScheduler resources) or whose prefix before "/" is in ``fit_ignored_groups``.
     - ``balanced_resources``: NodeResourcesBalancedAllocation's (name, weight).
     - PodTopologySpread's defaults for pods without constraints of their own:
       ``spread_defaulting`` "System" (kube-scheduler's built-in ones) or "List"
@@ -106,6 +108,8 @@ class Profile:
     strategy: str = LEAST_ALLOCATED
     fit_resources: tuple[tuple[str, int], ...] = DEFAULT_RESOURCES
     fit_shape: tuple[tuple[int, int], ...] = ()
+    fit_ignored: frozenset[str] = frozenset()
+    fit_ignored_groups: frozenset[str] = frozenset()
     balanced_resources: tuple[tuple[str, int], ...] = DEFAULT_RESOURCES
     spread_defaulting: str = "System"
     spread_defaults: tuple[specs.SpreadConstraint, ...] = ()

@@ -13,8 +13,11 @@ import pytest
 import yaml  # type: ignore[import-untyped]
 
 from plumb.backend.records import specs
-from plumb.framework import emulation, schedconfig, scoring
+from plumb.framework import cycle, emulation, schedconfig, scoring
+from plumb.kernel import reference
+from plumb_dev.testing.builders import make_node, make_pod
 from tests.support.schedconfig_files import BAD_FILES, HEADER
+from tests.support.small_clusters import cluster, pod
 
 ORDER = schedconfig.SCORE_ORDER
 
@@ -309,7 +312,6 @@ def test_ignored_fields_are_listed() -> None:
         "parallelism",
         "percentageOfNodesToScore",
         "leaderElection",
-        "profiles[0].pluginConfig[0].args.ignoredResources",
         "profiles[0].pluginConfig[1].args",
         "profiles[0].pluginConfig[2].args",
         "profiles[0].percentageOfNodesToScore",
@@ -390,7 +392,6 @@ def test_error_text_is_kube_schedulers() -> None:
     ("body", "field"),
     [
         # kube-scheduler accepts these, and plumb would schedule differently with them.
-        ("extenders: [{urlPrefix: http://x, filterVerb: f}]\n", "extenders"),
         (
             "profiles: [{schedulerName: a, plugins: {preEnqueue: {disabled: "
             "[{name: SchedulingGates}]}}}]\n",
@@ -531,3 +532,142 @@ def test_anchors_within_go_yamls_allowance_are_read() -> None:
 
 def test_a_control_character_is_refused() -> None:
     assert "yaml: unacceptable character #x0000" in str(refusal("profiles: [a\x00]\n"))
+
+
+# Extenders (buildExtenders) and NodeResourcesFit's ignored resources ---------------------------
+
+GPU_EXTENDER = (
+    "extenders:\n"
+    "- {urlPrefix: 'http://a/', filterVerb: filter, ignorable: true, httpTimeout: 30s}\n"
+    "- urlPrefix: http://b\n"
+    "  prioritizeVerb: prio\n"
+    "  weight: 2\n"
+    "  nodeCacheCapable: true\n"
+    "  httpTimeout: -1s\n"
+    "  managedResources:\n"
+    "  - {name: example.com/gpu, ignoredByScheduler: true}\n"
+    "  - {name: example.com/fpga}\n"
+)
+
+
+def test_extenders_are_carried_in_the_order_kube_scheduler_calls_them() -> None:
+    parsed = parse(GPU_EXTENDER)
+    first, second = parsed.extenders
+    # Not ignorable first, then the ignorable ones.
+    assert (first.name, second.name) == ("http://b", "http://a/")
+    assert (first.prioritize_verb, first.weight, first.node_cache_capable) == ("prio", 2, True)
+    assert first.http_timeout is None  # negative: no timeout
+    assert second.http_timeout == 30.0
+    assert [(r.name, r.ignored_by_scheduler) for r in first.managed_resources] == [
+        ("example.com/gpu", True),
+        ("example.com/fpga", False),
+    ]
+    assert parse("extenders: [{urlPrefix: http://x}]\n").extenders[0].http_timeout == 5.0
+
+
+def test_ignored_by_scheduler_replaces_every_profile_s_ignored_resources() -> None:
+    parsed = parse(
+        GPU_EXTENDER + "profiles:\n"
+        "- schedulerName: a\n"
+        "  pluginConfig: [{name: NodeResourcesFit, args: {ignoredResources: [example.com/x], "
+        "ignoredResourceGroups: [vendor.io]}}]\n"
+        "- schedulerName: b\n"
+    )
+    a, b = parsed.profiles
+    assert a.fit_ignored == b.fit_ignored == frozenset({"example.com/gpu"})
+    assert (a.fit_ignored_groups, b.fit_ignored_groups) == (frozenset({"vendor.io"}), frozenset())
+    completed = parsed.completed[0]["pluginConfig"]
+    fit = next(entry["args"] for entry in completed if entry["name"] == "NodeResourcesFit")
+    assert fit["ignoredResources"] == ["example.com/gpu"]
+
+
+def test_the_file_s_ignored_resources_count_without_extenders() -> None:
+    profile = parse(
+        "profiles: [{schedulerName: a, pluginConfig: [{name: NodeResourcesFit, args: "
+        "{ignoredResources: [example.com/x], ignoredResourceGroups: [vendor.io]}}]}]\n"
+    ).profiles[0]
+    assert (profile.fit_ignored, profile.fit_ignored_groups) == (
+        frozenset({"example.com/x"}),
+        frozenset({"vendor.io"}),
+    )
+    assert not parse("profiles: [{schedulerName: a}]\n").profiles[0].fit_ignored
+
+
+def test_ignored_by_scheduler_needs_node_resources_fit_in_every_profile() -> None:
+    disabled = (
+        "profiles: [{schedulerName: a}, {schedulerName: b, plugins: {multiPoint: "
+        "{disabled: [{name: NodeResourcesFit}]}}}]\n"
+    )
+    error = refusal(GPU_EXTENDER + disabled)
+    assert str(error).startswith(
+        "couldn't build extenders: can't find NodeResourcesFitArgs in plugin config"
+    )
+    assert error.field == "profiles[1].pluginConfig"
+    # Without an ignoredByScheduler resource nothing is looked for.
+    assert parse("extenders: [{urlPrefix: http://x, filterVerb: f}]\n" + disabled).extenders
+
+
+BASE64 = "illegal base64 data at input byte"
+
+
+@pytest.mark.parametrize(
+    ("tls", "field", "words"),
+    [
+        (
+            "{insecure: true, caData: YWJj}",
+            "extenders[0].tlsConfig",
+            "couldn't build extenders: specifying a root certificates file with the insecure "
+            "flag is not allowed",
+        ),
+        (
+            '{caData: "YWJj\\nYWJj"}',  # decodes (newlines are skipped) to no PEM
+            "extenders[0].tlsConfig",
+            "couldn't build extenders: unable to load root certificates: unable to parse bytes "
+            "as PEM block",
+        ),
+        ("{caData: 'not base64!'}", "extenders[0].tlsConfig.caData", f"{BASE64} 3"),
+        ("{certData: YWJj=}", "extenders[0].tlsConfig.certData", f"{BASE64} 4"),
+        ("{keyData: YWJjZA}", "extenders[0].tlsConfig.keyData", f"{BASE64} 4"),
+    ],
+)
+def test_tls_settings_are_refused_as_kube_scheduler_refuses_them(
+    tls: str, field: str, words: str
+) -> None:
+    # The words are v1.37.2's, from the binary run with each file.
+    error = refusal(f'extenders: [{{urlPrefix: "http://x", tlsConfig: {tls}}}]\n')
+    assert error.field == field
+    assert str(error).startswith(words)
+
+
+def test_tls_data_is_base64_decoded() -> None:
+    parsed = parse("extenders: [{urlPrefix: x, tlsConfig: {serverName: s, keyData: YWJj}}]\n")
+    tls = parsed.extenders[0].tls
+    assert tls is not None
+    assert (tls.key_data, tls.server_name) == (b"abc", "s")
+
+
+def test_an_ignored_resource_is_not_checked_by_the_fit_filter() -> None:
+    # kube-scheduler's fitsRequest skips ignored extended resources (by name or group); others
+    # are still checked.
+    c = cluster([make_node("n1").capacity(cpu="4", memory="8Gi")])
+
+    def decide(config: str, **requests: int) -> cycle.Decision:
+        profile = parse(config).profiles[0]
+        wanted = pod(make_pod("p").req(cpu="1", **requests), "u")
+        prepared = cycle.prepare([wanted], c.snapshot(), c, profile)
+        assert prepared.compiled is not None
+        (decision,) = cycle.explain(
+            prepared.compiled, reference.run(prepared.compiled.cluster, prepared.compiled.batch)
+        )
+        return decision
+
+    assert decide(GPU_EXTENDER, **{"example.com/gpu": 1}).node == "n1"
+    assert decide(GPU_EXTENDER, **{"example.com/fpga": 1}).message.startswith(
+        "0/1 nodes are available: 1 Insufficient example.com/fpga."
+    )
+    groups = (
+        "profiles: [{schedulerName: a, pluginConfig: [{name: NodeResourcesFit, args: "
+        "{ignoredResourceGroups: [example.com]}}]}]\n"
+    )
+    assert decide(groups, **{"example.com/fpga": 1}).node == "n1"
+    assert decide(groups, **{"other.io/fpga": 1}).node is None

@@ -127,11 +127,13 @@ def configuration(
     qps: int = 5000,
     burst: int = 5000,
     profiles: Sequence[Mapping[str, Any]] | None = None,
+    extenders: Sequence[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The KubeSchedulerConfiguration start() writes: one profile (or ``profiles``), no leader
-    election. plumb reads the same file (``plumb run --config``), ignoring the client
+    election, the HTTP ``extenders`` if given (v1 Extender objects, as the file's top-level
+    ``extenders``). plumb reads the same file (``plumb run --config``), ignoring the client
     connection and leader election it does not use."""
-    return {
+    body: dict[str, Any] = {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         "clientConnection": {"kubeconfig": str(plane.kubeconfig), "qps": qps, "burst": burst},
@@ -142,6 +144,9 @@ def configuration(
             [{"schedulerName": scheduler_name}] if profiles is None else [*map(dict, profiles)]
         ),
     }
+    if extenders is not None:
+        body["extenders"] = [*map(dict, extenders)]
+    return body
 
 
 def start(
@@ -153,6 +158,7 @@ def start(
     burst: int = 5000,
     timeout: float = 60.0,
     profiles: Sequence[Mapping[str, Any]] | None = None,
+    extenders: Sequence[Mapping[str, Any]] | None = None,
     verbosity: int = 2,
     feature_gates: Mapping[str, bool] | None = None,
     binary: Path | None = None,
@@ -164,7 +170,8 @@ def start(
     as a cluster's scheduler runs with the cluster's gates: GenericWorkload makes it watch
     PodGroups and place a group's pods together.
 
-    Its configuration (with ``profiles`` instead of one named ``scheduler_name`` if given),
+    Its configuration (with ``profiles`` instead of one named ``scheduler_name`` if given, and
+    ``extenders``: configuration()),
     serving certificate and log (klog ``--v=verbosity``) go to directory. ``binary`` runs
     another build of the command instead of the control plane's own (scheduler-plugins' kube-
     scheduler: ``schedulerplugins.start``). The client limits default
@@ -198,7 +205,12 @@ def start(
     directory.mkdir(parents=True, exist_ok=True)
     config = directory / CONFIG_FILE
     body = configuration(
-        plane, scheduler_name=scheduler_name, qps=qps, burst=burst, profiles=profiles
+        plane,
+        scheduler_name=scheduler_name,
+        qps=qps,
+        burst=burst,
+        profiles=profiles,
+        extenders=extenders,
     )
     # kube-scheduler reads JSON as well as YAML, which spares a YAML dependency.
     config.write_text(json.dumps(body, indent=2) + "\n", encoding="utf-8")

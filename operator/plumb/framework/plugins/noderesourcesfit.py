@@ -42,6 +42,15 @@ def score_kind(resource: str) -> str | None:
     return IF_REQUESTED if scalar else None
 
 
+def fit_ignored(resource: str, names: frozenset[str], groups: frozenset[str]) -> bool:
+    """fitsRequest's skip: an extended resource in ignoredResources, or whose group (the part
+    before "/") is in ignoredResourceGroups: the filter does not check it."""
+    native = "/" not in resource or "kubernetes.io/" in resource
+    if native or resource.startswith("requests."):
+        return False
+    return resource in names or resource.split("/", 1)[0] in groups
+
+
 def insufficient(resource: str) -> str:
     """The reason kube-scheduler gives for a resource a node lacks: "Insufficient cpu"."""
     if resource == objects.PODS:

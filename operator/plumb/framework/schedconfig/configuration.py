@@ -12,6 +12,7 @@ from typing import Any
 
 from plumb.backend.records import specs
 from plumb.extensions import arguments, enabling, interface, registry
+from plumb.extensions import extenders as extenders_module
 from plumb.framework import emulation, scoring
 from plumb.framework.plugins import volumecapacity
 from plumb.framework.schedconfig import args as plugin_args
@@ -64,6 +65,8 @@ class Configuration:
     - ``initial_backoff``, ``max_backoff``: podInitialBackoffSeconds and podMaxBackoffSeconds.
     - ``ignored``: one line per field the file sets that plumb accepts and does not use.
     - ``digest``: the first 16 hex digits of the sha256 of the file's bytes.
+    - ``extenders``: the HTTP extenders in the order kube-scheduler calls them (those not
+      ignorable first, then the ignorable ones, each in file order).
     - ``completed``: each profile as kube-scheduler completes it (what its
       ``--write-config-to`` writes under ``profiles``: the plugins of every extension point
       after defaulting, and the args of each plugin it builds, sorted by name).
@@ -75,6 +78,7 @@ class Configuration:
     ignored: tuple[str, ...]
     digest: str
     completed: tuple[Mapping[str, Any], ...] = dataclasses.field(default=(), compare=False)
+    extenders: tuple[extenders_module.Extender, ...] = ()
 
 
 def parse(
@@ -148,6 +152,8 @@ def _read(
     profiles = _defaulted_profiles(raw_profiles, kube)
     _validate(document, profiles, kube)
     _validate_volume_binding(profiles, kube)
+    extenders = _build_extenders(document.get("extenders") or [])
+    profiles = _ignore_for_extenders(profiles, extenders)
     frameworks = []
     for profile in profiles:
         frameworks.append(_framework(profile, kube, extensions))
@@ -161,13 +167,6 @@ def _read(
         _profile(profile, framework, digest, ignored, kube, extensions)
         for profile, framework in zip(profiles, frameworks, strict=True)
     )
-    extenders = document.get("extenders") or []
-    if extenders:
-        raise errors.plumb(
-            "extenders",
-            "plumb calls no scheduler extenders; without them it would filter, score and bind "
-            "differently from kube-scheduler with this file",
-        )
     return Configuration(
         profiles=built,
         initial_backoff=float(_int(document, "podInitialBackoffSeconds", 1)),
@@ -175,6 +174,7 @@ def _read(
         ignored=tuple(ignored),
         digest=digest,
         completed=tuple(_completed(profile, kube) for profile in profiles),
+        extenders=extenders_module.ordered(extenders),
     )
 
 
@@ -448,6 +448,88 @@ def _validate_extenders(extenders: Sequence[Any]) -> None:
         )
 
 
+# The extenders (buildExtenders, before any framework is built) ------------------------------
+
+
+def _build_extenders(raw: Sequence[Any]) -> tuple[extenders_module.Extender, ...]:
+    """Each extender as NewHTTPExtender builds it, in file order; its TLS settings refused in
+    kube-scheduler's words ("couldn't build extenders: ..."), plumb adding where."""
+    built = []
+    for i, entry in enumerate(raw):
+        extender = _extender(entry or {})
+        problem = extenders_module.tls_problem(extender)
+        if problem is not None:
+            where = f"extenders[{i}].tlsConfig"
+            raise ConfigError(where, problem, f"couldn't build extenders: {problem} (at {where})")
+        built.append(extender)
+    return tuple(built)
+
+
+def _extender(raw: Mapping[str, Any]) -> extenders_module.Extender:
+    tls_raw = raw.get("tlsConfig")
+    tls = None
+    if tls_raw is not None:
+        tls = extenders_module.Tls(
+            insecure=bool(tls_raw.get("insecure")),
+            server_name=str(tls_raw.get("serverName") or ""),
+            cert_file=str(tls_raw.get("certFile") or ""),
+            key_file=str(tls_raw.get("keyFile") or ""),
+            ca_file=str(tls_raw.get("caFile") or ""),
+            cert_data=decoding.base64_bytes(str(tls_raw.get("certData") or "")),
+            key_data=decoding.base64_bytes(str(tls_raw.get("keyData") or "")),
+            ca_data=decoding.base64_bytes(str(tls_raw.get("caData") or "")),
+        )
+    # 0 (or unset) is NewHTTPExtender's default; a negative timeout is none at all (Go's
+    # http.Client sets a deadline only for a positive one).
+    nanoseconds = names.parse_nanoseconds(str(raw.get("httpTimeout") or "0s")) or 0
+    timeout: float | None = nanoseconds / 1e9 if nanoseconds > 0 else None
+    if nanoseconds == 0:
+        timeout = extenders_module.DEFAULT_TIMEOUT
+    return extenders_module.Extender(
+        url_prefix=str(raw.get("urlPrefix") or ""),
+        filter_verb=str(raw.get("filterVerb") or ""),
+        prioritize_verb=str(raw.get("prioritizeVerb") or ""),
+        preempt_verb=str(raw.get("preemptVerb") or ""),
+        bind_verb=str(raw.get("bindVerb") or ""),
+        weight=int(raw.get("weight") or 0),
+        enable_https=bool(raw.get("enableHTTPS")),
+        tls=tls,
+        http_timeout=timeout,
+        node_cache_capable=bool(raw.get("nodeCacheCapable")),
+        managed_resources=tuple(
+            extenders_module.ManagedResource(
+                name=str(r.get("name") or ""),
+                ignored_by_scheduler=bool(r.get("ignoredByScheduler")),
+            )
+            for r in (item or {} for item in raw.get("managedResources") or ())
+        ),
+        ignorable=bool(raw.get("ignorable")),
+    )
+
+
+def _ignore_for_extenders(
+    profiles: Sequence[_Profile], extenders: Sequence[extenders_module.Extender]
+) -> list[_Profile]:
+    """The extenders' ignoredByScheduler resources replace every profile's NodeResourcesFit
+    ignoredResources (its first pluginConfig entry's); a profile without NodeResourcesFit
+    args (the plugin disabled) fails kube-scheduler's start."""
+    names = list(extenders_module.ignored_by_scheduler(extenders))
+    if not names:
+        return list(profiles)
+    out = []
+    for profile in profiles:
+        config = list(profile.config)
+        k = next((k for k, entry in enumerate(config) if entry[0] == "NodeResourcesFit"), None)
+        if k is None:
+            where = f"{profile.path}.pluginConfig"
+            message = "can't find NodeResourcesFitArgs in plugin config"
+            raise ConfigError(where, message, f"couldn't build extenders: {message} (at {where})")
+        name, args, raw, where = config[k]
+        config[k] = (name, {**(args or {}), "ignoredResources": names}, raw, where)
+        out.append(dataclasses.replace(profile, config=tuple(config)))
+    return out
+
+
 # The framework (NewFramework) and plumb's own refusals -------------------------------------
 
 
@@ -605,7 +687,8 @@ def _profile(
         assert defaults is not None, name
         return defaults
 
-    strategy = used("NodeResourcesFit")["scoringStrategy"]
+    fit = used("NodeResourcesFit")
+    strategy = fit["scoringStrategy"]
     shape: tuple[tuple[int, int], ...] = ()
     if strategy["type"] == plugin_args.REQUESTED_TO_CAPACITY_RATIO:
         shape = tuple(
@@ -629,6 +712,8 @@ def _profile(
         strategy=strategy["type"],
         fit_resources=tuple((r["name"], int(r["weight"])) for r in strategy["resources"]),
         fit_shape=shape,
+        fit_ignored=frozenset(fit.get("ignoredResources") or ()),
+        fit_ignored_groups=frozenset(fit.get("ignoredResourceGroups") or ()),
         balanced_resources=tuple((r["name"], int(r["weight"])) for r in balanced["resources"]),
         spread_defaulting=spread["defaultingType"],
         spread_defaults=defaults,
@@ -690,14 +775,7 @@ def _note_args(
         if name not in needed:
             ignored.append(f"{where}.args: {name} is not enabled; kube-scheduler ignores them too")
             continue
-        if name == "NodeResourcesFit":
-            for key in ("ignoredResources", "ignoredResourceGroups"):
-                if args.get(key):
-                    ignored.append(
-                        f"{where}.args.{key}: plumb checks every resource a pod requests "
-                        "(kube-scheduler skips these in its NodeResourcesFit filter)"
-                    )
-        elif name == "DefaultPreemption":
+        if name == "DefaultPreemption":
             ignored.append(f"{where}.args: plumb's preemption searches every node")
         elif name == "VolumeBinding" and args["bindTimeoutSeconds"] != _BIND_TIMEOUT:
             ignored.append(

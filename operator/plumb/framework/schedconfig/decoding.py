@@ -9,6 +9,7 @@ fields refused and named by path.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -26,6 +27,7 @@ INT64 = "int64"
 FLOAT32 = "float32"
 DURATION = "duration"  # metav1.Duration: a Go duration string
 RAW = "raw"  # runtime.RawExtension (plugin args), decoded later against its own schema
+BYTES = "bytes"  # Go []byte: a base64 string (standard alphabet, padded; newlines skipped)
 
 _INT_RANGES = {INT32: (-(2**31), 2**31 - 1), INT64: (-(2**63), 2**63 - 1)}
 
@@ -82,9 +84,9 @@ EXTENDER: dict[str, Schema] = {
         "certFile": STRING,
         "keyFile": STRING,
         "caFile": STRING,
-        "certData": STRING,
-        "keyData": STRING,
-        "caData": STRING,
+        "certData": BYTES,
+        "keyData": BYTES,
+        "caData": BYTES,
     },
     "httpTimeout": DURATION,
     "nodeCacheCapable": BOOL,
@@ -219,6 +221,17 @@ def _scalar(value: Any, kind: str, path: str) -> ConfigError | None:
         if kind == DURATION and names.parse_duration(value) is None:
             return ConfigError(path, f'time: invalid duration "{value}"')
         return None
+    if kind == BYTES:
+        if not isinstance(value, str):
+            return _type_error(value, path, "[]uint8")
+        at = base64_error(value.encode("utf-8"))
+        if at is None:
+            return None
+        return ConfigError(
+            path,
+            f"illegal base64 data at input byte {at}",
+            f"illegal base64 data at input byte {at} (at {path})",
+        )
     if kind == BOOL:
         return None if isinstance(value, bool) else _type_error(value, path, "bool")
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -231,6 +244,46 @@ def _scalar(value: Any, kind: str, path: str) -> ConfigError | None:
     if not low <= int(value) <= high:
         return _type_error(value, path, kind)
     return None
+
+
+_BASE64 = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/")
+_NEWLINES = frozenset(b"\r\n")
+
+
+def base64_error(src: bytes) -> int | None:
+    """Where Go's base64.StdEncoding refuses src (the byte of its CorruptInputError), None if
+    it decodes; a port of decodeQuantum: newlines are skipped, padding is required."""
+    si = 0
+    while True:
+        j = 0
+        while j < 4:
+            if si == len(src):
+                return None if j == 0 else si - j
+            c = src[si]
+            si += 1
+            if c in _BASE64:
+                j += 1
+                continue
+            if c in _NEWLINES:
+                continue
+            if c != ord("=") or j < 2:
+                return si - 1
+            if j == 2:  # "==" expected; the first is consumed
+                while si < len(src) and src[si] in _NEWLINES:
+                    si += 1
+                if si == len(src):
+                    return len(src)
+                if src[si] != ord("="):
+                    return si - 1
+                si += 1
+            while si < len(src) and src[si] in _NEWLINES:
+                si += 1
+            return si if si < len(src) else None
+
+
+def base64_bytes(text: str) -> bytes:
+    """The bytes of a []byte field ``check`` accepted (Go skips newlines; so does binascii)."""
+    return base64.b64decode("".join(text.split("\n")).replace("\r", ""))
 
 
 def _type_error(value: Any, path: str, go_type: str) -> ConfigError:

@@ -15,8 +15,8 @@ from plumb_accelerator_packing.prices import PriceArgs, PriceLabel
 GPU = "nvidia.com/gpu"
 
 
-def pod(requests: Mapping[str, int]) -> interface.Pod:
-    return interface.Pod(
+def pod(requests: Mapping[str, int]) -> interface.PodView:
+    return interface.PodView(
         namespace="ml",
         name="train-0",
         uid="uid-train-0",

@@ -15,7 +15,7 @@ from plumb_maintenance_window.maintenance import MaintenanceWindow
 
 KEY = maintenance.DEFAULT_ANNOTATION
 WINDOW = "2026-12-05T02:00:00Z/2026-12-05T04:00:00Z"
-POD = interface.Pod(
+POD = interface.PodView(
     namespace="default",
     name="web-0",
     uid="uid-web-0",

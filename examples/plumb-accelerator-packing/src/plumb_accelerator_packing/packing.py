@@ -51,7 +51,7 @@ class AcceleratorPacking(interface.Plugin):
         super().__init__(args if args is not None else PackingArgs())
         self.settings: PackingArgs = self.args
 
-    def score(self, pod: interface.Pod, nodes: interface.NodeView) -> interface.Ints:
+    def score(self, pod: interface.PodView, nodes: interface.NodeView) -> interface.Ints:
         wanted = [
             (resource, int(pod.requests.get(resource, 0)))
             for resource in self.settings.resources

@@ -74,7 +74,7 @@ class PriceLabel(interface.Plugin):
         super().__init__(args if args is not None else PriceArgs())
         self.settings: PriceArgs = self.args
 
-    def score(self, pod: interface.Pod, nodes: interface.NodeView) -> interface.Ints:
+    def score(self, pod: interface.PodView, nodes: interface.NodeView) -> interface.Ints:
         values = nodes.label(self.settings.label)
         distinct, inverse = np.unique(values, return_inverse=True)
         prices = np.array([millicents(str(v)) for v in distinct], dtype=np.int64)

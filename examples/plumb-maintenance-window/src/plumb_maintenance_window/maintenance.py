@@ -72,8 +72,8 @@ class MaintenanceWindow(interface.Plugin):
         self.settings: WindowArgs = self.args
 
     def filter(
-        self, pod: interface.Pod, nodes: interface.NodeView
-    ) -> list[interface.Rejection] | None:
+        self, pod: interface.PodView, nodes: interface.NodeView
+    ) -> list[interface.FilterRejection] | None:
         values = nodes.annotation(self.settings.annotation)
         annotated = values != ""
         if not annotated.any():
@@ -91,5 +91,5 @@ class MaintenanceWindow(interface.Plugin):
             fails = np.zeros(len(nodes), dtype=np.bool_)
             fails[annotated] = mask[inverse.reshape(-1)]
             if fails.any():
-                rejections.append(interface.Rejection(fails, reason, unresolvable=True))
+                rejections.append(interface.FilterRejection(fails, reason, unresolvable=True))
         return rejections or None

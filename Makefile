@@ -28,9 +28,12 @@ help:
 
 # plumb with its test and lint tools, and the development tooling beside it (tools/: plumb_dev,
 # the local cluster, the benchmark, the demo, the test helpers), which the image never gets.
-$(INSTALLED): pyproject.toml tools/pyproject.toml
+# The example Python plugins (examples/) go beside plumb as a user installs a plugin: `plumb
+# plugins` lists them and the tests enable them by name.
+EXAMPLES := examples/plumb-maintenance-window examples/plumb-accelerator-packing
+$(INSTALLED): pyproject.toml tools/pyproject.toml $(EXAMPLES:%=%/pyproject.toml)
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' -e tools/
+	$(BIN)/pip install --quiet --disable-pip-version-check -e '.[dev]' -e tools/ $(EXAMPLES:%=-e %)
 	@# Bytecode, as an installed wheel has it: every `plumb run` a test spawns starts faster.
 	$(BIN)/python -m compileall -q operator/plumb >/dev/null
 	@touch $@

@@ -1,17 +1,20 @@
 """Python scheduling plugins for the tests: each does one thing a test can see (a filter by a
 node label, a score by a node label, a plugin that raises, hangs or answers in the wrong shape
-for pods whose name says so)."""
+for pods whose name says so). Run as ``python -m tests.support.sample_plugins run ...``: plumb
+with these plugins installed beside the real ones."""
 
 from __future__ import annotations
 
 import dataclasses
+import functools
+import sys
 import threading
 import time
 from typing import ClassVar
 
 import numpy as np
 
-from plumb.extensions import interface
+from plumb.extensions import interface, registry
 
 # A pod whose name starts with one of these makes the plugins below misbehave for it alone.
 RAISE, HANG, WRONG = "raise-", "hang-", "wrong-"
@@ -117,3 +120,20 @@ class Gatekeeper(interface.Plugin):
         if pod.labels.get("plumb.test/refuse") == "PreBind":
             return interface.Status("the ledger is closed")
         return None
+
+
+def _installed_and_samples(builtin: frozenset[str]) -> registry.Registry:
+    """What is installed, and the sample plugins beside it."""
+    found = registry.discover(builtin)
+    return registry.Registry(
+        {**found.plugins, **registry.of(RackFilter, CheapScore, Gatekeeper).plugins}
+    )
+
+
+if __name__ == "__main__":
+    # ``python -m tests.support.sample_plugins run ...``: plumb with the sample plugins installed,
+    # as if a distribution declared them (a real plumb process on the real control plane).
+    from plumb import cli
+
+    registry.installed = functools.cache(_installed_and_samples)
+    sys.exit(cli.main(sys.argv[1:]))

@@ -3,10 +3,10 @@
 The scheduling loop awaits ``PluginCalls.judge`` for a batch: one worker thread judges its pods
 in turn (extensions/judgements.py) while the loop watches the call in progress. A call that
 runs past its plugin's ``timeout`` fails the pod it was judging; since Python cannot stop a
-thread, that worker is left to finish in the background and the plugin counts as busy until it
-does: the pods it would judge meanwhile fail at once, saying so, and the rest of the batch is
-judged on a fresh worker. A call that returns, but late, fails its pod too. Nothing a plugin
-does can stop the loop.
+thread, that worker is left to finish in the background (extensions/abandoned.py counts such
+calls; past its limit the plugin is busy and its pods fail at once, saying so) and the rest of
+the batch is judged on a fresh worker. A call that returns, but late, fails its pod too.
+Nothing a plugin does can stop the loop.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 from plumb.backend.cache import snapshot
 from plumb.backend.records import objects
-from plumb.extensions import enabling, interface, judgements, registry
+from plumb.extensions import abandoned, enabling, interface, judgements, registry
 
 POLL_SECONDS = 0.01
 
@@ -67,21 +67,18 @@ def judge_now(
 class PluginCalls:
     """The scheduling loop's way into the plugins (one per scheduler)."""
 
-    def __init__(self, found: Callable[[], registry.Registry]) -> None:
+    def __init__(
+        self, found: Callable[[], registry.Registry], left: abandoned.AbandonedCalls
+    ) -> None:
         self._found = found
         self._worker = self._new_worker()
-        self._busy: dict[str, float] = {}  # plugin -> when its unanswered call started
-        self._busy_lock = threading.Lock()
+        self._left = left
 
     @staticmethod
     def _new_worker() -> concurrent.futures.ThreadPoolExecutor:
         return concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="plumb-plugins"
         )
-
-    def busy(self) -> Mapping[str, float]:
-        with self._busy_lock:
-            return dict(self._busy)
 
     async def judge(
         self,
@@ -139,8 +136,7 @@ class PluginCalls:
                     continue
                 progress.abandoned = True
                 pod, point = progress.pod, progress.point
-            with self._busy_lock:
-                self._busy[plugin] = started
+            self._left.left(plugin)
             message = judgements.error_words(point, plugin, judgements.late(timeouts[plugin]))
             failure = judgements.PluginFailure(plugin, point, message, judgements.TIMED_OUT)
             return self._Hung(pod, judgements.Judgement(failure=failure))
@@ -160,15 +156,14 @@ class PluginCalls:
                     if progress.left():
                         return
                     progress.pod = pod.uid
-                busy = self.busy()
-                waiting = next((e for e, _ in plugins if e.name in busy), None)
+                waiting = next((e for e, _ in plugins if self._left.busy(e.name)), None)
                 if waiting is not None:
                     point = judgements.first_point(waiting)
                     message = judgements.error_words(
                         point,
                         waiting.name,
-                        f"an earlier call did not answer within {timeouts[waiting.name]:g}s "
-                        "and is still running",
+                        f"{self._left.limit} earlier calls did not answer within "
+                        f"{timeouts[waiting.name]:g}s and are still running",
                     )
                     failure = judgements.PluginFailure(
                         waiting.name, point, message, judgements.BUSY
@@ -192,8 +187,7 @@ class PluginCalls:
                 left = progress.abandoned
                 plugin = progress.plugin
             if left and plugin:
-                with self._busy_lock:
-                    self._busy.pop(plugin, None)
+                self._left.returned(plugin)
 
     @staticmethod
     def _calling(progress: _WorkerProgress) -> Callable[[str, str], None]:

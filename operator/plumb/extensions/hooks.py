@@ -2,7 +2,7 @@
 
 Reserve and Permit run in the scheduling cycle, once the pod has its node: on a worker thread,
 the loop waiting at most the plugin's timeout (a plugin that hangs there holds the loop that
-long once, then counts as busy until its call returns). PreBind and PostBind are coroutines
+long, and the call is left running: extensions/abandoned.py). PreBind and PostBind are coroutines
 run in the pod's binding task, cancelled at the timeout. A refusal or a failure is said in
 kube-scheduler's words; the plugins that had reserved are unreserved, in reverse order.
 """
@@ -13,13 +13,12 @@ import asyncio
 import concurrent.futures
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from plumb.backend.records import objects
-from plumb.extensions import enabling, interface, judgements, registry
+from plumb.extensions import abandoned, enabling, interface, judgements, registry
 
 logger = logging.getLogger("plumb.extensions")
 
@@ -40,11 +39,12 @@ class PlacementRefusal:
 class Hooks:
     """Calls the profile's plugins at the points that judge one pod on one node."""
 
-    def __init__(self, found: Callable[[], registry.Registry]) -> None:
+    def __init__(
+        self, found: Callable[[], registry.Registry], left: abandoned.AbandonedCalls
+    ) -> None:
         self._found = found
         self._worker = self._new_worker()
-        self._busy: set[str] = set()
-        self._lock = threading.Lock()
+        self._left = left
 
     @staticmethod
     def _new_worker() -> concurrent.futures.ThreadPoolExecutor:
@@ -127,29 +127,25 @@ class Hooks:
         self, plugin: enabling.Enabled, point: str, pod: interface.PodView, node: str
     ) -> PlacementRefusal | None:
         """One synchronous call on the worker, waited for at most the plugin's timeout."""
-        with self._lock:
-            if plugin.name in self._busy:
-                message = "an earlier call did not answer in time and is still running"
-                return _failed(plugin, point, message, judgements.BUSY)
+        if self._left.busy(plugin.name):
+            message = (
+                f"{self._left.limit} earlier calls did not answer in time and are still running"
+            )
+            return _failed(plugin, point, message, judgements.BUSY)
         method = getattr(enabling.instance(plugin, self._found()), interface.METHODS[point])
         worker = self._worker
         future = worker.submit(_timed, method, pod, node)
         try:
             answer, _seconds = future.result(timeout=plugin.timeout)
         except concurrent.futures.TimeoutError:
-            with self._lock:
-                self._busy.add(plugin.name)
-            future.add_done_callback(lambda _: self._answered(plugin.name))
+            self._left.left(plugin.name)
+            future.add_done_callback(lambda _: self._left.returned(plugin.name))
             self._worker = self._new_worker()
             worker.shutdown(wait=False)
             return _failed(plugin, point, judgements.late(plugin.timeout), judgements.TIMED_OUT)
         except Exception as error:
             return _failed(plugin, point, _said(error), judgements.RAISED)
         return _refused(plugin, point, answer)
-
-    def _answered(self, name: str) -> None:
-        with self._lock:
-            self._busy.discard(name)
 
     def _unreserve(
         self, reserved: Sequence[enabling.Enabled], pod: interface.PodView, node: str

@@ -14,7 +14,7 @@ from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import nominations as nominations_module
 from plumb.events import Recorder
-from plumb.extensions import calls, hooks, registry
+from plumb.extensions import abandoned, calls, hooks, registry
 from plumb.framework.schedconfig import plugins as schedconfig_plugins
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
@@ -61,8 +61,10 @@ class SchedulerState:
             if found is not None
             else registry.installed(frozenset(schedconfig_plugins.registry()))
         )
-        self.plugin_calls = calls.PluginCalls(lambda: self.extensions)
-        self.hooks = hooks.Hooks(lambda: self.extensions)
+        # Calls into them left running past their timeout (shared: a count per plugin).
+        self.abandoned_calls = abandoned.AbandonedCalls()
+        self.plugin_calls = calls.PluginCalls(lambda: self.extensions, self.abandoned_calls)
+        self.hooks = hooks.Hooks(lambda: self.extensions, self.abandoned_calls)
         # Where an upstream PodGroup's PodGroupInitiallyScheduled condition is written from
         # (not at all by default: no API).
         self.group_conditions = group_conditions or groupconditions.GroupConditions(

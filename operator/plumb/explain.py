@@ -161,6 +161,11 @@ def render(record: trace.Trace) -> str:
             lines.append(f"  {plugin} rejected {rejection.nodes} {noun}: {reasons}")
     lines.extend(_claims(record))
     lines.extend(_candidates(record))
+    if record.plugins:
+        versions = ", ".join(
+            f"{name} {version or '(no version)'}" for name, version in record.plugins.items()
+        )
+        lines.append(_row("plugins", versions))
     lines.extend(_devices(record))
     lines.append(
         _row(

@@ -37,6 +37,8 @@ from plumb import runs
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import dumps
 from plumb.backend.records import objects
+from plumb.extensions import enabling, registry
+from plumb.framework.schedconfig import plugins as schedconfig_plugins
 from plumb.kernel import contract, reference
 from plumb.observability import trace
 
@@ -59,6 +61,8 @@ class PodReplay:
     batch: int
     changed: bool  # the pod given differs from the pod that was decided
     preemption: runs.Replayed | None = None  # the preemption search that followed, made again
+    # How the Python plugins here differ from those the decision was made with.
+    plugins: tuple[str, ...] = ()
 
     @property
     def message(self) -> str:
@@ -79,6 +83,7 @@ class PodReplay:
             "snapshot": self.snapshot,
             "batch": self.batch,
             "changed": self.changed,
+            "plugins": list(self.plugins),
             "message": self.message,
             "preemption": None
             if self.preemption is None
@@ -97,6 +102,8 @@ class PodReplay:
         )
         if self.changed:
             text += "; the pod differs from the pod that was decided: the given pod replayed"
+        for difference in self.plugins:
+            text += f"\n  {difference}"
         if self.replayed.node is None and self.message:
             text += f"\n  {self.message}"
         searched = self.preemption
@@ -172,6 +179,10 @@ def replay_pods(
             recorded = next(p for p in run.pods if p.uid == pod.uid)
             pending = as_decided(pod, recorded, cache[run.seq])
             given = [pending if p.uid == pod.uid else p for p in run.pods]
+            found = registry.installed(frozenset(schedconfig_plugins.registry()))
+            differences = tuple(enabling.differences(run.profile.extensions, found))
+            if any("is not installed" in line for line in differences):
+                raise ReplayError("; ".join(differences))
             replayed = runs.replay(run, cache[run.seq], kernel, given)[pod.uid]
             if input_hash is None or replayed.input_hash == input_hash:
                 chosen = PodReplay(
@@ -180,6 +191,7 @@ def replay_pods(
                     batch=len(run.pods),
                     changed=recorded != pending,
                     preemption=_preemption(document, run, pod.uid, cache, kernel),
+                    plugins=differences,
                 )
                 break
         if chosen is None:

@@ -122,11 +122,24 @@ class Gatekeeper(interface.Plugin):
         return None
 
 
+class Curfew(interface.Plugin):
+    """Rejects the nodes whose plumb.test/curfew label (seconds since the epoch) has passed by
+    the cycle's clock: a plugin that reads the time."""
+
+    name = "Curfew"
+    version = "1.0"
+
+    def filter(self, pod: interface.PodView, nodes: interface.NodeView) -> object:
+        curfew = nodes.label("plumb.test/curfew")
+        passed = np.array([bool(c) and nodes.now >= float(c) for c in curfew], dtype=np.bool_)
+        return interface.FilterRejection(passed, "node(s) were past their curfew")
+
+
 def _installed_and_samples(builtin: frozenset[str]) -> registry.Registry:
     """What is installed, and the sample plugins beside it."""
     found = registry.discover(builtin)
     return registry.Registry(
-        {**found.plugins, **registry.of(RackFilter, CheapScore, Gatekeeper).plugins}
+        {**found.plugins, **registry.of(RackFilter, CheapScore, Gatekeeper, Curfew).plugins}
     )
 
 

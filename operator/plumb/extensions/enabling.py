@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import threading
+from collections.abc import Sequence
 
 from plumb.extensions import arguments, interface, registry
 
@@ -61,6 +62,25 @@ def enable(
         batch_dependent=bool(plugin.batch_dependent),
         events=tuple(plugin.events),
     )
+
+
+def differences(enabled: Sequence[Enabled], found: registry.Registry) -> list[str]:
+    """How the plugins installed here differ from those a decision was made with: one line per
+    plugin missing or of another version (a replay with them may decide otherwise)."""
+    lines = []
+    usable = found.usable()
+    for plugin in enabled:
+        here = usable.get(plugin.name)
+        if here is None:
+            lines.append(
+                f"plugin {plugin.name} {plugin.version} decided it; it is not installed here"
+            )
+        elif here.version != plugin.version:
+            lines.append(
+                f"plugin {plugin.name} {plugin.version} decided it; {here.version} is installed "
+                "here: the replay may decide otherwise"
+            )
+    return lines
 
 
 def instance(enabled: Enabled, found: registry.Registry) -> interface.Plugin:

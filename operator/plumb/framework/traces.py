@@ -89,6 +89,7 @@ def build(
             quota=decision.quota,
             candidates=candidates,
             weights=weights,
+            plugins={e.name: e.version for e in profile.extensions},
             profile=profile.name,
             config=profile.config,
             kube=profile.kube.version,

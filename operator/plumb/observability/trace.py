@@ -370,6 +370,8 @@ class Trace:
     # A quota refusal's figures (CapacityScheduling's PreFilter): what the namespace uses
     # against which bound, and why that bound; "" for any other pod (absent from the line).
     quota: str = ""
+    # The Python plugins of its profile and their versions (absent from the line without any).
+    plugins: Mapping[str, str] = dataclasses.field(default_factory=dict)
     snapshot: int = 0
     input_hash: str = ""
     plan_hash: str = ""
@@ -434,6 +436,8 @@ class Trace:
             fields["group"] = self.group.fields()
         if self.quota:
             fields["quota"] = self.quota
+        if self.plugins:
+            fields["plugins"] = dict(self.plugins)
         return fields
 
     @classmethod
@@ -467,6 +471,10 @@ class Trace:
                     for c in _sequence(fields.get("candidates", []))
                 ),
                 weights=_counts(fields.get("weights", {})),
+                plugins={
+                    _text(name): _text(version)
+                    for name, version in _mapping(fields.get("plugins", {})).items()
+                },
                 profile=_text(fields.get("profile", "")),  # absent before configuration files
                 config=_text(fields.get("config", "")),
                 kube=_text(fields.get("kube", "")),

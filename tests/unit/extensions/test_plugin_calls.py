@@ -93,7 +93,5 @@ def test_a_raising_plugin_fails_only_its_pod() -> None:
 
 def test_a_profile_without_judging_plugins_calls_nothing() -> None:
     c = cluster([make_node("a")])
-    judged = asyncio.run(
-        _calls().judge([pod(make_pod("w"), "w")], c.snapshot(), [], 0.0)
-    )
+    judged = asyncio.run(_calls().judge([pod(make_pod("w"), "w")], c.snapshot(), [], 0.0))
     assert judged == {}

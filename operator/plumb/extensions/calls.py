@@ -61,7 +61,11 @@ def judge_now(
     if not plugins:
         return {}
     view = judgements.node_view(snap, now)
-    return {pod.uid: judgements.judge(judgements.pod_view(pod), view, plugins) for pod in pods}
+    checked = judgements.CheckedAnswers()
+    return {
+        pod.uid: judgements.judge(judgements.pod_view(pod), view, plugins, checked=checked)
+        for pod in pods
+    }
 
 
 class PluginCalls:
@@ -150,6 +154,7 @@ class PluginCalls:
         progress: _WorkerProgress,
     ) -> None:
         """The worker: judge pod after pod until done or abandoned."""
+        checked = judgements.CheckedAnswers()
         try:
             for pod in pods:
                 with progress.lock:
@@ -176,6 +181,7 @@ class PluginCalls:
                         plugins,
                         self._calling(progress),
                         watched=True,
+                        checked=checked,
                     )
                 with progress.lock:
                     if progress.left():

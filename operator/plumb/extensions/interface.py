@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypeVar
 
 import numpy as np
 import numpy.typing as npt
+
+_T = TypeVar("_T")
 
 Strings = npt.NDArray[np.object_]
 Ints = npt.NDArray[np.int64]
@@ -92,6 +94,10 @@ class NodeView:
     earlier in the same batch are not in it unless the plugin says ``batch_dependent`` (its
     pods are then decided one per batch). ``now`` is the cycle's clock (seconds since the
     epoch): a plugin that reads the time reads it here, so a replay decides as the cycle did.
+
+    One view serves every pod of a cycle: ``kept(key, build)`` keeps what depends on the nodes
+    alone (a mask, a parsed label) for the next pods, and returning the very array kept lets
+    pods of one spec share the verdict plumb works out from it (their static row).
     """
 
     def __init__(
@@ -112,6 +118,14 @@ class NodeView:
         self._allocatable = allocatable
         self._requested = requested
         self._taints = taints
+        self._kept: dict[object, object] = {}
+
+    def kept(self, key: object, build: Callable[[], _T]) -> _T:
+        """``build()``, called once per view (per cycle) for ``key``; later calls get the
+        same object. Keys are the plugin's own (include its name to keep them apart)."""
+        if key not in self._kept:
+            self._kept[key] = build()
+        return self._kept[key]  # type: ignore[return-value]
 
     def __len__(self) -> int:
         return len(self.names)

@@ -11,9 +11,10 @@ caller's to see (extensions/calls.py), since a call that never returns cannot be
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from plumb.backend.records import objects
 from plumb.extensions import enabling, interface
 
 MAX_SCORE = 100
+_R = TypeVar("_R")
 
 # Why a call failed, as the failures metric labels it.
 RAISED, MALFORMED, TIMED_OUT, BUSY = "raised", "malformed", "timeout", "busy"
@@ -126,11 +128,15 @@ def judge(
     calling: Callable[[str, str], None] = lambda plugin, point: None,
     *,
     watched: bool = False,
+    checked: CheckedAnswers | None = None,
 ) -> Judgement:
     """Each plugin's PreFilter, then Filter, then Score for ``pod`` (``calling`` is told of
     each call before it is made: the caller's watch for calls that do not return). When
-    ``watched``, a call that answers after its plugin's timeout fails the pod."""
+    ``watched``, a call that answers after its plugin's timeout fails the pod. ``checked``:
+    the cycle's answers already checked (a plugin handing every pod the same array is checked
+    once)."""
     seconds: dict[tuple[str, str], float] = {}
+    memo = checked if checked is not None else CheckedAnswers()
 
     def call(enabled: enabling.Enabled, plugin: interface.Plugin, point: str) -> Any:
         """The plugin's answer at ``point``, or the PluginFailure that ends the pod's attempt."""
@@ -171,7 +177,9 @@ def judge(
         answer = call(enabled, plugin, interface.FILTER)
         if isinstance(answer, PluginFailure):
             return ended(answer)
-        found = _rejections(enabled.name, answer, count)
+        found = memo.get(
+            enabled.name, answer, functools.partial(_rejections, enabled.name, answer, count)
+        )
         if isinstance(found, str):
             return ended(failed(enabled, interface.FILTER, found, MALFORMED))
         rejections.extend(found)
@@ -182,10 +190,13 @@ def judge(
         answer = call(enabled, plugin, interface.SCORE)
         if isinstance(answer, PluginFailure):
             return ended(answer)
-        raw = _scores(answer, count)
+        raw, out_of_range = memo.get(
+            enabled.name,
+            answer,
+            functools.partial(_checked_scores, answer, count, enabled.normalize),
+        )
         if isinstance(raw, str):
             return ended(failed(enabled, interface.SCORE, raw, MALFORMED))
-        out_of_range = _out_of_range(raw, enabled.normalize)
         if out_of_range is not None:
             message = _INVALID_SCORE.format(name=enabled.name, score=out_of_range)
             return ended(PluginFailure(enabled.name, interface.SCORE, message, MALFORMED))
@@ -193,6 +204,29 @@ def judge(
     return Judgement(
         nodes=nodes.names, rejections=tuple(rejections), scores=scores, seconds=seconds
     )
+
+
+class CheckedAnswers:
+    """The answers of one cycle already checked, by plugin and identity: each kept alive with
+    what checking it gave, so an identity cannot be reused by another array meanwhile."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple[str, int], tuple[object, Any]] = {}
+
+    def get(self, plugin: str, answer: object, check: Callable[[], _R]) -> _R:
+        key = (plugin, id(answer))
+        found = self._seen.get(key)
+        if found is None:
+            found = self._seen[key] = (answer, check())
+        result: _R = found[1]
+        return result
+
+
+def _checked_scores(answer: Any, count: int, how: str) -> tuple[interface.Ints | str, int | None]:
+    """A Score's answer as int64 per node (or what is wrong with it), and a score that cannot
+    be normalised into 0-100 (None when none)."""
+    raw = _scores(answer, count)
+    return raw, (None if isinstance(raw, str) else _out_of_range(raw, how))
 
 
 def normalised(raw: interface.Ints, how: str, passing: interface.Bools) -> interface.Ints:

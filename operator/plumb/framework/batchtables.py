@@ -90,7 +90,9 @@ class PodTable:
         }
 
 
-_Spec = tuple[specs.Scheduling, str, tuple[str, ...], tuple[str, ...], frozenset[str], str]
+_Spec = tuple[
+    specs.Scheduling, str, tuple[str, ...], tuple[str, ...], frozenset[str], str, tuple[object, ...]
+]
 
 
 @dataclasses.dataclass(slots=True)

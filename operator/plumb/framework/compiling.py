@@ -674,15 +674,16 @@ def _static_row(
     """The pod's row of the static table, evaluated for the first pod of its spec."""
     filters, scores, profile = settings
     # Replicas share a row, unless they claim volumes or devices (each its own claims; the
-    # pods decided by device columns keep no verdict of their own here) or Python plugins
-    # judged them (each pod its own verdict).
+    # pods decided by device columns keep no verdict of their own here). Pods the Python
+    # plugins judged share one where the plugins answered with the very same arrays.
     spec = (
         pod.scheduling,
         pod.node_name,
         pod.images,
         pod.image_volumes,
         pod.needed_features,
-        pod.uid if pod.claims or devices is not None or judgement is not None else "",
+        pod.uid if pod.claims or devices is not None else "",
+        () if judgement is None else _judged_alike(judgement),
     )
     u = tables.statics.index.get(spec)
     if u is not None:
@@ -720,6 +721,16 @@ def _static_row(
         dra=zeros if devices is None else devices.raw_score,
         extension=extension,
         extension_parts=parts,
+    )
+
+
+def _judged_alike(judgement: judgements.Judgement) -> tuple[object, ...]:
+    """What makes two pods' judgements the same verdict: the same arrays (by identity: a
+    plugin that keeps its answer in the NodeView hands every pod the same one), reasons and
+    scores."""
+    return (
+        tuple((id(r.fails), r.plugin, r.reason, r.unresolvable) for r in judgement.rejections),
+        tuple((name, id(scores)) for name, scores in judgement.scores.items()),
     )
 
 

@@ -52,11 +52,16 @@ class AcceleratorPacking(interface.Plugin):
         self.settings: PackingArgs = self.args
 
     def score(self, pod: interface.PodView, nodes: interface.NodeView) -> interface.Ints:
-        wanted = [
+        wanted = tuple(
             (resource, int(pod.requests.get(resource, 0)))
             for resource in self.settings.resources
             if pod.requests.get(resource, 0) > 0
-        ]
+        )
+        # Pods asking the same amounts get the same scores: worked out once per cycle.
+        return nodes.kept((self.name, wanted), lambda: self._packed(wanted, nodes))
+
+    @staticmethod
+    def _packed(wanted: tuple[tuple[str, int], ...], nodes: interface.NodeView) -> interface.Ints:
         total = np.zeros(len(nodes), dtype=np.int64)
         for resource, amount in wanted:
             allocatable = nodes.allocatable(resource)

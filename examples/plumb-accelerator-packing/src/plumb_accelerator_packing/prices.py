@@ -75,6 +75,10 @@ class PriceLabel(interface.Plugin):
         self.settings: PriceArgs = self.args
 
     def score(self, pod: interface.PodView, nodes: interface.NodeView) -> interface.Ints:
+        # The nodes' prices alone: read once per cycle, the same array for every pod.
+        return nodes.kept((self.name, self.settings.label), lambda: self._prices(nodes))
+
+    def _prices(self, nodes: interface.NodeView) -> interface.Ints:
         values = nodes.label(self.settings.label)
         distinct, inverse = np.unique(values, return_inverse=True)
         prices = np.array([millicents(str(v)) for v in distinct], dtype=np.int64)

@@ -74,6 +74,12 @@ class MaintenanceWindow(interface.Plugin):
     def filter(
         self, pod: interface.PodView, nodes: interface.NodeView
     ) -> list[interface.FilterRejection] | None:
+        # The verdict depends on the nodes and the clock, not on the pod: worked out once per
+        # cycle and handed to every pod as the same arrays (so replicas share plumb's row).
+        key = (self.name, self.settings.annotation, self.settings.lead_seconds)
+        return nodes.kept(key, lambda: self._rejections(nodes))
+
+    def _rejections(self, nodes: interface.NodeView) -> list[interface.FilterRejection] | None:
         values = nodes.annotation(self.settings.annotation)
         annotated = values != ""
         if not annotated.any():

@@ -57,8 +57,8 @@ controlplane:
 	@bash hack/build-scheduler-plugins.sh >/dev/null
 
 lint: install
-	$(BIN)/ruff check operator tools tests
-	$(BIN)/ruff format --check operator tools tests
+	$(BIN)/ruff check operator tools tests examples
+	$(BIN)/ruff format --check operator tools tests examples
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 

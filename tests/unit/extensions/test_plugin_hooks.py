@@ -73,7 +73,8 @@ async def test_reserve_and_permit_refusals_undo_the_reservation_and_say_why() ->
     # p2 was reserved before Permit refused it, and unreserved then.
     assert sample_plugins.Gatekeeper.reserved == [("shop/p0", "n0"), ("shop/p2", "n0")]
     assert sample_plugins.Gatekeeper.unreserved == [("shop/p2", "n0")]
-    assert s.cache.node_of("u1") is None and s.cache.node_of("u2") is None
+    assert s.cache.node_of("u1") is None
+    assert s.cache.node_of("u2") is None
     # They wait for a cluster event that may help (the unschedulable pool), not a backoff.
     assert s.queue.where("u1") is queue_module.Where.UNSCHEDULABLE
 

@@ -296,6 +296,13 @@ def test_the_extension_cost_says_what_the_example_plugins_calls_cost() -> None:
         "",
     ]
     assert "+1.2 in batches of 128 (15.0 → 16.2)" in words[0]
+    # The difference of the figures as printed, as the issue-30 target takes it.
+    printed = (
+        dataclasses.replace(row, numba_batch_us=15.04),
+        dataclasses.replace(scored, numba_batch_us=16.26),
+    )
+    words = kernelbench.extension_cost([kernelbench.as_dict(r) for r in printed])
+    assert "+1.3 in batches of 128 (15.0 → 16.3)" in words[0]
 
 
 def test_the_method_says_how_the_plugins_calls_are_timed() -> None:

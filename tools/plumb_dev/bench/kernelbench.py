@@ -194,8 +194,11 @@ def extension_cost(rows: list[dict[str, Any]]) -> list[str]:
         )
         if not row.get("extension") or plain is None:
             continue
-        single = row["numba_single_us"] - plain["numba_single_us"]
-        batch = row["numba_batch_us"] - plain["numba_batch_us"]
+        # The differences of the figures as printed (report.py's issue-30 target takes these).
+        single, batch = (
+            float(f"{row[key]:.1f}") - float(f"{plain[key]:.1f}")
+            for key in ("numba_single_us", "numba_batch_us")
+        )
         lines += [
             f"At {row['nodes']:,} nodes, a Python plugin's score adds {single:+.1f} µs per pod "
             f"one pod per call ({plain['numba_single_us']:.1f} → {row['numba_single_us']:.1f}) "

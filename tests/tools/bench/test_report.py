@@ -145,7 +145,11 @@ def test_json_keeps_lists_of_numbers_on_one_line() -> None:
 
 
 def _kernel_row(
-    nodes: int = 5000, batch_us: float = 18.0, reference_us: float = 4000.0, extension: bool = False
+    nodes: int = 5000,
+    batch_us: float = 18.0,
+    reference_us: float = 4000.0,
+    extension: bool = False,
+    plugins: list[dict[str, Any]] | None = None,
 ) -> Any:
     figures = kernelbench.KernelFigures(
         nodes=nodes,
@@ -161,6 +165,7 @@ def _kernel_row(
         feasible_share=0.25,
         rejected_share={"static": 0.5, "resources": 0.0, "spread_skew": 0.25},
         extension=extension,
+        plugins=plugins or [],
     )
     return kernelbench.as_dict(figures)
 
@@ -373,8 +378,9 @@ def test_the_report_states_the_targets_and_the_kernel_figures(tmp_path: Path) ->
     assert f"| {MEMORY} | - | not measured in this run |" in markdown
     # Issue 4: 4 met, 2 not met, 1 not measured; issue 16 on basic alone: RSS and p99 met, CPU
     # (1.5 s for 3 pods, the same for both) not met, the drain, xlarge and 15,000-node kernel
-    # targets not measured; issue 27's four (no dra workload) not measured.
-    assert "(6 met, 3 not met, 15 not measured)" in markdown
+    # targets not measured; issue 27's and 28's four each (no dra or gang workload) and issue
+    # 30's two (no row with the Python plugins' score) not measured.
+    assert "(6 met, 3 not met, 17 not measured)" in markdown
     assert f"| 4 | {THROUGHPUT} |" in markdown
     assert f"| 16 | {EVERY_CPU} |" in markdown
     assert "smoke-test sizes" in markdown  # the context says quick
@@ -742,3 +748,129 @@ def test_a_dra_section_says_how_its_devices_and_claims_were_made(tmp_path: Path)
     assert "resourceclaim controller" in dra
     basic = markdown[markdown.index("## basic") :]
     assert "ResourceSlice" not in basic
+
+
+# Issue 30 ---------------------------------------------------------------------------------------
+
+PLUGIN_COST = "a vectorised example plugin adds at most 5 µs per pod at 5,000 nodes"
+PLUGIN_ONCE = "a vectorised example plugin is called once per pod, not per node"
+
+
+def _plugin(name: str, point: str, **figures: Any) -> dict[str, Any]:
+    """An example plugin's figures (plugintimings.CallTimings' fields) at 5,000 nodes."""
+    return {
+        "plugin": name,
+        "point": point,
+        "version": "0.1.0",
+        "nodes": 5000,
+        "pods": 256,
+        "cycle": 128,
+        "repeats": 10,
+        "steady_us": 3.8,
+        "first_us": 2480.0,
+        "pod_view_us": 1.5,
+        "calls": {point: 256},
+        **figures,
+    }
+
+
+def _plugin_rows(batch_us: float, *plugins: dict[str, Any]) -> list[Any]:
+    """The 5,000-node rows of the micro-benchmark: without, then with the plugins' score."""
+    return [
+        _kernel_row(5000, 15.0),
+        _kernel_row(5000, batch_us, extension=True, plugins=list(plugins)),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("batch_us", "steady_us", "status", "total"),
+    [
+        (16.2, 3.8, report.MET, "5.0"),  # 1.2 + 3.8: at the limit, as printed
+        (16.24, 3.84, report.MET, "5.0"),  # printed 16.2 and 3.8
+        (16.3, 3.8, report.NOT_MET, "5.1"),
+        (15.0, 5.2, report.NOT_MET, "5.2"),  # the call alone is too slow
+    ],
+)
+def test_the_plugin_cost_is_the_kernels_difference_plus_the_score_plugins_call(
+    batch_us: float, steady_us: float, status: str, total: str
+) -> None:
+    rows = _plugin_rows(batch_us, _plugin("PriceLabel", "Score", steady_us=steady_us))
+    verdict = _verdicts([], rows)[PLUGIN_COST]
+    assert (verdict.issue, verdict.status) == (30, status)
+    assert verdict.figures.startswith(f"{total} µs/pod = kernel ")
+
+
+def test_the_plugin_cost_states_its_parts_and_what_is_left_out_of_the_sum() -> None:
+    rows = _plugin_rows(
+        16.2, _plugin("PriceLabel", "Score"), _plugin("MaintenanceWindow", "Filter")
+    )
+    assert _verdicts([], rows)[PLUGIN_COST].figures == (
+        "5.0 µs/pod = kernel 1.2 (batches of 32: 15.0 → 16.2) + PriceLabel's call 3.8; beside "
+        "the sum: its first call of a cycle 2,480 µs (19.4 per pod of a cycle of 128), the "
+        "PodView 1.5 per pod"
+    )
+
+
+def test_a_kernel_faster_with_the_score_counts_as_no_cost() -> None:
+    rows = _plugin_rows(14.6, _plugin("PriceLabel", "Score", steady_us=4.9))
+    verdict = _verdicts([], rows)[PLUGIN_COST]
+    assert verdict.status == report.MET
+    assert verdict.figures.startswith("4.9 µs/pod = kernel -0.4, counted 0.0 (batches of 32")
+
+
+def test_without_the_score_plugin_or_the_plain_row_the_cost_is_not_measured() -> None:
+    window = _plugin("MaintenanceWindow", "Filter")
+    verdicts = _verdicts(
+        [], _plugin_rows(16.2, window, _plugin("PriceLabel", "Score", version=None))
+    )
+    assert verdicts[PLUGIN_COST].status == report.NOT_MEASURED
+    assert verdicts[PLUGIN_ONCE].status == report.MET  # judged on the plugin measured
+    assert verdicts[PLUGIN_ONCE].figures == (
+        "MaintenanceWindow 256 Filter calls for 256 pods (5,000 nodes) (not installed: PriceLabel)"
+    )
+    alone = _plugin_rows(16.2, _plugin("PriceLabel", "Score"))[1:]
+    assert _verdicts([], alone)[PLUGIN_COST].status == report.NOT_MEASURED
+    assert _verdicts([], alone)[PLUGIN_ONCE].status == report.MET
+
+
+def test_the_calls_are_once_per_pod_when_every_plugin_got_one_call_per_pod() -> None:
+    rows = _plugin_rows(
+        16.2, _plugin("PriceLabel", "Score"), _plugin("MaintenanceWindow", "Filter")
+    )
+    verdict = _verdicts([], rows)[PLUGIN_ONCE]
+    assert (verdict.issue, verdict.status) == (30, report.MET)
+    assert verdict.figures == (
+        "PriceLabel 256 Score calls for 256 pods; MaintenanceWindow 256 Filter calls for 256 pods "
+        "(5,000 nodes)"
+    )
+
+
+@pytest.mark.parametrize("calls", [{"Score": 256 * 5000}, {"Score": 255}, {}])
+def test_calls_other_than_one_per_pod_are_not_met(calls: dict[str, int]) -> None:
+    rows = _plugin_rows(16.2, _plugin("PriceLabel", "Score", calls=calls))
+    assert _verdicts([], rows)[PLUGIN_ONCE].status == report.NOT_MET
+
+
+def test_without_the_plugins_figures_issue_30_is_not_measured() -> None:
+    for rows in ([_kernel_row(5000, 15.0)], _plugin_rows(16.2), [_kernel_row(500, 1.0)]):
+        verdicts = _verdicts([], rows)
+        assert verdicts[PLUGIN_COST].status == report.NOT_MEASURED
+        assert verdicts[PLUGIN_ONCE].status == report.NOT_MEASURED
+
+
+def test_the_report_lists_the_example_plugins_calls(tmp_path: Path) -> None:
+    kernel = [
+        _kernel_row(500, 2.0, 900.0),
+        *_plugin_rows(16.2, _plugin("PriceLabel", "Score"), _plugin("MaintenanceWindow", "Filter")),
+    ]
+    report.write(tmp_path, [_result("plumb", 300.0)], _context(), kernel)
+    markdown = (tmp_path / "benchmarks.md").read_text()
+    assert f"| 30 | {PLUGIN_COST} | 5.0 µs/pod = kernel 1.2" in markdown
+    assert f"| 30 | {PLUGIN_ONCE} | PriceLabel 256 Score calls for 256 pods;" in markdown
+    assert "- PriceLabel 0.1.0 (Score): 3.8 µs per pod; the first call of a cycle 2,480 µs" in (
+        markdown
+    )
+    assert "- MaintenanceWindow 0.1.0 (Filter): 3.8 µs per pod;" in markdown
+    assert "Each target of issues 4, 16, 27, 28 and 30" in markdown
+    raw = json.loads((tmp_path / "benchmarks.json").read_text())
+    assert [p["plugin"] for p in raw["kernel"][2]["plugins"]] == ["PriceLabel", "MaintenanceWindow"]

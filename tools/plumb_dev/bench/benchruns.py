@@ -246,6 +246,15 @@ def _kernel(*, quick: bool) -> tuple[list[kernelbench.KernelFigures], str | None
             f"{row.numba_batch_us:.1f} in batches of {row.batch_size}; reference "
             f"{row.reference_us:,.0f} µs/pod ({row.batch_speedup:,.0f}x)"
         )
+        for plugin in row.plugins:
+            if plugin.get("version") is None:
+                _status(f"  plugin {plugin['plugin']}: not installed, not measured")
+                continue
+            _status(
+                f"  plugin {plugin['plugin']} ({plugin['point']}): {plugin['steady_us']} µs/pod, "
+                f"first call of a cycle {plugin['first_us']:,.0f} µs; calls {plugin['calls']} "
+                f"for {plugin['pods']} pods"
+            )
     return figures, None
 
 

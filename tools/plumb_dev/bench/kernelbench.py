@@ -1,6 +1,7 @@
 """The kernel micro-benchmark in ``plumb bench``: µs per pod of the numba kernel (one pod per call
 and batches) and of the pure-Python reference at 500, 5,000 and 15,000 nodes, and at 5,000 nodes
-with the Python score plugins' score too.
+with the Python score plugins' score too, where the installed example plugins' own calls are
+timed and counted as well (``plumb_dev.bench.plugintimings``, in the same child).
 
 The measuring is ``plumb_dev.bench.kerneltimings`` (read its docstring for the cluster and the
 method), run as a child process like the schedulers under test: the bench never imports the
@@ -65,6 +66,8 @@ class KernelFigures:
     feasible_share: float
     rejected_share: dict[str, float]
     extension: bool = False  # (the figures of earlier runs have none)
+    # With the extension: each example plugin's calls (plugintimings.CallTimings' fields).
+    plugins: list[dict[str, Any]] = dataclasses.field(default_factory=list)
 
     @property
     def single_speedup(self) -> float:
@@ -142,7 +145,20 @@ METHOD = (
     "decides, and the batches must choose the nodes the single calls chose, or the bench "
     "fails. The row marked with a Python plugin's score measures the same pods with the score of "
     f"one Python score plugin weighing {EXTENSION_WEIGHT} (random, 0-100 per node) added to each "
-    "feasible node's total, as the compile step hands it to the kernel (`Batch.extension_score`)."
+    "feasible node's total, as the compile step hands it to the kernel (`Batch.extension_score`). "
+    "At that size the same child then calls the installed example plugins through plumb's own "
+    "path (`python -m plumb_dev.bench.plugintimings`): PriceLabel at Score (weight "
+    f"{EXTENSION_WEIGHT}) and MaintenanceWindow at Filter, each enabled alone, over the same "
+    "number of nodes as API node bodies (a price label on most, a maintenance-window annotation "
+    "on every 10th, open on half of those) read into plumb's cache, for the same number of pods "
+    "in cycles of {batch} pods, each cycle with one NodeView of the snapshot as the scheduler "
+    "makes one per batch. Each pod's `judgements.judge(pod_view, node_view, plugins, checked)` "
+    "is timed alone, each call at its fastest of the runs after an untimed one; a cycle's first "
+    "call (with its NodeView made) builds the columns the cycle keeps and is reported apart, "
+    "per cycle; the others are the steady cost per pod. The PodView plumb makes per pod for all "
+    "its plugins is timed apart too. The untimed run counts the calls into each plugin's method "
+    "(once per pod, not per node: calls = pods) and fails the bench on a wrong judgement. An "
+    "example not installed is not measured."
 )
 
 
@@ -168,8 +184,9 @@ def table(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def extension_cost(rows: list[dict[str, Any]]) -> list[str]:
-    """What the Python score plugins' score adds, per size measured with and without it, in
-    words: a sentence and a blank line per size (none when no size was measured both ways)."""
+    """What the Python score plugins' score adds, per size measured with and without it, and
+    what calling the example plugins costs, in words: a sentence and a blank line per size
+    (none when no size was measured both ways), then the plugins' calls as a list."""
     lines = []
     for row in rows:
         plain = next(
@@ -177,16 +194,50 @@ def extension_cost(rows: list[dict[str, Any]]) -> list[str]:
         )
         if not row.get("extension") or plain is None:
             continue
-        single = row["numba_single_us"] - plain["numba_single_us"]
-        batch = row["numba_batch_us"] - plain["numba_batch_us"]
+        # The differences of the figures as printed (report.py's issue-30 target takes these).
+        single, batch = (
+            float(f"{row[key]:.1f}") - float(f"{plain[key]:.1f}")
+            for key in ("numba_single_us", "numba_batch_us")
+        )
         lines += [
             f"At {row['nodes']:,} nodes, a Python plugin's score adds {single:+.1f} µs per pod "
             f"one pod per call ({plain['numba_single_us']:.1f} → {row['numba_single_us']:.1f}) "
             f"and {batch:+.1f} in batches of {row['batch_size']} "
             f"({plain['numba_batch_us']:.1f} → {row['numba_batch_us']:.1f}).",
             "",
+            *plugin_calls(row),
         ]
     return lines
+
+
+def plugin_calls(row: dict[str, Any]) -> list[str]:
+    """The example plugins' calls measured with a row (its ``plugins``), in words: an
+    introduction, a list item per plugin and a blank line (none when the row has none)."""
+    plugins = row.get("plugins") or []
+    if not plugins:
+        return []
+    first = plugins[0]
+    lines = [
+        f"The example plugins called through plumb's path at {first['nodes']:,} nodes, each "
+        f"enabled alone (`judgements.judge`, {first['pods']} pods in cycles of "
+        f"{first['cycle']}, one NodeView per cycle):",
+        "",
+    ]
+    for plugin in plugins:
+        if plugin.get("version") is None:
+            lines.append(f"- {plugin['plugin']} ({plugin['point']}): not installed, not measured.")
+            continue
+        calls = ", ".join(f"{count} {point} calls" for point, count in plugin["calls"].items())
+        steady = plugin["steady_us"]
+        lines.append(
+            f"- {plugin['plugin']} {plugin['version']} ({plugin['point']}): "
+            + (f"{steady:.1f} µs per pod; " if steady is not None else "")
+            + f"the first call of a cycle {plugin['first_us']:,.0f} µs (its columns built, "
+            f"{plugin['first_us'] / plugin['cycle']:.1f} µs per pod of a full cycle); "
+            f"{calls} for {plugin['pods']} pods; the pod's PodView, made apart, "
+            f"{plugin['pod_view_us']:.1f} µs."
+        )
+    return [*lines, ""]
 
 
 def rejections(row: dict[str, Any]) -> str:

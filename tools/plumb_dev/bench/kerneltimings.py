@@ -16,7 +16,10 @@ pods hold; database pods keep web pods off their hosts. The arrays are what
 equal, array by array). A size may ask for the Python score plugins' score too
 (``NODES:PODS:REFERENCE_PODS:extension``): one plugin weighing ``EXTENSION_WEIGHT`` that scores
 each node 0-100 at random, the row the compile step would hand the kernel
-(``Batch.extension_score``), to show what it adds beside the same size without.
+(``Batch.extension_score``), to show what it adds beside the same size without. Such a size
+also times the installed example plugins' own calls through plumb's path, over the size's nodes
+and pods in cycles of its batch (``plugintimings``: read its docstring), in this process after
+the kernel's timings, and counts the calls into each (``Measurement.plugins``).
 
 How it measures: every call is timed with ``time.perf_counter`` around ``compiled.run`` (or
 ``reference.run``) alone, the Python wrapper and the output arrays included; the placements
@@ -45,6 +48,7 @@ import numpy as np
 
 from plumb.kernel import compiled, executor, reference
 from plumb.kernel import contract as c
+from plumb_dev.bench import plugintimings
 
 GI = 1 << 30
 MI = 1 << 20
@@ -276,6 +280,8 @@ class Measurement:
     feasible_share: float  # nodes passing every filter, on average over the pods
     rejected_share: dict[str, float]  # per failure code: the share of nodes it rejected
     extension: bool  # with a Python score plugin's score (Batch.extension_score)
+    # With the extension: the example plugins' calls (plugintimings), one record per plugin.
+    plugins: list[plugintimings.CallTimings] = dataclasses.field(default_factory=list)
 
 
 class Disagreement(AssertionError):
@@ -295,7 +301,7 @@ def measure(
     extension: bool = False,
 ) -> Measurement:
     """Time the kernels on ``pods`` web replicas over ``nodes`` nodes (see the module's doc),
-    with a Python score plugin's score if ``extension``."""
+    with a Python score plugin's score if ``extension`` (and the example plugins' calls)."""
     if not 0 < reference_pods <= pods or batch_size <= 0 or repeats <= 0:
         raise ValueError(
             f"need 0 < reference_pods <= pods, batch_size > 0 and repeats > 0: got "
@@ -335,6 +341,11 @@ def measure(
     finally:
         if gc_was_enabled:
             gc.enable()
+    plugins = (
+        plugintimings.measure(nodes, pods=pods, cycle=batch_size, repeats=repeats)
+        if extension
+        else []
+    )
     shares = {name: round(float(np.mean(codes == code)), 4) for code, name in CODE_NAMES.items()}
     return Measurement(
         nodes=nodes,
@@ -350,6 +361,7 @@ def measure(
         feasible_share=round(float(np.mean(codes == c.PASS)), 4),
         rejected_share=shares,
         extension=extension,
+        plugins=plugins,
     )
 
 
@@ -467,7 +479,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 repeats=args.repeats,
                 extension=extension,
             )
-        except (Disagreement, ValueError) as error:
+        except (Disagreement, plugintimings.WrongJudgement, ValueError) as error:
             print(f"kernel micro-benchmark at {nodes} nodes: {error}", file=sys.stderr)
             return 1
         print(json.dumps(dataclasses.asdict(figures)), flush=True)

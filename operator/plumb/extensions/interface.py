@@ -110,10 +110,12 @@ class NodeView:
         allocatable: Callable[[str], Ints],
         requested: Callable[[str], Ints],
         taints: Callable[[str], Bools],
+        label_ids: Callable[[str], tuple[npt.NDArray[np.int32], tuple[str, ...]]] | None = None,
     ) -> None:
         self.names = names
         self.now = now
         self._labels = labels
+        self._label_ids = label_ids if label_ids is not None else self._factorised
         self._annotations = annotations
         self._allocatable = allocatable
         self._requested = requested
@@ -133,6 +135,20 @@ class NodeView:
     def label(self, key: str) -> Strings:
         """Each node's value of label ``key``; "" where the node lacks it."""
         return self._labels(key)
+
+    def label_ids(self, key: str) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
+        """Label ``key`` factorised: each node's index into the distinct values (-1 where the
+        node lacks it), and those values. Work on each distinct value once, then spread the
+        results with ``results[ids]`` (a result for -1 appended last)."""
+        return self._label_ids(key)
+
+    def _factorised(self, key: str) -> tuple[npt.NDArray[np.int32], tuple[str, ...]]:
+        column = self.label(key)
+        present = column != ""
+        values, inverse = np.unique(column[present], return_inverse=True)
+        ids = np.full(len(column), -1, dtype=np.int32)
+        ids[present] = inverse.reshape(-1)
+        return ids, tuple(str(v) for v in values)
 
     def annotation(self, key: str) -> Strings:
         """Each node's value of annotation ``key`` ("" where it lacks it)."""

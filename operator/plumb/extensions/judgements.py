@@ -90,9 +90,6 @@ def node_view(snap: snapshot.Snapshot, now: float) -> interface.NodeView:
             columns[(kind, key)] = found
         return found
 
-    def strings(read: Callable[[objects.NodeInfo], Mapping[str, str]], key: str) -> Any:
-        return np.array([read(node).get(key, "") for node in statics.nodes], dtype=np.object_)
-
     def resource(table: Any, name: str) -> Any:
         if name not in snap.resources:
             return np.zeros(len(statics), dtype=np.int64)
@@ -106,10 +103,10 @@ def node_view(snap: snapshot.Snapshot, now: float) -> interface.NodeView:
     return interface.NodeView(
         statics.names,
         now=now,
-        labels=lambda key: kept("label", key, lambda: strings(lambda n: n.labels, key)),
-        annotations=lambda key: kept(
-            "annotation", key, lambda: strings(lambda n: n.annotations, key)
-        ),
+        # Kept on the statics, which outlive the cycle while the nodes do not change.
+        labels=statics.label_texts,
+        label_ids=lambda key: (statics.label_ids(key), statics.values(key)),
+        annotations=statics.annotation_texts,
         allocatable=lambda name: kept(
             "allocatable", name, lambda: resource(snap.allocatable, name)
         ),

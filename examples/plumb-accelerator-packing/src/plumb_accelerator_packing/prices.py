@@ -79,10 +79,10 @@ class PriceLabel(interface.Plugin):
         return nodes.kept((self.name, self.settings.label), lambda: self._prices(nodes))
 
     def _prices(self, nodes: interface.NodeView) -> interface.Ints:
-        values = nodes.label(self.settings.label)
-        distinct, inverse = np.unique(values, return_inverse=True)
-        prices = np.array([millicents(str(v)) for v in distinct], dtype=np.int64)
-        raw = prices[inverse.reshape(-1)]
+        # Each distinct value parsed once; a node without the label indexes the last entry.
+        ids, values = nodes.label_ids(self.settings.label)
+        prices = np.array([*(millicents(v) for v in values), UNREADABLE], dtype=np.int64)
+        raw = prices[ids]
         unpriced = raw == UNREADABLE
         if unpriced.any():
             raw[unpriced] = raw.max(initial=0)

@@ -56,6 +56,7 @@ class NodeStatics:
         self._values: dict[str, dict[str, int]] = {}
         self._ids: dict[str, Int32Array] = {}
         self._numbers: dict[str, tuple[Int64Array, BoolArray]] = {}
+        self._texts: dict[tuple[str, str], npt.NDArray[np.object_]] = {}
 
     def __len__(self) -> int:
         return len(self.names)
@@ -104,6 +105,23 @@ class NodeStatics:
         result = (_frozen(values), _frozen(valid))
         self._numbers[key] = result
         return result
+
+    def label_texts(self, key: str) -> npt.NDArray[np.object_]:
+        """Each node's value of label ``key`` as a string array, "" where absent (the Python
+        plugins' NodeView reads it; built from the label ids, kept for this statics' life)."""
+        cached = self._texts.get(("label", key))
+        if cached is None:
+            lookup = np.array([*self.values(key), ""], dtype=np.object_)
+            cached = self._texts[("label", key)] = _frozen(lookup[self.label_ids(key)])
+        return cached
+
+    def annotation_texts(self, key: str) -> npt.NDArray[np.object_]:
+        """Each node's value of annotation ``key``, "" where absent (kept as label_texts)."""
+        cached = self._texts.get(("annotation", key))
+        if cached is None:
+            column = np.array([n.annotations.get(key, "") for n in self.nodes], dtype=np.object_)
+            cached = self._texts[("annotation", key)] = _frozen(column)
+        return cached
 
     @functools.cached_property
     def images(self) -> dict[str, tuple[int, Int32Array]]:

@@ -8,6 +8,7 @@ import asyncio
 import importlib
 import importlib.util
 import json
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -21,6 +22,7 @@ from plumb.framework import emulation
 from plumb.framework.schedconfig import plugins as schedconfig_plugins
 from plumb.k8s import credentials as credentials_module
 from plumb.observability import logs, trace
+from plumb.observability import spans as spans_module
 
 # The development tooling's commands, with the line ``plumb --help`` gives each: they live in
 # plumb_dev, the second distribution of plumb's repository (tools/), never in the image.
@@ -99,6 +101,7 @@ def _add_run(commands: Commands) -> None:
     )
     _add_run_observability(run)
     _add_run_dumps(run)
+    _add_run_tracing(run)
     _add_run_leader(run)
 
 
@@ -148,6 +151,54 @@ def _add_run_observability(run: argparse.ArgumentParser) -> None:
         metavar=f"0-{trace.TOP}",
         help="top candidates, with their per-plugin scores, on each trace line "
         "(default: %(default)s)",
+    )
+
+
+def _add_run_tracing(run: argparse.ArgumentParser) -> None:
+    group = run.add_argument_group(
+        "tracing",
+        "OpenTelemetry spans for every scheduling attempt (docs/observability.md). Off unless an "
+        "OTLP endpoint is set, here or by OTEL_EXPORTER_OTLP_ENDPOINT / "
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT; each flag replaces the OTEL_* variable it names; "
+        "OTEL_SDK_DISABLED=true turns tracing off whatever else is set",
+    )
+    group.add_argument(
+        "--otlp-endpoint",
+        metavar="URL",
+        help="the collector's OTLP endpoint: a base URL for http/protobuf (/v1/traces is added), "
+        "host:port or a URL for grpc (OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
+    group.add_argument(
+        "--otlp-protocol",
+        choices=spans_module.PROTOCOLS,
+        help="how spans are sent (OTEL_EXPORTER_OTLP_PROTOCOL; default: http/protobuf)",
+    )
+    group.add_argument(
+        "--trace-sampling-ratio",
+        type=float,
+        metavar="RATIO",
+        help="the share of attempts traced whatever their outcome, 0 to 1, decided by the trace "
+        "id (OTEL_TRACES_SAMPLER=traceidratio with OTEL_TRACES_SAMPLER_ARG; default: "
+        f"{spans_module.DEFAULT_RATIO}); a failed attempt, or one slower than "
+        "--trace-slow-seconds, is always traced",
+    )
+    group.add_argument(
+        "--trace-slow-seconds",
+        type=float,
+        metavar="SECONDS",
+        help="an attempt that took longer (from entering the active queue to its binding's "
+        f"answer) is traced whatever the ratio (default: {spans_module.DEFAULT_SLOW_SECONDS:g})",
+    )
+    group.add_argument(
+        "--tracing-service-name",
+        metavar="NAME",
+        help="the spans' service.name (OTEL_SERVICE_NAME; default: plumb)",
+    )
+    group.add_argument(
+        "--tracing-ui-url",
+        metavar="URL",
+        help="where a person reads a trace (Jaeger's query, e.g. http://jaeger:16686): trace "
+        "lines link it, and so does `plumb explain` given the same URL",
     )
 
 
@@ -363,7 +414,23 @@ def _run_settings(args: argparse.Namespace) -> runtime.RunSettings:
         leader_timings=leader_timings,
         leader_name=args.leader_elect_resource_name,
         leader_namespace=args.leader_elect_resource_namespace,
+        spans=_span_settings(args),
     )
+
+
+def _span_settings(args: argparse.Namespace) -> spans_module.SpanSettings:
+    try:
+        return spans_module.settings_from(
+            os.environ,
+            endpoint=args.otlp_endpoint,
+            protocol=args.otlp_protocol,
+            ratio=args.trace_sampling_ratio,
+            slow_seconds=args.trace_slow_seconds,
+            service=args.tracing_service_name,
+            ui_url=args.tracing_ui_url,
+        )
+    except spans_module.SettingsError as error:
+        raise _Refused(str(error)) from error
 
 
 def _leader_timings(args: argparse.Namespace) -> leader.Timings:

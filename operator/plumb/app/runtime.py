@@ -34,6 +34,7 @@ from plumb.k8s import credentials as credentials_module
 from plumb.k8s import gates
 from plumb.kernel import compiled_jit, executor
 from plumb.observability import metrics, trace, tracing
+from plumb.observability import spans as spans_module
 
 logger = logging.getLogger("plumb.app.running")  # the name log readers and plumb bench filter on
 
@@ -62,6 +63,9 @@ class RunSettings:
     leader_name: str = "plumb"
     # None: the pod's namespace in a cluster, else DEFAULT_LEADER_NAMESPACE
     leader_namespace: str | None = None
+    # OpenTelemetry spans: the OTEL_* environment and the --otlp-*/--trace-* flags (off unless
+    # an endpoint is set).
+    spans: spans_module.SpanSettings = spans_module.NO_SPANS
 
 
 DEFAULT_LEADER_NAMESPACE = "plumb-system"
@@ -177,8 +181,13 @@ async def run(settings: RunSettings) -> None:
     who = socket.gethostname() if elector is None else elector.settings.identity
     instance = f"{first}-{who}"
     recorder = events.Recorder(api, instance=instance, gate=gate)
-    tracer = tracing.Tracer(candidates=settings.trace_candidates)
     meters = metrics.Metrics()
+    spans = (
+        spans_module.Exporting(settings.spans, dropped=meters.spans_dropped)
+        if settings.spans.enabled
+        else spans_module.OFF
+    )
+    tracer = tracing.Tracer(candidates=settings.trace_candidates, spans=spans)
     meters.set_build_info(
         version=__version__, emulated_version=kube.version, server_version=kube.server
     )
@@ -261,6 +270,7 @@ async def run(settings: RunSettings) -> None:
         # cancelled anyway).
         await asyncio.gather(*writing, return_exceptions=True)
         kernel.close()
+        await asyncio.to_thread(spans.close)  # the spans queued, exported within seconds
         logger.info("plumb stopped")
 
 

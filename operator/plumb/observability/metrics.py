@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import prometheus_client
 from aiohttp import http_exceptions, web
-from prometheus_client import core, registry
+from prometheus_client import core, exposition, registry
 
 logger = logging.getLogger(__name__)
 
@@ -65,6 +65,7 @@ QUOTA_REFUSALS = "plumb_quota_refusals_total"
 QUOTA_LIMIT = "plumb_quota_limit"
 QUOTA_ATTAINMENT = "plumb_quota_slo_attainment"
 PLUGIN_FAILURES = "plumb_plugin_failures_total"
+SPANS_DROPPED = "plumb_trace_spans_dropped_total"
 
 COUNTER, GAUGE, HISTOGRAM = "counter", "gauge", "histogram"
 KINDS: Mapping[str, str] = {
@@ -96,6 +97,7 @@ KINDS: Mapping[str, str] = {
     QUOTA_LIMIT: GAUGE,
     QUOTA_ATTAINMENT: GAUGE,
     PLUGIN_FAILURES: COUNTER,
+    SPANS_DROPPED: COUNTER,
 }
 """Every metric plumb exports, by kind."""
 
@@ -128,6 +130,7 @@ LABELS: Mapping[str, tuple[str, ...]] = {
     QUOTA_LIMIT: ("namespace", "resource"),
     QUOTA_ATTAINMENT: ("namespace",),
     PLUGIN_FAILURES: ("plugin", "extension_point", "reason"),
+    SPANS_DROPPED: ("reason",),
 }
 """Each metric's labels (histograms add ``le`` to their buckets)."""
 
@@ -433,6 +436,14 @@ class Metrics:
             LABELS[PLUGIN_FAILURES],
             registry=self.registry,
         )
+        self._spans_dropped = prometheus_client.Counter(
+            SPANS_DROPPED,
+            "Spans of kept scheduling attempts that were not exported, by reason: 'queue_full' "
+            "(the export queue held its limit; the newest are dropped, the loop never waits) or "
+            "'export_failed' (the collector refused them or could not be reached).",
+            LABELS[SPANS_DROPPED],
+            registry=self.registry,
+        )
         self._watch_restarts = prometheus_client.Counter(
             WATCH_RESTARTS,
             "Watches restarted from a fresh list after an unexpected error (a bug handling an "
@@ -477,25 +488,28 @@ class Metrics:
         ``increase()`` and the dashboard have a series before the first restart."""
         self._watch_restarts.labels(resource)
 
-    def attempt(self, result: str, seconds: float) -> None:
-        """A scheduling attempt ended with ``result`` (one of ``RESULTS``) after ``seconds``."""
+    def attempt(self, result: str, seconds: float, trace_id: str = "") -> None:
+        """A scheduling attempt ended with ``result`` (one of ``RESULTS``) after ``seconds``;
+        ``trace_id``: its OpenTelemetry trace, kept by tracing (the observation's exemplar)."""
         self._attempts[result].inc()
-        self._durations[result].observe(seconds)
+        self._durations[result].observe(seconds, _exemplar(trace_id))
 
-    def pod_scheduled(self, seconds: float, attempts: int) -> None:
-        """A pod was bound ``seconds`` after it first entered the queue, in ``attempts``."""
+    def pod_scheduled(self, seconds: float, attempts: int, trace_id: str = "") -> None:
+        """A pod was bound ``seconds`` after it first entered the queue, in ``attempts``
+        (``trace_id`` as ``attempt``'s)."""
         index = min(max(1, attempts), MAX_ATTEMPTS_LABEL)
         child = self._sli_children[index]
         if child is None:
             child = self._sli_children[index] = self._sli.labels(attempts_label(index))
-        child.observe(seconds)
+        child.observe(seconds, _exemplar(trace_id))
 
     def kernel_run(self, seconds: float) -> None:
         self._kernel.observe(seconds)
 
-    def binding(self, result: str, seconds: float) -> None:
-        """A binding request ended with ``result`` (one of ``BIND_RESULTS``)."""
-        self._bindings[result].observe(seconds)
+    def binding(self, result: str, seconds: float, trace_id: str = "") -> None:
+        """A binding request ended with ``result`` (one of ``BIND_RESULTS``); ``trace_id`` as
+        ``attempt``'s."""
+        self._bindings[result].observe(seconds, _exemplar(trace_id))
 
     def plugin_execution(self, plugin: str, point: str, status: str, seconds: float) -> None:
         """``plugin`` ran at extension point ``point`` ("Filter") for one pod, ending with
@@ -505,6 +519,12 @@ class Metrics:
         if child is None:
             child = self._plugin_children[key] = self._plugin_execution.labels(*key)
         child.observe(seconds)
+
+    def spans_dropped(self, reason: str, count: int) -> None:
+        """Spans tracing kept but could not export: its queue full, or the exporter failing
+        (observability/spans.py). Called from the exporter's thread: a counter's increment
+        takes its own lock."""
+        self._spans_dropped.labels(reason).inc(count)
 
     def plugin_failure(self, plugin: str, point: str, reason: str) -> None:
         """A Python plugin's call failed a pod's attempt (extensions/judgements.py's reasons)."""
@@ -557,6 +577,18 @@ class Metrics:
     def render(self) -> bytes:
         return bytes(prometheus_client.generate_latest(self.registry))
 
+    def negotiated(self, accept: str) -> tuple[bytes, str]:
+        """The page in the format an ``Accept`` header asks for, and its content type:
+        OpenMetrics (which carries exemplars) for a scraper that asks for it, as Prometheus
+        does, else the text format."""
+        encoder, content_type = exposition.choose_encoder(accept)
+        return bytes(encoder(self.registry)), content_type
+
+
+def _exemplar(trace_id: str) -> dict[str, str] | None:
+    """An observation's exemplar: the trace it belongs to (None: tracing did not keep it)."""
+    return {"trace_id": trace_id} if trace_id else None
+
 
 async def serve(
     metrics: Metrics, host: str, port: int, routes: Sequence[web.RouteDef] = ()
@@ -565,10 +597,9 @@ async def serve(
     runner up. A malformed request is answered 400 and logged on one debug line
     (``SERVER_LOG``), not with aiohttp's ERROR traceback."""
 
-    async def page(_: web.Request) -> web.Response:
-        return web.Response(
-            body=metrics.render(), headers={"Content-Type": prometheus_client.CONTENT_TYPE_LATEST}
-        )
+    async def page(request: web.Request) -> web.Response:
+        body, content_type = metrics.negotiated(request.headers.get("Accept", ""))
+        return web.Response(body=body, headers={"Content-Type": content_type})
 
     app = web.Application()
     app.router.add_get("/metrics", page)

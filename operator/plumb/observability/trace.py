@@ -382,6 +382,19 @@ class Trace:
     # The node was the next of the previous pod's ranking (kube-scheduler's OpportunisticBatching),
     # not the best of ``candidates``, which are the pod's own scores.
     hinted: bool = False
+    # The attempt's OpenTelemetry trace (32 hex digits) when tracing kept it, else "" (absent
+    # from the line); not an input of the hashes.
+    trace_id: str = ""
+    # When the attempt was popped and when the pod last entered the active queue (the
+    # scheduler's monotonic clock; 0: unknown), and its stages as (name, start, end) on that
+    # clock: what its spans are made of (observability/spans.py). Not on the line.
+    started: float = dataclasses.field(default=0.0, compare=False)
+    activated: float = dataclasses.field(default=0.0, compare=False)
+    stages: tuple[tuple[str, float, float], ...] = dataclasses.field(default=(), compare=False)
+
+    def staged(self, name: str, start: float, end: float) -> Trace:
+        """The record with one more stage of its attempt."""
+        return dataclasses.replace(self, stages=(*self.stages, (name, start, end)))
 
     def summary(self) -> str:
         """The log line's message: the result, the pod and the node (no free text)."""
@@ -438,6 +451,8 @@ class Trace:
             fields["quota"] = self.quota
         if self.plugins:
             fields["plugins"] = dict(self.plugins)
+        if self.trace_id:
+            fields["trace_id"] = self.trace_id
         return fields
 
     @classmethod
@@ -475,6 +490,7 @@ class Trace:
                     _text(name): _text(version)
                     for name, version in _mapping(fields.get("plugins", {})).items()
                 },
+                trace_id=_text(fields.get("trace_id", "")),
                 profile=_text(fields.get("profile", "")),  # absent before configuration files
                 config=_text(fields.get("config", "")),
                 kube=_text(fields.get("kube", "")),

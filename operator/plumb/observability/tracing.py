@@ -30,6 +30,7 @@ import time
 from collections.abc import Callable
 
 from plumb.observability import logs, trace
+from plumb.observability import spans as spans_module
 
 DEFAULT_RATE = 50.0
 DEFAULT_BURST = 200
@@ -72,12 +73,15 @@ class Tracer:
         keep: int = DEFAULT_KEEP,
         clock: Callable[[], float] = time.monotonic,
         log: logging.Logger = logger,
+        spans: spans_module.Spans = spans_module.OFF,
     ) -> None:
         if not 0 <= candidates <= trace.TOP:
             raise ValueError(f"trace candidates must be 0 to {trace.TOP}, not {candidates}")
         if rate <= 0 or burst < 1:
             raise ValueError(f"the trace rate limit needs rate > 0 and burst >= 1: {rate}, {burst}")
         self.candidates = candidates
+        # The attempts' OpenTelemetry spans, made as their lines are written (off: nothing).
+        self.spans = spans
         self._clock = clock
         self._log = log
         self._keep = keep
@@ -124,16 +128,27 @@ class Tracer:
             if not self._bucket.take(now):
                 self._held_back(now, repeat=False)
                 return False
+            record = self._traced(record)
+            self._remember(record)
             self._written[record.uid] = (record.result, record.message, now)
             self._written.move_to_end(record.uid)
             while len(self._written) > self._keep:
                 self._written.popitem(last=False)
         if record.result == trace.SCHEDULED:
+            record = self._traced(record)
             self._remember(record)
         if self._held() and now - self._window_start >= self._summary_every:
             self.flush()
         self._log.log(level, record.summary(), extra={logs.FIELDS: record.fields()})
         return True
+
+    def _traced(self, record: trace.Trace) -> trace.Trace:
+        """The record with its attempt's trace id, once its spans are made (a line written:
+        a pod failing again and again is traced as often as it is logged)."""
+        if not self.spans.enabled or record.trace_id:
+            return record
+        trace_id = self.spans.finish(record)
+        return dataclasses.replace(record, trace_id=trace_id) if trace_id else record
 
     def last(self, pod: str) -> trace.Trace | None:
         """The last decision for ``pod`` (namespace/name) that the debug endpoint shows."""

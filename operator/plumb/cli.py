@@ -281,6 +281,13 @@ def _add_explain(commands: Commands) -> None:
         "--endpoint",
         help=f"plumb's debug endpoint (default: {explain.DEFAULT_ENDPOINT})",
     )
+    explain_cmd.add_argument(
+        "--tracing-ui-url",
+        default=os.environ.get("PLUMB_TRACING_UI_URL", ""),
+        metavar="URL",
+        help="Jaeger's query URL: the decision's trace is printed with its link (default: "
+        "$PLUMB_TRACING_UI_URL)",
+    )
 
 
 def _add_replay(commands: Commands) -> None:
@@ -480,7 +487,9 @@ def _served(
 
 
 def _command_explain(args: argparse.Namespace) -> int:
-    return explain.main(args.pod, source=args.source, endpoint=args.endpoint)
+    return explain.main(
+        args.pod, source=args.source, endpoint=args.endpoint, tracing_ui=args.tracing_ui_url
+    )
 
 
 def _command_replay(args: argparse.Namespace) -> int:

@@ -46,8 +46,10 @@ def main(
     endpoint: str | None = None,
     stdin: TextIO | None = None,
     out: TextIO | None = None,
+    tracing_ui: str = "",
 ) -> int:
-    """Print the explanation of ``pod``'s last decision; 1 with a message when there is none."""
+    """Print the explanation of ``pod``'s last decision; 1 with a message when there is none.
+    ``tracing_ui``: where traces are read (Jaeger's query URL): the trace's link is printed."""
     stdin = sys.stdin if stdin is None else stdin
     out = sys.stdout if out is None else out
     try:
@@ -68,7 +70,7 @@ def main(
     except ExplainError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
-    out.write(render(record))
+    out.write(render(record, tracing_ui))
     return 0
 
 
@@ -139,7 +141,7 @@ def _error_text(error: urllib.error.HTTPError) -> str:
 # Rendering ---------------------------------------------------------------------------------
 
 
-def render(record: trace.Trace) -> str:
+def render(record: trace.Trace, tracing_ui: str = "") -> str:
     """The record for a person: verdict, node, its pod group, policy, filters, the claims
     rejected (a claim
     pod that fit nowhere), candidates, the devices allocated, hashes, timing, and what
@@ -175,9 +177,20 @@ def render(record: trace.Trace) -> str:
         )
     )
     lines.append(_row("latency", _latencies(record)))
+    if record.trace_id:
+        lines.append(_row("trace", trace_link(record.trace_id, tracing_ui)))
     if record.preemption is not None:
         lines.extend(_preemption(record.preemption))
     return "\n".join(lines) + "\n"
+
+
+def trace_link(trace_id: str, tracing_ui: str) -> str:
+    """The attempt's trace: its id, and where Jaeger shows it (its UI's page and its API's
+    JSON) when the query's URL is known."""
+    if not tracing_ui:
+        return f"{trace_id} (--tracing-ui-url or PLUMB_TRACING_UI_URL gives its link)"
+    base = tracing_ui.rstrip("/")
+    return f"{trace_id} {base}/trace/{trace_id} (JSON: {base}/api/traces/{trace_id})"
 
 
 def _row(label: str, text: str) -> str:

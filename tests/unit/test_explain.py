@@ -463,3 +463,34 @@ def test_a_quota_refusal_reads_what_the_namespace_uses_and_why_its_limit() -> No
     assert f"quota:    {said}" in explain.render(record).splitlines()
     assert trace.Trace.from_fields(record.fields()).quota == said
     assert "quota" not in UNSCHEDULABLE.fields()
+
+
+def test_a_traced_decision_prints_its_trace_and_its_link_and_its_plugins_versions() -> None:
+    traced = dataclasses.replace(
+        SCHEDULED, trace_id="4b" * 16, plugins={"MaintenanceWindow": "0.1.0"}
+    )
+    line = logs.JsonFormatter().format(
+        logging.makeLogRecord(
+            {"name": trace.LOGGER, "msg": traced.summary(), logs.FIELDS: traced.fields()}
+        )
+    )
+    out = io.StringIO()
+    assert explain.main("shop/web-7", source="-", stdin=io.StringIO(line + "\n"), out=out) == 0
+    text = out.getvalue()
+    assert (
+        f"trace:    {'4b' * 16} (--tracing-ui-url or PLUMB_TRACING_UI_URL gives its link)" in text
+    )
+    assert "plugins:  MaintenanceWindow 0.1.0" in text
+    out = io.StringIO()
+    explain.main(
+        "shop/web-7",
+        source="-",
+        stdin=io.StringIO(line + "\n"),
+        out=out,
+        tracing_ui="http://127.0.0.1:16686/",
+    )
+    link = f"http://127.0.0.1:16686/trace/{'4b' * 16}"
+    assert (
+        f"trace:    {'4b' * 16} {link} (JSON: http://127.0.0.1:16686/api/traces/" in out.getvalue()
+    )
+    assert "trace:" not in explain.render(SCHEDULED)

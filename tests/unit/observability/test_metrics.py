@@ -126,6 +126,7 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
     m.set_build_info(version="0.1.0", emulated_version="1.37", server_version="v1.37.2")
     m.plugin_execution("DynamicResources", "Filter", "Success", 0.002)
     m.plugin_failure("MaintenanceWindow", "Filter", "timeout")
+    m.spans_dropped("queue_full", 3)
     m.podgroup_attempt("scheduled")
     m.podgroup_placed(1.5)
     m.quota_refusal("team-a", metrics.OVER_MAX)
@@ -157,6 +158,7 @@ def test_the_recorded_metrics_are_on_the_page_with_their_declared_labels() -> No
         metrics.QUOTA_MAX,
         metrics.QUOTA_REFUSALS,
         metrics.PLUGIN_FAILURES,
+        metrics.SPANS_DROPPED,
     }
     # The parser names a counter's family without _total.
     assert {f if f in metrics.KINDS else f"{f}_total" for f in families} == recorded

@@ -106,3 +106,21 @@ def test_the_panels_cover_the_issue_and_read_the_chosen_data_source(
         "Zone health",
         "Cache size",
     } <= titles
+
+
+def test_the_latency_panels_show_exemplars_that_lead_to_traces(dashboard: dict[str, Any]) -> None:
+    histograms = (
+        "plumb_scheduling_attempt_duration_seconds_bucket",
+        "plumb_pod_scheduling_sli_duration_seconds_bucket",
+        "plumb_binding_duration_seconds_bucket",
+    )
+    for name in histograms:
+        panels = [
+            panel
+            for panel in _panels(dashboard["panels"])
+            if any(name in target["expr"] for target in panel.get("targets", []))
+        ]
+        assert panels, name
+        for panel in panels:
+            assert panel["type"] == "timeseries"  # the only panel that draws exemplars
+            assert any(t.get("exemplar") for t in panel["targets"]), panel["title"]

@@ -197,8 +197,10 @@ def _add_run_tracing(run: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--tracing-ui-url",
         metavar="URL",
-        help="where a person reads a trace (Jaeger's query, e.g. http://jaeger:16686): trace "
-        "lines link it, and so does `plumb explain` given the same URL",
+        default=os.environ.get("PLUMB_TRACING_UI_URL") or None,
+        help="where a person reads a trace (Jaeger's query, e.g. http://jaeger:16686): `plumb "
+        "explain` asking this plumb's debug endpoint prints each trace's link there "
+        "(default: $PLUMB_TRACING_UI_URL)",
     )
 
 

@@ -66,7 +66,8 @@ def main(
             except OSError as error:
                 raise ExplainError(f"cannot read {source}: {error.strerror}") from error
         else:
-            record = from_endpoint(endpoint or DEFAULT_ENDPOINT, key)
+            record, served_ui = served_by(endpoint or DEFAULT_ENDPOINT, key)
+            tracing_ui = tracing_ui or served_ui
     except ExplainError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
@@ -107,6 +108,12 @@ def from_lines(lines: Iterable[str], pod: str) -> trace.Trace:
 
 def from_endpoint(endpoint: str, pod: str) -> trace.Trace:
     """``pod``'s last record from a running plumb's debug endpoint."""
+    return served_by(endpoint, pod)[0]
+
+
+def served_by(endpoint: str, pod: str) -> tuple[trace.Trace, str]:
+    """``pod``'s last record from a running plumb's debug endpoint, and where that plumb says
+    traces are read (its --tracing-ui-url; "" when it has none)."""
     namespace, name = pod.split("/")
     url = (
         f"{endpoint.rstrip('/')}/debug/pods/"
@@ -125,7 +132,7 @@ def from_endpoint(endpoint: str, pod: str) -> trace.Trace:
     except json.JSONDecodeError as error:
         raise ExplainError(f"{url} did not answer JSON: {error}") from error
     try:
-        return trace.Trace.from_fields(body)
+        return trace.Trace.from_fields(body), str(body.get("tracing_ui") or "")
     except trace.TraceError as error:
         raise ExplainError(f"{url} answered something else than a trace: {error}") from error
 

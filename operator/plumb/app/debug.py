@@ -112,7 +112,10 @@ def application(tracer: tracing.Tracer, dump: Dumper | None = None) -> web.Appli
             )
             return web.json_response({"error": message}, status=404)
         # "tried" counts the attempts whose repeated answer the log held back as well.
-        return web.json_response({**record.fields(), "tried": tracer.tried(key)})
+        served = {**record.fields(), "tried": tracer.tried(key)}
+        if tracer.spans.settings.ui_url:
+            served["tracing_ui"] = tracer.spans.settings.ui_url  # for `plumb explain`'s link
+        return web.json_response(served)
 
     async def pods(_: web.Request) -> web.Response:
         listed = [

@@ -31,8 +31,7 @@ from tests.support.plumb_process import PlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.extenders]
 
-# plumb joins (side_by_side.PLUMB) when its scheduling cycle calls extenders.
-SCHEDULERS = (side_by_side.KUBE_SCHEDULER,)
+SCHEDULERS = side_by_side.SCHEDULERS
 PROFILE = "extended"
 # No DeviceClass names these, so NodeResourcesFit never hands them to DynamicResources.
 GPU = "example.com/extender-gpu"

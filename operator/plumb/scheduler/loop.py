@@ -476,7 +476,11 @@ class Scheduler:
             uid = decision.pod.uid
             if policy is not None and self._may_deviate(policy, decision):
                 blocked.append(decision)
-            elif decision.node is None and (uid not in early or _over_quota(decision)):
+            elif (
+                decision.node is None
+                and not decision.error
+                and (uid not in early or _over_quota(decision))
+            ):
                 failed.append(decision)  # a filter rejected every node: PostFilter may help
             elif decision.node is not None and self.gangs.orphan(decision.pod):
                 # Coscheduling's Permit: a pod labelled for a PodGroup that does not exist.
@@ -870,10 +874,12 @@ class Scheduler:
         return runs.snapshot(self.cache, self.runs, ",".join(sorted(self.served.names)))
 
     async def drain(self) -> None:
-        """Wait for binds and report writes in flight (shutdown, tests)."""
+        """Wait for binds and report writes in flight (shutdown, tests); the extenders'
+        connections are closed (a later call opens them again)."""
         await self.binding.drain()
         await self.post_filter.drain()
         await self.state.recorder.drain()
+        await self.state.extender_calls.close()
 
 
 def _prefiltered(decision: cycle.Decision, profile: scoring.Profile) -> cycle.Decision:

@@ -87,10 +87,14 @@ async def decide(
     filtered = await calls.filter(configured, pod_body, feasible, node_body)
     if filtered.error is not None:
         return Extended(decision=failed(pod, len(compiled.names), filtered.error))
-    if len(filtered.nodes) == 1 and not filtered.changed(feasible):
+    # Only the nodes it was sent count: a copy of another node (an extender that is not
+    # nodeCacheCapable may answer any) is not among the kernel's feasible nodes.
+    sent = set(feasible)
+    kept = [name for name in filtered.nodes if name in sent]
+    if len(kept) == 1 and not filtered.changed(feasible):
         return Extended(decision=first)  # the only node: chosen unscored
     scores: Mapping[str, int] = {}
-    if len(filtered.nodes) > 1:
+    if len(kept) > 1:
         scores = await calls.prioritize(configured, pod_body, filtered, node_body)
     verdicts = verdict(compiled.names, feasible, filtered, scores, judgement)
     prepared, again = await rerun(verdicts, filtered.fresh)

@@ -4,9 +4,10 @@ what each verb is sent, and what the scheduler makes of the answers: where pods 
 an extender is asked about, and the FailedScheduling words (an extender's FailedNodes reasons
 counted among the filters', its errors repeated verbatim with reason SchedulerError).
 
-For now only the real kube-scheduler runs them (``SCHEDULERS``), so every expectation here is
-what the binary did; plumb joins once its scheduling cycle calls extenders, with the same file.
-The research behind the scenarios: /work/notes/extenders-upstream.md, §9 (S1 to S8).
+Every scenario runs under the real kube-scheduler and under plumb (``SCHEDULERS``), given the
+same file: each expectation is what the binary did, and plumb must do the same (docs/extenders.md
+says how it does). The research behind the scenarios: /work/notes/extenders-upstream.md, §9 (S1
+to S8).
 
 Nodes exist before the scheduler starts (it lists them all before its first cycle), and pods
 are created one at a time where the order matters. Node names carry the test's namespace, so
@@ -31,8 +32,7 @@ from tests.support.plumb_process import PlumbFactory
 
 pytestmark = [pytest.mark.integration, pytest.mark.extenders]
 
-# plumb joins (side_by_side.PLUMB) when its scheduling cycle calls extenders.
-SCHEDULERS = (side_by_side.KUBE_SCHEDULER,)
+SCHEDULERS = side_by_side.SCHEDULERS
 PROFILE = "extended"
 # No DeviceClass names these, so NodeResourcesFit never hands them to DynamicResources.
 GPU = "example.com/extender-gpu"
@@ -64,8 +64,7 @@ def start_fixture(
 def start_both_fixture(
     request: pytest.FixtureRequest, control_plane: controlplane.ControlPlane, tmp_path: Path
 ) -> Iterator[ProfileStarter]:
-    """``start`` under plumb too, for what plumb does already: a profile of the test's own,
-    no extenders."""
+    """``start`` with a profile of the test's own and no extenders."""
     starter = _starter(request, control_plane, tmp_path)
     start = next(starter)
     yield lambda profile: start((), profile)

@@ -17,6 +17,7 @@ import logging
 from pathlib import Path
 
 from plumb.backend import queue
+from plumb.extensions import extenderclient
 from plumb.framework import emulation, schedconfig
 from plumb.observability import metrics as metrics_module
 from plumb.scheduler import Scheduler, profiles
@@ -52,10 +53,17 @@ def served_from(
         raise ConfigFileError(f"{path}: {error}") from error
     for line in config.ignored:
         logger.info("%s: %s", path, line)
+    for extender in config.extenders:
+        try:
+            # The TLS files are read as kube-scheduler reads them at start (NewHTTPExtender).
+            extenderclient.ssl_context(extender)
+        except extenderclient.ExtenderError as error:
+            raise ConfigFileError(f"{path}: {error}") from error
     return profiles.Served(
         profiles=config.profiles,
         backoff=queue.Backoff(initial=config.initial_backoff, maximum=config.max_backoff),
         digest=config.digest,
+        extenders=config.extenders,
     )
 
 

@@ -21,6 +21,11 @@ MAX_PRIORITY = 10
 """extender/v1 MaxExtenderPriority: a prioritize score of 10 weighs as a plugin's 100."""
 MAX_NODE_SCORE = 100
 
+PLUGIN = "Extender"
+"""kube-scheduler's ExtenderName: what a pod's unschedulable plugins name when extenders dropped
+some of its nodes (it then waits for any cluster event), and the plugin their filter reasons
+are counted under in plumb's trace."""
+
 INSECURE_WITH_CA = "specifying a root certificates file with the insecure flag is not allowed"
 _PEM_BLOCK = re.compile(rb"-----BEGIN ([^\n-]*)-----\r?\n(.*?)-----END \1-----", re.DOTALL)
 
@@ -81,6 +86,28 @@ class Extender:
     @property
     def managed(self) -> frozenset[str]:
         return frozenset(resource.name for resource in self.managed_resources)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Kept:
+    """Which objects' whole bodies the extenders need, so the scheduler keeps them as the
+    watches deliver them: the pending pods (every verb but bind sends the pod, and interest
+    reads its containers), the nodes (a filter or prioritize verb of an extender that is not
+    nodeCacheCapable), the bound pods (victims, to the preempt verb of such an extender)."""
+
+    pending: bool = False
+    nodes: bool = False
+    bound: bool = False
+
+
+def kept(extenders: Iterable[Extender]) -> Kept:
+    listed = tuple(extenders)
+    whole = [e for e in listed if not e.node_cache_capable]
+    return Kept(
+        pending=bool(listed),
+        nodes=any(e.filter_verb or e.prioritize_verb for e in whole),
+        bound=any(e.preempt_verb for e in whole),
+    )
 
 
 def ordered(extenders: Iterable[Extender]) -> tuple[Extender, ...]:

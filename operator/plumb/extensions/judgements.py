@@ -54,7 +54,10 @@ class PluginFailure:
 class Judgement:
     """What the plugins said of one pod: refused before any node (``refused``: PreFilter's
     status), failed (``failure``), or each Filter's rejections and each Score's raw scores
-    (in the profile's order), and the seconds each call took, by (plugin, point)."""
+    (in the profile's order), and the seconds each call took, by (plugin, point).
+    ``extender_score``: the HTTP extenders' prioritize total per node, already weighed
+    (score * weight * 10), added to each feasible node's total as it is (None: none); their
+    filters' verdicts come as rejections of plugin "Extender" (scheduler/extendercycle.py)."""
 
     nodes: tuple[str, ...] = ()  # the nodes judged, in the order of every array here
     refused: tuple[str, interface.Status] | None = None
@@ -62,6 +65,7 @@ class Judgement:
     rejections: tuple[Rejected, ...] = ()
     scores: Mapping[str, interface.Ints] = dataclasses.field(default_factory=dict)
     seconds: Mapping[tuple[str, str], float] = dataclasses.field(default_factory=dict)
+    extender_score: interface.Ints | None = None
 
 
 def pod_view(pod: objects.PodInfo) -> interface.PodView:

@@ -699,7 +699,7 @@ def _static_row(
         last = _rejected(judgement, tables, len(statics), last)
     extension, parts = (
         _extension_score(judgement, profile, code, last)
-        if judgement is not None and judgement.scores
+        if judgement is not None and (judgement.scores or judgement.extender_score is not None)
         else (None, ())
     )
     zeros = scores.zeros
@@ -766,7 +766,8 @@ def _extension_score(
     last: contract.I32 | None,
 ) -> tuple[contract.I64, tuple[contract.I64, ...]]:
     """The Python plugins' weighted score sum per node, and each one's normalised score,
-    normalised over the nodes that pass the static filters and every plugin's Filter."""
+    normalised over the nodes that pass the static filters and every plugin's Filter; the HTTP
+    extenders' total, weighed already, is added to the sum (not a part: no plugin's)."""
     passing = code == 0 if last is None else (code == 0) & (last == 0)
     total = np.zeros(code.shape[0], dtype=np.int64)
     parts = []
@@ -777,6 +778,8 @@ def _extension_score(
         score = judgements.normalised(raw, enabled.normalize, passing)
         parts.append(score)
         total += enabled.weight * score
+    if judgement.extender_score is not None:
+        total += judgement.extender_score
     return total, tuple(parts)
 
 

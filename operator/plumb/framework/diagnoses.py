@@ -20,9 +20,11 @@ class Diagnosis:
 
     @classmethod
     def count(cls, total_nodes: int, per_node: Iterable[Iterable[str]]) -> Diagnosis:
+        """Each node's reasons counted; an empty reason is no words (a status without
+        reasons, as kube-scheduler's for a node an HTTP extender dropped silently)."""
         counter: collections.Counter[str] = collections.Counter()
         for reasons in per_node:
-            counter.update(reasons)
+            counter.update(reason for reason in reasons if reason)
         return cls(total_nodes=total_nodes, reasons=dict(counter))
 
     def message(self) -> str:

@@ -27,6 +27,7 @@ that order are the same to it, not to plumb).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Hashable, Sequence
 
 import numpy as np
@@ -112,6 +113,15 @@ def signature(pod: objects.PodInfo, profile: scoring.Profile) -> Signature | Non
         needed = nodedeclaredfeatures.required(pod, profile.kube.declared_features)
         parts.append(("features", tuple(sorted(needed))))
     return tuple(parts)
+
+
+def unbatched(batch: contract.Batch) -> contract.Batch:
+    """The batch with no pod continuing the one before it: OpportunisticBatching is off while
+    the configuration has HTTP extenders (v1.37's framework.go: "Disabling signatures for
+    profile because it has extenders configured")."""
+    if not batch.continues.any():
+        return batch
+    return dataclasses.replace(batch, continues=np.zeros_like(batch.continues))
 
 
 def continues(

@@ -66,6 +66,7 @@ NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominat
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_NODES = "no nodes available"
+NO_CANDIDATE = "no candidate node for preemption"  # HTTP extenders left no candidate
 PREFIX = "preemption: "
 # Preempt's status on success, from v1.37 (#140180); DefaultPreemption puts PREFIX before it.
 FOUND = "found a potential placement for pod on node {node}, preempting {victims} victims"
@@ -384,7 +385,19 @@ def _rank(candidate: Candidate) -> tuple[int, int, int, int, float]:
     return (candidate.pdb_violations, highest, total, len(victims), -earliest)
 
 
-def preempt(
+@dataclasses.dataclass(frozen=True, kw_only=True, slots=True)
+class Searched:
+    """The nodes searched before one is chosen: every candidate (in name order), the searched
+    nodes that are none with why, and the errors of nodes that needed no victims; ``total``:
+    the nodes there are. HTTP extenders may replace the candidates before ``conclude``."""
+
+    candidates: tuple[Candidate, ...]
+    rejected: Mapping[str, tuple[str, ...]]
+    errors: tuple[str, ...] = ()
+    total: int = 0
+
+
+def search(
     pod: Pod,
     nodes: Sequence[NodePods],
     statuses: Mapping[str, NodeStatus],
@@ -395,17 +408,9 @@ def preempt(
     *,
     first_violation: bool = True,
     select: SelectVictims = select_victims,
-) -> PreemptionVerdict:
-    """Where ``pod`` should preempt and whom (Evaluator.Preempt without its API calls).
-
-    ``nodes`` is every node of the snapshot with its pods; ``statuses`` each node's failure in
-    the cycle that just failed (nodes absent count as UnschedulableAndUnresolvable). Without
-    ``explains``, a node where the pod does not fit even with every lower-priority pod gone is
-    reported with its reasons from ``statuses``. ``rules`` are the preemptor's policy's
-    ``spec.preemption`` (``NO_RULES`` for a pod no policy governs); ``budgets`` are spent in
-    their order, as ``first_violation`` says (``split_by_budgets``); ``select`` chooses the
-    victims on each node searched.
-    """
+) -> PreemptionVerdict | Searched:
+    """Steps 1 to 3 of ``preempt``: the verdict when the pod may not preempt or there is no
+    node, else what the search found (findCandidates)."""
     by_name = {node.name: node for node in nodes}
     refusal = not_eligible(pod, by_name, statuses)
     if refusal is not None:
@@ -436,23 +441,92 @@ def preempt(
             rejected[node.name] = (result.error,)
         else:
             rejected[node.name] = result.reasons
+    return Searched(
+        candidates=tuple(candidates), rejected=rejected, errors=tuple(errors), total=len(nodes)
+    )
+
+
+def conclude(
+    pod: Pod,
+    searched: Searched,
+    chosen_from: Sequence[Candidate] | None = None,
+    refusal: str = "",
+) -> PreemptionVerdict:
+    """Step 4 of ``preempt``: the best candidate, or why there is none. ``chosen_from``: the
+    candidates HTTP extenders left (callExtenders; none left: "no candidate node for
+    preemption"), ``refusal``: an extender's error, which ends the preemption with its
+    words."""
+    if refusal:
+        return PreemptionVerdict(
+            node=None,
+            candidates=searched.candidates,
+            rejected=searched.rejected,
+            message=PREFIX + refusal,
+        )
+    if searched.candidates and chosen_from is not None and not chosen_from:
+        return PreemptionVerdict(
+            node=None,
+            candidates=searched.candidates,
+            rejected=searched.rejected,
+            message=PREFIX + NO_CANDIDATE,
+        )
+    candidates = searched.candidates if chosen_from is None else tuple(chosen_from)
     if candidates:
         best = choose(pod, candidates)
         return PreemptionVerdict(
             node=best.node,
             victims=best.victims,
             pdb_violations=best.pdb_violations,
-            candidates=tuple(candidates),
-            rejected=rejected,
+            candidates=candidates,
+            rejected=searched.rejected,
         )
-    if errors:
-        return PreemptionVerdict(node=None, rejected=rejected, message=PREFIX + _aggregate(errors))
+    if searched.errors:
+        return PreemptionVerdict(
+            node=None, rejected=searched.rejected, message=PREFIX + _aggregate(searched.errors)
+        )
     return PreemptionVerdict(
         node=None,
-        rejected=rejected,
-        message=PREFIX + _sentence(len(nodes), rejected.values()),
+        rejected=searched.rejected,
+        message=PREFIX + _sentence(searched.total, searched.rejected.values()),
         clear_nomination=True,
     )
+
+
+def preempt(
+    pod: Pod,
+    nodes: Sequence[NodePods],
+    statuses: Mapping[str, NodeStatus],
+    budgets: Sequence[DisruptionBudget],
+    fits: Fits,
+    explains: Explains | None = None,
+    rules: Rules = NO_RULES,
+    *,
+    first_violation: bool = True,
+    select: SelectVictims = select_victims,
+) -> PreemptionVerdict:
+    """Where ``pod`` should preempt and whom (Evaluator.Preempt without its API calls):
+    ``search``, then ``conclude``.
+
+    ``nodes`` is every node of the snapshot with its pods; ``statuses`` each node's failure in
+    the cycle that just failed (nodes absent count as UnschedulableAndUnresolvable). Without
+    ``explains``, a node where the pod does not fit even with every lower-priority pod gone is
+    reported with its reasons from ``statuses``. ``rules`` are the preemptor's policy's
+    ``spec.preemption`` (``NO_RULES`` for a pod no policy governs); ``budgets`` are spent in
+    their order, as ``first_violation`` says (``split_by_budgets``); ``select`` chooses the
+    victims on each node searched.
+    """
+    found = search(
+        pod,
+        nodes,
+        statuses,
+        budgets,
+        fits,
+        explains,
+        rules,
+        first_violation=first_violation,
+        select=select,
+    )
+    return found if isinstance(found, PreemptionVerdict) else conclude(pod, found)
 
 
 def not_helpful(total: int) -> str:

@@ -30,7 +30,7 @@ import numpy as np
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import countrows, nominations, snapshot
 from plumb.backend.records import objects, specs
-from plumb.extensions import judgements
+from plumb.extensions import extenders, judgements
 from plumb.framework import compiling, cycle, emulation, scoring
 from plumb.framework.plugins import dynamicresources, nodeports
 from plumb.kernel import contract
@@ -167,9 +167,11 @@ class WhatIf:
         self._index = compiled.index
         batch = compiled.batch
         row = int(batch.static_row[0])
-        self._static = batch.static_code[row]
+        # HTTP extenders' rejections decide which nodes are searched, but the dry run asks the
+        # filter plugins alone (kube-scheduler runs no extender there).
+        self._static = _without_extenders(compiled, batch.static_code[row])
         last = compiled.last_codes
-        self._last = None if last is None else last[row]
+        self._last = None if last is None else _without_extenders(compiled, last[row])
         self._taint = batch.taint_raw[row : row + 1]
         self._affinity = batch.node_affinity_raw[row : row + 1]
         self._image = batch.image_score[row : row + 1]
@@ -285,6 +287,12 @@ class Plan:
     def decide(self, kernel: contract.Kernel) -> Search | None:
         """Where the pod should preempt, and whom; None when it fits as things are now (try it
         again as a new attempt). Touches nothing but the plan: may run on any thread."""
+        found = self.find(kernel)
+        return None if found is None else found.conclude()
+
+    def find(self, kernel: contract.Kernel) -> Found | None:
+        """``decide`` up to the choice of a candidate (which HTTP extenders may change in
+        between: ``Found``); None when the pod fits as things are now."""
         compiled = self.compiled
         result = kernel(compiled.cluster, compiled.batch)
         if self.prefiltered:
@@ -329,7 +337,7 @@ class Plan:
             return whatif.reasons(node.name, removed(node, remaining))
 
         preemptor = dataclasses.replace(victim_record(self.pod), nominated_node=self.nominated_node)
-        outcome = evaluator.preempt(
+        outcome = evaluator.search(
             preemptor,
             nodes,
             statuses,
@@ -344,12 +352,52 @@ class Plan:
                 else functools.partial(quotavictims.select, view=self.quota)
             ),
         )
+        return Found(plan=self, preemptor=preemptor, outcome=outcome, searched=len(searched))
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Found:
+    """A search's candidates before one is chosen (or its verdict, when the pod may not
+    preempt): what HTTP extenders with a preempt verb are asked about."""
+
+    plan: Plan
+    preemptor: evaluator.Pod
+    outcome: evaluator.PreemptionVerdict | evaluator.Searched
+    searched: int
+
+    @property
+    def candidates(self) -> tuple[evaluator.Candidate, ...]:
+        outcome = self.outcome
+        return () if isinstance(outcome, evaluator.PreemptionVerdict) else outcome.candidates
+
+    def pods_on(self) -> dict[str, tuple[str, ...]]:
+        """The uids of each node's pods (an extender's answer names victims by uid)."""
+        return {name: tuple(p.uid for p in pods) for name, pods in self.plan.pods_on.items()}
+
+    def candidate(self, node: str, uids: Sequence[str], pdb_violations: int) -> evaluator.Candidate:
+        """A candidate on ``node`` with the victims an extender chose (uids among its pods)."""
+        pods = {p.uid: p for p in self.plan.pods_on[node]}
+        return evaluator.Candidate(
+            node=node,
+            victims=tuple(victim_record(pods[uid], exempt=uid in self.plan.exempt) for uid in uids),
+            pdb_violations=pdb_violations,
+        )
+
+    def conclude(
+        self, chosen_from: Sequence[evaluator.Candidate] | None = None, refusal: str = ""
+    ) -> Search:
+        """The choice among the candidates (``chosen_from``: those extenders left; ``refusal``:
+        an extender's error), with the records of its victims."""
+        outcome = self.outcome
+        if isinstance(outcome, evaluator.Searched):
+            outcome = evaluator.conclude(self.preemptor, outcome, chosen_from, refusal)
+        every = {p.uid: p for pods in self.plan.pods_on.values() for p in pods}
         return Search(
             outcome=outcome,
-            victims=tuple(by_uid[v.uid] for v in outcome.victims),
-            searched=len(searched),
-            kube=self.kube,
-            quota=self.quota is not None,
+            victims=tuple(every[v.uid] for v in outcome.victims),
+            searched=self.searched,
+            kube=self.plan.kube,
+            quota=self.plan.quota is not None,
         )
 
 
@@ -425,6 +473,15 @@ def search(
     """``prepare`` and ``decide`` in one go (tests, replay)."""
     plan = prepare(pod, snap, cache, **options)
     return None if plan is None else plan.decide(kernel)
+
+
+def _without_extenders(compiled: compiling.Compiled, codes: np.ndarray) -> np.ndarray:
+    """Static codes with the HTTP extenders' reasons (plugin "Extender") passing."""
+    reasons = compiled.static_reasons
+    theirs = [c + 1 for c, reason in enumerate(reasons) if reason.plugin == extenders.PLUGIN]
+    if not theirs:
+        return codes
+    return np.where(np.isin(np.abs(codes), theirs), 0, codes).astype(codes.dtype)
 
 
 def _statuses(

@@ -25,11 +25,12 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from plumb import claimreservations, prebind
+from plumb import events as events_module
 from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import volumes as volumes_module
 from plumb.backend.records import draobjects, objects
-from plumb.binder import Binder, BindOutcome
+from plumb.binder import NOT_LEADER_MESSAGE, Binder, BindOutcome, BindResult
 from plumb.extensions import interface
 from plumb.framework import traces
 from plumb.framework.devices import statuses
@@ -128,7 +129,11 @@ class BindingCycle:
         try:
             if not tries and not await self._prebind(entry, node, plan, devices, record, started):
                 return False
-            result = await self._binder.bind(pod, node)
+            answer = await self._bind_call(pod, node)
+            if isinstance(answer, str):
+                self._extender_refused(entry, node, record, plan, devices, started, answer)
+                return False
+            result = answer
         except asyncio.CancelledError:
             # Leadership lost (or shutdown) mid-request: whether the server got it or not, the
             # watch will tell; until then the pod waits in the queue like any other. The trace
@@ -239,6 +244,65 @@ class BindingCycle:
         )
         self._state.tracer.emit(failed, repeat_after=step, level=level)
         return False
+
+    async def _bind_call(self, pod: objects.PodInfo, node: str) -> BindResult | str:
+        """Bind as kube-scheduler does: an HTTP extender that binds and is interested in the
+        pod first (it writes the Binding itself; its error text when it fails), the bind
+        plugins (DefaultBinder: binder.py) when there is none or an ignorable one failed."""
+        configured = self._state.served.extenders
+        if any(e.bind_verb for e in configured):
+            if not self._may_act():
+                return BindResult(outcome=BindOutcome.NOT_LEADER, message=NOT_LEADER_MESSAGE)
+            said = await self._state.extender_calls.bind(
+                configured,
+                self._state.bodies.pod(pod.uid),
+                pod.namespace,
+                pod.name,
+                pod.uid,
+                node,
+            )
+            if said == "":
+                # Bound by the extender: the pod stays assumed on ``node`` until the watch
+                # shows where it went.
+                return BindResult(outcome=BindOutcome.BOUND)
+            if said is not None:
+                return said
+        return await self._binder.bind(pod, node)
+
+    def _extender_refused(
+        self,
+        entry: queue_module.Entry,
+        node: str,
+        record: trace.Trace,
+        plan: volumes_module.BindingPlan | None,
+        devices: dynamicresources.Reserved | None,
+        started: float,
+        message: str,
+    ) -> None:
+        """The binding extender failed (handleBindingCycleError): the pod's reservations
+        undone, FailedScheduling with reason SchedulerError and the extender's words, a retry
+        after a backoff, unless the watch shows the pod bound meanwhile."""
+        pod = entry.pod
+        settled = self._state.cache.state(pod.uid) is not cache_module.PodState.ASSUMED
+        self._unreserve_extensions(pod, node)
+        if plan is not None:
+            self._state.cache.volumes.forget(plan)
+        self._forget_devices(pod, devices, unreserve=not settled)
+        self._state.metrics.attempt(metrics_module.ERROR, self._state.queue.now() - entry.popped_at)
+        step = self._state.queue.backoff_duration(entry.attempts)
+        if not settled:
+            self._state.cache.forget(pod.uid)
+            self._state.queue.retry(entry)
+            self._state.recorder.failed_scheduling(
+                pod, message, step=step, reason=events_module.SCHEDULER_ERROR
+            )
+        failed = dataclasses.replace(
+            record,
+            result=trace.BIND_FAILED,
+            message=message,
+            bind_ms=trace.ms(time.monotonic() - started),
+        )
+        self._state.tracer.emit(failed, repeat_after=step, level=logging.WARNING)
 
     def _unreserve_extensions(self, pod: objects.PodInfo, node: str) -> None:
         """The Python plugins' Unreserve for a pod whose binding failed."""

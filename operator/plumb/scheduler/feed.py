@@ -99,6 +99,19 @@ class ClusterFeed:
         pod = _read("Pod", body, parse)
         if pod is not None:
             self._pod_event(event_type, pod)
+            self._keep_pod(event_type, pod, body)
+
+    def _keep_pod(
+        self, event_type: str | None, pod: objects.PodInfo, body: Mapping[str, Any]
+    ) -> None:
+        """The pod's body, for the extenders (when they need it: rawbodies.py)."""
+        kept = self._state.served.bodies_kept
+        if not (kept.pending or kept.bound or len(self._state.bodies)):
+            return
+        gone = event_type == "DELETED" or pod.terminal
+        pending = not pod.node_name and pod.scheduler_name in self._state.served.names
+        pending = pending and not pod.deleting
+        self._state.bodies.on_pod(kept, pod.uid, None if gone else body, pending=pending)
 
     def _pod_event(self, event_type: str | None, pod: objects.PodInfo) -> None:
         ref = groupobjects.group_of(pod)
@@ -179,6 +192,7 @@ class ClusterFeed:
         self._state.queue.delete(pod.uid)
         self._state.recorder.forget(pod.uid)
         self._state.tracer.forget(pod.key, pod.uid)
+        self._state.bodies.forget_pods((pod.uid,))
         freed = freed or self._state.cache.state(pod.uid) is not None
         self._state.cache.remove_pod(pod.uid)
         return freed
@@ -405,6 +419,8 @@ class ClusterFeed:
         if node is None:
             return
         self._state.policies.observe_node(node.name, None if event_type == "DELETED" else body)
+        kept = self._state.served.bodies_kept
+        self._state.bodies.on_node(kept, node.name, None if event_type == "DELETED" else body)
         if event_type == "DELETED":
             self._state.cache.remove_node(node.name)
             return
@@ -474,17 +490,22 @@ class ClusterFeed:
     def resync(self, nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> None:
         """Make the cache and queue match a full list of nodes and pods."""
         node_infos = []
+        kept = self._state.served.bodies_kept
+        self._state.bodies.clear()
         for body in nodes:
             if (info := _read("Node", body, objects.parse_node)) is not None:
                 self._state.policies.observe_node(info.name, body)
+                self._state.bodies.on_node(kept, info.name, body)
                 node_infos.append(info)
         parse = functools.partial(objects.parse_pod, resize=self._state.served.accounting)
-        pod_infos = [pod for body in pods if (pod := _read("Pod", body, parse)) is not None]
+        listed = [(pod, body) for body in pods if (pod := _read("Pod", body, parse)) is not None]
+        pod_infos = [pod for pod, _body in listed]
         self._state.cache.reconcile(node_infos, pod_infos)
         # reconcile placed the bound pods; only the pending ones are left to queue.
-        for pod in pod_infos:
+        for pod, body in listed:
             if not pod.node_name:
                 self._pod_event(None, pod)
+            self._keep_pod(None, pod, body)
         self._state.queue.move_all()
         self.synced.set()
 
@@ -510,6 +531,7 @@ class ClusterFeed:
             None if pods is None else {str((p.get("metadata") or {}).get("uid", "")) for p in pods}
         )
         removed = self._state.cache.sweep(node_names, pod_uids, listed_at=mark[0])
+        self._state.bodies.forget_nodes(removed.nodes)
         swept = len(removed.nodes)
         if pod_uids is not None:
             # A deletion the watch missed is a deletion everywhere (client-go's relist delivers

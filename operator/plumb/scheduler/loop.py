@@ -30,8 +30,8 @@ from plumb.backend.cache import volumes as volumes_module
 from plumb.backend.records import groupobjects, objects
 from plumb.binder import Binder
 from plumb.events import Recorder
-from plumb.extensions import judgements, registry
-from plumb.framework import cycle, deviation, scoring, traces
+from plumb.extensions import extenders, judgements, registry
+from plumb.framework import compiling, cycle, deviation, scoring, signatures, traces
 from plumb.framework.plugins import (
     capacityscheduling,
     dynamicresources,
@@ -46,7 +46,15 @@ from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
 from plumb.preemption import evaluator, search
-from plumb.scheduler import binding, feed, gangcycle, meters, postfilter, profiles
+from plumb.scheduler import (
+    binding,
+    extendercycle,
+    feed,
+    gangcycle,
+    meters,
+    postfilter,
+    profiles,
+)
 from plumb.scheduler import state as state_module
 
 DEFAULT_BATCH = kernel_executor.BATCH
@@ -157,6 +165,9 @@ class Scheduler:
             offload=offload if offload is not None else postfilter.inline,
             runs=self.runs,
             claim_api=claim_api,
+            extenders=lambda: self.served.extenders,
+            extender_calls=self.state.extender_calls,
+            bodies=self.state.bodies,
         )
 
     # Read access to the shared state, for the app layer, its probes and tests.
@@ -235,6 +246,10 @@ class Scheduler:
         """Serve ``served`` from the next batch on (a reload): the queue, the cache and the
         bindings in flight stay. Raises profiles.ReconfigureError when it needs a restart."""
         profiles.check_replacement(self.served, served)
+        if served.bodies_kept != self.served.bodies_kept:
+            # Bodies no extender needs now go; those newly needed come with the objects'
+            # next events (rawbodies.py).
+            self.state.bodies.clear()
         self.state.served = served
         self.queue.backoff_policy = served.backoff
 
@@ -370,12 +385,62 @@ class Scheduler:
         kernel_seconds = None
         if prepared.compiled is not None:
             compiled = prepared.compiled
+            if self.served.extenders:
+                compiled = _unbatched(compiled)
+                prepared = dataclasses.replace(prepared, compiled=compiled)
             # The kernel runs on its own thread over copies; the loop keeps handling events.
             started = time.perf_counter()
             result = await self._kernel(compiled.cluster, compiled.batch)
             kernel_seconds = time.perf_counter() - started
             nominated = {n.pod.uid: n.node for n in own}
-            decisions.extend(cycle.explain(compiled, result, nominated))
+            explained = cycle.explain(compiled, result, nominated)
+            if len(pods) == 1 and not together and self._extended(pods[0]):
+                # The HTTP extenders between the filters and the choice: the kernel again.
+                seconds = [kernel_seconds]
+
+                async def rerun(
+                    verdicts: judgements.Judgement, fresh: Collection[str]
+                ) -> tuple[cycle.Prepared, contract.Result | None]:
+                    again = cycle.prepare(
+                        pods,
+                        snap,
+                        self.cache,
+                        profile,
+                        nominated=[(h.pod, h.node) for h in held],
+                        every_nominated=every,
+                        judged={pods[0].uid: verdicts},
+                        now=now,
+                    )
+                    if again.compiled is None:
+                        return again, None
+                    ready = extendercycle.emptied(_unbatched(again.compiled), fresh)
+                    started = time.perf_counter()
+                    found = await self._kernel(ready.cluster, ready.batch)
+                    seconds.append(time.perf_counter() - started)
+                    return dataclasses.replace(again, compiled=ready), found
+
+                extended = await extendercycle.decide(
+                    pods[0],
+                    compiled,
+                    result,
+                    nominated=nominated.get(pods[0].uid),
+                    configured=self.served.extenders,
+                    calls=self.state.extender_calls,
+                    pod_body=self.state.bodies.pod(pods[0].uid),
+                    node_body=self.state.bodies.node,
+                    judgement=judged.get(pods[0].uid),
+                    rerun=rerun,
+                )
+                if extended is not None:
+                    explained = [extended.decision]
+                    if extended.prepared is not None:
+                        prepared = dataclasses.replace(
+                            extended.prepared, early=[], deferred=prepared.deferred
+                        )
+                    if extended.judgement is not None:
+                        judged = {**judged, pods[0].uid: extended.judgement}
+                    kernel_seconds = sum(seconds)
+            decisions.extend(explained)
         meters.count_device_runs(self.metrics, prepared)
         records = traces.build(
             decisions, by_uid, snap, profile, _ref(policy), prepared, kernel_seconds, self.cache.dra
@@ -411,7 +476,11 @@ class Scheduler:
             uid = decision.pod.uid
             if policy is not None and self._may_deviate(policy, decision):
                 blocked.append(decision)
-            elif decision.node is None and (uid not in early or _over_quota(decision)):
+            elif (
+                decision.node is None
+                and not decision.error
+                and (uid not in early or _over_quota(decision))
+            ):
                 failed.append(decision)  # a filter rejected every node: PostFilter may help
             elif decision.node is not None and self.gangs.orphan(decision.pod):
                 # Coscheduling's Permit: a pod labelled for a PodGroup that does not exist.
@@ -769,13 +838,25 @@ class Scheduler:
         # defers those whose devices an earlier pod of the batch could take
         # (framework/devices/availability.py Sharing). A pod a Python plugin judges by what
         # earlier pods of its batch did (``batch_dependent``) too.
+        # A pod an HTTP extender is interested in too: the extenders judge it between two
+        # kernel runs of its own (scheduler/extendercycle.py).
         profile = self.served.get(pod.scheduler_name)
         return (
             bool(pod.scheduling.host_ports or pod.claims or pod.nonzero_incoming)
             or pod.uid in self.state.nominations
             or any(self.cache.dra.extended_class(name) for name in _device_backed(pod))
             or (profile is not None and any(e.batch_dependent for e in profile.extensions))
+            or self._extended(pod)
         )
+
+    def _extended(self, pod: objects.PodInfo) -> bool:
+        """Whether an HTTP extender is interested in the pod (one that manages no resource is
+        in every pod; a pod whose body plumb does not hold, in every extender)."""
+        configured = self.served.extenders
+        if not configured:
+            return False
+        body = self.state.bodies.pod(pod.uid)
+        return body is None or any(extenders.interested(e, body) for e in configured)
 
     def _together(self, pod: objects.PodInfo) -> groupobjects.GroupRef | None:
         """The pod group decided as one batch that the pod belongs to, if any: a group whose
@@ -793,10 +874,12 @@ class Scheduler:
         return runs.snapshot(self.cache, self.runs, ",".join(sorted(self.served.names)))
 
     async def drain(self) -> None:
-        """Wait for binds and report writes in flight (shutdown, tests)."""
+        """Wait for binds and report writes in flight (shutdown, tests); the extenders'
+        connections are closed (a later call opens them again)."""
         await self.binding.drain()
         await self.post_filter.drain()
         await self.state.recorder.drain()
+        await self.state.extender_calls.close()
 
 
 def _prefiltered(decision: cycle.Decision, profile: scoring.Profile) -> cycle.Decision:
@@ -806,6 +889,11 @@ def _prefiltered(decision: cycle.Decision, profile: scoring.Profile) -> cycle.De
     words = search.post_filter_words(profile.kube, preemption)
     message = f"{decision.message} {words}" if words else decision.message
     return dataclasses.replace(decision, message=message)
+
+
+def _unbatched(compiled: compiling.Compiled) -> compiling.Compiled:
+    """The batch without OpportunisticBatching (off while extenders are configured)."""
+    return dataclasses.replace(compiled, batch=signatures.unbatched(compiled.batch))
 
 
 def _device_backed(pod: objects.PodInfo) -> Iterator[str]:

@@ -40,7 +40,8 @@ from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import nominations
 from plumb.backend.records import draobjects, groupobjects, objects
 from plumb.events import Recorder
-from plumb.extensions import judgements
+from plumb.extensions import extendercalls, judgements
+from plumb.extensions import extenders as extenders_module
 from plumb.framework import cycle, emulation, scoring, traces
 from plumb.framework.plugins import capacityscheduling, dynamicresources, extendedresources
 from plumb.kernel import contract, reference
@@ -48,6 +49,7 @@ from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
 from plumb.policy import engine, spec
 from plumb.preemption import evaluator, execution, groupsearch, quotavictims, search
+from plumb.scheduler import rawbodies
 
 logger = logging.getLogger("plumb.scheduler")
 
@@ -95,7 +97,15 @@ class PostFilter:
         offload: Offload,
         runs: runs_module.RunLog | None = None,
         claim_api: claimreservations.ExtendedClaimApi | None = None,
+        extenders: Callable[[], Sequence[extenders_module.Extender]] = tuple,
+        extender_calls: extendercalls.ExtenderCalls | None = None,
+        bodies: rawbodies.RawBodies | None = None,
     ) -> None:
+        # The HTTP extenders in force (their preempt verbs), their clients, the bodies they
+        # are sent.
+        self._extenders = extenders
+        self._extender_calls = extender_calls
+        self._bodies = bodies if bodies is not None else rawbodies.RawBodies()
         self._cache = cache
         self._claim_api = claim_api  # DynamicResources' deallocation (None: no claims)
         self._nominations = nominations
@@ -178,9 +188,10 @@ class PostFilter:
                     ),
                 )
             )
-        found = await self._offload(plan.decide)
-        if found is None:
+        searched = await self._offload(plan.find)
+        if searched is None:
             return PostFilterResult(decision=decision, retry=True)
+        found = await self._ask_extenders(pod, searched)
         outcome = found.outcome
         if outcome.message != _IN_PROGRESS:  # kube-scheduler counts each evaluation
             self._metrics.preemption_attempt()
@@ -218,6 +229,29 @@ class PostFilter:
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         return dataclasses.replace(done, preemption=part)
+
+    async def _ask_extenders(self, pod: objects.PodInfo, searched: search.Found) -> search.Search:
+        """callExtenders between the search and the choice: the HTTP extenders with a preempt
+        verb that are interested in the pod, asked on the loop in turn about the candidates'
+        victims, may drop candidates and replace their victims."""
+        configured = [e for e in self._extenders() if e.preempt_verb]
+        candidates = searched.candidates
+        if not configured or not candidates or self._extender_calls is None:
+            return searched.conclude()
+        victims = {
+            c.node: extendercalls.VictimsOn(
+                uids=tuple(v.uid for v in c.victims), pdb_violations=c.pdb_violations
+            )
+            for c in candidates
+        }
+        answer = await self._extender_calls.preempt(
+            configured, self._bodies.pod(pod.uid), victims, searched.pods_on(), self._bodies.pod
+        )
+        if isinstance(answer, str):
+            return searched.conclude(refusal=answer)
+        return searched.conclude(
+            [searched.candidate(node, v.uids, v.pdb_violations) for node, v in answer.items()]
+        )
 
     async def for_group(
         self,

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 from plumb.backend import queue
 from plumb.backend.records import objects
+from plumb.extensions import extenders as extenders_module
 from plumb.framework import emulation, schedconfig, scoring
 
 
@@ -26,11 +27,14 @@ POD_LEVEL_RESIZE = "InPlacePodLevelResourcesVerticalScaling"
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Served:
-    """Profiles by schedulerName, the queue's backoff, and the file's hash ("" built in)."""
+    """Profiles by schedulerName, the queue's backoff, the file's hash ("" built in), and its
+    HTTP extenders in the order kube-scheduler calls them (extenders.ordered): every profile
+    consults them."""
 
     profiles: tuple[scoring.Profile, ...]
     backoff: queue.Backoff = queue.DEFAULT_BACKOFF
     digest: str = ""
+    extenders: tuple[extenders_module.Extender, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.profiles:
@@ -69,8 +73,18 @@ class Served:
     def extension_hints(self, event: str) -> frozenset[str]:
         """The Python plugins whose rejections a cluster ``event`` may cure: those that wait
         for it, and those that name no event (any event may); "" for an event of another
-        kind (a volume, a claim, a quota), which only the latter wait for."""
-        return frozenset(name for name, events in self._hints if not events or event in events)
+        kind (a volume, a claim, a quota), which only the latter wait for. With extenders,
+        "Extender" too: a pod whose nodes they dropped waits for any event (kube-scheduler's
+        fake enqueue extension of that name, hinted by every cluster event)."""
+        names = {name for name, events in self._hints if not events or event in events}
+        if self.extenders:
+            names.add(extenders_module.PLUGIN)
+        return frozenset(names)
+
+    @functools.cached_property
+    def bodies_kept(self) -> extenders_module.Kept:
+        """Which raw objects the extenders are sent whole, so the feed keeps them."""
+        return extenders_module.kept(self.extenders)
 
     def get(self, scheduler_name: str) -> scoring.Profile | None:
         return self.by_name.get(scheduler_name)

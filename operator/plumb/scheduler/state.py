@@ -14,13 +14,13 @@ from plumb.backend import queue as queue_module
 from plumb.backend.cache import clustercache as cache_module
 from plumb.backend.cache import nominations as nominations_module
 from plumb.events import Recorder
-from plumb.extensions import abandoned, calls, hooks, registry
+from plumb.extensions import abandoned, calls, extendercalls, hooks, registry
 from plumb.framework.schedconfig import plugins as schedconfig_plugins
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace, tracing
 from plumb.policy import attainment, engine
 from plumb.preemption import evaluator
-from plumb.scheduler import profiles
+from plumb.scheduler import profiles, rawbodies
 
 
 class SchedulerState:
@@ -70,6 +70,10 @@ class SchedulerState:
         self.group_conditions = group_conditions or groupconditions.GroupConditions(
             None, recorder.writes
         )
+        # The whole pods and nodes the HTTP extenders are sent (only while they need them).
+        self.bodies = rawbodies.RawBodies()
+        # Their clients, one per extender, kept across attempts.
+        self.extender_calls = extendercalls.ExtenderCalls()
         # Pods nominated by preemption (room held for them), and the PodDisruptionBudgets
         # preemption honours, by (namespace, name).
         self.nominations = nominations_module.Nominations()

@@ -14,14 +14,14 @@ from plumb.extensions import interface, registry
 from tests.support import sample_plugins
 
 
-class _Pointless(interface.Plugin):
+class _Unpointed(interface.Plugin):
     name = "Pointless"
 
 
 def test_the_table_lists_each_plugin_and_a_problem_fails_the_command(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    found = registry.of(sample_plugins.RackFilter, sample_plugins.Gatekeeper, _Pointless)
+    found = registry.of(sample_plugins.RackFilter, sample_plugins.Gatekeeper, _Unpointed)
     monkeypatch.setattr(registry, "installed", lambda builtin: found)
     assert cli.main(["plugins"]) == 1
     lines = capsys.readouterr().out.splitlines()

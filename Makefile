@@ -25,7 +25,7 @@ help:
 	@echo "                   a 3-minute soak; SOAK=1800 for 30); writes docs/reliability.md (~15 min)"
 	@echo "make test-long     the longer side-by-side suites (every preemption scenario under both schedulers), then"
 	@echo "                   every side-by-side suite against the oldest release plumb follows (v1.34.4)"
-	@echo "make test-tracing  the tests marked tracing, on a cluster with Jaeger (make jaeger builds it once, ~many min)"
+	@echo "make test-tracing  the tests marked tracing, on a cluster with Jaeger (built first: make jaeger, once, minutes)"
 	@echo "make jaeger        build Jaeger v1.75.0 from its Go module for plumb cluster up --tracing (cached)"
 
 # plumb with its test and lint tools, and the development tooling beside it (tools/: plumb_dev,

@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
 .PHONY: help install controlplane lint unit test demo run cluster-up cluster-down clean
-.PHONY: bench bench-quick metrics-plot image test-e2e test-long test-chaos
+.PHONY: bench bench-quick metrics-plot image test-e2e test-long test-chaos jaeger test-tracing
 
 help:
 	@echo "make demo          set up, start a local control plane, show plumb scheduling pods"
@@ -25,6 +25,8 @@ help:
 	@echo "                   a 3-minute soak; SOAK=1800 for 30); writes docs/reliability.md (~15 min)"
 	@echo "make test-long     the longer side-by-side suites (every preemption scenario under both schedulers), then"
 	@echo "                   every side-by-side suite against the oldest release plumb follows (v1.34.4)"
+	@echo "make test-tracing  the tests marked tracing, on a cluster with Jaeger (built first: make jaeger, once, minutes)"
+	@echo "make jaeger        build Jaeger v1.75.0 from its Go module for plumb cluster up --tracing (cached)"
 
 # plumb with its test and lint tools, and the development tooling beside it (tools/: plumb_dev,
 # the local cluster, the benchmark, the demo, the test helpers), which the image never gets.
@@ -56,6 +58,12 @@ controlplane:
 	@bash hack/build-control-plane.sh >/dev/null
 	@bash hack/build-scheduler-plugins.sh >/dev/null
 
+# Jaeger (v1.75.0's `jaeger` command, Jaeger v2) for `plumb cluster up --tracing`, built from its
+# Go module once and cached in ~/.cache/plumb (PLUMB_CACHE_DIR). A long first build (the OTel
+# Collector and every storage backend): no other target needs it but test-tracing.
+jaeger:
+	@bash hack/build-jaeger.sh >/dev/null
+
 lint: install
 	$(BIN)/ruff check operator tools tests examples
 	$(BIN)/ruff format --check operator tools tests examples
@@ -65,8 +73,14 @@ lint: install
 unit: install
 	$(BIN)/pytest tests/unit tests/tools tests/chaos/test_faultproxy.py tests/chaos/test_invariant_devices.py tests/chaos/test_invariant_quotas.py -q
 
+# Neither the long suites nor the tracing tests (they need Jaeger: make test-tracing).
 test: lint controlplane
-	$(BIN)/pytest -q -m "not long" --durations=25
+	$(BIN)/pytest -q -m "not long and not tracing" --durations=25
+
+# The tests that read kube-apiserver's and etcd's spans from Jaeger, on a cluster started with
+# tracing (plumb cluster up --tracing's); make test and make test-long leave them out.
+test-tracing: install controlplane jaeger
+	$(BIN)/pytest -q -m tracing
 
 # The short version of each scenario runs in make test; this one runs them full size and writes
 # their figures and the soak plot into docs/reliability.md.

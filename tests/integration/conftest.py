@@ -1,8 +1,9 @@
 """Fixtures for tests against the real control plane: one cluster (etcd, kube-apiserver,
 kube-controller-manager) per session, a namespace and nodes per test, and ``plumb run`` as a
 child process per test; a second cluster with the GenericWorkload feature gate on (``gated_*``
-fixtures), started only for the tests that ask for it; and, where this machine can run one, a
-cluster with a real node (containerd, kubelet, kube-proxy), also one per session."""
+fixtures), started only for the tests that ask for it; a cluster with tracing (``traced_plane``:
+Jaeger, with kube-apiserver's and etcd's spans sent to it), likewise; and, where this machine can
+run one, a cluster with a real node (containerd, kubelet, kube-proxy), also one per session."""
 
 from __future__ import annotations
 
@@ -59,19 +60,38 @@ def gated_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlpla
     yield from _session_plane(tmp_path_factory, "gatedplane", GATED_FEATURE_GATES)
 
 
+@pytest.fixture(scope="session")
+def traced_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[controlplane.ControlPlane]:
+    """A control plane with tracing, as ``plumb cluster up --tracing`` starts it, started by the
+    first test that asks for it and kept for the session: Jaeger (``plane.jaeger``: its OTLP
+    endpoints and query URL; built from its Go module the first time, many minutes), with
+    kube-apiserver and etcd sending it the spans of requests that carry a sampled traceparent
+    from a system:masters caller (the admin token). Tests that take it are marked ``tracing``
+    (``make test-tracing``)."""
+    jaeger = building.ensure_jaeger()
+    yield from _session_plane(tmp_path_factory, "tracedplane", jaeger=jaeger)
+
+
 def _session_plane(
     tmp_path_factory: pytest.TempPathFactory,
     name: str,
     feature_gates: dict[str, bool] | None = None,
+    *,
+    jaeger: Path | None = None,
 ) -> Iterator[controlplane.ControlPlane]:
     bin_dir = building.ensure_binaries()
     directory = tmp_path_factory.mktemp(name)
-    plane = controlplane.start(directory, bin_dir=bin_dir, feature_gates=feature_gates)
+    plane = controlplane.start(
+        directory,
+        bin_dir=bin_dir,
+        feature_gates=feature_gates,
+        parts=controlplane.Parts(jaeger=jaeger),
+    )
     try:
         yield plane
     finally:
         controlplane.stop(directory)
-    left = [pid for pid in (plane.etcd_pid, plane.apiserver_pid) if _alive(pid)]
+    left = [pid for _, pid in plane.processes() if _alive(pid)]
     assert not left, f"control plane processes still running after the session: {left}"
 
 
@@ -296,7 +316,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Marks ``differential`` every test run side by side: once under plumb and once under the
     real kube-scheduler (it takes side_by_side's ``scheduler`` fixture, directly or through
     another). ``make test-long`` runs them again against the window's oldest release; those on
-    the gated plane (``gated_scheduler``) are not marked, since that release has no gate."""
+    the gated plane (``gated_scheduler``) are not marked, since that release has no gate. Marks
+    ``tracing`` every test on the traced plane."""
     for item in items:
         if "scheduler" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.differential)
+        # Whatever takes the traced plane needs Jaeger: make test-tracing runs it, make test not.
+        if "traced_plane" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.tracing)

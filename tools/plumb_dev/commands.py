@@ -89,6 +89,15 @@ def _add_cluster(commands: cli.Commands) -> None:
         "GenericWorkload=true also serves its API (scheduling.k8s.io/v1beta1 on v1.37). A gate "
         "the release does not know is refused before anything starts",
     )
+    cluster.add_argument(
+        "--tracing",
+        action="store_true",
+        help="build, up: also run Jaeger (built once from its Go module: many minutes the first "
+        "time), in memory on 127.0.0.1, and send it kube-apiserver's and etcd's spans for "
+        "requests that carry a sampled traceparent from a system:masters caller (the admin "
+        "token); `plumb cluster env` names its OTLP endpoint and query API. No web UI: read "
+        "traces with curl $PLUMB_TRACING_UI_URL/api/traces/<trace id>",
+    )
 
 
 def _kube_version(text: str) -> str:
@@ -196,6 +205,8 @@ def _cluster(args: argparse.Namespace, directory: Path) -> int:
     action: str = args.action
     if action == "build":
         print(building.ensure_binaries(args.kube_version))
+        if args.tracing:
+            print(building.ensure_jaeger())
         return 0
     if action == "up":
         return _cluster_up(
@@ -204,6 +215,7 @@ def _cluster(args: argparse.Namespace, directory: Path) -> int:
             scheduler=not args.no_scheduler,
             kube_version=args.kube_version,
             feature_gates=args.feature_gates,
+            tracing=args.tracing,
         )
     if action == "image":
         return _cluster_image(directory, context=args.context, name=args.name)
@@ -234,6 +246,8 @@ def _cluster(args: argparse.Namespace, directory: Path) -> int:
     if localnode.recorded(directory):
         parts.update(localnode.status(directory))
     print(f"server: {plane.server} (Kubernetes {plane.kube_version}{_gates_note(plane)})")
+    if plane.jaeger is not None:
+        print(f"traces: {plane.jaeger.query_url}/api/traces/<trace id>")
     for name, state in parts.items():
         print(f"{name:<24} {state}")
     return 0 if all(state == "running" for state in parts.values()) else 1
@@ -281,6 +295,7 @@ def _cluster_up(
     scheduler: bool,
     kube_version: str | None,
     feature_gates: Mapping[str, bool],
+    tracing: bool = False,
 ) -> int:
     from plumb_dev.cluster.controlplane import building
     from plumb_dev.cluster.controlplane import lifecycle as controlplane
@@ -295,7 +310,9 @@ def _cluster_up(
             file=sys.stderr,
         )
         return 0
-    parts = controlplane.Parts(scheduler=scheduler)
+    # Built before anything starts: a first build takes many minutes.
+    jaeger = building.ensure_jaeger() if tracing else None
+    parts = controlplane.Parts(scheduler=scheduler, jaeger=jaeger)
     if node:
         problem = localnode.preflight()
         if problem is not None:
@@ -317,6 +334,13 @@ def _cluster_up(
         file=sys.stderr,
     )
     print(f"kubeconfig: {started.kubeconfig}", file=sys.stderr)
+    if started.jaeger is not None:
+        print(
+            f"Jaeger: OTLP {started.jaeger.otlp_http_endpoint} (HTTP), "
+            f"{started.jaeger.otlp_grpc_endpoint} (gRPC); traces at "
+            f"{started.jaeger.query_url}/api/traces/<trace id> (no web UI)",
+            file=sys.stderr,
+        )
     print('use it with: eval "$(plumb cluster env)"', file=sys.stderr)
     return 0
 

@@ -70,7 +70,19 @@ def binary() -> str:
 
 def query(port: int, expr: str) -> dict[str, Any]:
     """Prometheus's answer to an instant query; {} while it is not listening yet."""
-    url = f"http://127.0.0.1:{port}/api/v1/query?" + urllib.parse.urlencode({"query": expr})
+    return _get(port, "query", {"query": expr})
+
+
+def query_exemplars(port: int, expr: str, start: float, end: float) -> dict[str, Any]:
+    """Prometheus's answer to ``/api/v1/query_exemplars`` for the series ``expr`` selects, between
+    ``start`` and ``end`` (Unix seconds); {} while it is not listening yet. The exemplars are in
+    ``data[i]["exemplars"]``, each with its ``labels`` (``trace_id``...), ``value`` and
+    ``timestamp``. They are scraped only when the target serves OpenMetrics."""
+    return _get(port, "query_exemplars", {"query": expr, "start": f"{start}", "end": f"{end}"})
+
+
+def _get(port: int, endpoint: str, params: Mapping[str, str]) -> dict[str, Any]:
+    url = f"http://127.0.0.1:{port}/api/v1/{endpoint}?" + urllib.parse.urlencode(params)
     try:
         with _OPENER.open(url, timeout=10) as response:
             answer: dict[str, Any] = json.load(response)

@@ -1,7 +1,8 @@
-"""Finds and runs the script that builds the control plane binaries from their Go modules.
+"""Finds and runs the scripts that build the control plane binaries from their Go modules.
 
 One Kubernetes release at a time: the one asked for, else $PLUMB_KUBE_VERSION, else the
-default (``releases.DEFAULT``); each is built once into its own cache directory.
+default (``releases.DEFAULT``); each is built once into its own cache directory. Jaeger, which
+only ``plumb cluster up --tracing`` runs, is built by its own script, once, only when asked for.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import subprocess
 from plumb_dev.cluster.controlplane import releases
 
 _SCRIPT = "build-control-plane.sh"
+_JAEGER_SCRIPT = "build-jaeger.sh"
 # The release the tests, the demo, the benchmark and `plumb cluster` build and run when none is
 # named; `make ... KUBE_VERSION=v1.N.x` sets it, and the script reads it too.
 KUBE_VERSION_ENV = "PLUMB_KUBE_VERSION"
@@ -61,36 +63,59 @@ def ensure_binaries(kube_version: str | None = None) -> pathlib.Path:
     """Builds etcd and the Kubernetes commands of one release once; returns their directory.
 
     The release is kube_version, else $PLUMB_KUBE_VERSION, else ``releases.DEFAULT``. The
-    script's progress goes straight to our stderr, because a first build takes minutes and a
-    silent wait looks like a hang. Later calls reuse the cached binaries and return at once.
+    script's progress goes to our stderr. Later calls reuse the cached binaries and return at
+    once.
     """
     release = chosen_release(kube_version)
-    script = hack_dir() / _SCRIPT
+    bin_dir = _run(_SCRIPT, release.version)
+    if not bin_dir.is_dir():
+        raise BuildError(
+            f"{_SCRIPT} printed {str(bin_dir)!r} as its binary directory, which does not exist; "
+            f"remove the cache directory it names and run it again"
+        )
+    return bin_dir
+
+
+def ensure_jaeger() -> pathlib.Path:
+    """Builds Jaeger (v1.75.0's ``jaeger`` command: Jaeger v2) once; returns the binary's path.
+
+    The first build downloads and compiles a large module graph: many minutes on 2 cores, its
+    progress on our stderr. Later calls reuse the cached binary (~/.cache/plumb/jaeger-...).
+    """
+    binary = _run(_JAEGER_SCRIPT)
+    if not os.access(binary, os.X_OK):
+        raise BuildError(
+            f"{_JAEGER_SCRIPT} printed {str(binary)!r} as Jaeger's binary, which is not an "
+            f"executable file; remove the cache directory it names and run it again"
+        )
+    return binary
+
+
+def _run(name: str, *args: str) -> pathlib.Path:
+    """Runs hack/<name> with args; the path it prints on its last line."""
+    script = hack_dir() / name
     if not script.is_file():
         raise BuildError(
-            f"{script} does not exist; set PLUMB_HACK_DIR to a hack/ directory that holds {_SCRIPT}"
+            f"{script} does not exist; set PLUMB_HACK_DIR to a hack/ directory that holds {name}"
         )
-    # bash explicitly, so a checkout that lost the executable bit still works.
+    # bash explicitly, so a checkout that lost the executable bit still works. The script's
+    # progress goes straight to our stderr, because a first build takes minutes and a silent
+    # wait looks like a hang.
     result = subprocess.run(
-        ["bash", str(script), release.version],
+        ["bash", str(script), *args],
         stdout=subprocess.PIPE,
         stderr=None,
         text=True,
         check=False,
     )
+    command = " ".join([str(script), *args])
     if result.returncode != 0:
         raise BuildError(
-            f"{script} {release.version} failed with exit code {result.returncode}; its messages "
-            f"are above on stderr (a missing Go toolchain or network access to the Go module "
-            f"proxy are the usual causes)"
+            f"{command} failed with exit code {result.returncode}; its messages are above on "
+            f"stderr (a missing Go toolchain or network access to the Go module proxy are the "
+            f"usual causes)"
         )
     lines = result.stdout.strip().splitlines()
     if not lines:
-        raise BuildError(f"{script} succeeded but printed no binary directory on stdout")
-    bin_dir = pathlib.Path(lines[-1].strip())
-    if not bin_dir.is_dir():
-        raise BuildError(
-            f"{script} printed {str(bin_dir)!r} as its binary directory, which does not exist; "
-            f"remove the cache directory it names and run it again"
-        )
-    return bin_dir
+        raise BuildError(f"{command} succeeded but printed no path on stdout")
+    return pathlib.Path(lines[-1].strip())

@@ -23,6 +23,8 @@ ETCD = "etcd"
 APISERVER = "kube-apiserver"
 CONTROLLER_MANAGER = "kube-controller-manager"
 SCHEDULER = "kube-scheduler"
+# The trace store `plumb cluster up --tracing` runs beside them (tracestore).
+JAEGER = "jaeger"
 _CLUSTER = "plumb-local"
 LOOPBACK = "127.0.0.1"
 # The kubernetes Service's address: the first of the service range.
@@ -95,6 +97,15 @@ class Layout:
     def service_account_key(self) -> Path:
         return self.directory / "service-account.key"
 
+    @property
+    def jaeger_config(self) -> Path:
+        return self.directory / "jaeger.yaml"
+
+    @property
+    def tracing_config(self) -> Path:
+        """kube-apiserver's --tracing-config-file."""
+        return self.directory / "tracing.yaml"
+
     def log(self, binary: str) -> Path:
         return self.directory / f"{binary}.log"
 
@@ -104,6 +115,8 @@ class Layout:
             return f"--data-dir={self.etcd_data}"
         if binary == APISERVER:
             return f"--cert-dir={self.cert_dir}"
+        if binary == JAEGER:
+            return f"--config={self.jaeger_config}"
         return f"--kubeconfig={self.component_kubeconfig(binary)}"
 
 

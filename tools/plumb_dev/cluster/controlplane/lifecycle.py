@@ -1,9 +1,10 @@
 """Starts, finds and stops a local control plane, recorded in a directory.
 
 etcd and kube-apiserver always; kube-controller-manager (controllers) and kube-scheduler (the
-cluster's default scheduler) unless asked not to. Everything listens on 127.0.0.1, or on the
-real node's bridge gateway when the cluster has one (``plumb_dev.cluster.localnode`` asks for
-that).
+cluster's default scheduler) unless asked not to; Jaeger, with kube-apiserver and etcd sending it
+their spans, when asked to (``Parts.jaeger``, ``plumb cluster up --tracing``). Everything listens
+on 127.0.0.1, or on the real node's bridge gateway when the cluster has one
+(``plumb_dev.cluster.localnode`` asks for that); Jaeger always on 127.0.0.1.
 
 The public face of the package: ``ControlPlane``, ``ControlPlaneError``, ``start``, ``load``,
 ``stop``, ``is_running``, ``env_lines``, ``release_of`` and ``check_feature_gates``, with the
@@ -29,7 +30,14 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from plumb_dev.cluster.controlplane import config, featuregates, pki, processes, releases
+from plumb_dev.cluster.controlplane import (
+    config,
+    featuregates,
+    pki,
+    processes,
+    releases,
+    tracestore,
+)
 
 STATE_FILE = config.STATE_FILE
 ControlPlaneError = config.ControlPlaneError
@@ -62,16 +70,27 @@ class ControlPlane:
     # release's defaults ({"GenericWorkload": True}); a kube-scheduler or plumb started against
     # this plane later reads them here (plumb_dev.testing.kubescheduler passes them on).
     feature_gates: Mapping[str, bool] = dataclasses.field(default_factory=dict)
+    # The Jaeger that kube-apiserver and etcd send their spans to (its OTLP endpoints and query
+    # URL), when the plane was started with one (Parts.jaeger); else None.
+    jaeger: tracestore.Jaeger | None = None
 
     def processes(self) -> list[tuple[str, int]]:
-        """(binary, pid) of every part started, in the order they are stopped."""
+        """(binary, pid) of every part started, in the order they are stopped: Jaeger last, so
+        the others' last spans reach it."""
         parts = [
             (config.SCHEDULER, self.scheduler_pid),
             (config.CONTROLLER_MANAGER, self.controller_manager_pid),
             (config.APISERVER, self.apiserver_pid),
             (config.ETCD, self.etcd_pid),
+            (config.JAEGER, self.jaeger.pid if self.jaeger is not None else 0),
         ]
         return [(name, pid) for name, pid in parts if pid]
+
+    def binary(self, name: str) -> Path:
+        """The binary a part runs: bin_dir's, or Jaeger's own (built apart)."""
+        if name == config.JAEGER and self.jaeger is not None:
+            return self.jaeger.binary
+        return self.bin_dir / name
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -91,6 +110,10 @@ class Parts:
     # Extra kube-apiserver flags, after plumb's own (a later flag wins): the chaos tests turn
     # the watch cache off so that a watch resumed after an etcd compaction gets 410 Gone.
     apiserver_flags: tuple[str, ...] = ()
+    # Jaeger's binary (building.ensure_jaeger()): with one, Jaeger starts first and kube-apiserver
+    # and etcd send it the spans of requests that carry a sampled traceparent from a
+    # system:masters caller (tracestore).
+    jaeger: Path | None = None
 
 
 # The benchmark's control plane, as Kubernetes' scheduler performance tests run it: etcd and the
@@ -132,6 +155,8 @@ def start(
     deadline = time.monotonic() + timeout
     bin_dir = bin_dir.resolve()
     processes.check_binaries(bin_dir, _binaries(parts))
+    if parts.jaeger is not None:
+        processes.check_binaries(parts.jaeger.parent, [parts.jaeger.name])
     release = release_of(bin_dir)
     check_feature_gates(bin_dir, gates, parts=parts, release=release)
     openssl = shutil.which("openssl")
@@ -165,10 +190,15 @@ def start(
     etcd_client, etcd_peer, apiserver = processes.ports(etcd_port, apiserver_port)
     server = f"https://{parts.address}:{apiserver}"
     started: list[processes.Child] = []
+    jaeger: tracestore.Jaeger | None = None
     try:
-        etcd = processes.Child.spawn(
-            config.ETCD, bin_dir, config.etcd_args(layout, etcd_client, etcd_peer), layout
-        )
+        etcd_args = config.etcd_args(layout, etcd_client, etcd_peer)
+        if parts.jaeger is not None:
+            jaeger = _start_jaeger(
+                layout, parts.jaeger, {etcd_client, etcd_peer, apiserver}, deadline, started
+            )
+            etcd_args += tracestore.etcd_flags(jaeger)
+        etcd = processes.Child.spawn(config.ETCD, bin_dir, etcd_args, layout)
         started.append(etcd)
         processes.wait_until(
             lambda: processes.etcd_healthy(etcd_client), deadline, started, "etcd to report healthy"
@@ -181,6 +211,8 @@ def start(
             tls=tls,
             service_accounts=parts.service_accounts,
         )
+        if jaeger is not None:
+            api_args += tracestore.apiserver_flags(layout)
         api_args += featuregates.apiserver_flags(gates, release) + list(parts.apiserver_flags)
         api = processes.Child.spawn(config.APISERVER, bin_dir, api_args, layout)
         started.append(api)
@@ -195,6 +227,7 @@ def start(
             etcd_pid=etcd.pid,
             apiserver_pid=api.pid,
             feature_gates=gates,
+            jaeger=jaeger,
         )
         # Recorded before the readiness wait, so a caller killed meanwhile leaves enough
         # behind for stop() to clean up.
@@ -221,11 +254,37 @@ def start(
         return cp
     except BaseException:
         for child in reversed(started):
-            processes.terminate(
-                child.pid, bin_dir / child.name, layout.identity_arg(child.name), 5.0
-            )
+            processes.terminate(child.pid, child.binary, layout.identity_arg(child.name), 5.0)
         layout.state.unlink(missing_ok=True)
         raise
+
+
+def _start_jaeger(
+    layout: config.Layout,
+    binary: Path,
+    taken: set[int],
+    deadline: float,
+    started: list[processes.Child],
+) -> tracestore.Jaeger:
+    """Starts Jaeger on free ports (none of taken) and waits until its query API answers."""
+    grpc, http, query, query_grpc = processes.free_ports(4, taken=taken)
+    jaeger = tracestore.Jaeger(
+        binary=binary,
+        pid=0,
+        otlp_grpc_port=grpc,
+        otlp_http_port=http,
+        query_port=query,
+        query_grpc_port=query_grpc,
+    )
+    tracestore.write(layout, jaeger)
+    child = processes.Child.spawn(
+        config.JAEGER, binary.parent, tracestore.jaeger_args(layout), layout
+    )
+    started.append(child)
+    processes.wait_until(
+        lambda: processes.jaeger_ready(query), deadline, started, "Jaeger to answer /api/services"
+    )
+    return dataclasses.replace(jaeger, pid=child.pid)
 
 
 _DEFAULT_ACCOUNT = "/api/v1/namespaces/default/serviceaccounts/default"
@@ -364,6 +423,7 @@ def load(directory: Path) -> ControlPlane | None:
             controller_manager_pid=_field(data, "controller_manager_pid", int),
             scheduler_pid=_field(data, "scheduler_pid", int),
             feature_gates=_gates(data),
+            jaeger=tracestore.from_record(data["jaeger"]) if "jaeger" in data else None,
         )
     except ValueError as error:
         raise ControlPlaneError(
@@ -389,7 +449,7 @@ def stop(directory: Path, *, timeout: float = 20.0) -> None:
         return
     layout = config.Layout(directory=cp.directory)
     for name, pid in cp.processes():
-        processes.terminate(pid, cp.bin_dir / name, layout.identity_arg(name), timeout)
+        processes.terminate(pid, cp.binary(name), layout.identity_arg(name), timeout)
     (directory / STATE_FILE).unlink(missing_ok=True)
 
 
@@ -476,7 +536,7 @@ def status(cp: ControlPlane) -> dict[str, bool]:
     """Each recorded part and whether its process is alive."""
     layout = config.Layout(directory=cp.directory)
     return {
-        name: processes.alive(pid, cp.bin_dir / name, layout.identity_arg(name))
+        name: processes.alive(pid, cp.binary(name), layout.identity_arg(name))
         for name, pid in reversed(cp.processes())
     }
 
@@ -486,10 +546,13 @@ def env_lines(cp: ControlPlane) -> list[str]:
     bin_dir = str(cp.bin_dir)
     for special in ("\\", '"', "$", "`"):
         bin_dir = bin_dir.replace(special, "\\" + special)
-    return [
+    lines = [
         f"export KUBECONFIG={shlex.quote(str(cp.kubeconfig))}",
         f'export PATH="{bin_dir}:$PATH"',
     ]
+    if cp.jaeger is not None:
+        lines += tracestore.env_lines(cp.jaeger)
+    return lines
 
 
 def _write_state(
@@ -515,6 +578,8 @@ def _write_state(
         "apiserver_port": int(cp.server.rsplit(":", 1)[1]),
         "logs": {name: str(layout.log(name)) for name, _ in cp.processes()},
     }
+    if cp.jaeger is not None:
+        state["jaeger"] = tracestore.record(cp.jaeger)
     config.write_private(layout.state, json.dumps(state, indent=2) + "\n")
 
 

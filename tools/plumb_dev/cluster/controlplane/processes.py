@@ -34,6 +34,7 @@ class Child:
     name: str
     pid: int
     log: Path
+    binary: Path
 
     @classmethod
     def spawn(
@@ -63,7 +64,7 @@ class Child:
             # any object here.
             setsid=True,
         )
-        return cls(name=name, pid=pid, log=log)
+        return cls(name=name, pid=pid, log=log, binary=binary)
 
     def exit_code(self) -> int | None:
         try:
@@ -189,18 +190,24 @@ def _tail(log: Path) -> str:
 
 def ports(etcd_port: int, apiserver_port: int) -> tuple[int, int, int]:
     """(etcd client, etcd peer, apiserver) ports: the requested ones, free ones for the zeros."""
-    wanted = {etcd_port, apiserver_port} - {0}
+    free = free_ports(3, taken={etcd_port, apiserver_port})
+    return (etcd_port or free[0], free[1], apiserver_port or free[2])
+
+
+def free_ports(count: int, *, taken: set[int] | None = None) -> list[int]:
+    """count distinct free ports on 127.0.0.1, none of them in taken."""
+    wanted = set(taken or ()) - {0}
     with contextlib.ExitStack() as stack:
         free: list[int] = []
         # Held open together so the kernel hands out distinct ports; they are released just
         # before the servers bind them, a small race a test cluster can live with.
-        while len(free) < 3:
+        while len(free) < count:
             sock = stack.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
             sock.bind(("127.0.0.1", 0))
             port: int = sock.getsockname()[1]
             if port not in wanted:
                 free.append(port)
-    return (etcd_port or free[0], free[1], apiserver_port or free[2])
+    return free
 
 
 def _get(
@@ -233,6 +240,11 @@ def _get(
 
 def etcd_healthy(port: int) -> bool:
     return _get(port, "/health") == 200
+
+
+def jaeger_ready(query_port: int) -> bool:
+    """Whether Jaeger's query API answers (it starts after its storage and receivers)."""
+    return _get(query_port, "/api/services") == 200
 
 
 def api_get(server: str, ca_file: Path, token: str, path: str) -> int:

@@ -32,7 +32,7 @@ class BindingApi(Protocol):
     """The part of the API client the binder uses (k8s.client.ApiClient; a fake in tests)."""
 
     async def bind(
-        self, *, namespace: str, name: str, uid: str, node: str
+        self, *, namespace: str, name: str, uid: str, node: str, traceparent: str | None = None
     ) -> k8s_client.ApiResponse: ...
 
 
@@ -52,14 +52,22 @@ class Binder:
         self._slots = asyncio.Semaphore(concurrency)
         self._gate = gate
 
-    async def bind(self, pod: objects.PodInfo, node: str) -> BindResult:
+    async def bind(
+        self, pod: objects.PodInfo, node: str, traceparent: str | None = None
+    ) -> BindResult:
+        """POST the pod's Binding to ``node``; ``traceparent``: the W3C header of the attempt's
+        binding span (tracing on), so the API server's spans join the pod's trace."""
         async with self._slots:
             for _ in range(MAX_THROTTLED_RETRIES):
                 if not self._gate():
                     return BindResult(outcome=BindOutcome.NOT_LEADER, message=NOT_LEADER_MESSAGE)
                 try:
                     response = await self._api.bind(
-                        namespace=pod.namespace, name=pod.name, uid=pod.uid, node=node
+                        namespace=pod.namespace,
+                        name=pod.name,
+                        uid=pod.uid,
+                        node=node,
+                        traceparent=traceparent,
                     )
                 except k8s_client.TransportError as error:
                     return BindResult(outcome=BindOutcome.RETRY, message=str(error))

@@ -32,7 +32,7 @@ class FakeApi:
         self.deletes: list[tuple[str, str]] = []
 
     async def bind(
-        self, *, namespace: str, name: str, uid: str, node: str
+        self, *, namespace: str, name: str, uid: str, node: str, traceparent: str | None = None
     ) -> k8s_client.ApiResponse:
         self.binds.append((name, node))
         outcome = self.script.pop(0) if self.script else k8s_client.ApiResponse(status=201, body={})

@@ -99,6 +99,8 @@ def build(
             input_hash=inputs,
             plan_hash=plan,
             queue_wait_ms=trace.ms(max(0.0, entry.popped_at - entry.activated_at)),
+            started=entry.popped_at,
+            activated=entry.activated_at,
             kernel_ms=None if not in_kernel or kernel_seconds is None else trace.ms(kernel_seconds),
             batch=len(compiled.pods) if compiled is not None and in_kernel else 0,
             hinted=decision.hinted,

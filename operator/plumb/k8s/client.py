@@ -180,8 +180,10 @@ class ApiClient:
         content_type: str = "application/json",
         request_timeout: float | None = None,
         hot: bool = False,
+        headers: Mapping[str, str] | None = None,
     ) -> ApiResponse:
         """Send one request; HTTP errors come back as a response, transport errors raise.
+        ``headers``: more of them (a traceparent), beside the credential's.
 
         ``request_timeout`` (seconds) overrides the client's for this request: a collection
         delete can take minutes. ``hot``: a small request made per pod, sent through
@@ -189,10 +191,14 @@ class ApiClient:
         data = None if body is None else encode(body)
         send = self._send_hot if hot else self._send
         generation, auth = await self._credential()
+        if headers:
+            auth = {**auth, **headers}
         response = await send(method, path, auth, data, params, content_type, request_timeout)
         if response.status == 401 and await self._renew(generation):
             # The credential rotated under us (a new token file, a plugin's new token).
             _, auth = await self._credential()
+            if headers:
+                auth = {**auth, **headers}
             response = await send(method, path, auth, data, params, content_type, request_timeout)
         return response
 
@@ -288,8 +294,11 @@ class ApiClient:
         except (aiohttp.ClientError, TimeoutError) as error:
             raise TransportError(f"{method} {path}: {type(error).__name__}: {error}") from error
 
-    async def bind(self, *, namespace: str, name: str, uid: str, node: str) -> ApiResponse:
-        """POST pods/{name}/binding; the uid makes the API server refuse a recreated pod."""
+    async def bind(
+        self, *, namespace: str, name: str, uid: str, node: str, traceparent: str | None = None
+    ) -> ApiResponse:
+        """POST pods/{name}/binding; the uid makes the API server refuse a recreated pod;
+        ``traceparent`` (W3C trace context) joins the API server's spans to the caller's."""
         binding = {
             "apiVersion": "v1",
             "kind": "Binding",
@@ -297,7 +306,8 @@ class ApiClient:
             "target": {"apiVersion": "v1", "kind": "Node", "name": node},
         }
         path = f"/api/v1/namespaces/{quote(namespace)}/pods/{quote(name)}/binding"
-        return await self.request("POST", path, body=binding, hot=True)
+        headers = {"traceparent": traceparent} if traceparent else None
+        return await self.request("POST", path, body=binding, hot=True, headers=headers)
 
     async def create_event(self, *, namespace: str, event: JSON) -> ApiResponse:
         path = f"/apis/events.k8s.io/v1/namespaces/{quote(namespace)}/events"

@@ -144,10 +144,11 @@ def traceparent(trace_id: int, span_id: int, sampled: bool) -> str:
 
 
 # Stage names, the spans under an attempt.
-QUEUE, COMPILE, KERNEL, POST_FILTER, RESERVE, PRE_BIND, BINDING = (
+QUEUE, COMPILE, KERNEL, EXTENDERS, POST_FILTER, RESERVE, PRE_BIND, BINDING = (
     "queue",
     "compile",
     "kernel",
+    "extenders",
     "PostFilter",
     "Reserve",
     "PreBind",
@@ -164,6 +165,11 @@ class Spans:
     def binding_header(self, record: trace.Trace) -> str | None:
         """The traceparent of the attempt's binding request (None: tracing off)."""
         return None
+
+    def kept(self, record: trace.Trace) -> str:
+        """The trace id the attempt's spans will have if tracing keeps them, else "" (what
+        ``finish`` decides, without making anything: an observation's exemplar)."""
+        return ""
 
     def finish(self, record: trace.Trace) -> str:
         """Make and queue the attempt's spans if it is kept; its trace id, "" if not."""
@@ -225,7 +231,7 @@ class Exporting(Spans):
         sampled = head_sampled(trace_id, self.settings.ratio)
         return traceparent(trace_id, span_id_of(trace_id, BINDING), sampled)
 
-    def finish(self, record: trace.Trace) -> str:
+    def kept(self, record: trace.Trace) -> str:
         if not record.started:
             return ""
         trace_id = trace_id_of(record.uid, record.attempts, record.started)
@@ -233,10 +239,15 @@ class Exporting(Spans):
         kept = (
             head_sampled(trace_id, self.settings.ratio)
             or record.result != trace.SCHEDULED
-            or ended - record.started > self.settings.slow_seconds
+            or ended - (record.activated or record.started) > self.settings.slow_seconds
         )
-        if not kept:
+        return f"{trace_id:032x}" if kept else ""
+
+    def finish(self, record: trace.Trace) -> str:
+        if not self.kept(record):
             return ""
+        trace_id = trace_id_of(record.uid, record.attempts, record.started)
+        ended = max([record.started, *(end for _, _, end in record.stages)])
         from opentelemetry import trace as api
 
         root_id = span_id_of(trace_id, "")

@@ -38,6 +38,7 @@ from plumb.framework.plugins import dynamicresources, extendedresources
 from plumb.k8s import gates
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
+from plumb.observability.spans import BINDING, PRE_BIND
 from plumb.policy import spec
 from plumb.preemption import execution
 from plumb.scheduler import meters
@@ -126,10 +127,17 @@ class BindingCycle:
         # A try to a node an earlier lost try went to speaks for that node: its own answer
         # reports it, and the watch must not report it first.
         self._state.uncertain.get(pod.uid, {}).pop(node, None)
+        spans = self._state.tracer.spans
         try:
+            prebinding = self._state.queue.now()
             if not tries and not await self._prebind(entry, node, plan, devices, record, started):
                 return False
-            answer = await self._bind_call(pod, node)
+            binding = self._state.queue.now()
+            if spans.enabled and not tries:
+                record = record.staged(PRE_BIND, prebinding, binding)
+            answer = await self._bind_call(pod, node, spans.binding_header(record))
+            if spans.enabled:
+                record = record.staged(BINDING, binding, self._state.queue.now())
             if isinstance(answer, str):
                 self._extender_refused(entry, node, record, plan, devices, started, answer)
                 return False
@@ -167,7 +175,15 @@ class BindingCycle:
         bound = result.outcome is BindOutcome.BOUND or committed
         outcome = BindOutcome.BOUND if bound else result.outcome
         meters.count_bind(
-            self._state.metrics, self._state.queue, entry, outcome, latency, self._state.slo
+            self._state.metrics,
+            self._state.queue,
+            entry,
+            outcome,
+            latency,
+            self._state.slo,
+            trace_id=spans.kept(dataclasses.replace(record, result=trace.SCHEDULED))
+            if bound
+            else "",
         )
         if outcome not in (BindOutcome.GONE, BindOutcome.CONFLICT):  # not the zone's doing
             self._state.policies.observe_bind(pod, node, success=bound, latency=latency)
@@ -245,7 +261,9 @@ class BindingCycle:
         self._state.tracer.emit(failed, repeat_after=step, level=level)
         return False
 
-    async def _bind_call(self, pod: objects.PodInfo, node: str) -> BindResult | str:
+    async def _bind_call(
+        self, pod: objects.PodInfo, node: str, traceparent: str | None = None
+    ) -> BindResult | str:
         """Bind as kube-scheduler does: an HTTP extender that binds and is interested in the
         pod first (it writes the Binding itself; its error text when it fails), the bind
         plugins (DefaultBinder: binder.py) when there is none or an ignorable one failed."""
@@ -267,7 +285,7 @@ class BindingCycle:
                 return BindResult(outcome=BindOutcome.BOUND)
             if said is not None:
                 return said
-        return await self._binder.bind(pod, node)
+        return await self._binder.bind(pod, node, traceparent)
 
     def _extender_refused(
         self,

@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping
+from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
 from typing import Any
 
 from plumb import claimreservations, groupconditions, prebind, runs
@@ -43,6 +43,7 @@ from plumb.k8s import gates
 from plumb.kernel import contract
 from plumb.kernel import executor as kernel_executor
 from plumb.observability import metrics as metrics_module
+from plumb.observability import spans as spans_module
 from plumb.observability import trace, tracing
 from plumb.policy import engine, spec, store
 from plumb.preemption import evaluator, search
@@ -352,6 +353,7 @@ class Scheduler:
         own = tuple(n for pod in pods if (n := self.state.nominations.get(pod.uid)) is not None)
         every = [n.pod for n in self.state.nominations.all()] if self.cache.quotas else []
         now = time.time()  # the cycle's clock, as the Python plugins read it
+        compile_started = self.queue.now()  # the stages' times, on the queue's clock
         judged: dict[str, judgements.Judgement] = {}
         if profile.extensions:
             judged = await self.state.plugin_calls.judge(pods, snap, profile.extensions, now)
@@ -383,6 +385,7 @@ class Scheduler:
         )
         decisions = list(prepared.early)
         kernel_seconds = None
+        stages = [(spans_module.COMPILE, compile_started, self.queue.now())]
         if prepared.compiled is not None:
             compiled = prepared.compiled
             if self.served.extenders:
@@ -390,8 +393,10 @@ class Scheduler:
                 prepared = dataclasses.replace(prepared, compiled=compiled)
             # The kernel runs on its own thread over copies; the loop keeps handling events.
             started = time.perf_counter()
+            kernel_started = self.queue.now()
             result = await self._kernel(compiled.cluster, compiled.batch)
             kernel_seconds = time.perf_counter() - started
+            stages.append((spans_module.KERNEL, kernel_started, self.queue.now()))
             nominated = {n.pod.uid: n.node for n in own}
             explained = cycle.explain(compiled, result, nominated)
             if len(pods) == 1 and not together and self._extended(pods[0]):
@@ -419,6 +424,7 @@ class Scheduler:
                     seconds.append(time.perf_counter() - started)
                     return dataclasses.replace(again, compiled=ready), found
 
+                extenders_started = self.queue.now()
                 extended = await extendercycle.decide(
                     pods[0],
                     compiled,
@@ -440,11 +446,14 @@ class Scheduler:
                     if extended.judgement is not None:
                         judged = {**judged, pods[0].uid: extended.judgement}
                     kernel_seconds = sum(seconds)
+                    stages.append((spans_module.EXTENDERS, extenders_started, self.queue.now()))
             decisions.extend(explained)
         meters.count_device_runs(self.metrics, prepared)
         records = traces.build(
             decisions, by_uid, snap, profile, _ref(policy), prepared, kernel_seconds, self.cache.dra
         )
+        if self.tracer.spans.enabled:
+            records = self._staged(records, prepared, stages)
         return Decided(
             decisions=decisions,
             records=records,
@@ -456,6 +465,26 @@ class Scheduler:
             judged=judged,
             clock=now,
         )
+
+    def _staged(
+        self,
+        records: dict[str, trace.Trace],
+        prepared: cycle.Prepared,
+        stages: Sequence[tuple[str, float, float]],
+    ) -> dict[str, trace.Trace]:
+        """The records with the cycle's stages their pods went through (compile for all, the
+        kernel run and the extenders for the kernel's), and the batch's span (tracing on)."""
+        early = {decision.pod.uid for decision in prepared.early}
+        staged = {}
+        for uid, record in records.items():
+            for name, start, end in stages if uid not in early else stages[:1]:
+                record = record.staged(name, start, end)
+            staged[uid] = record
+        run = [record for uid, record in staged.items() if uid not in early]
+        kernel = next((stage for stage in stages if stage[0] == spans_module.KERNEL), None)
+        if kernel is not None and len(run) > 1:
+            self.tracer.spans.batch(run, kernel[1], kernel[2])
+        return staged
 
     async def carry_out(self, entries: list[queue_module.Entry], decided: Decided) -> None:
         """Assume and bind the pods placed, put back those deferred, and report (after
@@ -522,7 +551,10 @@ class Scheduler:
             message = f"{decision.message} {words}" if words else decision.message
             self.apply(entry, dataclasses.replace(decision, message=message), record, policy)
             return
+        searched = self.queue.now()
         outcome = await self.post_filter.run(decision, policy, profile, judgement)
+        if self.tracer.spans.enabled:
+            record = record.staged(spans_module.POST_FILTER, searched, self.queue.now())
         if outcome.retry:
             self.queue.requeue(entry)  # room appeared since the cycle: a new attempt
             return
@@ -673,11 +705,14 @@ class Scheduler:
             self.state.recorder.failed_scheduling(pod, message, step=step)
             self.tracer.emit(record, repeat_after=step)
             return False
+        reserving = self.queue.now()
         held = self.reserve(entry, decision.node)
         if held is None:
             self.queue.requeue(entry)  # the node, a volume, a claim or a device changed
             return False
         refused = self._extensions_refuse(entry, held, decision)
+        if self.tracer.spans.enabled:
+            record = record.staged(spans_module.RESERVE, reserving, self.queue.now())
         if refused is not None:
             unplaced = dataclasses.replace(record, result=trace.UNSCHEDULABLE, node=None)
             return self.apply(entry, refused, unplaced, policy, deviation=deviation)

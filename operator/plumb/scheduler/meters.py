@@ -45,12 +45,16 @@ def count_bind(
     outcome: BindOutcome,
     seconds: float,
     outcomes: attainment.SchedulingOutcomes | None = None,
+    *,
+    trace_id: str = "",
 ) -> None:
-    metrics.binding(BIND_RESULTS.get(outcome, metrics_module.ERROR), seconds)
+    """A binding's answer, and for a pod bound its attempt's and its scheduling's latency;
+    ``trace_id``: the attempt's trace when tracing keeps it (each observation's exemplar)."""
+    metrics.binding(BIND_RESULTS.get(outcome, metrics_module.ERROR), seconds, trace_id)
     now = queue.now()
     if outcome is BindOutcome.BOUND:
-        metrics.attempt(metrics_module.SCHEDULED, now - entry.popped_at)
-        metrics.pod_scheduled(now - entry.first_enqueued, entry.attempts)
+        metrics.attempt(metrics_module.SCHEDULED, now - entry.popped_at, trace_id)
+        metrics.pod_scheduled(now - entry.first_enqueued, entry.attempts, trace_id)
         if outcomes is not None:
             outcomes.bound(entry.pod, now - entry.first_enqueued, now)
     else:  # kube-scheduler counts a binding the API server refused as an error

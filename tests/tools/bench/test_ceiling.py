@@ -35,7 +35,7 @@ class CeilingApi:
         return k8s_client.ApiResponse(status=200, body={})
 
     async def bind(
-        self, *, namespace: str, name: str, uid: str, node: str
+        self, *, namespace: str, name: str, uid: str, node: str, traceparent: str | None = None
     ) -> k8s_client.ApiResponse:
         self._record("bind", (namespace, name, uid, node))
         return k8s_client.ApiResponse(status=409 if name in self.refuse else 201, body={})

@@ -122,7 +122,7 @@ def test_a_kept_attempt_becomes_a_root_span_with_a_child_per_stage() -> None:
 
 
 def test_an_attempt_outside_the_ratio_is_kept_only_when_it_failed_or_was_slow() -> None:
-    exporting, exporter = _exporting(0.0, slow_seconds=0.5)
+    exporting, exporter = _exporting(0.0, slow_seconds=1.0)
     assert exporting.finish(RECORD) == ""  # fast and bound: dropped
     failed = dataclasses.replace(RECORD, result=trace.UNSCHEDULABLE, node=None, message="0/4")
     assert exporting.finish(failed) != ""

@@ -81,7 +81,7 @@ class HangingThird(FakeApi):
     and the lease is lost)."""
 
     async def bind(
-        self, *, namespace: str, name: str, uid: str, node: str
+        self, *, namespace: str, name: str, uid: str, node: str, traceparent: str | None = None
     ) -> k8s_client.ApiResponse:
         if name == "web-2":
             self.binds.append((name, node))

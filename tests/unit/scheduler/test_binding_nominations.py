@@ -36,7 +36,7 @@ class VolumeCluster(FakeApi):
         self.log: list[tuple[str, Any]] = []
 
     async def bind(
-        self, *, namespace: str, name: str, uid: str, node: str
+        self, *, namespace: str, name: str, uid: str, node: str, traceparent: str | None = None
     ) -> k8s_client.ApiResponse:
         self.log.append(("bind", node))
         return await super().bind(namespace=namespace, name=name, uid=uid, node=node)

@@ -53,7 +53,7 @@ class _UpdatedMidBind(FakeApi):
         self.scheduler: scheduler_module.Scheduler | None = None
 
     async def bind(
-        self, *, namespace: str, name: str, uid: str, node: str
+        self, *, namespace: str, name: str, uid: str, node: str, traceparent: str | None = None
     ) -> k8s_client.ApiResponse:
         assert self.scheduler is not None
         while self.events_mid_bind:

@@ -40,7 +40,7 @@ class HangingApi(FakeApi):
         self.release = asyncio.Event()
 
     async def bind(
-        self, *, namespace: str, name: str, uid: str, node: str
+        self, *, namespace: str, name: str, uid: str, node: str, traceparent: str | None = None
     ) -> k8s_client.ApiResponse:
         self.binds.append((name, node))
         await self.release.wait()

@@ -4,9 +4,6 @@ other pods of its batch are scheduled, that pod waits with an internal-error Fai
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import urllib.request
 from pathlib import Path
 
@@ -14,34 +11,15 @@ from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.support import raising_plugin, side_by_side
 from tests.support.live_cluster import NodeFactory
-from tests.support.plumb_process import Plumb, free_port, wait_synced
+from tests.support.plumb_process import Plumb, free_port, started_module
 
 NAME = "plumb"
 
 
 def _start(plane: controlplane.ControlPlane, log: Path, port: int) -> Plumb:
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.support.raising_plugin",
-                "run",
-                "--kubeconfig",
-                str(plane.kubeconfig),
-                "--metrics-port",
-                str(port),
-                "--debug-port",
-                "0",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            cwd=Path(__file__).parents[2],
-        )
-    plumb = Plumb(process, log)
-    wait_synced(process, plumb.output)
-    return plumb
+    return started_module(
+        "tests.support.raising_plugin", plane.kubeconfig, log, "--metrics-port", str(port)
+    )
 
 
 def test_a_plugin_raising_for_one_pod_fails_only_that_pod(

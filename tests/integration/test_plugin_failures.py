@@ -8,16 +8,13 @@ from __future__ import annotations
 
 import functools
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, kube
 from tests.support import metrics_page, side_by_side
 from tests.support.live_cluster import NodeFactory
-from tests.support.plumb_process import Plumb, free_port, wait_synced
+from tests.support.plumb_process import Plumb, free_port, started_module
 
 NAME = "plumb"
 RACK = "plumb.test/rack"
@@ -45,31 +42,15 @@ EXPECTED = {
 def _start(plane: controlplane.ControlPlane, tmp_path: Path, port: int) -> Plumb:
     config = tmp_path / "scheduler-config.json"
     config.write_text(json.dumps(CONFIG), encoding="utf-8")
-    log = tmp_path / "plumb.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "tests.support.sample_plugins",
-                "run",
-                "--kubeconfig",
-                str(plane.kubeconfig),
-                "--config",
-                str(config),
-                "--metrics-port",
-                str(port),
-                "--debug-port",
-                "0",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            cwd=Path(__file__).parents[2],
-        )
-    plumb = Plumb(process, log)
-    wait_synced(process, plumb.output)
-    return plumb
+    return started_module(
+        "tests.support.sample_plugins",
+        plane.kubeconfig,
+        tmp_path / "plumb.log",
+        "--config",
+        str(config),
+        "--metrics-port",
+        str(port),
+    )
 
 
 def test_a_plugin_that_raises_answers_wrong_or_hangs_fails_only_the_pod_it_judged(

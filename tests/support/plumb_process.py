@@ -71,6 +71,33 @@ def launch_plumb(kubeconfig: Path, log: Path, *extra: str) -> subprocess.Popen[b
         )
 
 
+def started_module(module: str, kubeconfig: Path, log: Path, *extra: str) -> Plumb:
+    """``python -m module run --kubeconfig ...`` (a test's double of ``plumb run``: plumb with
+    a plugin that raises, or sample plugins installed) from the repository's root, its output
+    in ``log``, once it has synced; debug endpoint off (``extra`` is more of run's flags)."""
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                module,
+                "run",
+                "--kubeconfig",
+                str(kubeconfig),
+                "--debug-port",
+                "0",
+                *extra,
+            ],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            cwd=Path(__file__).parents[2],
+        )
+    plumb = Plumb(process, log)
+    wait_synced(process, plumb.output)
+    return plumb
+
+
 def wait_synced(process: subprocess.Popen[bytes], output: Callable[[], str]) -> None:
     """Until plumb says it has synced with the API server; fails if it exits first."""
     kube.wait_for(

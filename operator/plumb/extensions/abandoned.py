@@ -9,6 +9,7 @@ every call holds at most ``LIMIT`` threads.
 
 from __future__ import annotations
 
+import concurrent.futures
 import threading
 from collections.abc import Mapping
 
@@ -49,3 +50,8 @@ class AbandonedCalls:
     def running(self) -> Mapping[str, int]:
         with self._lock:
             return dict(self._running)
+
+
+def worker(name: str) -> concurrent.futures.ThreadPoolExecutor:
+    """A one-thread executor for plugin calls (a new one replaces a worker left running)."""
+    return concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)

@@ -12,7 +12,6 @@ Nothing a plugin does can stop the loop.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import dataclasses
 import threading
 import time
@@ -75,14 +74,8 @@ class PluginCalls:
         self, found: Callable[[], registry.Registry], left: abandoned.AbandonedCalls
     ) -> None:
         self._found = found
-        self._worker = self._new_worker()
+        self._worker = abandoned.worker("plumb-plugins")
         self._left = left
-
-    @staticmethod
-    def _new_worker() -> concurrent.futures.ThreadPoolExecutor:
-        return concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="plumb-plugins"
-        )
 
     async def judge(
         self,
@@ -112,7 +105,7 @@ class PluginCalls:
                 break
             # The call is left running on the old worker; the rest go to a new one.
             results[hung.pod] = hung.judgement
-            self._worker = self._new_worker()
+            self._worker = abandoned.worker("plumb-plugins")
             worker.shutdown(wait=False)
             remaining = [pod for pod in remaining if pod.uid not in results]
         return results

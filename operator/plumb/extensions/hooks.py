@@ -43,14 +43,8 @@ class Hooks:
         self, found: Callable[[], registry.Registry], left: abandoned.AbandonedCalls
     ) -> None:
         self._found = found
-        self._worker = self._new_worker()
+        self._worker = abandoned.worker("plumb-hooks")
         self._left = left
-
-    @staticmethod
-    def _new_worker() -> concurrent.futures.ThreadPoolExecutor:
-        return concurrent.futures.ThreadPoolExecutor(
-            max_workers=1, thread_name_prefix="plumb-hooks"
-        )
 
     def reserve(
         self, enabled: Sequence[enabling.Enabled], pod: objects.PodInfo, node: str
@@ -140,7 +134,7 @@ class Hooks:
         except concurrent.futures.TimeoutError:
             self._left.left(plugin.name)
             future.add_done_callback(lambda _: self._left.returned(plugin.name))
-            self._worker = self._new_worker()
+            self._worker = abandoned.worker("plumb-hooks")
             worker.shutdown(wait=False)
             return _failed(plugin, point, judgements.late(plugin.timeout), judgements.TIMED_OUT)
         except Exception as error:

@@ -314,6 +314,11 @@ class BindingCycle:
             self._state.recorder.failed_scheduling(
                 pod, message, step=step, reason=events_module.SCHEDULER_ERROR
             )
+        self._bind_failed(record, message, started, step)
+
+    def _bind_failed(self, record: trace.Trace, message: str, started: float, step: float) -> None:
+        """The trace line of a binding that failed before its request (PreBind, an
+        extender's bind): BindFailed with ``message``, repeated no sooner than ``step``."""
         failed = dataclasses.replace(
             record,
             result=trace.BIND_FAILED,
@@ -386,13 +391,7 @@ class BindingCycle:
         step = self._state.queue.backoff_duration(entry.attempts)
         self._state.queue.retry(entry)
         self._state.recorder.failed_scheduling(pod, message, step=step)
-        failed = dataclasses.replace(
-            record,
-            result=trace.BIND_FAILED,
-            message=message,
-            bind_ms=trace.ms(time.monotonic() - started),
-        )
-        self._state.tracer.emit(failed, repeat_after=step, level=logging.WARNING)
+        self._bind_failed(record, message, started, step)
         return False
 
     async def _prebind_volumes(self, pod: objects.PodInfo, plan: volumes_module.BindingPlan) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import asyncio.sslproto
 import contextlib
+import contextvars
 import dataclasses
 import json
 import ssl
@@ -34,6 +35,11 @@ from plumb.k8s import credentials as credentials_module
 
 JSON = dict[str, Any]
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
+TRACEPARENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+    "traceparent", default=None
+)
+"""The W3C traceparent the requests of the current task carry (tracing: a pod's PreBind sets
+its span's, so the API server's spans of those writes join the pod's trace); None: none."""
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -191,6 +197,9 @@ class ApiClient:
         data = None if body is None else encode(body)
         send = self._send_hot if hot else self._send
         generation, auth = await self._credential()
+        traced = TRACEPARENT.get()
+        if traced is not None and not (headers and "traceparent" in headers):
+            headers = {**(headers or {}), "traceparent": traced}
         if headers:
             auth = {**auth, **headers}
         response = await send(method, path, auth, data, params, content_type, request_timeout)

@@ -164,6 +164,10 @@ class Spans:
 
     def binding_header(self, record: trace.Trace) -> str | None:
         """The traceparent of the attempt's binding request (None: tracing off)."""
+        return self.stage_header(record, BINDING)
+
+    def stage_header(self, record: trace.Trace, stage: str) -> str | None:
+        """The traceparent of requests made in one of the attempt's stages (None: off)."""
         return None
 
     def kept(self, record: trace.Trace) -> str:
@@ -226,10 +230,10 @@ class Exporting(Spans):
     def _ns(self, monotonic: float) -> int:
         return int((monotonic + self._offset) * 1e9)
 
-    def binding_header(self, record: trace.Trace) -> str | None:
+    def stage_header(self, record: trace.Trace, stage: str) -> str | None:
         trace_id = trace_id_of(record.uid, record.attempts, record.started)
         sampled = head_sampled(trace_id, self.settings.ratio)
-        return traceparent(trace_id, span_id_of(trace_id, BINDING), sampled)
+        return traceparent(trace_id, span_id_of(trace_id, stage), sampled)
 
     def kept(self, record: trace.Trace) -> str:
         if not record.started:

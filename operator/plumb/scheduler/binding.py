@@ -35,6 +35,7 @@ from plumb.extensions import interface
 from plumb.framework import traces
 from plumb.framework.devices import statuses
 from plumb.framework.plugins import dynamicresources, extendedresources
+from plumb.k8s import client as k8s_client
 from plumb.k8s import gates
 from plumb.observability import metrics as metrics_module
 from plumb.observability import trace
@@ -130,7 +131,15 @@ class BindingCycle:
         spans = self._state.tracer.spans
         try:
             prebinding = self._state.queue.now()
-            if not tries and not await self._prebind(entry, node, plan, devices, record, started):
+            # PreBind's writes (volumes, claims, the nomination) carry its span's traceparent.
+            traced = k8s_client.TRACEPARENT.set(spans.stage_header(record, PRE_BIND))
+            try:
+                prebound = bool(tries) or await self._prebind(
+                    entry, node, plan, devices, record, started
+                )
+            finally:
+                k8s_client.TRACEPARENT.reset(traced)
+            if not prebound:
                 return False
             binding = self._state.queue.now()
             if spans.enabled and not tries:

@@ -60,6 +60,7 @@ async def api() -> AsyncIterator[tuple[k8s_client.ApiClient, list[dict[str, obje
                 "body": await request.json(),
                 "authorization": request.headers.get("Authorization"),
                 "content_type": request.headers.get("Content-Type"),
+                "traceparent": request.headers.get("traceparent"),
             }
         )
         return web.json_response(BINDING, status=201)
@@ -102,6 +103,27 @@ async def test_a_binding_is_posted_and_its_answer_read(
     body = seen[0]["body"]
     assert isinstance(body, dict)
     assert body["target"] == {"apiVersion": "v1", "kind": "Node", "name": "n1"}
+
+
+async def test_a_traceparent_goes_with_the_binding_or_with_the_tasks_requests(
+    api: tuple[k8s_client.ApiClient, list[dict[str, object]]],
+) -> None:
+    client, seen = api
+    given = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
+    await client.bind(namespace="shop", name="web-1", uid="u1", node="n1", traceparent=given)
+    token = k8s_client.TRACEPARENT.set("00-" + "ef" * 16 + "-" + "12" * 8 + "-00")
+    try:
+        await client.bind(namespace="shop", name="web-2", uid="u2", node="n1")
+        await client.bind(namespace="shop", name="web-3", uid="u3", node="n1", traceparent=given)
+    finally:
+        k8s_client.TRACEPARENT.reset(token)
+    await client.bind(namespace="shop", name="web-4", uid="u4", node="n1")
+    assert [entry["traceparent"] for entry in seen] == [
+        given,
+        "00-" + "ef" * 16 + "-" + "12" * 8 + "-00",  # the task's (PreBind's)
+        given,  # the request's own wins
+        None,  # tracing off: no header
+    ]
 
 
 async def test_connections_are_kept_and_reused(

@@ -305,6 +305,7 @@ def test_an_ignorable_extender_that_is_down_is_skipped_for_every_verb(
     assert event["message"] == f"Successfully assigned {namespace}/p to {n['n1']}"
 
 
+@pytest.mark.long  # in make test-long; the six scenarios of the issue stay in make test
 def test_an_extender_that_is_down_fails_the_attempt_in_go_s_words(
     kube_client: kube.Kube,
     namespace: str,
@@ -329,6 +330,7 @@ def test_an_extender_that_is_down_fails_the_attempt_in_go_s_words(
     )
 
 
+@pytest.mark.long  # in make test-long; the six scenarios of the issue stay in make test
 def test_a_timeout_a_status_and_an_error_answer_fail_the_attempt(
     kube_client: kube.Kube,
     namespace: str,
@@ -528,6 +530,7 @@ def test_the_preempting_extender_chooses_the_victims(
     assert all(v["NumPDBViolations"] == 0 for v in victims.values())
 
 
+@pytest.mark.long  # in make test-long; the six scenarios of the issue stay in make test
 def test_a_preempting_extender_that_keeps_no_victims_leaves_the_pod_pending(
     kube_client: kube.Kube,
     namespace: str,
@@ -566,6 +569,7 @@ def test_a_preempting_extender_that_keeps_no_victims_leaves_the_pod_pending(
 # S7: the nodes a non-cache-capable filter returns are scored as empty -----------------------
 
 
+@pytest.mark.long  # in make test-long
 @pytest.mark.parametrize("cache_capable", [False, True], ids=["whole-nodes", "node-names"])
 def test_nodes_returned_whole_are_scored_as_if_empty(
     kube_client: kube.Kube,
@@ -592,6 +596,7 @@ def test_nodes_returned_whole_are_scored_as_if_empty(
 # S8: two filters, the ignorable one last ---------------------------------------------------
 
 
+@pytest.mark.long  # in make test-long; the six scenarios of the issue stay in make test
 def test_ignorable_extenders_filter_after_the_others(
     kube_client: kube.Kube,
     namespace: str,
@@ -633,6 +638,7 @@ def test_ignorable_extenders_filter_after_the_others(
 # NodeResourcesFit's ignored resources, from the file alone (what ignoredByScheduler feeds) -----
 
 
+@pytest.mark.long  # in make test-long
 @pytest.mark.differential
 def test_the_fit_filter_skips_ignored_resources_and_groups(
     kube_client: kube.Kube,

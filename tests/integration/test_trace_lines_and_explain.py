@@ -176,6 +176,7 @@ def test_a_claim_pods_line_names_its_devices_and_explain_says_which_claim_failed
     print(text)
 
 
+@pytest.mark.long  # in make test-long; the unit tests of the trace caps stay in make test
 def test_a_storm_of_retries_writes_a_few_lines_and_a_summary(
     kube_client: kube.Kube, namespace: str, add_node: NodeFactory, start_plumb: PlumbFactory
 ) -> None:

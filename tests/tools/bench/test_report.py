@@ -378,9 +378,10 @@ def test_the_report_states_the_targets_and_the_kernel_figures(tmp_path: Path) ->
     assert f"| {MEMORY} | - | not measured in this run |" in markdown
     # Issue 4: 4 met, 2 not met, 1 not measured; issue 16 on basic alone: RSS and p99 met, CPU
     # (1.5 s for 3 pods, the same for both) not met, the drain, xlarge and 15,000-node kernel
-    # targets not measured; issue 27's and 28's four each (no dra or gang workload) and issue
-    # 30's two (no row with the Python plugins' score) not measured.
-    assert "(6 met, 3 not met, 17 not measured)" in markdown
+    # targets not measured; issue 27's and 28's four each (no dra or gang workload), issue
+    # 30's two (no row with the Python plugins' score) and issue 31's one (no traced run) not
+    # measured.
+    assert "(6 met, 3 not met, 18 not measured)" in markdown
     assert f"| 4 | {THROUGHPUT} |" in markdown
     assert f"| 16 | {EVERY_CPU} |" in markdown
     assert "smoke-test sizes" in markdown  # the context says quick
@@ -871,6 +872,6 @@ def test_the_report_lists_the_example_plugins_calls(tmp_path: Path) -> None:
         markdown
     )
     assert "- MaintenanceWindow 0.1.0 (Filter): 3.8 µs per pod;" in markdown
-    assert "Each target of issues 4, 16, 27, 28 and 30" in markdown
+    assert "Each target of issues 4, 16, 27, 28, 30 and 31" in markdown
     raw = json.loads((tmp_path / "benchmarks.json").read_text())
     assert [p["plugin"] for p in raw["kernel"][2]["plugins"]] == ["PriceLabel", "MaintenanceWindow"]

@@ -1,11 +1,19 @@
-"""What the benchmark reads from the schedulers' logs."""
+"""What the benchmark reads from the schedulers' logs, plumb's tracing flags, the spans it
+dropped read from its /metrics, and who runs a traced workload."""
 
 from __future__ import annotations
 
+import http.server
 import json
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
-from plumb_dev.bench import schedulers
+import prometheus_client
+import pytest
+
+from plumb.observability import metrics
+from plumb_dev.bench import benchruns, schedulers, workloads
 
 PLUMB_LOG = """\
 2026-11-30 07:43:52,611 INFO plumb.app.running: kernel ready in 0.2 s
@@ -74,3 +82,57 @@ def test_profiler_records_collapsed_stacks_of_the_plumb_process(tmp_path: Path) 
     assert option("--output") == str(output)
     # plumb is not paused for each sample, so its CPU figures stay its own.
     assert "--nonblocking" in command
+
+
+def test_the_tracing_flags_name_the_endpoint_and_the_ratio() -> None:
+    assert schedulers.tracing_flags("http://127.0.0.1:4318", 0.1) == [
+        "--otlp-endpoint",
+        "http://127.0.0.1:4318",
+        "--trace-sampling-ratio",
+        "0.1",
+    ]
+
+
+def test_a_traced_workload_runs_plumb_alone() -> None:
+    basic, traced = workloads.select(["basic", "basic-traced"], quick=True, large=False)
+    assert benchruns.schedulers_for(basic) == benchruns.SCHEDULERS
+    assert benchruns.schedulers_for(traced) == (benchruns.PLUMB,)
+
+
+@pytest.fixture
+def metrics_port() -> Iterator[int]:
+    """plumb's own /metrics page, with 3 spans dropped for a full queue and 4 for failed
+    exports."""
+    meters = metrics.Metrics()
+    meters.spans_dropped("queue_full", 3)
+    meters.spans_dropped("export_failed", 4)
+    page = prometheus_client.generate_latest(meters.registry)
+
+    class _Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = page if self.path == "/metrics" else b""
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield int(server.server_address[1])
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_the_spans_dropped_are_summed_over_their_reasons(metrics_port: int) -> None:
+    assert schedulers.spans_dropped(metrics_port) == 7.0
+
+
+def test_spans_dropped_is_none_when_metrics_cannot_be_read() -> None:
+    # Port 9 (discard) on loopback: nothing listens.
+    assert schedulers.spans_dropped(9) is None

@@ -12,6 +12,7 @@ def test_default_selection_leaves_the_large_workloads_out() -> None:
     chosen = [w.name for w in workloads.select(None, quick=False, large=False)]
     assert chosen == [
         "basic",
+        "basic-traced",
         "drain",
         "zone-spread",
         "anti-affinity",
@@ -34,6 +35,30 @@ def test_quick_mode_runs_neither_large_workload_unless_asked() -> None:
     # Asked for by name, xlarge shrinks like the others: the way to try it at a small size.
     (small,) = workloads.select(["xlarge"], quick=True, large=False)
     assert (small.nodes, small.initial_pods, small.measured_pods) == (1500, 300, 1500)
+
+
+def test_basic_traced_is_basic_with_tracing_on_at_10_percent() -> None:
+    basic, traced = workloads.select(["basic-traced", "basic"], quick=False, large=False)
+    assert (traced.name, traced.trace_ratio, traced.traces) == ("basic-traced", 0.1, "basic")
+    assert basic.trace_ratio is None
+    sizes = [(w.nodes, w.initial_pods, w.measured_pods, w.pod, w.node) for w in (basic, traced)]
+    assert sizes[0] == sizes[1]
+    quick_basic, quick_traced = workloads.select(["basic", "basic-traced"], quick=True, large=False)
+    assert (quick_traced.nodes, quick_traced.measured_pods) == (
+        quick_basic.nodes,
+        quick_basic.measured_pods,
+    )
+
+
+def test_a_traced_workload_names_its_baseline() -> None:
+    with pytest.raises(ValueError, match="trace_ratio and traces"):
+        workloads.Workload(
+            name="x", description="", nodes=1, initial_pods=0, measured_pods=1, trace_ratio=0.1
+        )
+    with pytest.raises(ValueError, match="trace_ratio and traces"):
+        workloads.Workload(
+            name="x", description="", nodes=1, initial_pods=0, measured_pods=1, traces="basic"
+        )
 
 
 def test_the_drain_is_basics_shape_as_a_backlog() -> None:

@@ -21,6 +21,11 @@ to be placed whole, and any group left part placed, are reported.
 A drain run turns the middle round: our watch starts, the measured pods are created and seen
 pending, and only then does the scheduler (or the raw binder) start; its time, CPU included,
 runs from that start.
+
+A traced run (``basic-traced``) is plumb alone on basic's workload with tracing on at a 10%
+sampling ratio, its spans sent to an OTLP/HTTP receiver on a thread of the bench process
+(``otlpsink``); its metrics port is on, to read the spans it dropped after the measured phase.
+Its CPU per pod beside the basic run's (tracing off) is what tracing costs.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ from plumb_dev.bench import (
     gangload,
     kernelbench,
     measuring,
+    otlpsink,
     populating,
     quality,
     report,
@@ -56,7 +62,7 @@ from plumb_dev.bench import (
     watching,
     workloads,
 )
-from plumb_dev.cluster.controlplane import building
+from plumb_dev.cluster.controlplane import building, processes
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders
 
@@ -70,8 +76,10 @@ CEILING_SCHEDULER_NAME = "bench-ceiling"
 RUN_LABEL = "bench.plumb.dev/run"
 STALL_SECONDS = 60.0
 """A run ends unfinished when no measured pod was bound for this long after the last create."""
-SETTLE_SECONDS = 2.0
-"""After the measurement, before the stop: lets a scheduler flush the events of its last pods."""
+SETTLE_SECONDS = 3.0
+"""After the measurement, before the stop: lets a scheduler flush the events of its last pods,
+and plumb with tracing on export its last spans (its exporter sends every 2 s). The scheduler's
+CPU is read again at its end (``settled_cpu_seconds``)."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -124,6 +132,12 @@ class RunResult:
     groups_placed: dict[str, float] | None = None
     """Gang workloads: groups, groups placed whole, and p50 and p99 (seconds) from a group's
     first member's create to its last member's binding (gangload.group_figures)."""
+    settled_cpu_seconds: float | None = None
+    """The scheduler's CPU over the measured phase and the SETTLE_SECONDS after it: what it did
+    for the run's pods after the last was bound (events, a traced run's last exports) counted."""
+    tracing: dict[str, Any] | None = None
+    """A traced run: the sampling ratio, what the OTLP receiver got (requests, bytes, spans,
+    unreadable) and plumb_trace_spans_dropped_total after the phase (None: not read)."""
 
 
 def main(settings: Settings) -> int:
@@ -161,6 +175,7 @@ def main(settings: Settings) -> int:
         "at_end": round(os.getloadavg()[0], 2),
     }
     context["creators"] = populating.CREATORS
+    context["settle_seconds"] = SETTLE_SECONDS
     context["dra"] = {"devices": len(draload.DEVICES), "matching": len(draload.MATCHING)}
     context["binder_concurrency"] = ceiling.CONCURRENCY
     context["event_concurrency"] = ceiling.EVENT_CONCURRENCY
@@ -271,11 +286,17 @@ async def _run_all(
     results = []
     try:
         for workload in selected:
-            for scheduler in SCHEDULERS:
+            for scheduler in schedulers_for(workload):
                 results.append(await _run_one(plane, api, work, workload, scheduler))
     finally:
         await api.close()
     return results
+
+
+def schedulers_for(workload: workloads.Workload) -> tuple[str, ...]:
+    """Who runs a workload: plumb alone for a traced variant (the comparison is plumb with
+    tracing against plumb without), else plumb, kube-scheduler and the ceiling."""
+    return (PLUMB,) if workload.trace_ratio is not None else SCHEDULERS
 
 
 async def _run_one(
@@ -371,6 +392,10 @@ async def _run_one(
 
     directory = work / f"{workload.name}-{scheduler}"
     directory.mkdir()
+    traced = workload.trace_ratio is not None and scheduler == PLUMB
+    sink = otlpsink.OtlpSink() if traced else None
+    metrics_port = processes.free_ports(1)[0] if traced else 0
+    dropped: float | None = None
     process: schedulers.SchedulerProcess | None = None
     controller: claimcontroller.ClaimController | None = None
     controller_meter: measuring.ProcessMeter | None = None
@@ -407,7 +432,9 @@ async def _run_one(
                 for name in measured_names:
                     binder.submit(name, watch.pending[name])
             else:
-                process = await _start(plane, directory, scheduler, scheduler_name, workload)
+                process = await _start(
+                    plane, directory, scheduler, scheduler_name, workload, sink, metrics_port
+                )
             meter = measuring.ProcessMeter(process.pid, since_start=True) if process else None
         else:
             _status(f"{label} starting {scheduler}")
@@ -418,7 +445,9 @@ async def _run_one(
                 await binder.warm_up()
                 on_added, on_modified = binder.on_added, binder.on_modified
             else:
-                process = await _start(plane, directory, scheduler, scheduler_name, workload)
+                process = await _start(
+                    plane, directory, scheduler, scheduler_name, workload, sink, metrics_port
+                )
             watch = watching.PodWatch(
                 api, namespace, on_added=on_added, on_modified=on_modified if dra else None
             )
@@ -442,12 +471,17 @@ async def _run_one(
         harness_cpu = harness.usage().cpu_seconds
         controller_cpu = controller_meter.usage().cpu_seconds if controller_meter else None
         # Let the scheduler flush the events of its last bindings before it is stopped, so its
-        # log shows no shutdown noise; none of this is in the figures above.
+        # log shows no shutdown noise; none of this is in the figures above, only in the
+        # scheduler's CPU read again after it (a traced plumb exports its last spans here).
         await asyncio.sleep(SETTLE_SECONDS)
+        settled_cpu = meter.usage().cpu_seconds if meter else None
+        if traced:
+            dropped = await asyncio.to_thread(schedulers.spans_dropped, metrics_port)
     finally:
         if binder is not None:
             await binder.stop()
         log = process.stop() if process else {}
+        received = sink.stop() if sink is not None else None
         if process is not None and scheduler == PLUMB:
             log["kernel_ready_seconds"] = kernel_ready_seconds(process.log.read_text("utf-8"))
         controller_log = controller.stop() if controller else None
@@ -522,6 +556,10 @@ async def _run_one(
         claim_made=claim_made,
         gang=workload.gang,
         groups_placed=groups_placed,
+        settled_cpu_seconds=settled_cpu,
+        tracing=None
+        if received is None
+        else {"ratio": workload.trace_ratio, **dataclasses.asdict(received), "dropped": dropped},
     )
 
 
@@ -531,9 +569,16 @@ async def _start(
     scheduler: str,
     scheduler_name: str,
     workload: workloads.Workload,
+    sink: otlpsink.OtlpSink | None = None,
+    metrics_port: int = 0,
 ) -> schedulers.SchedulerProcess:
+    """The scheduler, started; plumb's spans go to ``sink`` if one is given."""
     if scheduler == PLUMB:
-        return await schedulers.start_plumb(plane, directory, scheduler_name, workload.nodes)
+        ratio = workload.trace_ratio
+        extra = schedulers.tracing_flags(sink.endpoint, ratio) if sink and ratio is not None else []
+        return await schedulers.start_plumb(
+            plane, directory, scheduler_name, workload.nodes, metrics_port=metrics_port, extra=extra
+        )
     # The gate for the gang workload only: the others measure kube-scheduler as it is by default.
     gates = gangload.GATES if workload.gang else {}
     return await schedulers.start_kube_scheduler(plane, directory, feature_gates=gates)

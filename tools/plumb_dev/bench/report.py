@@ -1,8 +1,9 @@
 """docs/benchmarks.md from the results: the machine, the versions, the exact command, whether
-each target of issues 4, 16, 27, 28 and 30 is met, a table of every figure for each workload
-with the ratio plumb / kube-scheduler, plots (pods bound over time, latency CDF), the cost growth
-with the cluster's size and the kernel micro-benchmark (the example plugins' calls included);
-the raw results go to benchmarks.json beside it.
+each target of issues 4, 16, 27, 28, 30 and 31 is met, a table of every figure for each
+workload with the ratio plumb / kube-scheduler, plots (pods bound over time, latency CDF), the
+cost growth with the cluster's size, what tracing costs (``tracingcost``) and the kernel
+micro-benchmark (the example plugins' calls included); the raw results go to benchmarks.json
+beside it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Any, TypeGuard
 
 import plumb
-from plumb_dev.bench import costplot, kernelbench, measuring
+from plumb_dev.bench import costplot, kernelbench, measuring, tracingcost
 
 JSON = dict[str, Any]
 MARKDOWN = "benchmarks.md"
@@ -392,7 +393,7 @@ def render(
             events=ctx.get("event_concurrency", "?"),
         ),
         "",
-        *_targets_section(targets(sections, kernel), quick=quick),
+        *_targets_section(targets(sections, kernel, ctx.get("settle_seconds")), quick=quick),
     ]
     for name, by_scheduler in sections:
         any_result = next(iter(by_scheduler.values()))
@@ -429,6 +430,7 @@ def render(
                 )
         lines.append("")
     lines += _growth_section([r for _, by in sections for r in by.values()])
+    lines += tracingcost.section(_tracing_cost(sections), ctx.get("settle_seconds"))
     lines += _kernel_section(kernel)
     lines.append(f"Raw results, per-pod bound times and latencies included: [{RAW}]({RAW}).")
     return "\n".join(lines) + "\n"
@@ -494,7 +496,7 @@ def _kernel_section(kernel: Sequence[JSON]) -> list[str]:
     return lines
 
 
-# --- the targets of issues 4, 16, 27, 28 and 30 ---------------------------------------------------
+# --- the targets of issues 4, 16, 27, 28, 30 and 31 -----------------------------------------------
 
 MET = "met"
 NOT_MET = "not met"
@@ -530,6 +532,8 @@ PLUGIN_NODES = 5000
 PLUGIN_MAX_US = 5.0
 PLUGIN_SCORE = "PriceLabel"
 """Issue 30's vectorised example Score plugin, whose call counts in its cost target."""
+TRACED_WORKLOAD, UNTRACED_WORKLOAD = "basic-traced", "basic"
+"""Issue 31's runs: plumb with tracing on at 10%, and the same workload with it off."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -552,12 +556,15 @@ def _unmeasured(target: str, *, issue: int = 4) -> TargetVerdict:
 
 
 def targets(
-    sections: Sequence[tuple[str, dict[str, JSON]]], kernel: Sequence[JSON]
+    sections: Sequence[tuple[str, dict[str, JSON]]],
+    kernel: Sequence[JSON],
+    settle_seconds: float | None = None,
 ) -> list[TargetVerdict]:
     """Every target, judged from these figures (each compared as the report prints it, so a
     verdict never contradicts the numbers beside it); missing figures are not measured.
 
-    Issue 4's first, on its own workloads; then issue 16's; then issue 27's, 28's and 30's."""
+    Issue 4's first, on its own workloads; then issue 16's; then issue 27's, 28's, 30's and
+    31's (``settle_seconds``: the settle its CPU figures count, to name it)."""
     workloads = dict(sections)
     old = [(name, by) for name, by in sections if name in ISSUE_4_WORKLOADS]
     verdicts = _throughput(workloads.get("basic", {}))
@@ -566,7 +573,8 @@ def targets(
     verdicts += _kernel(_kernel_row(kernel, KERNEL_NODES))
     verdicts.append(_memory(workloads.get("large", {})))
     verdicts += _issue_16(sections, kernel) + _issue_27(workloads.get(DRA_WORKLOAD, {}))
-    return verdicts + _issue_28(workloads.get(GANG_WORKLOAD, {})) + _issue_30(kernel)
+    verdicts += _issue_28(workloads.get(GANG_WORKLOAD, {})) + _issue_30(kernel)
+    return [*verdicts, _issue_31(_tracing_cost(sections), settle_seconds)]
 
 
 def _kernel_row(kernel: Sequence[JSON], nodes: int) -> JSON | None:
@@ -818,6 +826,28 @@ def _issue_30(kernel: Sequence[JSON]) -> list[TargetVerdict]:
     return verdicts
 
 
+def _tracing_cost(
+    sections: Sequence[tuple[str, dict[str, JSON]]],
+) -> tracingcost.TracingCost | None:
+    workloads = dict(sections)
+    return tracingcost.cost(
+        workloads.get(UNTRACED_WORKLOAD, {}).get("plumb"),
+        workloads.get(TRACED_WORKLOAD, {}).get("plumb"),
+    )
+
+
+def _issue_31(found: tracingcost.TracingCost | None, settle_seconds: float | None) -> TargetVerdict:
+    """Tracing on at 10% adds at most 10% scheduler CPU per bound pod in the basic workload
+    (the settle after the phase counted in both runs: the last spans are exported in it)."""
+    target = (
+        f"tracing on at 10% adds at most {tracingcost.MAX_INCREASE_PERCENT:.0f}% CPU per pod in "
+        "the basic workload"
+    )
+    if found is None:
+        return _unmeasured(target, issue=31)
+    return _check(target, tracingcost.figures(found, settle_seconds), found.met, issue=31)
+
+
 def _xlarge_kernel(row: JSON | None) -> TargetVerdict:
     target = (
         f"kernel: at most {XLARGE_KERNEL_MAX_US:.0f} µs per pod at {XLARGE_KERNEL_NODES:,} nodes"
@@ -947,7 +977,7 @@ def _targets_section(verdicts: Sequence[TargetVerdict], *, quick: bool) -> list[
     lines = [
         "## Targets",
         "",
-        "Each target of issues 4, 16, 27, 28 and 30, judged from this run's figures below "
+        "Each target of issues 4, 16, 27, 28, 30 and 31, judged from this run's figures below "
         f"({counts[MET]} met, {counts[NOT_MET]} not met, {counts[NOT_MEASURED]} not measured).",
         "",
     ]

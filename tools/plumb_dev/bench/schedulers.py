@@ -13,10 +13,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+import urllib.request
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from plumb.observability import metrics
 from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import kubescheduler
 
@@ -103,11 +105,15 @@ class KubeSchedulerProcess(SchedulerProcess):
 
 
 def spawn_plumb(
-    plane: controlplane.ControlPlane, log: Path, scheduler_name: str, metrics_port: int = 0
+    plane: controlplane.ControlPlane,
+    log: Path,
+    scheduler_name: str,
+    metrics_port: int = 0,
+    extra: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """``plumb run`` as a child in a session of its own, logging to ``log``; its debug port
     off and its metrics on 127.0.0.1:``metrics_port`` (0: off), so that it clashes with no
-    plumb running beside it."""
+    plumb running beside it; ``extra``: more flags of ``plumb run``."""
     with log.open("wb") as out:
         return subprocess.Popen(
             [
@@ -125,6 +131,7 @@ def spawn_plumb(
                 "127.0.0.1",
                 "--debug-port",
                 "0",
+                *extra,
             ],
             stdin=subprocess.DEVNULL,
             stdout=out,
@@ -134,11 +141,24 @@ def spawn_plumb(
         )
 
 
+def tracing_flags(endpoint: str, ratio: float) -> list[str]:
+    """``plumb run``'s flags for tracing on: spans over OTLP/HTTP to ``endpoint`` (a base URL),
+    at head sampling ``ratio``."""
+    return ["--otlp-endpoint", endpoint, "--trace-sampling-ratio", f"{ratio:g}"]
+
+
 async def start_plumb(
-    plane: controlplane.ControlPlane, directory: Path, scheduler_name: str, nodes: int
+    plane: controlplane.ControlPlane,
+    directory: Path,
+    scheduler_name: str,
+    nodes: int,
+    *,
+    metrics_port: int = 0,
+    extra: Sequence[str] = (),
 ) -> PlumbProcess:
+    """``plumb run`` (``spawn_plumb``'s), once its log says it has synced exactly ``nodes``."""
     log = directory / "plumb.log"
-    popen = await asyncio.to_thread(spawn_plumb, plane, log, scheduler_name)
+    popen = await asyncio.to_thread(spawn_plumb, plane, log, scheduler_name, metrics_port, extra)
     plumb = PlumbProcess(popen, log)
     deadline = time.monotonic() + SYNC_TIMEOUT
     while True:
@@ -283,3 +303,22 @@ def _plumb_line(line: str) -> tuple[str, str]:
 
 def _tail(log: Path, lines: int = 30) -> str:
     return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) or "(empty)"
+
+
+def spans_dropped(metrics_port: int) -> float | None:
+    """plumb's ``plumb_trace_spans_dropped_total`` (every reason) from its /metrics on
+    127.0.0.1:``metrics_port``; None if the page could not be read."""
+    from prometheus_client import parser
+
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            text = answer.read().decode("utf-8")
+    except OSError:
+        return None
+    return sum(
+        sample.value
+        for family in parser.text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == metrics.SPANS_DROPPED
+    )

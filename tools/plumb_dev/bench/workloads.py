@@ -69,6 +69,12 @@ class Workload:
     gang: int = 0
     """When set, the measured pods come in groups of this many consecutive pods, one upstream
     PodGroup each with that minCount (``gangload``): all of a group's pods placed or none."""
+    trace_ratio: float | None = None
+    """When set: plumb alone (no kube-scheduler, no ceiling: the comparison is plumb against its
+    own run of the workload it varies), with tracing on at this head sampling ratio and its
+    spans sent to the bench's OTLP receiver (``otlpsink``)."""
+    traces: str = ""
+    """With ``trace_ratio``: the workload this one is with tracing on (its baseline)."""
     large: bool = False
     """Only with ``--large``: minutes of runtime per scheduler."""
     xlarge: bool = False
@@ -81,6 +87,10 @@ class Workload:
             raise ValueError(
                 f"workload {self.name!r}: nodes={self.nodes}, initial_pods={self.initial_pods}, "
                 f"measured_pods={self.measured_pods}; need nodes > 0, initial >= 0, measured > 0"
+            )
+        if (self.trace_ratio is None) != (not self.traces):
+            raise ValueError(
+                f"workload {self.name!r}: trace_ratio and traces (its baseline) go together"
             )
         if self.dra and self.drain:
             raise ValueError(
@@ -170,13 +180,29 @@ MIX: tuple[PodClass, ...] = (
 )
 
 
+BASIC = Workload(
+    name="basic",
+    description="SchedulingBasic: plain pods of 100m / 500Mi",
+    nodes=500,
+    initial_pods=500,
+    measured_pods=2000,
+)
+TRACE_RATIO = 0.1
+"""The head sampling ratio of the traced run: plumb's default."""
+
+
 WORKLOADS: tuple[Workload, ...] = (
-    Workload(
-        name="basic",
-        description="SchedulingBasic: plain pods of 100m / 500Mi",
-        nodes=500,
-        initial_pods=500,
-        measured_pods=2000,
+    BASIC,
+    dataclasses.replace(
+        BASIC,
+        name="basic-traced",
+        description=(
+            f"basic with plumb's tracing on at a sampling ratio of {TRACE_RATIO:g}: the attempts "
+            "kept (that share, and any failed or slow) made into spans and exported over "
+            "OTLP/HTTP to a receiver in the bench process; plumb alone"
+        ),
+        trace_ratio=TRACE_RATIO,
+        traces=BASIC.name,
     ),
     Workload(
         name="drain",

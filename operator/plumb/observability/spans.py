@@ -22,6 +22,7 @@ gRPC); a full queue drops the newest and counts it: the loop never waits for the
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 import time
@@ -123,11 +124,13 @@ def _digest(*parts: object, size: int) -> int:
     return int.from_bytes(hashlib.blake2b(text, digest_size=size).digest(), "big") or 1
 
 
+@functools.lru_cache(maxsize=4096)  # an attempt asks for it at each stage
 def trace_id_of(uid: str, attempt: int, started: float) -> int:
     """The attempt's trace id (128 bits): from the pod, its attempt and when it was popped."""
     return _digest(uid, attempt, repr(started), size=16)
 
 
+@functools.lru_cache(maxsize=4096)
 def span_id_of(trace_id: int, stage: str) -> int:
     """A stage's span id (64 bits) within the attempt's trace ("" is the attempt's own)."""
     return _digest(trace_id, stage, size=8)

@@ -387,14 +387,17 @@ class Trace:
     trace_id: str = ""
     # When the attempt was popped and when the pod last entered the active queue (the
     # scheduler's monotonic clock; 0: unknown), and its stages as (name, start, end) on that
-    # clock: what its spans are made of (observability/spans.py). Not on the line.
+    # clock: what its spans are made of (observability/spans.py). Not on the line. The list is
+    # the attempt's: the copies of its record share it (``staged`` appends, copying nothing).
     started: float = dataclasses.field(default=0.0, compare=False)
     activated: float = dataclasses.field(default=0.0, compare=False)
-    stages: tuple[tuple[str, float, float], ...] = dataclasses.field(default=(), compare=False)
+    stages: list[tuple[str, float, float]] = dataclasses.field(default_factory=list, compare=False)
 
     def staged(self, name: str, start: float, end: float) -> Trace:
-        """The record with one more stage of its attempt."""
-        return dataclasses.replace(self, stages=(*self.stages, (name, start, end)))
+        """The record, one more stage of its attempt recorded (in place: a copy of the record
+        per stage cost 10 µs, tracing's largest cost per pod)."""
+        self.stages.append((name, start, end))
+        return self
 
     def summary(self) -> str:
         """The log line's message: the result, the pod and the node (no free text)."""

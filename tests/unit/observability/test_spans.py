@@ -26,7 +26,7 @@ RECORD = trace.Trace(
     input_hash="i" * 32,
     started=100.0,
     activated=99.5,
-    stages=(("compile", 100.0, 100.01), ("kernel", 100.01, 100.02), ("binding", 100.03, 100.2)),
+    stages=[("compile", 100.0, 100.01), ("kernel", 100.01, 100.02), ("binding", 100.03, 100.2)],
 )
 
 
@@ -126,7 +126,7 @@ def test_an_attempt_outside_the_ratio_is_kept_only_when_it_failed_or_was_slow() 
     assert exporting.finish(RECORD) == ""  # fast and bound: dropped
     failed = dataclasses.replace(RECORD, result=trace.UNSCHEDULABLE, node=None, message="0/4")
     assert exporting.finish(failed) != ""
-    slow = dataclasses.replace(RECORD, stages=(*RECORD.stages, ("binding", 100.2, 101.0)))
+    slow = dataclasses.replace(RECORD, stages=[*RECORD.stages, ("binding", 100.2, 101.0)])
     assert exporting.finish(slow) != ""
     exporting.close()
     roots = [s for s in exporter.get_finished_spans() if s.parent is None]

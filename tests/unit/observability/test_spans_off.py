@@ -32,7 +32,7 @@ chosen = spans.Exporting(settings.spans) if settings.spans.enabled else spans.OF
 record = trace.Trace(
     pod="shop/web-0", uid="u-1", result=trace.SCHEDULED, node="n1", attempts=1, feasible=3,
     total=4, plan_hash="p" * 32, input_hash="i" * 32, started=100.0, activated=99.5,
-    stages=(("kernel", 100.0, 100.01), ("binding", 100.02, 100.2)),
+    stages=[("kernel", 100.0, 100.01), ("binding", 100.02, 100.2)],
 )
 tracing.Tracer(spans=chosen).emit(record)
 print(json.dumps({

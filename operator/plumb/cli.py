@@ -10,6 +10,7 @@ import importlib.util
 import json
 import os
 import sys
+import webbrowser
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeAlias
@@ -290,6 +291,11 @@ def _add_explain(commands: Commands) -> None:
         help="Jaeger's query URL: the decision's trace is printed with its link (default: "
         "$PLUMB_TRACING_UI_URL)",
     )
+    explain_cmd.add_argument(
+        "--open",
+        action="store_true",
+        help="open the decision's trace in the browser (it needs the trace's link)",
+    )
 
 
 def _add_replay(commands: Commands) -> None:
@@ -490,7 +496,11 @@ def _served(
 
 def _command_explain(args: argparse.Namespace) -> int:
     return explain.main(
-        args.pod, source=args.source, endpoint=args.endpoint, tracing_ui=args.tracing_ui_url
+        args.pod,
+        source=args.source,
+        endpoint=args.endpoint,
+        tracing_ui=args.tracing_ui_url,
+        open_trace=webbrowser.open if args.open else None,
     )
 
 

@@ -21,7 +21,7 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TextIO
 
 from plumb.backend.records import groupobjects
@@ -47,9 +47,11 @@ def main(
     stdin: TextIO | None = None,
     out: TextIO | None = None,
     tracing_ui: str = "",
+    open_trace: Callable[[str], object] | None = None,
 ) -> int:
     """Print the explanation of ``pod``'s last decision; 1 with a message when there is none.
-    ``tracing_ui``: where traces are read (Jaeger's query URL): the trace's link is printed."""
+    ``tracing_ui``: where traces are read (Jaeger's query URL): the trace's link is printed;
+    ``open_trace``: called with that link (``--open``: the browser)."""
     stdin = sys.stdin if stdin is None else stdin
     out = sys.stdout if out is None else out
     try:
@@ -72,6 +74,12 @@ def main(
         print(f"error: {error}", file=sys.stderr)
         return 1
     out.write(render(record, tracing_ui))
+    if open_trace is not None:
+        if not record.trace_id or not tracing_ui:
+            why = "no trace was kept for it" if not record.trace_id else "no --tracing-ui-url"
+            print(f"error: cannot open the decision's trace: {why}", file=sys.stderr)
+            return 1
+        open_trace(f"{tracing_ui.rstrip('/')}/trace/{record.trace_id}")
     return 0
 
 

@@ -103,11 +103,7 @@ def _starter(
         )
 
     yield start
-    for process in started:
-        died = not process.running()
-        process.stop()
-        print(f"--- kube-scheduler log tail ({process.log}) ---\n{process.tail(40)}")
-        assert not died, "kube-scheduler exited during the test; see its log above"
+    side_by_side.stop_kube_schedulers(started)
 
 
 @pytest.fixture

@@ -80,11 +80,7 @@ def start_fixture(
         )
 
     yield start
-    for process in started:
-        died = not process.running()
-        process.stop()
-        print(f"--- kube-scheduler log tail ({process.log}) ---\n{process.tail(40)}")
-        assert not died, "kube-scheduler exited during the test; see its log above"
+    side_by_side.stop_kube_schedulers(started)
 
 
 def _nodes(add_node: NodeFactory, namespace: str, cpu: str) -> dict[str, str]:

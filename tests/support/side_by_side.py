@@ -393,3 +393,13 @@ def _add(into: dict[str, Decimal], other: Mapping[str, Decimal]) -> dict[str, De
 def _maximise(into: dict[str, Decimal], other: Mapping[str, Decimal]) -> None:
     for name, value in other.items():
         into[name] = max(into.get(name, Decimal(0)), value)
+
+
+def stop_kube_schedulers(started: Iterable[kubescheduler.KubeScheduler]) -> None:
+    """Stop the kube-schedulers a test started, printing each one's log tail, and fail the
+    test if one had exited during it."""
+    for process in started:
+        died = not process.running()
+        process.stop()
+        print(f"--- kube-scheduler log tail ({process.log}) ---\n{process.tail(40)}")
+        assert not died, "kube-scheduler exited during the test; see its log above"

@@ -494,3 +494,31 @@ def test_a_traced_decision_prints_its_trace_and_its_link_and_its_plugins_version
         f"trace:    {'4b' * 16} {link} (JSON: http://127.0.0.1:16686/api/traces/" in out.getvalue()
     )
     assert "trace:" not in explain.render(SCHEDULED)
+
+
+def test_open_hands_the_traces_link_to_the_browser_or_says_why_it_cannot() -> None:
+    traced = dataclasses.replace(SCHEDULED, trace_id="4b" * 16)
+    line = logs.JsonFormatter().format(
+        logging.makeLogRecord(
+            {"name": trace.LOGGER, "msg": traced.summary(), logs.FIELDS: traced.fields()}
+        )
+    )
+    opened: list[str] = []
+    code = explain.main(
+        "shop/web-7",
+        source="-",
+        stdin=io.StringIO(line + "\n"),
+        out=io.StringIO(),
+        tracing_ui="http://jaeger:16686",
+        open_trace=opened.append,
+    )
+    assert (code, opened) == (0, [f"http://jaeger:16686/trace/{'4b' * 16}"])
+    code = explain.main(
+        "shop/web-7",
+        source="-",
+        stdin=io.StringIO(line + "\n"),
+        out=io.StringIO(),
+        open_trace=opened.append,
+    )
+    assert code == 1
+    assert len(opened) == 1

@@ -11,7 +11,6 @@ caller's to see (extensions/calls.py), since a call that never returns cannot be
 from __future__ import annotations
 
 import dataclasses
-import functools
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -138,73 +137,87 @@ def judge(
     once)."""
     seconds: dict[tuple[str, str], float] = {}
     memo = checked if checked is not None else CheckedAnswers()
-
-    def call(enabled: enabling.Enabled, plugin: interface.Plugin, point: str) -> Any:
-        """The plugin's answer at ``point``, or the PluginFailure that ends the pod's attempt."""
-        calling(enabled.name, point)
-        started = time.perf_counter()
-        try:
-            answer = getattr(plugin, interface.METHODS[point])(pod, nodes)
-        except Exception as error:
-            return failed(enabled, point, _said(error), RAISED)
-        finally:
-            took = time.perf_counter() - started
-            seconds[(enabled.name, point)] = took
-        if watched and took > enabled.timeout:
-            return failed(enabled, point, late(enabled.timeout), TIMED_OUT)
-        return answer
-
-    def failed(enabled: enabling.Enabled, point: str, error: str, why: str) -> PluginFailure:
-        return PluginFailure(enabled.name, point, error_words(point, enabled.name, error), why)
-
-    def ended(failure: PluginFailure) -> Judgement:
-        return Judgement(nodes=nodes.names, failure=failure, seconds=seconds)
-
-    count = len(nodes)
+    names = nodes.names
+    count = len(names)
     for enabled, plugin in plugins:
-        if enabled.runs(interface.PRE_FILTER):
-            status = call(enabled, plugin, interface.PRE_FILTER)
+        if interface.PRE_FILTER in enabled.points:
+            status = _call(
+                enabled, plugin, interface.PRE_FILTER, pod, nodes, calling, seconds, watched
+            )
             if isinstance(status, PluginFailure):
-                return ended(status)
+                return Judgement(nodes=names, failure=status, seconds=seconds)
             if status is not None:
                 if not isinstance(status, interface.Status):
                     wrong = _shape(status, "a Status or None")
-                    return ended(failed(enabled, interface.PRE_FILTER, wrong, MALFORMED))
-                return Judgement(nodes=nodes.names, refused=(enabled.name, status), seconds=seconds)
+                    failure = _failed(enabled, interface.PRE_FILTER, wrong, MALFORMED)
+                    return Judgement(nodes=names, failure=failure, seconds=seconds)
+                return Judgement(nodes=names, refused=(enabled.name, status), seconds=seconds)
     rejections: list[Rejected] = []
     for enabled, plugin in plugins:
-        if not enabled.runs(interface.FILTER):
+        if interface.FILTER not in enabled.points:
             continue
-        answer = call(enabled, plugin, interface.FILTER)
+        answer = _call(enabled, plugin, interface.FILTER, pod, nodes, calling, seconds, watched)
         if isinstance(answer, PluginFailure):
-            return ended(answer)
-        found = memo.get(
-            enabled.name, answer, functools.partial(_rejections, enabled.name, answer, count)
-        )
+            return Judgement(nodes=names, failure=answer, seconds=seconds)
+        found = memo.seen(enabled.name, answer)
+        if found is None:
+            found = memo.keep(enabled.name, answer, _rejections(enabled.name, answer, count))
         if isinstance(found, str):
-            return ended(failed(enabled, interface.FILTER, found, MALFORMED))
+            failure = _failed(enabled, interface.FILTER, found, MALFORMED)
+            return Judgement(nodes=names, failure=failure, seconds=seconds)
         rejections.extend(found)
     scores: dict[str, interface.Ints] = {}
     for enabled, plugin in plugins:
-        if not enabled.runs(interface.SCORE) or enabled.weight == 0:
+        if interface.SCORE not in enabled.points or enabled.weight == 0:
             continue
-        answer = call(enabled, plugin, interface.SCORE)
+        answer = _call(enabled, plugin, interface.SCORE, pod, nodes, calling, seconds, watched)
         if isinstance(answer, PluginFailure):
-            return ended(answer)
-        raw, out_of_range = memo.get(
-            enabled.name,
-            answer,
-            functools.partial(_checked_scores, answer, count, enabled.normalize),
-        )
+            return Judgement(nodes=names, failure=answer, seconds=seconds)
+        checked_scores = memo.seen(enabled.name, answer)
+        if checked_scores is None:
+            checked_scores = memo.keep(
+                enabled.name, answer, _checked_scores(answer, count, enabled.normalize)
+            )
+        raw, out_of_range = checked_scores
         if isinstance(raw, str):
-            return ended(failed(enabled, interface.SCORE, raw, MALFORMED))
+            failure = _failed(enabled, interface.SCORE, raw, MALFORMED)
+            return Judgement(nodes=names, failure=failure, seconds=seconds)
         if out_of_range is not None:
             message = _INVALID_SCORE.format(name=enabled.name, score=out_of_range)
-            return ended(PluginFailure(enabled.name, interface.SCORE, message, MALFORMED))
+            failure = PluginFailure(enabled.name, interface.SCORE, message, MALFORMED)
+            return Judgement(nodes=names, failure=failure, seconds=seconds)
         scores[enabled.name] = raw
-    return Judgement(
-        nodes=nodes.names, rejections=tuple(rejections), scores=scores, seconds=seconds
-    )
+    return Judgement(nodes=names, rejections=tuple(rejections), scores=scores, seconds=seconds)
+
+
+def _call(
+    enabled: enabling.Enabled,
+    plugin: interface.Plugin,
+    point: str,
+    pod: interface.PodView,
+    nodes: interface.NodeView,
+    calling: Callable[[str, str], None],
+    seconds: dict[tuple[str, str], float],
+    watched: bool,
+) -> Any:
+    """The plugin's answer at ``point``, or the PluginFailure that ends the pod's attempt;
+    its time in ``seconds``."""
+    calling(enabled.name, point)
+    started = time.perf_counter()
+    try:
+        answer = getattr(plugin, interface.METHODS[point])(pod, nodes)
+    except Exception as error:
+        return _failed(enabled, point, _said(error), RAISED)
+    finally:
+        took = time.perf_counter() - started
+        seconds[(enabled.name, point)] = took
+    if watched and took > enabled.timeout:
+        return _failed(enabled, point, late(enabled.timeout), TIMED_OUT)
+    return answer
+
+
+def _failed(enabled: enabling.Enabled, point: str, error: str, why: str) -> PluginFailure:
+    return PluginFailure(enabled.name, point, error_words(point, enabled.name, error), why)
 
 
 class CheckedAnswers:
@@ -214,12 +227,14 @@ class CheckedAnswers:
     def __init__(self) -> None:
         self._seen: dict[tuple[str, int], tuple[object, Any]] = {}
 
-    def get(self, plugin: str, answer: object, check: Callable[[], _R]) -> _R:
-        key = (plugin, id(answer))
-        found = self._seen.get(key)
-        if found is None:
-            found = self._seen[key] = (answer, check())
-        result: _R = found[1]
+    def seen(self, plugin: str, answer: object) -> Any:
+        """What checking ``answer`` gave, None when it was not checked yet."""
+        found = self._seen.get((plugin, id(answer)))
+        return None if found is None else found[1]
+
+    def keep(self, plugin: str, answer: object, result: _R) -> _R:
+        """Keep what checking ``answer`` gave (and the answer, alive); returns ``result``."""
+        self._seen[(plugin, id(answer))] = (answer, result)
         return result
 
 

@@ -190,8 +190,9 @@ class BindingCycle:
             outcome,
             latency,
             self._state.slo,
+            # The record is copied only with tracing on: off, a bound pod pays nothing for it.
             trace_id=spans.kept(dataclasses.replace(record, result=trace.SCHEDULED))
-            if bound
+            if bound and spans.enabled
             else "",
         )
         if outcome not in (BindOutcome.GONE, BindOutcome.CONFLICT):  # not the zone's doing

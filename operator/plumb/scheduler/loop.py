@@ -453,7 +453,7 @@ class Scheduler:
             decisions, by_uid, snap, profile, _ref(policy), prepared, kernel_seconds, self.cache.dra
         )
         if self.tracer.spans.enabled:
-            records = self._staged(records, prepared, stages)
+            self._staged(records, prepared, stages)
         return Decided(
             decisions=decisions,
             records=records,
@@ -468,23 +468,21 @@ class Scheduler:
 
     def _staged(
         self,
-        records: dict[str, trace.Trace],
+        records: Mapping[str, trace.Trace],
         prepared: cycle.Prepared,
         stages: Sequence[tuple[str, float, float]],
-    ) -> dict[str, trace.Trace]:
-        """The records with the cycle's stages their pods went through (compile for all, the
-        kernel run and the extenders for the kernel's), and the batch's span (tracing on)."""
+    ) -> None:
+        """Record the cycle's stages on the attempts that went through them (compile for all,
+        the kernel run and the extenders for the kernel's), and make the batch's span (tracing
+        on)."""
         early = {decision.pod.uid for decision in prepared.early}
-        staged = {}
         for uid, record in records.items():
             for name, start, end in stages if uid not in early else stages[:1]:
-                record = record.staged(name, start, end)
-            staged[uid] = record
-        run = [record for uid, record in staged.items() if uid not in early]
+                record.staged(name, start, end)
+        run = [record for uid, record in records.items() if uid not in early]
         kernel = next((stage for stage in stages if stage[0] == spans_module.KERNEL), None)
         if kernel is not None and len(run) > 1:
             self.tracer.spans.batch(run, kernel[1], kernel[2])
-        return staged
 
     async def carry_out(self, entries: list[queue_module.Entry], decided: Decided) -> None:
         """Assume and bind the pods placed, put back those deferred, and report (after

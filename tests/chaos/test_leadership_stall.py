@@ -31,7 +31,7 @@ from plumb_dev.testing import builders, kube
 from tests.chaos import faultproxy, harness, invariant
 from tests.chaos.harness import RestartablePlumbFactory
 
-pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.long]  # ~20 s: make test-long
 
 HIGH = 1000
 HIGHEST = 2000

@@ -25,7 +25,7 @@ from plumb_dev.testing import kube
 from tests.chaos import harness, invariant
 from tests.chaos.harness import RestartablePlumbFactory
 
-pytestmark = [pytest.mark.integration, pytest.mark.chaos]
+pytestmark = [pytest.mark.integration, pytest.mark.chaos, pytest.mark.long]  # make test-long
 
 SECONDS = float(os.environ.get("PLUMB_SOAK_SECONDS", harness.size(6, 180)))
 POPULATION = 150  # pods alive at once: each round deletes the oldest bound, creates as many new

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from plumb import cli
-from plumb_dev.bench import workloads
+from plumb_dev.bench import benchruns, workloads
 
 # About 100 s of developer tooling: in `make test-long` (CI runs it), so that `make test` stays
 # within its 15 minutes.
@@ -23,7 +23,8 @@ def test_quick_bench_places_every_pod_and_writes_the_report(tmp_path: Path) -> N
     results = {(r["workload"], r["scheduler"]): r for r in raw["results"]}
     expected = workloads.select(None, quick=True, large=False)
     for workload in expected:
-        for scheduler in ("plumb", "kube-scheduler", "ceiling"):
+        schedulers = benchruns.schedulers_for(workload)
+        for scheduler in schedulers:
             q = results[(workload.name, scheduler)]["quality"]
             assert q["measured_pods"] == workload.measured_pods
             assert q["placed"] == workload.measured_pods, (
@@ -35,6 +36,12 @@ def test_quick_bench_places_every_pod_and_writes_the_report(tmp_path: Path) -> N
         assert plumb["log"]["tracebacks"] == 0, plumb["log"]
         # Every run measured its scheduler's process; the ceiling has none of its own.
         assert plumb["usage"]["cpu_seconds"] > 0
+        if workload.trace_ratio is not None:
+            # A traced variant is plumb alone (compared with plumb untraced), and it exported.
+            assert schedulers == ("plumb",)
+            assert (workload.name, "kube-scheduler") not in results
+            assert plumb["tracing"]["spans"] > 0, plumb["tracing"]
+            continue
         assert results[(workload.name, "kube-scheduler")]["usage"]["peak_rss_bytes"] > 0
         assert results[(workload.name, "ceiling")]["usage"] is None
         assert (tmp_path / "benchmarks" / f"{workload.name}-bound.png").stat().st_size > 0

@@ -35,6 +35,7 @@ def _alive(pid: int) -> bool:
         return False
 
 
+@pytest.mark.long  # ~12 s: in make test-long, so that make test stays within 15 minutes
 def test_cluster_up_env_down(tmp_path: Path) -> None:
     directory = tmp_path / "cluster"
     up = _plumb("cluster", "up", "--dir", str(directory))

@@ -179,6 +179,7 @@ def _eventually(probe: Callable[[], str], timeout: float = 30.0) -> str:
             time.sleep(0.2)
 
 
+@pytest.mark.long  # ~12 s: in make test-long, so that make test stays within 15 minutes
 def test_stop_leaves_nothing_behind_and_is_idempotent(bin_dir: Path, tmp_path: Path) -> None:
     cp = lifecycle.start(tmp_path, bin_dir=bin_dir)
     try:

@@ -306,7 +306,7 @@ def _policy(max_violations: int) -> dict[str, Any]:
     }
 
 
-@pytest.mark.long  # in make test-long; the handover and the cut-off stay in make test
+@pytest.mark.long  # in make test-long; the SIGKILL handover stays in make test
 def test_a_budget_spent_before_a_handover_is_not_spent_again_after_it(
     kube_client: kube.Kube,
     namespace: str,
@@ -430,6 +430,7 @@ class PausableProxy:
                 sock.close()
 
 
+@pytest.mark.long  # in make test-long; the SIGKILL handover stays in make test
 def test_a_leader_cut_off_from_the_api_server_stops_binding_before_its_lease_expires(
     control_plane: controlplane.ControlPlane,
     kube_client: kube.Kube,
@@ -521,7 +522,7 @@ def test_a_leader_cut_off_from_the_api_server_stops_binding_before_its_lease_exp
         proxy.close()
 
 
-@pytest.mark.long  # in make test-long; the handover and the cut-off stay in make test
+@pytest.mark.long  # in make test-long; the SIGKILL handover stays in make test
 def test_a_thousand_pods_under_two_replicas_are_each_bound_exactly_once(
     kube_client: kube.Kube, namespace: str, add_node: NodeFactory, replicas: ReplicaFactory
 ) -> None:

@@ -13,7 +13,7 @@ from plumb_dev.testing import kube
 from tests.support.live_cluster import NodeCluster, events_of
 from tests.support.plumb_process import Plumb
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # ~30 s of a real Job: make test-long
 
 COMPLETIONS = 20
 PARALLELISM = 5

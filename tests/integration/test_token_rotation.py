@@ -24,7 +24,7 @@ from plumb_dev.cluster.controlplane import lifecycle as controlplane
 from plumb_dev.testing import builders, crds, kube
 from tests.support.live_cluster import NodeFactory
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.long]  # ~11 s: make test-long
 
 ACCOUNT = "plumb"
 

@@ -41,6 +41,11 @@ def test_quick_bench_places_every_pod_and_writes_the_report(tmp_path: Path) -> N
             assert schedulers == ("plumb",)
             assert (workload.name, "kube-scheduler") not in results
             assert plumb["tracing"]["spans"] > 0, plumb["tracing"]
+            # ... alternated with a run of tracing off (one pair in quick mode).
+            runs = plumb["alternation"]
+            assert [run["tracing"] for run in runs] == [False, True]
+            assert runs[0]["spans"] is None
+            assert runs[1]["spans"] == plumb["tracing"]["spans"]
             continue
         assert results[(workload.name, "kube-scheduler")]["usage"]["peak_rss_bytes"] > 0
         assert results[(workload.name, "ceiling")]["usage"] is None

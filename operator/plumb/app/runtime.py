@@ -157,6 +157,7 @@ async def run(settings: RunSettings) -> None:
     compiled_jit.release_compiler_pages()
     loaded_in = await kernel.warm_up()
     compiled_jit.release_compiler_pages()
+    spans_module.preload(settings.spans)
     # What the imports and the kernel made lives as long as the process: out of the garbage
     # collector's sight, a full collection walks only what scheduling made, not all of numba's
     # objects too, and holds the loop far less (docs/performance.md#cpu-per-pod).

@@ -24,7 +24,7 @@ import dataclasses
 import json
 import ssl
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -35,11 +35,12 @@ from plumb.k8s import credentials as credentials_module
 
 JSON = dict[str, Any]
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
-TRACEPARENT: contextvars.ContextVar[str | None] = contextvars.ContextVar(
+TRACEPARENT: contextvars.ContextVar[Callable[[], str | None] | None] = contextvars.ContextVar(
     "traceparent", default=None
 )
-"""The W3C traceparent the requests of the current task carry (tracing: a pod's PreBind sets
-its span's, so the API server's spans of those writes join the pod's trace); None: none."""
+"""What gives the W3C traceparent the requests of the current task carry (tracing: a pod's
+PreBind sets its span's, so the API server's spans of those writes join the pod's trace; asked
+only when a request is made, as most PreBinds make none); None: none."""
 MERGE_PATCH = "application/merge-patch+json"
 
 
@@ -199,7 +200,9 @@ class ApiClient:
         generation, auth = await self._credential()
         traced = TRACEPARENT.get()
         if traced is not None and not (headers and "traceparent" in headers):
-            headers = {**(headers or {}), "traceparent": traced}
+            header = traced()
+            if header is not None:
+                headers = {**(headers or {}), "traceparent": header}
         if headers:
             auth = {**auth, **headers}
         response = await send(method, path, auth, data, params, content_type, request_timeout)

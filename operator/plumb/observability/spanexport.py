@@ -1,19 +1,27 @@
-"""What tracing needs of the OpenTelemetry SDK: preset span ids, plumb's export queue, the
-exporter; imported only when tracing is on (observability/spans.py)."""
+"""What tracing needs of the OpenTelemetry SDK: spans as its records, plumb's export queue,
+the OTLP exporter; imported only when tracing is on (observability/spans.py).
+
+plumb makes an attempt's spans after the attempt, from the times it recorded and with ids it
+derived, so it builds the SDK's finished-span records (ReadableSpan) itself rather than starting
+and ending live spans through a tracer: a live span costs a sampler call, locks and processor
+calls to say what plumb already knows (three times the cost per kept attempt, measured), and its
+ids would have to be forced through an id generator.
+"""
 
 from __future__ import annotations
 
 import collections
 import logging
-import os
 import threading
 import time
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, cast
 
-from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor
+from opentelemetry import trace as api
+from opentelemetry.sdk import resources
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
-from opentelemetry.sdk.trace.id_generator import IdGenerator
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
 
 logger = logging.getLogger("plumb.spans")
 
@@ -23,44 +31,75 @@ EXPORT_EVERY_SECONDS = 2.0
 # Why a span was not exported (plumb_trace_spans_dropped_total's reason).
 QUEUE_FULL, EXPORT_FAILED = "queue_full", "export_failed"
 HTTP_PROTOBUF, GRPC = "http/protobuf", "grpc"
+_SAMPLED = api.TraceFlags(api.TraceFlags.SAMPLED)
+_UNSET = api.Status(api.StatusCode.UNSET)
 
 
-class PresetIds(IdGenerator):
-    """An IdGenerator that hands out the ids set just before a span is started (the spans are
-    made on one thread, the loop's); random ones when none is set."""
+class SpanRecords:
+    """Finished spans of one service: its resource and scope, each span's ids and times given."""
 
-    def __init__(self) -> None:
-        self._trace: int | None = None
-        self._span: int | None = None
+    def __init__(self, service: str) -> None:
+        self._resource = resources.Resource.create({"service.name": service})
+        self._scope = InstrumentationScope("plumb")
 
-    def next(self, trace_id: int, span_id: int) -> None:
-        self._trace, self._span = trace_id, span_id
+    @staticmethod
+    def context(trace_id: int, span_id: int) -> api.SpanContext:
+        """A sampled span's identity (what a link or a child names)."""
+        return api.SpanContext(trace_id, span_id, is_remote=False, trace_flags=_SAMPLED)
 
-    def generate_trace_id(self) -> int:
-        found, self._trace = self._trace, None
-        return found if found is not None else int.from_bytes(os.urandom(16), "big")
+    def span(
+        self,
+        name: str,
+        context: api.SpanContext,
+        start_ns: int,
+        end_ns: int,
+        *,
+        parent: api.SpanContext | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        links: Sequence[api.Link] = (),
+        error: str | None = None,
+    ) -> ReadableSpan:
+        """A finished span; ``error`` set: its status is ERROR with that description."""
+        return ReadableSpan(
+            name,
+            context,
+            parent=parent,
+            resource=self._resource,
+            attributes=attributes,
+            links=links,
+            status=_UNSET if error is None else api.Status(api.StatusCode.ERROR, error),
+            start_time=start_ns,
+            end_time=end_ns,
+            instrumentation_scope=self._scope,
+        )
 
-    def generate_span_id(self) -> int:
-        found, self._span = self._span, None
-        return found if found is not None else int.from_bytes(os.urandom(8), "big")
+
+def exporter_module(protocol: str) -> Any:
+    """The OTLP exporter's module for ``protocol`` (imported on first use: gRPC brings grpcio)."""
+    if protocol == GRPC:
+        from opentelemetry.exporter.otlp.proto.grpc import trace_exporter as grpc
+
+        return grpc
+    from opentelemetry.exporter.otlp.proto.http import trace_exporter as http
+
+    return http
 
 
 def exporter(protocol: str, endpoint: str, traces_endpoint: str) -> SpanExporter:
     """The OTLP exporter of ``protocol``: ``traces_endpoint`` as is, else ``endpoint`` (a base
     URL for HTTP, /v1/traces added; a host:port or URL for gRPC, plain text for http://)."""
+    module = exporter_module(protocol)
     if protocol == GRPC:
-        from opentelemetry.exporter.otlp.proto.grpc import trace_exporter as grpc
-
         target = traces_endpoint or endpoint
-        return grpc.OTLPSpanExporter(endpoint=target, insecure=target.startswith("http://"))
-    from opentelemetry.exporter.otlp.proto.http import trace_exporter as http
+        grpc = module.OTLPSpanExporter(endpoint=target, insecure=target.startswith("http://"))
+        return cast(SpanExporter, grpc)
+    url = traces_endpoint or endpoint.rstrip("/") + "/v1/traces"
+    return cast(SpanExporter, module.OTLPSpanExporter(endpoint=url))
 
-    return http.OTLPSpanExporter(endpoint=traces_endpoint or endpoint.rstrip("/") + "/v1/traces")
 
-
-class ExportQueue(SpanProcessor):
-    """A span processor: ended spans on a bounded queue, exported in batches by one worker
-    thread; a span that finds the queue full is dropped and counted (never the loop waiting)."""
+class ExportQueue:
+    """Finished spans on a bounded queue, exported in batches by one worker thread; a span that
+    finds the queue full is dropped and counted (never the loop waiting)."""
 
     def __init__(self, exporter: SpanExporter, dropped: Callable[[str, int], None]) -> None:
         self._exporter = exporter
@@ -71,19 +110,13 @@ class ExportQueue(SpanProcessor):
         self._worker = threading.Thread(target=self._run, name="plumb-spans", daemon=True)
         self._worker.start()
 
-    # The SpanProcessor interface (duck-typed: the SDK calls these).
-    def on_start(self, span: Span, parent_context: Any = None) -> None:
-        pass
-
-    def _on_ending(self, span: Span) -> None:
-        pass
-
-    def on_end(self, span: ReadableSpan) -> None:
+    def put(self, spans: Sequence[ReadableSpan]) -> None:
+        """Queue an attempt's (or a batch's) spans; those beyond the bound are counted dropped."""
         with self._ready:
-            if len(self._spans) >= QUEUE_SIZE:
-                self._dropped(QUEUE_FULL, 1)
-                return
-            self._spans.append(span)
+            room = QUEUE_SIZE - len(self._spans)
+            self._spans.extend(spans[:room])
+            if len(spans) > room:
+                self._dropped(QUEUE_FULL, len(spans) - room)
             if len(self._spans) >= EXPORT_BATCH:
                 self._ready.notify()
 
@@ -91,9 +124,6 @@ class ExportQueue(SpanProcessor):
         with self._ready:
             self._stopping = True
             self._ready.notify()
-
-    def force_flush(self, timeout_millis: int = 30000) -> bool:
-        return self.drain(timeout_millis / 1000)
 
     def drain(self, timeout: float) -> bool:
         """Wait (at most ``timeout``) until the queue is empty."""

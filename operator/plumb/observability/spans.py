@@ -116,6 +116,16 @@ def _ratio(sampler: str, argument: str | None) -> float:
     return DEFAULT_RATIO
 
 
+def preload(settings: SpanSettings) -> None:
+    """Import what tracing on needs (the SDK, its OTLP exporter) now: called before plumb's
+    start freezes the garbage collector's view of what the imports made, so that a full
+    collection does not walk those modules' objects (8,000 of them, 3 ms a collection)."""
+    if settings.enabled:
+        from plumb.observability import spanexport
+
+        spanexport.exporter_module(settings.protocol)
+
+
 # Ids --------------------------------------------------------------------------------------------
 
 
@@ -130,15 +140,23 @@ def trace_id_of(uid: str, attempt: int, started: float) -> int:
     return _digest(uid, attempt, repr(started), size=16)
 
 
-@functools.lru_cache(maxsize=4096)
+@functools.lru_cache(maxsize=64)
+def _salt(stage: str) -> int:
+    return _digest(stage, size=8)
+
+
 def span_id_of(trace_id: int, stage: str) -> int:
-    """A stage's span id (64 bits) within the attempt's trace ("" is the attempt's own)."""
-    return _digest(trace_id, stage, size=8)
+    """A stage's span id (64 bits) within the attempt's trace ("" is the attempt's own): the
+    trace id's high half mixed with the stage's own salt, distinct for each stage."""
+    return ((trace_id >> 64) ^ _salt(stage)) or 1
+
+
+_LOW_HALF = (1 << 64) - 1
 
 
 def head_sampled(trace_id: int, ratio: float) -> bool:
     """OpenTelemetry's TraceIdRatioBased: the trace id's low 64 bits under ratio * 2^64."""
-    return (trace_id & ((1 << 64) - 1)) < int(ratio * (1 << 64))
+    return (trace_id & _LOW_HALF) < int(ratio * (1 << 64))
 
 
 def traceparent(trace_id: int, span_id: int, sampled: bool) -> str:
@@ -173,9 +191,15 @@ class Spans:
         """The traceparent of requests made in one of the attempt's stages (None: off)."""
         return None
 
-    def kept(self, record: trace.Trace) -> str:
+    def stage_headers(self, record: trace.Trace, stage: str) -> Callable[[], str | None] | None:
+        """What gives ``stage_header`` when a request asks (k8s client's TRACEPARENT): made
+        only for a stage that makes requests (None: off)."""
+        return None
+
+    def kept(self, record: trace.Trace, *, result: str = "") -> str:
         """The trace id the attempt's spans will have if tracing keeps them, else "" (what
-        ``finish`` decides, without making anything: an observation's exemplar)."""
+        ``finish`` decides, without making anything: an observation's exemplar); ``result``:
+        the attempt's result, when the record does not say it yet."""
         return ""
 
     def finish(self, record: trace.Trace) -> str:
@@ -193,7 +217,8 @@ OFF = Spans()
 
 
 class Exporting(Spans):
-    """Spans on: the SDK, a tracer over plumb's own processor, ids derived per attempt."""
+    """Spans on: each kept attempt's spans made from its record (spanexport's SDK records) and
+    queued for plumb's exporter thread."""
 
     enabled = True
 
@@ -203,30 +228,15 @@ class Exporting(Spans):
         dropped: Callable[[str, int], None] = lambda reason, count: None,
         exporter: Any = None,
     ) -> None:
-        from opentelemetry.sdk import resources
-        from opentelemetry.sdk import trace as sdk_trace
-
         from plumb.observability import spanexport
 
         self.settings = settings
-        self._ids = spanexport.PresetIds()
-        attributes = {"service.name": settings.service}
-        from opentelemetry.sdk.trace import sampling
-
-        self._provider = sdk_trace.TracerProvider(
-            # plumb decides which attempts are kept before it makes their spans: the SDK
-            # keeps every span it is given (it would read OTEL_TRACES_SAMPLER otherwise).
-            sampler=sampling.ALWAYS_ON,
-            resource=resources.Resource.create(attributes),
-            id_generator=self._ids,
-            shutdown_on_exit=False,
-        )
+        self._records = spanexport.SpanRecords(settings.service)
         found = exporter or spanexport.exporter(
             settings.protocol, settings.endpoint, settings.traces_endpoint
         )
         self._queue = spanexport.ExportQueue(found, dropped)
-        self._provider.add_span_processor(self._queue)
-        self._tracer = self._provider.get_tracer("plumb")
+        self._under = int(settings.ratio * (1 << 64))  # head_sampled's bound, once
         # Monotonic times (the scheduler's clock) to epoch nanoseconds.
         self._offset = time.time() - time.monotonic()
 
@@ -235,45 +245,53 @@ class Exporting(Spans):
 
     def stage_header(self, record: trace.Trace, stage: str) -> str | None:
         trace_id = trace_id_of(record.uid, record.attempts, record.started)
-        sampled = head_sampled(trace_id, self.settings.ratio)
+        sampled = (trace_id & _LOW_HALF) < self._under
         return traceparent(trace_id, span_id_of(trace_id, stage), sampled)
 
-    def kept(self, record: trace.Trace) -> str:
+    def stage_headers(self, record: trace.Trace, stage: str) -> Callable[[], str | None] | None:
+        return functools.partial(self.stage_header, record, stage)
+
+    def kept(self, record: trace.Trace, *, result: str = "") -> str:
         if not record.started:
             return ""
         trace_id = trace_id_of(record.uid, record.attempts, record.started)
-        ended = max([record.started, *(end for _, _, end in record.stages)])
         kept = (
-            head_sampled(trace_id, self.settings.ratio)
-            or record.result != trace.SCHEDULED
-            or ended - (record.activated or record.started) > self.settings.slow_seconds
+            (trace_id & _LOW_HALF) < self._under
+            or (result or record.result) != trace.SCHEDULED
+            or _ended(record) - (record.activated or record.started) > self.settings.slow_seconds
         )
         return f"{trace_id:032x}" if kept else ""
 
     def finish(self, record: trace.Trace) -> str:
-        if not self.kept(record):
+        kept = self.kept(record)
+        if not kept:
             return ""
         trace_id = trace_id_of(record.uid, record.attempts, record.started)
-        ended = max([record.started, *(end for _, _, end in record.stages)])
-        from opentelemetry import trace as api
-
-        root_id = span_id_of(trace_id, "")
-        self._ids.next(trace_id, root_id)
-        root = self._tracer.start_span(
-            f"schedule {record.pod}",
-            start_time=self._ns(record.activated or record.started),
-            attributes=_attributes(record),
-        )
-        if record.result != trace.SCHEDULED:
-            root.set_status(api.Status(api.StatusCode.ERROR, record.message[:512]))
-        context = api.set_span_in_context(root)
+        made = self._records
+        root = made.context(trace_id, span_id_of(trace_id, ""))
         stages = [(QUEUE, record.activated, record.started)] if record.activated else []
-        for name, start, end in (*stages, *record.stages):
-            self._ids.next(trace_id, span_id_of(trace_id, name))
-            span = self._tracer.start_span(name, context=context, start_time=self._ns(start))
-            span.end(end_time=self._ns(end))
-        root.end(end_time=self._ns(ended))
-        return f"{trace_id:032x}"
+        found = [
+            made.span(
+                name,
+                made.context(trace_id, span_id_of(trace_id, name)),
+                self._ns(start),
+                self._ns(end),
+                parent=root,
+            )
+            for name, start, end in (*stages, *record.stages)
+        ]
+        found.append(
+            made.span(
+                f"schedule {record.pod}",
+                root,
+                self._ns(record.activated or record.started),
+                self._ns(_ended(record)),
+                attributes=_attributes(record),
+                error=record.message[:512] if record.result != trace.SCHEDULED else None,
+            )
+        )
+        self._queue.put(found)
+        return kept
 
     def batch(self, records: Sequence[trace.Trace], started: float, ended: float) -> None:
         from opentelemetry import trace as api
@@ -284,28 +302,30 @@ class Exporting(Spans):
         trace_id = _digest("batch", first.snapshot, repr(started), size=16)
         if not head_sampled(trace_id, self.settings.ratio):
             return
+        made = self._records
         links = []
         for record in records:
             pod_trace = trace_id_of(record.uid, record.attempts, record.started)
-            context = api.SpanContext(
-                pod_trace,
-                span_id_of(pod_trace, ""),
-                is_remote=False,
-                trace_flags=api.TraceFlags(api.TraceFlags.SAMPLED),
-            )
+            context = made.context(pod_trace, span_id_of(pod_trace, ""))
             links.append(api.Link(context, {"pod": record.pod}))
-        self._ids.next(trace_id, span_id_of(trace_id, ""))
-        span = self._tracer.start_span(
+        span = made.span(
             "schedule batch",
-            start_time=self._ns(started),
+            made.context(trace_id, span_id_of(trace_id, "")),
+            self._ns(started),
+            self._ns(ended),
             links=links,
             attributes={"plumb.batch.pods": len(records), "plumb.snapshot": first.snapshot},
         )
-        span.end(end_time=self._ns(ended))
+        self._queue.put([span])
 
     def close(self, timeout: float = 5.0) -> None:
         self._queue.drain(timeout)
-        self._provider.shutdown()
+        self._queue.shutdown()
+
+
+def _ended(record: trace.Trace) -> float:
+    """When the attempt's last recorded stage ended (its pop, if it recorded none)."""
+    return max([record.started, *(end for _, _, end in record.stages)])
 
 
 def _attributes(record: trace.Trace) -> dict[str, Any]:

@@ -132,7 +132,7 @@ class BindingCycle:
         try:
             prebinding = self._state.queue.now()
             # PreBind's writes (volumes, claims, the nomination) carry its span's traceparent.
-            traced = k8s_client.TRACEPARENT.set(spans.stage_header(record, PRE_BIND))
+            traced = k8s_client.TRACEPARENT.set(spans.stage_headers(record, PRE_BIND))
             try:
                 prebound = bool(tries) or await self._prebind(
                     entry, node, plan, devices, record, started
@@ -190,10 +190,7 @@ class BindingCycle:
             outcome,
             latency,
             self._state.slo,
-            # The record is copied only with tracing on: off, a bound pod pays nothing for it.
-            trace_id=spans.kept(dataclasses.replace(record, result=trace.SCHEDULED))
-            if bound and spans.enabled
-            else "",
+            trace_id=spans.kept(record, result=trace.SCHEDULED) if bound else "",
         )
         if outcome not in (BindOutcome.GONE, BindOutcome.CONFLICT):  # not the zone's doing
             self._state.policies.observe_bind(pod, node, success=bound, latency=latency)

@@ -193,3 +193,74 @@ def test_a_report_without_the_traced_run_says_tracing_was_not_measured(tmp_path:
     report.write(tmp_path, [_pair(1.0, 1.0)[0]], context)
     markdown = (tmp_path / "benchmarks.md").read_text()
     assert "## Tracing cost\n\nNot measured in this run" in markdown
+
+
+def _run(tracing: bool, settled_ms: float, *, p99: float = 0.4) -> dict[str, Any]:
+    """One entry of a traced workload's alternation (``benchruns.alternated``'s shape)."""
+    return {
+        "tracing": tracing,
+        "cpu_ms_per_pod": settled_ms - 0.1,
+        "settled_cpu_ms_per_pod": settled_ms,
+        "latency_p99": p99,
+        "throughput": 400.0,
+        "creation_rate": 410.0,
+        "spans": 1400 if tracing else None,
+        "dropped": 0.0 if tracing else None,
+    }
+
+
+# off on, on off, off on: an outlier each way, which the medians leave out.
+ALTERNATION = [
+    _run(False, 1.00),
+    _run(True, 1.04),
+    _run(True, 1.40, p99=0.9),
+    _run(False, 0.90),
+    _run(False, 1.02),
+    _run(True, 1.05),
+]
+
+
+def _alternated(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    traced = _plumb_run("basic-traced", cpu=0.95, settled=1.05, tracing=RECEIVED)
+    return {**traced, "alternation": runs}
+
+
+def test_a_traced_workload_alternates_tracing_off_and_on() -> None:
+    from plumb_dev.bench import benchruns
+
+    assert benchruns.tracing_order(3) == [False, True, True, False, False, True]
+    assert benchruns.tracing_order(1) == [False, True]
+
+
+def test_with_the_alternation_the_medians_are_compared_not_the_baseline_run() -> None:
+    baseline = _plumb_run("basic", cpu=0.5, settled=0.6)  # far off: not used
+    found = tracingcost.cost(baseline, _alternated(ALTERNATION))
+    assert found is not None
+    assert (found.cpu_off, found.cpu_on, found.settled) == (1.00, 1.05, True)
+    assert (found.phase_off, found.phase_on) == pytest.approx((0.90, 0.95))
+    assert (found.p99_off_ms, found.p99_on_ms) == (400.0, 400.0)
+    assert found.increase_percent == 5.0
+    assert found.met
+    assert "(phase + 3 s settle, medians of 3 runs each): +5.0%" in tracingcost.figures(found, 3)
+    # Only the traced runs: no comparison.
+    assert tracingcost.cost(None, _alternated([r for r in ALTERNATION if r["tracing"]])) is None
+
+
+def test_the_section_lists_every_run_of_the_alternation(tmp_path: Path) -> None:
+    context = {
+        "date": "2026-01-01 00:00 UTC",
+        "command": "plumb bench --workloads basic-traced",
+        "mode": "full",
+        "machine": {"cpu": "Test CPU", "cpus": 2, "memory_gib": 8.0, "os": "Linux"},
+        "versions": {"plumb": "0.1.0"},
+        "settle_seconds": 3.0,
+    }
+    report.write(tmp_path, [_alternated(ALTERNATION)], context)
+    markdown = (tmp_path / "benchmarks.md").read_text()
+    assert f"| 31 | {TARGET} | 1.00 → 1.05 ms/pod (phase + 3 s settle, medians of 3 runs" in (
+        markdown
+    )
+    assert "| tracing off (median) | tracing on (median) | change |" in markdown
+    assert "| 3 | on | 1.40 | 1.30 | 900 | 400.0 | 410 | 1400 |" in markdown
+    assert "| 4 | off | 0.90 | 0.80 | 400 | 400.0 | 410 | - |" in markdown
+    assert "- spans received (the traced run of median CPU): 812 in 3 requests" in markdown

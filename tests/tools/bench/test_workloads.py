@@ -39,7 +39,7 @@ def test_quick_mode_runs_neither_large_workload_unless_asked() -> None:
 
 def test_basic_traced_is_basic_with_tracing_on_at_10_percent() -> None:
     basic, traced = workloads.select(["basic-traced", "basic"], quick=False, large=False)
-    assert (traced.name, traced.trace_ratio, traced.traces) == ("basic-traced", 0.1, "basic")
+    assert (traced.name, traced.trace_ratio) == ("basic-traced", 0.1)
     assert basic.trace_ratio is None
     sizes = [(w.nodes, w.initial_pods, w.measured_pods, w.pod, w.node) for w in (basic, traced)]
     assert sizes[0] == sizes[1]
@@ -48,17 +48,6 @@ def test_basic_traced_is_basic_with_tracing_on_at_10_percent() -> None:
         quick_basic.nodes,
         quick_basic.measured_pods,
     )
-
-
-def test_a_traced_workload_names_its_baseline() -> None:
-    with pytest.raises(ValueError, match="trace_ratio and traces"):
-        workloads.Workload(
-            name="x", description="", nodes=1, initial_pods=0, measured_pods=1, trace_ratio=0.1
-        )
-    with pytest.raises(ValueError, match="trace_ratio and traces"):
-        workloads.Workload(
-            name="x", description="", nodes=1, initial_pods=0, measured_pods=1, traces="basic"
-        )
 
 
 def test_the_drain_is_basics_shape_as_a_backlog() -> None:

@@ -111,7 +111,7 @@ async def test_a_traceparent_goes_with_the_binding_or_with_the_tasks_requests(
     client, seen = api
     given = "00-" + "ab" * 16 + "-" + "cd" * 8 + "-01"
     await client.bind(namespace="shop", name="web-1", uid="u1", node="n1", traceparent=given)
-    token = k8s_client.TRACEPARENT.set("00-" + "ef" * 16 + "-" + "12" * 8 + "-00")
+    token = k8s_client.TRACEPARENT.set(lambda: "00-" + "ef" * 16 + "-" + "12" * 8 + "-00")
     try:
         await client.bind(namespace="shop", name="web-2", uid="u2", node="n1")
         await client.bind(namespace="shop", name="web-3", uid="u3", node="n1", traceparent=given)

@@ -159,15 +159,20 @@ def test_without_basic_traced_issue_31_is_not_measured() -> None:
     assert (verdict.status, verdict.figures) == (report.NOT_MEASURED, report.MISSING)
 
 
-def test_the_report_has_a_tracing_section(tmp_path: Path) -> None:
-    context = {
+def _context(command: str, **more: float) -> dict[str, Any]:
+    """A bench run's context as the report reads it."""
+    return {
         "date": "2026-01-01 00:00 UTC",
-        "command": "plumb bench --workloads basic,basic-traced",
+        "command": command,
         "mode": "full",
         "machine": {"cpu": "Test CPU", "cpus": 2, "memory_gib": 8.0, "os": "Linux"},
         "versions": {"plumb": "0.1.0"},
-        "settle_seconds": 3.0,
+        **more,
     }
+
+
+def test_the_report_has_a_tracing_section(tmp_path: Path) -> None:
+    context = _context("plumb bench --workloads basic,basic-traced", settle_seconds=3.0)
     report.write(tmp_path, list(_pair(1.0, 1.08)), context)
     markdown = (tmp_path / "benchmarks.md").read_text()
     assert f"| 31 | {TARGET} | 1.00 → 1.08 ms/pod (phase + 3 s settle): +8.0%" in markdown
@@ -183,13 +188,7 @@ def test_the_report_has_a_tracing_section(tmp_path: Path) -> None:
 
 
 def test_a_report_without_the_traced_run_says_tracing_was_not_measured(tmp_path: Path) -> None:
-    context = {
-        "date": "2026-01-01 00:00 UTC",
-        "command": "plumb bench --workloads basic",
-        "mode": "full",
-        "machine": {"cpu": "Test CPU", "cpus": 2, "memory_gib": 8.0, "os": "Linux"},
-        "versions": {"plumb": "0.1.0"},
-    }
+    context = _context("plumb bench --workloads basic")
     report.write(tmp_path, [_pair(1.0, 1.0)[0]], context)
     markdown = (tmp_path / "benchmarks.md").read_text()
     assert "## Tracing cost\n\nNot measured in this run" in markdown
@@ -247,14 +246,7 @@ def test_with_the_alternation_the_medians_are_compared_not_the_baseline_run() ->
 
 
 def test_the_section_lists_every_run_of_the_alternation(tmp_path: Path) -> None:
-    context = {
-        "date": "2026-01-01 00:00 UTC",
-        "command": "plumb bench --workloads basic-traced",
-        "mode": "full",
-        "machine": {"cpu": "Test CPU", "cpus": 2, "memory_gib": 8.0, "os": "Linux"},
-        "versions": {"plumb": "0.1.0"},
-        "settle_seconds": 3.0,
-    }
+    context = _context("plumb bench --workloads basic-traced", settle_seconds=3.0)
     report.write(tmp_path, [_alternated(ALTERNATION)], context)
     markdown = (tmp_path / "benchmarks.md").read_text()
     assert f"| 31 | {TARGET} | 1.00 → 1.05 ms/pod (phase + 3 s settle, medians of 3 runs" in (

@@ -154,9 +154,15 @@ def span_id_of(trace_id: int, stage: str) -> int:
 _LOW_HALF = (1 << 64) - 1
 
 
-def head_sampled(trace_id: int, ratio: float) -> bool:
-    """OpenTelemetry's TraceIdRatioBased: the trace id's low 64 bits under ratio * 2^64."""
-    return (trace_id & _LOW_HALF) < int(ratio * (1 << 64))
+def sampling_bound(ratio: float) -> int:
+    """OpenTelemetry's TraceIdRatioBased bound for ``ratio``: ratio * 2^64."""
+    return int(ratio * (1 << 64))
+
+
+def head_sampled(trace_id: int, bound: int) -> bool:
+    """OpenTelemetry's TraceIdRatioBased: the trace id's low 64 bits under ``bound``
+    (``sampling_bound`` of the ratio)."""
+    return (trace_id & _LOW_HALF) < bound
 
 
 def traceparent(trace_id: int, span_id: int, sampled: bool) -> str:
@@ -236,7 +242,7 @@ class Exporting(Spans):
             settings.protocol, settings.endpoint, settings.traces_endpoint
         )
         self._queue = spanexport.ExportQueue(found, dropped)
-        self._under = int(settings.ratio * (1 << 64))  # head_sampled's bound, once
+        self._bound = sampling_bound(settings.ratio)
         # Monotonic times (the scheduler's clock) to epoch nanoseconds.
         self._offset = time.time() - time.monotonic()
 
@@ -245,7 +251,7 @@ class Exporting(Spans):
 
     def stage_header(self, record: trace.Trace, stage: str) -> str | None:
         trace_id = trace_id_of(record.uid, record.attempts, record.started)
-        sampled = (trace_id & _LOW_HALF) < self._under
+        sampled = head_sampled(trace_id, self._bound)
         return traceparent(trace_id, span_id_of(trace_id, stage), sampled)
 
     def stage_headers(self, record: trace.Trace, stage: str) -> Callable[[], str | None] | None:
@@ -256,7 +262,7 @@ class Exporting(Spans):
             return ""
         trace_id = trace_id_of(record.uid, record.attempts, record.started)
         kept = (
-            (trace_id & _LOW_HALF) < self._under
+            head_sampled(trace_id, self._bound)
             or (result or record.result) != trace.SCHEDULED
             or _ended(record) - (record.activated or record.started) > self.settings.slow_seconds
         )
@@ -300,7 +306,7 @@ class Exporting(Spans):
             return
         first = records[0]
         trace_id = _digest("batch", first.snapshot, repr(started), size=16)
-        if not head_sampled(trace_id, self.settings.ratio):
+        if not head_sampled(trace_id, self._bound):
             return
         made = self._records
         links = []

@@ -143,10 +143,10 @@ class BindingCycle:
                 return False
             binding = self._state.queue.now()
             if spans.enabled and not tries:
-                record = record.staged(PRE_BIND, prebinding, binding)
+                record.staged(PRE_BIND, prebinding, binding)
             answer = await self._bind_call(pod, node, spans.binding_header(record))
             if spans.enabled:
-                record = record.staged(BINDING, binding, self._state.queue.now())
+                record.staged(BINDING, binding, self._state.queue.now())
             if isinstance(answer, str):
                 self._extender_refused(entry, node, record, plan, devices, started, answer)
                 return False

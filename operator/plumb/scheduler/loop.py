@@ -552,7 +552,7 @@ class Scheduler:
         searched = self.queue.now()
         outcome = await self.post_filter.run(decision, policy, profile, judgement)
         if self.tracer.spans.enabled:
-            record = record.staged(spans_module.POST_FILTER, searched, self.queue.now())
+            record.staged(spans_module.POST_FILTER, searched, self.queue.now())
         if outcome.retry:
             self.queue.requeue(entry)  # room appeared since the cycle: a new attempt
             return
@@ -710,7 +710,7 @@ class Scheduler:
             return False
         refused = self._extensions_refuse(entry, held, decision)
         if self.tracer.spans.enabled:
-            record = record.staged(spans_module.RESERVE, reserving, self.queue.now())
+            record.staged(spans_module.RESERVE, reserving, self.queue.now())
         if refused is not None:
             unplaced = dataclasses.replace(record, result=trace.UNSCHEDULABLE, node=None)
             return self.apply(entry, refused, unplaced, policy, deviation=deviation)

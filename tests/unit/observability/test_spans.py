@@ -74,10 +74,10 @@ def test_ids_and_the_traceparent_follow_from_the_attempt() -> None:
     header = spans.traceparent(trace_id, spans.span_id_of(trace_id, spans.BINDING), True)
     version, hex_trace, hex_span, flags = header.split("-")
     assert (version, len(hex_trace), len(hex_span), flags) == ("00", 32, 16, "01")
-    assert spans.head_sampled(trace_id, 1.0)
-    assert not spans.head_sampled(trace_id, 0.0)
+    assert spans.head_sampled(trace_id, spans.sampling_bound(1.0))
+    assert not spans.head_sampled(trace_id, spans.sampling_bound(0.0))
     ids = [spans.trace_id_of("u", i, 0.0) for i in range(2000)]
-    share = sum(spans.head_sampled(i, 0.1) for i in ids) / len(ids)
+    share = sum(spans.head_sampled(i, spans.sampling_bound(0.1)) for i in ids) / len(ids)
     assert 0.07 < share < 0.13
 
 

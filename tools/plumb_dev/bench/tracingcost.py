@@ -174,16 +174,12 @@ def figures(found: TracingCost, settle_seconds: float | None = None) -> str:
     )
     if found.settled and found.phase_off is not None and found.phase_on is not None:
         text += f" (measured phase alone {found.phase_off:.2f} → {found.phase_on:.2f})"
-    text += f"; p99 {_ms(found.p99_off_ms)} → {_ms(found.p99_on_ms)} ms"
-    text += f"; {_count(found.spans)} spans received, {_count(found.dropped)} dropped"
+    text += f"; p99 {_whole(found.p99_off_ms)} → {_whole(found.p99_on_ms)} ms"
+    text += f"; {_whole(found.spans)} spans received, {_whole(found.dropped)} dropped"
     return text
 
 
-def _ms(value: float | None) -> str:
-    return f"{value:.0f}" if value is not None else "-"
-
-
-def _count(value: float | None) -> str:
+def _whole(value: float | None) -> str:
     return f"{value:.0f}" if value is not None else "-"
 
 
@@ -262,8 +258,9 @@ def section(found: TracingCost | None, settle_seconds: float | None = None) -> l
         ]
     lines.append("|---|---:|---:|---:|")
     for label, off, on, fmt in rows:
-        shown = [fmt.format(v) if v is not None and math.isfinite(v) else "-" for v in (off, on)]
-        lines.append(f"| {label} | {shown[0]} | {shown[1]} | {_change(off, on, fmt)} |")
+        lines.append(
+            f"| {label} | {_fixed(off, fmt)} | {_fixed(on, fmt)} | {_change(off, on, fmt)} |"
+        )
     if found.runs:
         lines += [
             "",
@@ -279,15 +276,15 @@ def section(found: TracingCost | None, settle_seconds: float | None = None) -> l
                 f"| {_fixed(_scaled(run.get('latency_p99'), 1000), '{:.0f}')} "
                 f"| {_fixed(run.get('throughput'), '{:.1f}')} "
                 f"| {_fixed(run.get('creation_rate'), '{:.0f}')} "
-                f"| {_count(run.get('spans')) if run['tracing'] else '-'} |"
+                f"| {_whole(run.get('spans')) if run['tracing'] else '-'} |"
             )
     kib = f"{found.kib:.0f} KiB" if found.kib is not None else "- KiB"
     which = " (the traced run of median CPU)" if found.runs else ""
     lines += [
         "",
-        f"- spans received{which}: {_count(found.spans)} in {_count(found.requests)} requests "
-        f"({kib}); requests unreadable or refused: {_count(found.unreadable)}",
-        f"- plumb_trace_spans_dropped_total after the phase: {_count(found.dropped)}",
+        f"- spans received{which}: {_whole(found.spans)} in {_whole(found.requests)} requests "
+        f"({kib}); requests unreadable or refused: {_whole(found.unreadable)}",
+        f"- plumb_trace_spans_dropped_total after the phase: {_whole(found.dropped)}",
         "",
     ]
     return lines

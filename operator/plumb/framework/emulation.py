@@ -248,6 +248,10 @@ class Emulation:
     # before PreBind (NominatedNodeNameForExpectation); in v1.35 the clear compares with the
     # pod as queued, without it, and sends nothing: the nomination stays until the binding.
     failure_rereads_nomination: bool = True
+    # v1.35 (schedule_one.go handleBindingCycleError): a failed binding cycle always passes
+    # clearNominatedNode; v1.34's newFailureNominatingInfo passes none while
+    # NominatedNodeNameForExpectation is on (the nominator then follows the pod's status).
+    failure_clears_gated_nomination: bool = True
     # DynamicResources' allocator: its features and its release's behaviour.
     devices: DeviceFeatures = DeviceFeatures()
 
@@ -313,6 +317,7 @@ def emulate(
         resize_pod_totals=minor >= 37,
         csi_driver_opt_in=minor >= 36,
         failure_rereads_nomination=minor >= 36,
+        failure_clears_gated_nomination=minor >= 35,
         devices=_device_features(minor, values),
     )
 

@@ -8,9 +8,10 @@ the outcome reported
 (a Scheduled event and trace line, or a retry after a backoff); and on failure or cancellation
 a step back (the assumption forgotten, the pod back in the queue). A PreBind with work to do is
 announced first where NominatedNodeNameForExpectation is on (v1.35+): the pod's
-status.nominatedNodeName names its node until the API server clears it at binding, or, from
-v1.36, the failure does (Emulation.failure_rereads_nomination). A deviation charged to a
-policy's budget is refunded unless the binding stands. What it learns goes into the state it
+status.nominatedNodeName names its node until the API server clears it at binding. A failed
+binding cycle clears the pod's nomination (its PreBind's or a preemption's) as the failure
+handler of the release plumb decides as does (``_failed_nomination``). A deviation charged to
+a policy's budget is refunded unless the binding stands. What it learns goes into the state it
 shares with the feed and the scheduling cycle (scheduler/state.py).
 """
 
@@ -254,11 +255,10 @@ class BindingCycle:
                 message = f"{result.message}; not retried: the watch has settled the pod"
         else:
             message = f"{result.message}; retrying after a backoff"
-            if (plan is not None and not plan.empty) or (devices is not None and devices.prebinds):
-                self._clear_nomination(pod)  # written before its PreBind
             step = self._state.queue.backoff_duration(entry.attempts)
             level = logging.WARNING
             self._state.queue.retry(entry)
+            self._failed_nomination(pod, written=self._prebind_nominated(pod, plan, devices))
             # No answer, the server's own failure, or a 409 that may be our own earlier try:
             # the binding may stand, which the watch will tell.
             self._state.uncertain.setdefault(pod.uid, {})[node] = record
@@ -318,6 +318,7 @@ class BindingCycle:
         if not settled:
             self._state.cache.forget(pod.uid)
             self._state.queue.retry(entry)
+            self._failed_nomination(pod, written=self._prebind_nominated(pod, plan, devices))
             self._state.recorder.failed_scheduling(
                 pod, message, step=step, reason=events_module.SCHEDULER_ERROR
             )
@@ -387,8 +388,6 @@ class BindingCycle:
         if not message:
             return True
         self._state.hooks.unreserve(extensions, pod, node)
-        if nominated:
-            self._clear_nomination(pod)
         if plan is not None:
             self._state.cache.volumes.forget(plan)
         self._forget_devices(pod, devices, unreserve=True)
@@ -397,6 +396,7 @@ class BindingCycle:
         self._state.metrics.attempt(metrics_module.ERROR, self._state.queue.now() - entry.popped_at)
         step = self._state.queue.backoff_duration(entry.attempts)
         self._state.queue.retry(entry)
+        self._failed_nomination(pod, written=nominated)
         self._state.recorder.failed_scheduling(pod, message, step=step)
         self._bind_failed(record, message, started, step)
         return False
@@ -530,16 +530,42 @@ class BindingCycle:
             return True  # updatePod sends nothing when the status already says so
         return await self._nominations.nominate(pod, node)
 
-    def _clear_nomination(self, pod: objects.PodInfo) -> None:
-        """A binding cycle failed after ``_nominate``: from v1.36 the failure clears the
-        nomination (handleSchedulingFailure compares with the pod as the informer has it);
-        v1.35 compares with the pod as it was queued, which had none, and leaves it; v1.34
-        (the gate forced on) passes no nominating info at all."""
+    def _prebind_nominated(
+        self,
+        pod: objects.PodInfo,
+        plan: volumes_module.BindingPlan | None,
+        devices: dynamicresources.Reserved | None,
+    ) -> bool:
+        """Whether this binding cycle nominated the pod before a PreBind with work to do."""
         profile = self._state.served.get(pod.scheduler_name)
         if profile is None or not profile.kube.gate(NOMINATION_GATE):
+            return False
+        return (plan is not None and not plan.empty) or (devices is not None and devices.prebinds)
+
+    def _failed_nomination(self, queued: objects.PodInfo, *, written: bool) -> None:
+        """A binding cycle failed and the pod is queued again (handleBindingCycleError): its
+        nomination, a preemption's or the one written before its PreBind (``written``), is
+        dropped here, and cleared in its status when the pod as the release compares it names
+        a node (clearNominatedNode; updatePod): from v1.36 the newest the watch reported, a
+        nomination this cycle wrote included; in v1.35 and v1.34 the pod as it was queued.
+        v1.34 with NominatedNodeNameForExpectation on passes no nominating info: the
+        nomination follows the pod's status."""
+        profile = self._state.served.get(queued.scheduler_name)
+        if profile is None:
             return
-        if profile.kube.failure_rereads_nomination:
-            self._nominations.clear_nomination(pod)
+        kube = profile.kube
+        newest = self._state.queue.pod(queued.uid) or queued
+        if kube.gate(NOMINATION_GATE) and not kube.failure_clears_gated_nomination:
+            if newest.nominated_node:
+                self._state.nominations.nominate(newest, newest.nominated_node)
+            return
+        self._state.nominations.remove(queued.uid)
+        if kube.failure_rereads_nomination:
+            named = bool(newest.nominated_node) or written
+        else:
+            named = bool(queued.nominated_node)
+        if named:
+            self._nominations.clear_nomination(queued)
 
     def _step_back(self, entry: queue_module.Entry) -> None:
         """Undo the assumption of a pod whose binding was not (knowingly) made."""

@@ -197,7 +197,9 @@ class PostFilter:
             self._metrics.preemption_attempt()
         part = _trace_part(found)
         if outcome.node is None:
-            if outcome.clear_nomination and nominated:
+            # Nominate no node (ModeOverride ""): held here, or named by the pod's status
+            # (a nomination this replica dropped at an earlier assume, or another's).
+            if outcome.clear_nomination and (nominated or pod.nominated_node):
                 self.clear(pod)
             return dataclasses.replace(
                 self._failed(decision, found.post_filter_message(said)), preemption=part

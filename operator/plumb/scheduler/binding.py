@@ -10,7 +10,7 @@ a step back (the assumption forgotten, the pod back in the queue). A PreBind wit
 announced first where NominatedNodeNameForExpectation is on (v1.35+): the pod's
 status.nominatedNodeName names its node until the API server clears it at binding. A failed
 binding cycle clears the pod's nomination (its PreBind's or a preemption's) as the failure
-handler of the release plumb decides as does (``_failed_nomination``). A deviation charged to
+handler of the release plumb decides as does (``failed_nomination``). A deviation charged to
 a policy's budget is refunded unless the binding stands. What it learns goes into the state it
 shares with the feed and the scheduling cycle (scheduler/state.py).
 """
@@ -258,7 +258,7 @@ class BindingCycle:
             step = self._state.queue.backoff_duration(entry.attempts)
             level = logging.WARNING
             self._state.queue.retry(entry)
-            self._failed_nomination(pod, written=self._prebind_nominated(pod, plan, devices))
+            self.failed_nomination(pod, written=self._prebind_nominated(pod, plan, devices))
             # No answer, the server's own failure, or a 409 that may be our own earlier try:
             # the binding may stand, which the watch will tell.
             self._state.uncertain.setdefault(pod.uid, {})[node] = record
@@ -318,7 +318,7 @@ class BindingCycle:
         if not settled:
             self._state.cache.forget(pod.uid)
             self._state.queue.retry(entry)
-            self._failed_nomination(pod, written=self._prebind_nominated(pod, plan, devices))
+            self.failed_nomination(pod, written=self._prebind_nominated(pod, plan, devices))
             self._state.recorder.failed_scheduling(
                 pod, message, step=step, reason=events_module.SCHEDULER_ERROR
             )
@@ -396,7 +396,7 @@ class BindingCycle:
         self._state.metrics.attempt(metrics_module.ERROR, self._state.queue.now() - entry.popped_at)
         step = self._state.queue.backoff_duration(entry.attempts)
         self._state.queue.retry(entry)
-        self._failed_nomination(pod, written=nominated)
+        self.failed_nomination(pod, written=nominated)
         self._state.recorder.failed_scheduling(pod, message, step=step)
         self._bind_failed(record, message, started, step)
         return False
@@ -542,9 +542,10 @@ class BindingCycle:
             return False
         return (plan is not None and not plan.empty) or (devices is not None and devices.prebinds)
 
-    def _failed_nomination(self, queued: objects.PodInfo, *, written: bool) -> None:
-        """A binding cycle failed and the pod is queued again (handleBindingCycleError): its
-        nomination, a preemption's or the one written before its PreBind (``written``), is
+    def failed_nomination(self, queued: objects.PodInfo, *, written: bool) -> None:
+        """A binding cycle, or a scheduling cycle with an error, failed and the pod is queued
+        again (handleBindingCycleError, schedulingCycle's errors): its nomination, a
+        preemption's or the one written before its PreBind (``written``), is
         dropped here, and cleared in its status when the pod as the release compares it names
         a node (clearNominatedNode; updatePod): from v1.36 the newest the watch reported, a
         nomination this cycle wrote included; in v1.35 and v1.34 the pod as it was queued.

@@ -288,6 +288,7 @@ class Scheduler:
         meters.count_errors(self.metrics, self.queue, [entry])
         step = self.queue.backoff_duration(entry.attempts)
         self.queue.backoff(pod.uid)
+        self.binding.failed_nomination(pod, written=False)
         self.state.recorder.failed_scheduling(
             pod, message, step=step, reason=events_module.SCHEDULER_ERROR
         )
@@ -686,6 +687,7 @@ class Scheduler:
             meters.count_errors(self.metrics, self.queue, [entry])
             step = self.queue.backoff_duration(entry.attempts)
             self.queue.backoff(pod.uid)
+            self.binding.failed_nomination(pod, written=False)
             self.state.recorder.failed_scheduling(
                 pod, message, step=step, reason=events_module.SCHEDULER_ERROR
             )

@@ -1,6 +1,7 @@
-"""A nomination a preemption left in a pod's status, after the pod's binding fails or its next
-preemption finds nothing: cleared, here and in the status, as kube-scheduler's failure handler
-(clearNominatedNode) and its PostFilter ("nominate no node") do, per release. A nomination left
+"""A nomination a preemption left in a pod's status, after the pod's binding fails, its
+scheduling cycle ends in an error, or its next preemption finds nothing: cleared, here and in
+the status, as kube-scheduler's failure handler (clearNominatedNode) and its PostFilter
+("nominate no node") do, per release. A nomination left
 standing would keep holding room, and count against the sum of the ElasticQuota mins, for a pod
 that waits with nowhere to go (docs/reliability.md, the quotas after a handover)."""
 
@@ -11,6 +12,7 @@ import pytest
 from plumb.backend import queue as queue_module
 from plumb.framework import emulation
 from plumb.k8s import client as k8s_client
+from plumb.kernel import contract
 from plumb.scheduler import Scheduler
 from plumb_dev.testing.builders import make_node, make_pod
 from tests.support.fakes import FakeApi, ManualClock, make_scheduler
@@ -75,3 +77,25 @@ async def test_a_preemption_that_finds_nothing_clears_a_nomination_only_the_stat
     await _cycle(s)
     assert api.deletes == []
     assert _nominations_written(api) == [None]
+
+
+@pytest.mark.parametrize(
+    ("kube", "cleared"),
+    [(emulation.emulate(34, {GATE: True}), False), (emulation.emulate(37), True)],
+    ids=["v1.34-gate-on", "v1.37"],
+)
+async def test_an_error_in_the_scheduling_cycle_clears_the_nomination(
+    kube: emulation.Emulation, cleared: bool
+) -> None:
+    async def broken(cluster: contract.Cluster, batch: contract.Batch) -> contract.Result:
+        raise RuntimeError("kernel fault")
+
+    api, clock = FakeApi(), ManualClock()
+    s = make_scheduler(api, clock, kube=kube, kernel=broken)
+    s.feed.resync([make_node("n1").capacity(cpu="2").obj()], [NOMINATED.obj()])
+    await s.decide(await s.queue.pop_batch(8))  # the loop's call: failures isolated
+    await s.drain()
+    assert api.binds == []
+    assert [e["reason"] for e in api.events] == ["FailedScheduling"]
+    assert _nominations_written(api) == ([None] if cleared else [])
+    assert s.state.nominations.node_of("u-web") == (None if cleared else "n1")

@@ -197,9 +197,9 @@ class PostFilter:
             self._metrics.preemption_attempt()
         part = _trace_part(found)
         if outcome.node is None:
-            # Nominate no node (ModeOverride ""): held here, or named by the pod's status
-            # (a nomination this replica dropped at an earlier assume, or another's).
-            if outcome.clear_nomination and (nominated or pod.nominated_node):
+            # Nominate no node (ModeOverride ""): ``clear`` drops one held here or named by
+            # the pod's status (dropped here at an earlier assume, or another replica's).
+            if outcome.clear_nomination:
                 self.clear(pod)
             return dataclasses.replace(
                 self._failed(decision, found.post_filter_message(said)), preemption=part
